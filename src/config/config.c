@@ -1,0 +1,501 @@
+/* SPDX-License-Identifier: MIT */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "config.h"
+#include "log.h"
+#include "macro.h"
+#include "strv.h"
+
+typedef enum SettingType {
+        SETTING_STRING,
+        SETTING_BOOL,
+        SETTING_SIZE,
+        SETTING_UINT,
+        SETTING_SECONDS,
+        SETTING_STRV,       /* white-space separated; a repeated key adds; an empty value resets */
+        SETTING_STRV_LINES, /* each occurrence is one entry */
+        SETTING_LOG_LEVEL,
+} SettingType;
+
+typedef struct Setting {
+        const char *name;
+        SettingType type;
+        size_t offset;
+        const char *help;
+        bool cli_only;      /* not accepted in the configuration file */
+} Setting;
+
+#define S(n, t, f, h) { n, t, offsetof(Config, f), h, false }
+#define CLI(n, t, f, h) { n, t, offsetof(Config, f), h, true }
+
+static const Setting settings[] = {
+        CLI("listen", SETTING_STRING, listen_path, "Create and serve a Unix socket at PATH (instead of systemd's)"),
+        CLI("stdio", SETTING_BOOL, stdio, "Serve one MCP session on stdin/stdout; exit at end of input"),
+        S("exit-idle-time", SETTING_SECONDS, exit_idle_usec, "Exit after this long without a connection (0: never)"),
+        S("max-connections", SETTING_UINT, max_connections, "Connections served at once; more wait in the backlog"),
+        S("max-message-size", SETTING_SIZE, max_message_size, "Largest JSON-RPC message (line) accepted"),
+        S("max-calls-per-connection", SETTING_UINT, max_calls_per_connection, "Tool calls in flight per connection"),
+        S("log-level", SETTING_LOG_LEVEL, log_level, "Log level: err, warning, notice, info, debug"),
+        S("cache-dir", SETTING_STRING, cache_dir, "Environment store and uv cache"),
+        S("bwrap", SETTING_STRING, bwrap_path, "bubblewrap binary"),
+        S("uv", SETTING_STRING, uv_path, "uv binary (a bare name is looked up in PATH)"),
+        S("default-timeout", SETTING_SECONDS, default_timeout_usec, "Run time limit when a call names none"),
+        S("max-timeout", SETTING_SECONDS, max_timeout_usec, "Longest run time a call may ask for"),
+        S("output-cap", SETTING_SIZE, output_cap, "Bytes of stdout+stderr kept per run (head and tail)"),
+        S("max-runs", SETTING_UINT, max_runs, "Scripts running at once (0: number of CPUs)"),
+        S("max-queue", SETTING_UINT, max_queue, "Runs waiting for a slot before calls are refused"),
+        S("tmpfs-size", SETTING_SIZE, tmpfs_size, "Size of a run's writable work dir and of its /tmp"),
+        S("network", SETTING_BOOL, network, "Give scripts network access"),
+        S("python-search-path", SETTING_STRV, python_search_path, "Directories searched for python3.N interpreters"),
+        S("python-versions", SETTING_STRV, python_versions, "Allowed Python versions, e.g. \"3.12 3.13\" (empty: all found)"),
+        S("index-url", SETTING_STRING, index_url, "Package index (uv --default-index); empty: PyPI"),
+        S("extra-index-urls", SETTING_STRV, extra_index_urls, "Additional package indexes"),
+        S("find-links", SETTING_STRV, find_links, "Directories or URLs of flat wheel lists"),
+        S("offline", SETTING_BOOL, offline, "Never reach an index; use only what the cache holds"),
+        S("allow-source-builds", SETTING_BOOL, allow_source_builds, "Let uv build sdists (runs their build code)"),
+        S("allow-tool-table", SETTING_BOOL, allow_tool_table, "Accept a [tool] table in script metadata (it is ignored)"),
+        S("allow-direct-references", SETTING_BOOL, allow_direct_references, "Accept name @ URL requirements"),
+        S("prepare-timeout", SETTING_SECONDS, prepare_timeout_usec, "Longest time an environment build may take"),
+        S("warmup", SETTING_STRV_LINES, warmup, "A requirement set to prepare after start-up (repeatable)"),
+        S("store-max-size", SETTING_SIZE, store_max_size, "Environment store budget (0: no limit)"),
+        S("store-max-age", SETTING_SECONDS, store_max_age_usec, "Remove environments unused for this long (0: never)"),
+        S("unsafe-no-sandbox", SETTING_BOOL, unsafe_no_sandbox, "DEVELOPMENT ONLY: run scripts without bubblewrap"),
+};
+
+static const Setting *setting_find(const char *name) {
+        for (size_t i = 0; i < ELEMENTSOF(settings); i++)
+                if (streq(settings[i].name, name))
+                        return &settings[i];
+        return NULL;
+}
+
+void config_init(Config *c) {
+        const char *cache = getenv("CACHE_DIRECTORY");   /* systemd's CacheDirectory= */
+
+        *c = (Config) {
+                .exit_idle_usec = 0,
+                .max_connections = 256,
+                .max_message_size = 16 * 1024 * 1024,
+                .max_calls_per_connection = 64,
+                .log_level = LOG_INFO,
+                .cache_dir = strdup(cache && *cache && !strchr(cache, ':') ? cache
+                                                                         : LOCALSTATEDIR "/cache/mcp-python-sandbox"),
+                .bwrap_path = strdup(BWRAP_PATH),
+                .uv_path = strdup(UV_PATH),
+                .default_timeout_usec = 30 * USEC_PER_SEC,
+                .max_timeout_usec = 300 * USEC_PER_SEC,
+                .output_cap = 24 * 1024,
+                .max_runs = 0,
+                .max_queue = 64,
+                .tmpfs_size = 128 * 1024 * 1024,
+                .network = false,
+                .python_search_path = strv_split("/usr/local/bin /usr/bin", " "),
+                .python_versions = strv_new(),
+                .extra_index_urls = strv_new(),
+                .find_links = strv_new(),
+                .prepare_timeout_usec = 600 * USEC_PER_SEC,
+                .warmup = strv_new(),
+                .store_max_size = 10ULL * 1024 * 1024 * 1024,
+                .store_max_age_usec = 30ULL * 24 * 3600 * USEC_PER_SEC,
+        };
+}
+
+void config_done(Config *c) {
+        for (size_t i = 0; i < ELEMENTSOF(settings); i++) {
+                void *p = (char *) c + settings[i].offset;
+                if (settings[i].type == SETTING_STRING)
+                        free(*(char **) p);
+                else if (settings[i].type == SETTING_STRV || settings[i].type == SETTING_STRV_LINES)
+                        strv_free(*(char ***) p);
+        }
+        *c = (Config) {};
+}
+
+int parse_bool(const char *s, bool *ret) {
+        static const char *const yes[] = { "1", "yes", "true", "on", "y" };
+        static const char *const no[] = { "0", "no", "false", "off", "n" };
+
+        for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
+                if (strcasecmp(s, yes[i]) == 0) {
+                        *ret = true;
+                        return 0;
+                }
+                if (strcasecmp(s, no[i]) == 0) {
+                        *ret = false;
+                        return 0;
+                }
+        }
+        return -EINVAL;
+}
+
+static int parse_number_suffix(const char *s, const char *const *suffixes, const uint64_t *factors, size_t n,
+                               uint64_t *ret) {
+        char *end;
+        uint64_t v;
+
+        if (!s || !isdigit((unsigned char) s[0]))
+                return -EINVAL;
+        errno = 0;
+        v = strtoull(s, &end, 10);
+        if (errno)
+                return -ERANGE;
+        while (*end == ' ')
+                end++;
+        for (size_t i = 0; i < n; i++)
+                if (strcasecmp(end, suffixes[i]) == 0) {
+                        if (factors[i] && v > UINT64_MAX / factors[i])
+                                return -ERANGE;
+                        *ret = v * factors[i];
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+int parse_size(const char *s, uint64_t *ret) {
+        static const char *const suf[] = { "", "B", "K", "KiB", "M", "MiB", "G", "GiB", "T", "TiB" };
+        static const uint64_t fac[] = { 1, 1, 1ULL << 10, 1ULL << 10, 1ULL << 20, 1ULL << 20,
+                                        1ULL << 30, 1ULL << 30, 1ULL << 40, 1ULL << 40 };
+        return parse_number_suffix(s, suf, fac, ELEMENTSOF(suf), ret);
+}
+
+int parse_seconds(const char *s, uint64_t *ret_usec) {
+        static const char *const suf[] = { "", "s", "sec", "ms", "min", "m", "h", "d" };
+        static const uint64_t fac[] = { USEC_PER_SEC, USEC_PER_SEC, USEC_PER_SEC, USEC_PER_MSEC,
+                                        60 * USEC_PER_SEC, 60 * USEC_PER_SEC, 3600 * USEC_PER_SEC,
+                                        86400 * USEC_PER_SEC };
+        return parse_number_suffix(s, suf, fac, ELEMENTSOF(suf), ret_usec);
+}
+
+static int set_error(char **ret_error, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static int set_error(char **ret_error, const char *format, ...) {
+        va_list ap;
+
+        va_start(ap, format);
+        if (vasprintf(ret_error, format, ap) < 0)
+                *ret_error = NULL;
+        va_end(ap);
+        return -EINVAL;
+}
+
+static int setting_apply(Config *c, const Setting *st, const char *value, char **ret_error) {
+        void *p = (char *) c + st->offset;
+        uint64_t u;
+        bool b;
+        int r;
+
+        switch (st->type) {
+        case SETTING_STRING: {
+                char *s = strdup(value);
+                if (!s)
+                        return -ENOMEM;
+                free(*(char **) p);
+                *(char **) p = s;
+                return 0;
+        }
+        case SETTING_BOOL:
+                if (parse_bool(value, &b) < 0)
+                        return set_error(ret_error, "%s: \"%s\" is not a boolean (use yes or no)", st->name, value);
+                *(bool *) p = b;
+                return 0;
+        case SETTING_SIZE:
+                if (parse_size(value, &u) < 0)
+                        return set_error(ret_error, "%s: \"%s\" is not a size (e.g. 512K, 16M, 2G)", st->name, value);
+                *(uint64_t *) p = u;
+                return 0;
+        case SETTING_UINT: {
+                char *end;
+                errno = 0;
+                u = strtoull(value, &end, 10);
+                if (errno || !isdigit((unsigned char) value[0]) || *end)
+                        return set_error(ret_error, "%s: \"%s\" is not a whole number", st->name, value);
+                *(uint64_t *) p = u;
+                return 0;
+        }
+        case SETTING_SECONDS:
+                if (parse_seconds(value, &u) < 0)
+                        return set_error(ret_error, "%s: \"%s\" is not a duration (e.g. 30, 30s, 500ms, 5min)", st->name,
+                                         value);
+                *(uint64_t *) p = u;
+                return 0;
+        case SETTING_LOG_LEVEL:
+                r = log_level_from_string(value);
+                if (r < 0)
+                        return set_error(ret_error, "%s: \"%s\" is not a log level (err, warning, notice, info, debug)",
+                                         st->name, value);
+                *(int *) p = r;
+                return 0;
+        case SETTING_STRV: {
+                char ***l = p;
+                if (!*value) {
+                        strv_free(*l);
+                        *l = strv_new();
+                        return *l ? 0 : -ENOMEM;
+                }
+                char **add = strv_split(value, " \t:,");
+                if (!add)
+                        return -ENOMEM;
+                r = strv_extend_strv(l, add);
+                strv_free(add);
+                return r;
+        }
+        case SETTING_STRV_LINES:
+                if (!*value) {
+                        strv_free(*(char ***) p);
+                        *(char ***) p = strv_new();
+                        return 0;
+                }
+                return strv_extend((char ***) p, value);
+        }
+        return -EINVAL;
+}
+
+int config_set(Config *c, const char *key, const char *value, char **ret_error) {
+        const Setting *st = setting_find(key);
+
+        *ret_error = NULL;
+        if (!st || st->cli_only)
+                return set_error(ret_error, "unknown setting \"%s\"", key);
+        return setting_apply(c, st, value, ret_error);
+}
+
+static char *strip(char *s) {
+        char *e;
+
+        while (isspace((unsigned char) *s))
+                s++;
+        e = s + strlen(s);
+        while (e > s && isspace((unsigned char) e[-1]))
+                *--e = 0;
+        return s;
+}
+
+int config_parse_file(Config *c, const char *path, FILE *f) {
+        _cleanup_free_ char *line = NULL;
+        size_t allocated = 0;
+        unsigned n = 0;
+        int ret = 0;
+
+        while (getline(&line, &allocated, f) >= 0) {
+                _cleanup_free_ char *error = NULL;
+                char *l = strip(line), *eq, *key, *value;
+
+                n++;
+                if (!*l || *l == '#' || *l == ';')
+                        continue;
+                if (*l == '[') {
+                        if (!streq(l, "[Daemon]")) {
+                                log_error("%s:%u: unknown section %s (only [Daemon] exists)", path, n, l);
+                                ret = -EINVAL;
+                        }
+                        continue;
+                }
+                eq = strchr(l, '=');
+                if (!eq) {
+                        log_error("%s:%u: expected \"key = value\", got \"%s\"", path, n, l);
+                        ret = -EINVAL;
+                        continue;
+                }
+                *eq = 0;
+                key = strip(l);
+                value = strip(eq + 1);
+                /* Allow "value" in quotes. */
+                size_t vl = strlen(value);
+                if (vl >= 2 && value[0] == '"' && value[vl - 1] == '"') {
+                        value[vl - 1] = 0;
+                        value++;
+                }
+                if (config_set(c, key, value, &error) < 0) {
+                        log_error("%s:%u: %s", path, n, error ?: "out of memory");
+                        ret = -EINVAL;
+                }
+        }
+        return ret;
+}
+
+static int filter_conf(const struct dirent *d) {
+        size_t l = strlen(d->d_name);
+        return d->d_name[0] != '.' && l > 5 && streq(d->d_name + l - 5, ".conf");
+}
+
+int config_load(Config *c, const char *path) {
+        _cleanup_free_ char *dropins = NULL;
+        struct dirent **list = NULL;
+        int n, r, ret = 0;
+        FILE *f;
+
+        f = fopen(path, "re");
+        if (f) {
+                r = config_parse_file(c, path, f);
+                fclose(f);
+                if (r < 0)
+                        ret = r;
+        } else if (errno != ENOENT)
+                return log_error_errno(errno, "Failed to open %s: %m", path);
+
+        /* /etc/.../mcp-python-sandboxd.conf -> /etc/.../mcp-python-sandboxd.conf.d/ */
+        if (asprintf(&dropins, "%s.d", path) < 0)
+                return -ENOMEM;
+        n = scandir(dropins, &list, filter_conf, alphasort);
+        if (n < 0)
+                return errno == ENOENT ? ret : log_error_errno(errno, "Failed to read %s: %m", dropins);
+        for (int i = 0; i < n; i++) {
+                _cleanup_free_ char *p = NULL;
+                if (ret == 0 || ret == -EINVAL) {
+                        if (asprintf(&p, "%s/%s", dropins, list[i]->d_name) < 0)
+                                ret = -ENOMEM;
+                        else if ((f = fopen(p, "re"))) {
+                                r = config_parse_file(c, p, f);
+                                fclose(f);
+                                if (r < 0)
+                                        ret = r;
+                        } else {
+                                ret = log_error_errno(errno, "Failed to open %s: %m", p);
+                        }
+                }
+                free(list[i]);
+        }
+        free(list);
+        return ret;
+}
+
+static void print_value(const Config *c, const Setting *st, FILE *out) {
+        const void *p = (const char *) c + st->offset;
+
+        switch (st->type) {
+        case SETTING_STRING:
+                fprintf(out, "%s = %s\n", st->name, strempty(*(char *const *) p));
+                break;
+        case SETTING_BOOL:
+                fprintf(out, "%s = %s\n", st->name, *(const bool *) p ? "yes" : "no");
+                break;
+        case SETTING_SIZE:
+        case SETTING_UINT:
+                fprintf(out, "%s = %" PRIu64 "\n", st->name, *(const uint64_t *) p);
+                break;
+        case SETTING_SECONDS: {
+                uint64_t u = *(const uint64_t *) p;
+                if (u % USEC_PER_SEC == 0)
+                        fprintf(out, "%s = %" PRIu64 "s\n", st->name, u / USEC_PER_SEC);
+                else
+                        fprintf(out, "%s = %" PRIu64 "ms\n", st->name, u / USEC_PER_MSEC);
+                break;
+        }
+        case SETTING_LOG_LEVEL:
+                fprintf(out, "%s = %s\n", st->name, log_level_to_string(*(const int *) p));
+                break;
+        case SETTING_STRV: {
+                char *const *l = *(char **const *) p;
+                fprintf(out, "%s =", st->name);
+                for (size_t i = 0; l && l[i]; i++)
+                        fprintf(out, " %s", l[i]);
+                fputc('\n', out);
+                break;
+        }
+        case SETTING_STRV_LINES: {
+                char *const *l = *(char **const *) p;
+                if (!l || !l[0])
+                        fprintf(out, "%s =\n", st->name);
+                for (size_t i = 0; l && l[i]; i++)
+                        fprintf(out, "%s = %s\n", st->name, l[i]);
+                break;
+        }
+        }
+}
+
+void config_dump(const Config *c, FILE *out) {
+        fprintf(out, "[Daemon]\n");
+        for (size_t i = 0; i < ELEMENTSOF(settings); i++)
+                if (!settings[i].cli_only)
+                        print_value(c, &settings[i], out);
+}
+
+void config_help(FILE *out, const char *program) {
+        fprintf(out,
+                "Usage: %s [OPTION...]\n\n"
+                "Serve MCP tools that run Python scripts in bubblewrap sandboxes.\n\n"
+                "Started by systemd through mcp-python-sandboxd.socket, it serves the sockets it is\n"
+                "given; --listen serves a socket of its own and --stdio one session on stdin/stdout.\n\n"
+                "  -h --help                   Show this help\n"
+                "     --version                Show the version\n"
+                "     --config=FILE            Read this configuration file (default: %s)\n"
+                "     --check-config           Check the configuration, print the effective values, exit\n",
+                program, SYSCONFDIR "/mcp-python-sandbox/mcp-python-sandboxd.conf");
+        for (size_t i = 0; i < ELEMENTSOF(settings); i++) {
+                char opt[64];
+                const char *arg = settings[i].type == SETTING_BOOL ? "[=BOOL]"
+                                 : settings[i].type == SETTING_SECONDS ? "=SEC"
+                                 : settings[i].type == SETTING_SIZE ? "=BYTES"
+                                 : settings[i].type == SETTING_UINT ? "=N"
+                                 : settings[i].type == SETTING_LOG_LEVEL ? "=LEVEL"
+                                 : settings[i].type == SETTING_STRING ? "=PATH"
+                                                                      : "=LIST";
+                snprintf(opt, sizeof(opt), "--%s%s", settings[i].name, arg);
+                fprintf(out, "     %-36s %s\n", opt, settings[i].help);
+        }
+        fprintf(out,
+                "\nEvery option but --listen and --stdio is also a key of the configuration file\n"
+                "(key = value); the command line wins. See mcp-python-sandboxd(8) and\n"
+                "mcp-python-sandboxd.conf(5).\n");
+}
+
+int config_parse_argv(Config *c, int argc, char **argv, const char **ret_config_file, bool *ret_check_config) {
+        enum { ARG_VERSION = 0x100, ARG_CONFIG, ARG_CHECK_CONFIG, ARG_SETTING_BASE = 0x200 };
+        struct option options[ELEMENTSOF(settings) + 5];
+        size_t n = 0;
+        int opt;
+
+        options[n++] = (struct option) { "help", no_argument, NULL, 'h' };
+        options[n++] = (struct option) { "version", no_argument, NULL, ARG_VERSION };
+        options[n++] = (struct option) { "config", required_argument, NULL, ARG_CONFIG };
+        options[n++] = (struct option) { "check-config", no_argument, NULL, ARG_CHECK_CONFIG };
+        for (size_t i = 0; i < ELEMENTSOF(settings); i++)
+                options[n++] = (struct option) {
+                        settings[i].name,
+                        settings[i].type == SETTING_BOOL ? optional_argument : required_argument,
+                        NULL,
+                        ARG_SETTING_BASE + (int) i,
+                };
+        options[n] = (struct option) {};
+
+        optind = 0;
+        while ((opt = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
+                _cleanup_free_ char *error = NULL;
+
+                switch (opt) {
+                case 'h':
+                        config_help(stdout, program_invocation_short_name);
+                        return 1;
+                case ARG_VERSION:
+                        printf("%s %s\n", "mcp-python-sandboxd", PACKAGE_VERSION);
+                        return 1;
+                case ARG_CONFIG:
+                        *ret_config_file = optarg;
+                        break;
+                case ARG_CHECK_CONFIG:
+                        *ret_check_config = true;
+                        break;
+                case '?':
+                        return -EINVAL;
+                default: {
+                        const Setting *st = &settings[opt - ARG_SETTING_BASE];
+                        if (setting_apply(c, st, optarg ?: "yes", &error) < 0) {
+                                log_error("--%s", error ?: "out of memory");
+                                return -EINVAL;
+                        }
+                }
+                }
+        }
+        if (optind < argc) {
+                log_error("Unexpected argument \"%s\"; see --help.", argv[optind]);
+                return -EINVAL;
+        }
+        return 0;
+}

@@ -1,0 +1,22 @@
+# SPDX-License-Identifier: MIT
+# libcore.a: everything of the daemon but main(), linked by the daemon, the
+# unit tests and the fuzzers.
+noinst_LIBRARIES += libcore.a
+libcore_a_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS) $(JSONC_CFLAGS)
+libcore_a_SOURCES = \
+	src/protocol/framing.c src/protocol/framing.h \
+	src/jsonrpc/jsonrpc.c src/jsonrpc/jsonrpc.h \
+	src/mcp/mcp.c src/mcp/mcp.h src/mcp/tool.h \
+	src/mcp/schema.c src/mcp/schema.h \
+	src/session/session.c src/session/session.h \
+	src/config/config.c src/config/config.h \
+	src/executor/capture.c src/executor/capture.h \
+	src/executor/process.c src/executor/process.h \
+	src/daemon/manager.c src/daemon/manager.h \
+	src/daemon/runtime.c src/daemon/runtime.h \
+	src/tools/tools.c src/tools/tools.h \
+	src/tools/check-environment.c
+
+CORE_LIBS = libcore.a libshared.a $(SYSTEMD_LIBS) $(JSONC_LIBS)
+
+include src/pep723/local.mk

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "log.h"
+#include "macro.h"
+#include "manager.h"
+
+#define DEFAULT_CONFIG_FILE SYSCONFDIR "/mcp-python-sandbox/mcp-python-sandboxd.conf"
+
+static int run(int argc, char **argv) {
+        _cleanup_(manager_freep) Manager *m = NULL;
+        _cleanup_(config_done) Config config;
+        const char *config_file = NULL;
+        bool check_config = false;
+        sigset_t mask;
+        int r;
+
+        /* First pass: only to learn which configuration file to read. */
+        config_init(&config);
+        r = config_parse_argv(&config, argc, argv, &config_file, &check_config);
+        config_done(&config);
+        if (r != 0)
+                return r < 0 ? r : 0;
+
+        /* The file first, then the command line over it. */
+        config_init(&config);
+        r = config_load(&config, config_file ?: DEFAULT_CONFIG_FILE);
+        if (r < 0 && (check_config || config_file))
+                return r;
+        if (r < 0)
+                log_warning("Ignoring the errors above in %s.", DEFAULT_CONFIG_FILE);
+        r = config_parse_argv(&config, argc, argv, &config_file, &check_config);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        log_set_max_level(config.log_level);
+
+        if (check_config) {
+                config_dump(&config, stdout);
+                return 0;
+        }
+
+        /* sd-event wants these blocked; children get a clean mask back. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGCHLD);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        r = manager_new(&m, &config);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up: %m");
+        r = manager_listen(m);
+        if (r < 0)
+                return r;
+
+        log_debug("mcp-python-sandboxd %s ready.", PACKAGE_VERSION);
+        r = manager_run(m);
+        if (r < 0)
+                return log_error_errno(r, "Event loop failed: %m");
+        return 0;
+}
+
+int main(int argc, char **argv) {
+        int r = run(argc, argv);
+        return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

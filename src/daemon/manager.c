@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "macro.h"
+#include "manager.h"
+#include "runtime.h"
+#include "tools/tools.h"
+
+#define STOP_GRACE_USEC (3 * USEC_PER_SEC)
+
+static const char instructions[] =
+        "Runs Python scripts in throwaway, locked-down sandboxes (no network unless the administrator "
+        "allows it, no access to the user's files). Declare third-party packages inline with a PEP 723 "
+        "block (# /// script ... dependencies = [\"requests\"] ... # ///) or the dependencies argument; "
+        "environments are cached, so repeated runs with the same packages start fast. Use validate_script "
+        "to check metadata without running anything, and check_environment to see what is available.";
+
+static void manager_update_status(Manager *m) {
+        if (m->stopping)
+                return;
+        (void) sd_notifyf(false, "STATUS=Serving %u connection%s (%" PRIu64 " since start)", m->n_sessions,
+                          m->n_sessions == 1 ? "" : "s", m->total_sessions);
+}
+
+static void manager_set_accepting(Manager *m) {
+        bool want = !m->stopping && m->n_sessions < m->config->max_connections;
+
+        if (want == m->accepting)
+                return;
+        for (size_t i = 0; i < m->n_listeners; i++)
+                (void) sd_event_source_set_enabled(m->listeners[i], want ? SD_EVENT_ON : SD_EVENT_OFF);
+        m->accepting = want;
+        if (!want && !m->stopping)
+                log_notice("Reached the connection limit (%" PRIu64 "); new clients wait in the backlog.",
+                           m->config->max_connections);
+}
+
+static int on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        if (m->n_sessions == 0 && runtime_is_idle(m->runtime)) {
+                log_info("No connection for %" PRIu64 "s; exiting (the socket stays with systemd).",
+                         m->config->exit_idle_usec / USEC_PER_SEC);
+                return sd_event_exit(m->event, 0);
+        }
+        /* Background work still running: look again later. */
+        return sd_event_source_set_time_relative(s, m->config->exit_idle_usec) < 0
+                       ? 0
+                       : sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+}
+
+static void manager_update_idle(Manager *m) {
+        if (m->config->exit_idle_usec == 0 || m->stdio)
+                return;
+        if (m->n_sessions > 0) {
+                if (m->idle_timer)
+                        (void) sd_event_source_set_enabled(m->idle_timer, SD_EVENT_OFF);
+                return;
+        }
+        if (!m->idle_timer) {
+                if (sd_event_add_time_relative(m->event, &m->idle_timer, CLOCK_MONOTONIC, m->config->exit_idle_usec,
+                                               USEC_PER_SEC / 10, on_idle, m) < 0)
+                        log_warning("Failed to arm the idle timer; the daemon will not exit when idle.");
+                return;
+        }
+        (void) sd_event_source_set_time_relative(m->idle_timer, m->config->exit_idle_usec);
+        (void) sd_event_source_set_enabled(m->idle_timer, SD_EVENT_ONESHOT);
+}
+
+static void manager_drop_session(Manager *m, Session *s) {
+        if (s->prev)
+                s->prev->next = s->next;
+        else
+                m->sessions = s->next;
+        if (s->next)
+                s->next->prev = s->prev;
+        m->n_sessions--;
+        session_free(s);
+}
+
+static void on_session_closed(Session *s, void *userdata) {
+        Manager *m = userdata;
+
+        log_debug("Connection %" PRIu64 " closed.", s->id);
+        manager_drop_session(m, s);
+
+        if (m->stdio || (m->stopping && m->n_sessions == 0)) {
+                (void) sd_event_exit(m->event, 0);
+                return;
+        }
+        manager_set_accepting(m);
+        manager_update_idle(m);
+        manager_update_status(m);
+}
+
+static SessionLimits session_limits(const Manager *m) {
+        return (SessionLimits) {
+                .max_message_size = m->config->max_message_size,
+                .output_high_water = 1024 * 1024,
+                .output_max = 64 * 1024 * 1024 + m->config->max_message_size,
+        };
+}
+
+static int manager_add_session(Manager *m, int in_fd, int out_fd) {
+        SessionLimits limits = session_limits(m);
+        Session *s;
+        int r;
+
+        r = session_new(&s, m->event, ++m->next_session_id, in_fd, out_fd, &m->server, &limits, on_session_closed, m);
+        if (r < 0)
+                return r;
+        s->next = m->sessions;
+        if (m->sessions)
+                m->sessions->prev = s;
+        m->sessions = s;
+        m->n_sessions++;
+        m->total_sessions++;
+        log_debug("Connection %" PRIu64 " from uid " UID_FMT " pid " PID_FMT ".", s->id, s->uid, s->pid);
+
+        manager_set_accepting(m);
+        manager_update_idle(m);
+        manager_update_status(m);
+        return 0;
+}
+
+static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        Manager *m = userdata;
+        int cfd, r;
+
+        cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (cfd < 0) {
+                if (!IN_SET_ERRNO(errno, EAGAIN, EINTR, ECONNABORTED))
+                        log_warning_errno(errno, "Failed to accept a connection: %m");
+                return 0;
+        }
+        r = manager_add_session(m, cfd, cfd);
+        if (r < 0)
+                log_warning_errno(r, "Failed to set up a connection: %m");
+        return 0;
+}
+
+static int add_listener(Manager *m, int fd) {
+        sd_event_source **l, *s;
+        int r;
+
+        (void) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        r = sd_event_add_io(m->event, &s, fd, EPOLLIN, on_accept, m);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_io_fd_own(s, true);
+        l = realloc(m->listeners, (m->n_listeners + 1) * sizeof(*l));
+        if (!l) {
+                sd_event_source_disable_unref(s);
+                return -ENOMEM;
+        }
+        m->listeners = l;
+        m->listeners[m->n_listeners++] = s;
+        m->accepting = true;
+        return 0;
+}
+
+static int listen_on_path(Manager *m, const char *path) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        mode_t old;
+        int r;
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return log_error_errno(ENAMETOOLONG, "Socket path %s is too long.", path);
+        strcpy(sa.sun_path, path);
+
+        if (lstat(path, &st) >= 0) {
+                _cleanup_close_ int probe = -EBADF;
+
+                if (!S_ISSOCK(st.st_mode))
+                        return log_error_errno(EEXIST, "%s exists and is not a socket; refusing to replace it.", path);
+                probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                if (probe < 0)
+                        return log_error_errno(errno, "Failed to create a socket: %m");
+                if (connect(probe, (struct sockaddr *) &sa, sizeof(sa)) >= 0)
+                        return log_error_errno(EADDRINUSE, "Another daemon is already listening on %s.", path);
+                if (errno != ECONNREFUSED)
+                        return log_error_errno(errno, "Failed to check the existing socket %s: %m", path);
+                log_info("Replacing the stale socket %s.", path);
+                if (unlink(path) < 0)
+                        return log_error_errno(errno, "Failed to remove the stale socket %s: %m", path);
+        } else if (errno != ENOENT)
+                return log_error_errno(errno, "Failed to check %s: %m", path);
+
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return log_error_errno(errno, "Failed to create a socket: %m");
+
+        /* Owner and group may connect, nobody else: the same as the socket unit's SocketMode=0660. */
+        old = umask(0117);
+        r = bind(fd, (struct sockaddr *) &sa, sizeof(sa));
+        umask(old);
+        if (r < 0)
+                return log_error_errno(errno, "Failed to bind %s: %m", path);
+        m->created_socket = strdup(path);
+        if (listen(fd, SOMAXCONN) < 0)
+                return log_error_errno(errno, "Failed to listen on %s: %m", path);
+
+        r = add_listener(m, fd);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch %s: %m", path);
+        TAKE_FD(fd);
+        log_info("Listening on %s.", path);
+        return 0;
+}
+
+int manager_listen(Manager *m) {
+        char **names = NULL;
+        int n, r;
+
+        if (m->config->stdio) {
+                m->stdio = true;
+                r = manager_add_session(m, STDIN_FILENO, STDOUT_FILENO);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to serve stdin/stdout: %m");
+                return 0;
+        }
+
+        if (m->config->listen_path)
+                return listen_on_path(m, m->config->listen_path);
+
+        n = sd_listen_fds_with_names(true, &names);
+        if (n < 0)
+                return log_error_errno(n, "Failed to get sockets from systemd: %m");
+        if (n == 0)
+                return log_error_errno(EINVAL,
+                                       "No socket to serve: start me through mcp-python-sandboxd.socket, or give "
+                                       "--listen=PATH or --stdio.");
+        for (int i = 0; i < n; i++) {
+                int fd = SD_LISTEN_FDS_START + i;
+
+                if (sd_is_socket(fd, AF_UNIX, SOCK_STREAM, 1) <= 0) {
+                        log_warning("Ignoring socket %s (fd %d): not a listening Unix stream socket.",
+                                    names && names[i] ? names[i] : "?", fd);
+                        safe_close(fd);
+                        continue;
+                }
+                r = add_listener(m, fd);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to watch the socket from systemd: %m");
+                log_debug("Serving socket %s from systemd.", names && names[i] ? names[i] : "?");
+        }
+        for (int i = 0; names && names[i]; i++)
+                free(names[i]);
+        free(names);
+        if (m->n_listeners == 0)
+                return log_error_errno(EINVAL, "None of the sockets from systemd can be served.");
+        return 0;
+}
+
+static int on_stop_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        log_info("Stopping now; %u connection%s still had work in flight.", m->n_sessions,
+                 m->n_sessions == 1 ? "" : "s");
+        return sd_event_exit(m->event, 0);
+}
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Manager *m = userdata;
+
+        if (si->ssi_signo == SIGHUP) {
+                runtime_reload(m->runtime);
+                return 0;
+        }
+        if (m->stopping)
+                return sd_event_exit(m->event, 0);   /* second signal: now */
+
+        log_info("Received %s; stopping.", strsignal((int) si->ssi_signo));
+        m->stopping = true;
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Stopping");
+        manager_set_accepting(m);
+        for (Session *x = m->sessions, *next; x; x = next) {
+                next = x->next;
+                session_stop(x);
+        }
+        if (m->n_sessions == 0)
+                return sd_event_exit(m->event, 0);
+        /* Give in-flight calls a moment to answer and replies to go out. */
+        return sd_event_add_time_relative(m->event, &m->stop_timer, CLOCK_MONOTONIC, STOP_GRACE_USEC, 0,
+                                          on_stop_timer, m);
+}
+
+int manager_new(Manager **ret, Config *config) {
+        _cleanup_(manager_freep) Manager *m = NULL;
+        int r;
+
+        m = calloc(1, sizeof(*m));
+        if (!m)
+                return -ENOMEM;
+        m->config = config;
+
+        r = sd_event_default(&m->event);
+        if (r < 0)
+                return r;
+        r = sd_event_set_watchdog(m->event, true);
+        if (r < 0)
+                return r;
+        (void) sd_event_now(m->event, CLOCK_MONOTONIC, &m->start_usec);
+
+        r = sd_event_add_signal(m->event, NULL, SIGTERM, on_signal, m);
+        if (r >= 0)
+                r = sd_event_add_signal(m->event, NULL, SIGINT, on_signal, m);
+        if (r >= 0)
+                r = sd_event_add_signal(m->event, NULL, SIGHUP, on_signal, m);
+        if (r < 0)
+                return r;
+
+        r = runtime_new(&m->runtime, m);
+        if (r < 0)
+                return r;
+
+        m->server = (McpServer) {
+                .name = "mcp-python-sandbox",
+                .version = PACKAGE_VERSION,
+                .instructions = instructions,
+                .tools = tools_all,
+                .page_size = 50,
+                .max_calls = (unsigned) MIN(config->max_calls_per_connection, 100000u),
+                .max_depth = 64,
+                .tools_ttl_ms = 300000,
+                .userdata = m,
+        };
+
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+Manager *manager_free(Manager *m) {
+        if (!m)
+                return NULL;
+        while (m->sessions)
+                manager_drop_session(m, m->sessions);
+        runtime_free(m->runtime);
+        for (size_t i = 0; i < m->n_listeners; i++)
+                sd_event_source_disable_unref(m->listeners[i]);
+        free(m->listeners);
+        if (m->created_socket) {
+                (void) unlink(m->created_socket);
+                free(m->created_socket);
+        }
+        sd_event_source_disable_unref(m->idle_timer);
+        sd_event_source_disable_unref(m->stop_timer);
+        sd_event_unref(m->event);
+        free(m);
+        return NULL;
+}
+
+int manager_run(Manager *m) {
+        int r;
+
+        runtime_start(m->runtime);
+        (void) sd_notify(false, "READY=1");
+        manager_update_status(m);
+        manager_update_idle(m);
+
+        r = sd_event_loop(m->event);
+        (void) sd_notify(false, "STOPPING=1");
+        return r;
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * Manager: the daemon's one object. It owns the event loop, the listening
+ * sockets, the sessions, and the services tools use (environment store,
+ * run scheduler). Sessions come and go; the manager decides when to exit.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "config/config.h"
+#include "mcp/mcp.h"
+#include "session/session.h"
+
+typedef struct Runtime Runtime;
+
+typedef struct Manager {
+        sd_event *event;
+        Config *config;
+        McpServer server;
+
+        sd_event_source **listeners;
+        size_t n_listeners;
+        bool accepting;
+        char *created_socket;      /* --listen: unlinked at exit */
+
+        Session *sessions;
+        unsigned n_sessions;
+        uint64_t next_session_id;
+        uint64_t total_sessions;
+
+        sd_event_source *idle_timer;
+        sd_event_source *stop_timer;
+        bool stopping;
+        bool stdio;
+        uint64_t start_usec;
+
+        Runtime *runtime;          /* script execution services (src/daemon/runtime.c) */
+} Manager;
+
+int manager_new(Manager **ret, Config *config);
+Manager *manager_free(Manager *m);
+static inline void manager_freep(Manager **m) {
+        if (*m)
+                manager_free(*m);
+}
+/* Set up listening sockets (systemd's, --listen) or the stdio session. */
+int manager_listen(Manager *m);
+int manager_run(Manager *m);

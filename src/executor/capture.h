@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * Capture: keeps the first head_max and the last tail_max bytes of a stream
+ * and counts the rest, so memory stays bounded whatever a process prints.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct Capture {
+        char *head;
+        size_t head_len, head_max;
+        char *tail;                /* ring buffer */
+        size_t tail_pos, tail_len, tail_max;
+        uint64_t total;
+} Capture;
+
+int capture_init(Capture *c, size_t head_max, size_t tail_max);
+void capture_done(Capture *c);
+void capture_add(Capture *c, const char *p, size_t n);
+/* Bytes dropped between head and tail. */
+uint64_t capture_omitted(const Capture *c);
+/*
+ * The kept text; when bytes were dropped, a marker line stating how many
+ * stands between head and tail. malloc'd, NUL-terminated.
+ */
+char *capture_text(const Capture *c, size_t *ret_len);

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * Process: one child watched by the event loop. stdout and stderr are read
+ * as they arrive into bounded captures; a timer kills the whole process group
+ * when the time is up; the done callback runs once the child is reaped and
+ * its pipes are closed. Children, never threads.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <systemd/sd-event.h>
+
+#include "capture.h"
+
+typedef struct Process Process;
+typedef void (*ProcessDoneFunc)(Process *p, void *userdata);
+
+typedef struct ProcessLimit {
+        int resource;              /* RLIMIT_* */
+        rlim_t value;
+} ProcessLimit;
+
+typedef struct ProcessOptions {
+        char *const *argv;
+        char *const *env;          /* NULL: an empty environment */
+        const char *cwd;           /* NULL: "/" */
+        const int *keep_fds;       /* passed to the child at the same numbers */
+        size_t n_keep_fds;
+        int stdin_fd;              /* -EBADF: /dev/null */
+        uint64_t timeout_usec;     /* 0: none */
+        size_t head_max, tail_max; /* per stream */
+        const ProcessLimit *limits;
+        size_t n_limits;
+} ProcessOptions;
+
+struct Process {
+        sd_event *event;
+        pid_t pid;
+        int stdout_fd, stderr_fd;
+        sd_event_source *child_source, *stdout_source, *stderr_source, *timer_source;
+        Capture out, err;
+        uint64_t start_usec, end_usec;
+
+        bool exited;
+        int exit_code;             /* when exited normally */
+        int signal;                /* when killed by a signal, else 0 */
+        bool timed_out;
+        bool killed;               /* by us: timeout or process_kill() */
+
+        ProcessDoneFunc done;
+        void *userdata;
+};
+
+/* Start the child. On exec failure the child exits 127 and stderr says why. */
+int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, void *userdata, Process **ret);
+/* Kill the process group now; done still runs (unless the Process is freed). */
+void process_kill(Process *p);
+Process *process_free(Process *p);
+static inline void process_freep(Process **p) {
+        if (*p)
+                process_free(*p);
+}
+uint64_t process_duration_usec(const Process *p);

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "jsonrpc.h"
+
+json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const char **ret_reason) {
+        _cleanup_(json_tokener_freep_) json_tokener *tok = NULL;
+        json_object *j;
+
+        if (memchr(line, 0, len)) {
+                *ret_reason = "Parse error: the message contains a NUL byte";
+                return NULL;
+        }
+
+        tok = json_tokener_new_ex(max_depth);
+        if (!tok) {
+                *ret_reason = "Parse error: out of memory";
+                return NULL;
+        }
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+
+        j = json_tokener_parse_ex(tok, line, (int) len);
+        enum json_tokener_error e = json_tokener_get_error(tok);
+        if (!j || e != json_tokener_success) {
+                json_object_put(j);
+                switch (e) {
+                case json_tokener_error_depth:
+                        *ret_reason = "Parse error: nested too deeply";
+                        break;
+                case json_tokener_continue:
+                        *ret_reason = "Parse error: the message ends in the middle of a JSON value";
+                        break;
+                default:
+                        *ret_reason = e == json_tokener_success ? "Parse error: empty message"
+                                                                 : "Parse error: not valid JSON";
+                }
+                return NULL;
+        }
+
+        /* Only white space may follow the value. */
+        for (size_t i = json_tokener_get_parse_end(tok); i < len; i++)
+                if (!strchr(" \t\r\n", line[i])) {
+                        json_object_put(j);
+                        *ret_reason = "Parse error: text after the JSON value";
+                        return NULL;
+                }
+
+        return j;
+}
+
+bool jsonrpc_id_valid(json_object *id) {
+        if (!id)
+                return false;
+        if (json_object_is_type(id, json_type_string))
+                return true;
+        return json_is_integer(id);
+}
+
+char *jsonrpc_id_key(json_object *id) {
+        char *s = NULL;
+
+        if (!jsonrpc_id_valid(id))
+                return NULL;
+        if (json_object_is_type(id, json_type_string)) {
+                if (asprintf(&s, "s:%s", json_object_get_string(id)) < 0)
+                        return NULL;
+        } else if (asprintf(&s, "i:%" PRIi64, json_object_get_int64(id)) < 0)
+                return NULL;
+        return s;
+}
+
+static void set_invalid(JsonrpcMessage *m, int code, const char *message) {
+        m->kind = JSONRPC_INVALID;
+        m->error_code = code;
+        m->error_message = message;
+}
+
+void jsonrpc_classify(json_object *msg, JsonrpcMessage *ret) {
+        json_object *id = NULL, *method = NULL, *params = NULL;
+        bool has_id;
+
+        *ret = (JsonrpcMessage) {};
+
+        if (!json_object_is_type(msg, json_type_object))
+                return set_invalid(ret, JSONRPC_INVALID_REQUEST, "Invalid request: a message must be a JSON object");
+
+        has_id = json_object_object_get_ex(msg, "id", &id);
+        if (has_id && jsonrpc_id_valid(id))
+                ret->id = id;
+
+        const char *v = json_get_string(msg, "jsonrpc");
+        if (!v || !streq(v, "2.0"))
+                return set_invalid(ret, JSONRPC_INVALID_REQUEST, "Invalid request: \"jsonrpc\" must be \"2.0\"");
+
+        if (!json_object_object_get_ex(msg, "method", &method)) {
+                if (has_id && (json_object_object_get_ex(msg, "result", NULL) ||
+                               json_object_object_get_ex(msg, "error", NULL))) {
+                        ret->kind = JSONRPC_RESPONSE;
+                        return;
+                }
+                return set_invalid(ret, JSONRPC_INVALID_REQUEST, "Invalid request: \"method\" is missing");
+        }
+        if (!json_object_is_type(method, json_type_string))
+                return set_invalid(ret, JSONRPC_INVALID_REQUEST, "Invalid request: \"method\" must be a string");
+        ret->method = json_object_get_string(method);
+
+        if (has_id && !ret->id)
+                return set_invalid(ret, JSONRPC_INVALID_REQUEST,
+                                   "Invalid request: \"id\" must be a string or an integer (null is not allowed)");
+
+        if (json_object_object_get_ex(msg, "params", &params) && !json_object_is_type(params, json_type_object)) {
+                ret->params = NULL;
+                ret->kind = has_id ? JSONRPC_INVALID : JSONRPC_NOTIFICATION;
+                ret->error_code = JSONRPC_INVALID_PARAMS;
+                ret->error_message = "Invalid params: \"params\" must be an object";
+                return;
+        }
+        ret->params = params;
+        ret->kind = has_id ? JSONRPC_REQUEST : JSONRPC_NOTIFICATION;
+}
+
+static json_object *reply_new(json_object *id) {
+        json_object *r = json_object_new_object();
+        if (!r)
+                return NULL;
+        if (json_add_string(r, "jsonrpc", "2.0") < 0)
+                goto fail;
+        if (id && json_add(r, "id", json_object_get(id)) < 0)
+                goto fail;
+        return r;
+fail:
+        json_object_put(r);
+        return NULL;
+}
+
+json_object *jsonrpc_result_new(json_object *id, json_object *result) {
+        json_object *r = reply_new(id);
+        if (!r || json_add(r, "result", result) < 0) {
+                json_object_put(r);
+                return NULL;
+        }
+        return r;
+}
+
+json_object *jsonrpc_error_new(json_object *id, int code, const char *message, json_object *data) {
+        _cleanup_json_ json_object *d = data;
+        json_object *r = reply_new(id), *e = json_object_new_object();
+
+        if (!r || !e)
+                goto fail;
+        if (json_add_int(e, "code", code) < 0 || json_add_string(e, "message", message) < 0)
+                goto fail;
+        if (d && json_add(e, "data", TAKE_PTR(d)) < 0)
+                goto fail;
+        if (json_add(r, "error", TAKE_PTR(e)) < 0)
+                goto fail;
+        return r;
+fail:
+        json_object_put(e);
+        json_object_put(r);
+        return NULL;
+}
+
+json_object *jsonrpc_errorf_new(json_object *id, int code, const char *format, ...) {
+        char buf[1024];
+        va_list ap;
+
+        va_start(ap, format);
+        (void) vsnprintf(buf, sizeof(buf), format, ap);
+        va_end(ap);
+        return jsonrpc_error_new(id, code, buf, NULL);
+}
+
+json_object *jsonrpc_notification_new(const char *method, json_object *params) {
+        json_object *r = reply_new(NULL);
+        if (!r || json_add_string(r, "method", method) < 0 || (params && json_add(r, "params", params) < 0)) {
+                json_object_put(r);
+                return NULL;
+        }
+        return r;
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * JSON-RPC 2.0 as MCP uses it: classify one decoded message, and build
+ * replies. Protocol faults become error replies here; nothing is logged.
+ */
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+enum {
+        JSONRPC_PARSE_ERROR = -32700,
+        JSONRPC_INVALID_REQUEST = -32600,
+        JSONRPC_METHOD_NOT_FOUND = -32601,
+        JSONRPC_INVALID_PARAMS = -32602,
+        JSONRPC_INTERNAL_ERROR = -32603,
+        MCP_ERROR_HEADER_MISMATCH = -32020,
+        MCP_ERROR_MISSING_CAPABILITY = -32021,
+        MCP_ERROR_UNSUPPORTED_VERSION = -32022,
+};
+
+typedef enum JsonrpcKind {
+        JSONRPC_REQUEST,
+        JSONRPC_NOTIFICATION,
+        JSONRPC_RESPONSE,          /* a reply from the client; we send no requests, so it is dropped */
+        JSONRPC_INVALID,
+} JsonrpcKind;
+
+typedef struct JsonrpcMessage {
+        JsonrpcKind kind;
+        const char *method;        /* borrowed from the message */
+        json_object *id;           /* borrowed; NULL when absent or unusable */
+        json_object *params;       /* borrowed; NULL when absent */
+        int error_code;            /* for JSONRPC_INVALID */
+        const char *error_message;
+} JsonrpcMessage;
+
+/* Parse one line; returns the value, or NULL with a reason for -32700. */
+json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const char **ret_reason);
+void jsonrpc_classify(json_object *msg, JsonrpcMessage *ret);
+bool jsonrpc_id_valid(json_object *id);
+/* A stable key for an id ("s:abc", "i:42"), for finding in-flight requests. */
+char *jsonrpc_id_key(json_object *id);
+
+/* Build a reply; id may be NULL (then omitted); data and result are stolen. */
+json_object *jsonrpc_result_new(json_object *id, json_object *result);
+json_object *jsonrpc_error_new(json_object *id, int code, const char *message, json_object *data);
+json_object *jsonrpc_errorf_new(json_object *id, int code, const char *format, ...)
+        __attribute__((format(printf, 3, 4)));
+json_object *jsonrpc_notification_new(const char *method, json_object *params);

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * MCP over JSON-RPC, both eras: the initialize handshake of 2024-11-05 to
+ * 2025-11-25 (connection-scoped), and the stateless 2026-07-28 revision
+ * (per-request _meta). One McpSession per connection; it consumes decoded
+ * lines and emits messages through a callback, so it knows nothing of fds or
+ * event loops.
+ */
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "tool.h"
+
+#define MCP_MODERN_VERSION "2026-07-28"
+#define MCP_LATEST_LEGACY_VERSION "2025-11-25"
+
+extern const char *const mcp_legacy_versions[];   /* NULL-terminated, oldest first */
+extern const char *const mcp_modern_versions[];
+
+typedef struct McpServer {
+        const char *name;
+        const char *version;
+        const char *instructions;
+        const Tool *const *tools;          /* NULL-terminated, in list order */
+        size_t page_size;                  /* tools per tools/list page */
+        unsigned max_calls;                /* tool calls in flight per session */
+        int max_depth;                     /* JSON nesting limit */
+        unsigned tools_ttl_ms;
+        void *userdata;                    /* handed to tool handlers */
+} McpServer;
+
+/* Queue one outgoing message; steals msg. Returns 0 or -errno (the session then ends). */
+typedef int (*McpSendFunc)(json_object *msg, void *userdata);
+
+int mcp_session_new(McpSession **ret, const McpServer *server, uid_t uid, pid_t pid,
+                    McpSendFunc send, void *userdata);
+/* Cancels every call still running and frees. */
+McpSession *mcp_session_free(McpSession *s);
+static inline void mcp_session_freep(McpSession **s) {
+        if (*s)
+                mcp_session_free(*s);
+}
+
+/* One framed line. Returns 0, or -errno when the session cannot go on. */
+int mcp_session_handle_line(McpSession *s, const char *line, size_t len);
+/* A line over the size limit was dropped. */
+int mcp_session_handle_oversize(McpSession *s, size_t limit);
+void mcp_session_cancel_all(McpSession *s);
+unsigned mcp_session_n_calls(const McpSession *s);
+/* The negotiated legacy version, or NULL before initialize. */
+const char *mcp_session_version(const McpSession *s);
+
+/* Is this one of ours? Returns the canonical static string or NULL. */
+const char *mcp_legacy_version_find(const char *v);
+const char *mcp_negotiate_legacy(const char *requested);

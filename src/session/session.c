@@ -1,0 +1,331 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "json-util.h"
+#include "log.h"
+#include "session.h"
+
+#define READ_CHUNK (64 * 1024)
+
+static void session_update_events(Session *s);
+static void session_close_later(Session *s);
+
+static int session_send(json_object *msg, void *userdata) {
+        _cleanup_json_ json_object *m = msg;
+        Session *s = userdata;
+        const char *text;
+        size_t len;
+        int r;
+
+        if (s->dead)
+                return -ECONNRESET;
+
+        text = json_to_line(m, &len);
+        if (buf_size(&s->out) + len + 1 > s->limits.output_max) {
+                log_warning("Connection %" PRIu64 ": the client is not reading its replies (%zu bytes queued); closing.",
+                            s->id, buf_size(&s->out));
+                session_close_later(s);
+                return -ENOBUFS;
+        }
+        r = buf_append(&s->out, text, len);
+        if (r >= 0)
+                r = buf_append(&s->out, "\n", 1);
+        if (r < 0)
+                return r;
+
+        /* Try right away: most replies go out without another trip through the loop. */
+        if (!s->out_pollable) {
+                /* A regular file or similar: writes do not block. */
+                while (buf_size(&s->out) > 0) {
+                        ssize_t n = write(s->out_fd, buf_data(&s->out), buf_size(&s->out));
+                        if (n < 0) {
+                                if (errno == EINTR)
+                                        continue;
+                                session_close_later(s);
+                                return -errno;
+                        }
+                        buf_consume(&s->out, (size_t) n);
+                }
+        } else if (buf_flush_fd(&s->out, s->out_fd) < 0) {
+                session_close_later(s);
+                return -ECONNRESET;
+        }
+
+        session_update_events(s);
+        /* This may have been the last reply a closing session waited for; look
+         * once the call that sent it has been let go. */
+        if (s->read_eof || s->stopping)
+                (void) sd_event_source_set_enabled(s->defer_source, SD_EVENT_ONESHOT);
+        return 0;
+}
+
+bool session_is_idle(const Session *s) {
+        return mcp_session_n_calls(s->mcp) == 0 && buf_size(&s->out) == 0;
+}
+
+static void session_close_later(Session *s) {
+        if (s->dead)
+                return;
+        s->dead = true;
+        (void) sd_event_source_set_enabled(s->defer_source, SD_EVENT_ONESHOT);
+}
+
+static void session_check_done(Session *s) {
+        if ((s->read_eof || s->stopping) && session_is_idle(s))
+                session_close_later(s);
+}
+
+static void process_input(Session *s, bool eof) {
+        for (;;) {
+                char *line;
+                size_t len;
+                int r;
+
+                r = eof ? framing_finish(&s->framing, &line, &len) : framing_next(&s->framing, &line, &len);
+                if (r == FRAMING_NEED_MORE)
+                        break;
+                if (r == FRAMING_OVERSIZE)
+                        r = mcp_session_handle_oversize(s->mcp, s->limits.max_message_size);
+                else
+                        r = mcp_session_handle_line(s->mcp, line, len);
+                if (r < 0 || s->dead) {
+                        session_close_later(s);
+                        return;
+                }
+                /* Stop taking requests while the client does not read the replies. */
+                if (buf_size(&s->out) > s->limits.output_high_water)
+                        break;
+        }
+}
+
+static int session_read(Session *s) {
+        char *p;
+        ssize_t n;
+        int r;
+
+        r = framing_reserve(&s->framing, READ_CHUNK, &p);
+        if (r < 0)
+                return r;
+        n = read(s->in_fd, p, READ_CHUNK);
+        if (n < 0) {
+                if (errno == EAGAIN || errno == EINTR)
+                        return 0;
+                return -errno;
+        }
+        if (n == 0) {
+                s->read_eof = true;
+                process_input(s, true);
+                return 0;
+        }
+        framing_commit(&s->framing, (size_t) n);
+        process_input(s, false);
+        return 0;
+}
+
+static int on_in(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        Session *s = userdata;
+        int r;
+
+        if (revents & (EPOLLIN | EPOLLRDHUP)) {
+                r = session_read(s);
+                if (r < 0) {
+                        log_debug_errno(r, "Connection %" PRIu64 ": read failed: %m", s->id);
+                        session_close_later(s);
+                        return 0;
+                }
+        } else if (revents & (EPOLLHUP | EPOLLERR)) {
+                /* Hang-up with nothing left to read. */
+                s->read_eof = true;
+        }
+
+        /* Both directions gone: the client is not coming back; stop its work now. */
+        if (fd == s->out_fd && (revents & (EPOLLHUP | EPOLLERR)) && s->read_eof) {
+                log_debug("Connection %" PRIu64 ": client hung up.", s->id);
+                session_close_later(s);
+                return 0;
+        }
+
+        session_update_events(s);
+        session_check_done(s);
+        return 0;
+}
+
+static int on_out(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        Session *s = userdata;
+
+        if (buf_flush_fd(&s->out, s->out_fd) < 0 || (revents & EPOLLERR)) {
+                session_close_later(s);
+                return 0;
+        }
+        /* Replies drained: resume taking requests that were held back. */
+        if (buf_size(&s->out) <= s->limits.output_high_water && !s->read_eof && !s->stopping)
+                process_input(s, false);
+        session_update_events(s);
+        session_check_done(s);
+        return 0;
+}
+
+static int on_defer(sd_event_source *src, void *userdata) {
+        Session *s = userdata;
+
+        if (!s->dead) {
+                /* Non-pollable input (a regular file): read a chunk per loop iteration. */
+                if (!s->in_pollable && !s->read_eof && !s->stopping && session_read(s) < 0)
+                        session_close_later(s);
+                session_update_events(s);
+                session_check_done(s);
+                return 0;
+        }
+        if (s->closed)
+                s->closed(s, s->userdata);   /* the owner frees us */
+        return 0;
+}
+
+static void session_update_events(Session *s) {
+        bool want_in = !s->read_eof && !s->stopping && !s->dead &&
+                       buf_size(&s->out) <= s->limits.output_high_water;
+        bool want_out = buf_size(&s->out) > 0 && !s->dead;
+
+        if (s->dead)
+                return;
+
+        if (s->in_fd == s->out_fd) {
+                /* One socket. EPOLLHUP is always reported, so a vanished client's runs
+                 * are stopped even while we do not read. */
+                uint32_t ev = (want_in ? EPOLLIN | EPOLLRDHUP : 0) | (want_out ? EPOLLOUT : 0);
+                (void) sd_event_source_set_io_events(s->in_source, ev);
+                (void) sd_event_source_set_enabled(s->in_source, SD_EVENT_ON);
+                return;
+        }
+
+        if (s->in_pollable)
+                (void) sd_event_source_set_enabled(s->in_source, want_in ? SD_EVENT_ON : SD_EVENT_OFF);
+        else
+                (void) sd_event_source_set_enabled(s->defer_source, want_in ? SD_EVENT_ON : SD_EVENT_OFF);
+        if (s->out_pollable)
+                (void) sd_event_source_set_enabled(s->out_source, want_out ? SD_EVENT_ON : SD_EVENT_OFF);
+}
+
+static int on_socket(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        Session *s = userdata;
+
+        if (revents & EPOLLOUT)
+                on_out(src, fd, revents, userdata);
+        if (s->dead)
+                return 0;
+        if (revents & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+                on_in(src, fd, revents, userdata);
+        return 0;
+}
+
+static int on_stdout_hup(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        return on_out(src, fd, revents, userdata);
+}
+
+int session_new(Session **ret, sd_event *e, uint64_t id, int in_fd, int out_fd, const McpServer *server,
+                const SessionLimits *limits, SessionClosedFunc closed, void *userdata) {
+        Session *s;
+        int r;
+
+        s = calloc(1, sizeof(*s));
+        if (!s) {
+                safe_close(in_fd);
+                if (out_fd != in_fd)
+                        safe_close(out_fd);
+                return -ENOMEM;
+        }
+        *s = (Session) {
+                .event = sd_event_ref(e),
+                .id = id,
+                .in_fd = in_fd,
+                .out_fd = out_fd,
+                .limits = *limits,
+                .closed = closed,
+                .userdata = userdata,
+                .uid = getuid(),
+                .pid = 0,
+        };
+        framing_init(&s->framing, limits->max_message_size);
+
+        struct ucred cred;
+        socklen_t l = sizeof(cred);
+        if (getsockopt(in_fd, SOL_SOCKET, SO_PEERCRED, &cred, &l) >= 0) {
+                s->uid = cred.uid;
+                s->pid = cred.pid;
+        }
+
+        r = mcp_session_new(&s->mcp, server, s->uid, s->pid, session_send, s);
+        if (r < 0)
+                goto fail;
+
+        r = sd_event_add_defer(e, &s->defer_source, on_defer, s);
+        if (r < 0)
+                goto fail;
+        (void) sd_event_source_set_enabled(s->defer_source, SD_EVENT_OFF);
+
+        if (in_fd == out_fd) {
+                (void) fcntl(in_fd, F_SETFL, fcntl(in_fd, F_GETFL) | O_NONBLOCK);
+                r = sd_event_add_io(e, &s->in_source, in_fd, EPOLLIN | EPOLLRDHUP, on_socket, s);
+                if (r < 0)
+                        goto fail;
+                s->in_pollable = s->out_pollable = true;
+        } else {
+                r = sd_event_add_io(e, &s->in_source, in_fd, EPOLLIN, on_in, s);
+                if (r == -EPERM) {
+                        /* Regular files cannot be polled; they are always readable. */
+                        s->in_pollable = false;
+                } else if (r < 0)
+                        goto fail;
+                else
+                        s->in_pollable = true;
+
+                r = sd_event_add_io(e, &s->out_source, out_fd, EPOLLOUT, on_stdout_hup, s);
+                if (r == -EPERM)
+                        s->out_pollable = false;
+                else if (r < 0)
+                        goto fail;
+                else {
+                        s->out_pollable = true;
+                        (void) sd_event_source_set_enabled(s->out_source, SD_EVENT_OFF);
+                }
+        }
+
+        session_update_events(s);
+        *ret = s;
+        return 0;
+fail:
+        session_free(s);
+        return r;
+}
+
+void session_stop(Session *s) {
+        s->stopping = true;
+        session_update_events(s);
+        session_check_done(s);
+}
+
+Session *session_free(Session *s) {
+        if (!s)
+                return NULL;
+        s->dead = true;
+        mcp_session_free(s->mcp);
+        sd_event_source_disable_unref(s->in_source);
+        sd_event_source_disable_unref(s->out_source);
+        sd_event_source_disable_unref(s->defer_source);
+        /* stdin/stdout belong to the process; sockets are ours. */
+        if (s->in_fd > STDERR_FILENO)
+                safe_close(s->in_fd);
+        if (s->out_fd != s->in_fd && s->out_fd > STDERR_FILENO)
+                safe_close(s->out_fd);
+        framing_done(&s->framing);
+        buf_clear(&s->out);
+        sd_event_unref(s->event);
+        free(s);
+        return NULL;
+}

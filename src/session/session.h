@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * Session: one client connection (a Unix socket, or stdin/stdout) carrying
+ * one MCP session. Non-blocking I/O with bounded buffers: input is framed
+ * line by line; output is queued, and reading stops while too much output
+ * waits for a client that does not read.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <systemd/sd-event.h>
+
+#include "buf.h"
+#include "mcp/mcp.h"
+#include "protocol/framing.h"
+
+typedef struct Session Session;
+typedef void (*SessionClosedFunc)(Session *s, void *userdata);
+
+typedef struct SessionLimits {
+        size_t max_message_size;
+        size_t output_high_water;  /* stop reading above this much queued output */
+        size_t output_max;         /* close the session above this */
+} SessionLimits;
+
+struct Session {
+        sd_event *event;
+        Session *next, *prev;
+        uint64_t id;
+        int in_fd, out_fd;
+        bool in_pollable, out_pollable;
+        sd_event_source *in_source, *out_source, *defer_source;
+        Framing framing;
+        Buf out;
+        SessionLimits limits;
+        McpSession *mcp;
+        uid_t uid;
+        pid_t pid;
+        bool read_eof;             /* no more input: finish what runs, then close */
+        bool stopping;             /* the daemon is shutting down */
+        bool dead;                 /* closed; waiting to be freed */
+        SessionClosedFunc closed;
+        void *userdata;
+};
+
+/* Takes ownership of the fds (in_fd may equal out_fd for a socket). */
+int session_new(Session **ret, sd_event *e, uint64_t id, int in_fd, int out_fd, const McpServer *server,
+                const SessionLimits *limits, SessionClosedFunc closed, void *userdata);
+Session *session_free(Session *s);
+/* Stop reading; close once in-flight calls are answered and output is flushed. */
+void session_stop(Session *s);
+bool session_is_idle(const Session *s);

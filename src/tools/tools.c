@@ -1,0 +1,9 @@
+/* SPDX-License-Identifier: MIT */
+#include <stddef.h>
+
+#include "tools.h"
+
+const Tool *const tools_all[] = {
+        &tool_check_environment,
+        NULL,
+};

@@ -1,0 +1,17 @@
+# SPDX-License-Identifier: MIT
+# Integration tests: Python 3 (standard library only) programs that start the
+# real daemon and talk to it through the real shim. Exit 77 means skipped; with
+# MCP_SANDBOX_REQUIRE_ALL=1 (CI) a test that would skip fails instead.
+TEST_EXTENSIONS = .py
+PY_LOG_COMPILER = $(PYTHON3)
+AM_TESTS_ENVIRONMENT = \
+	SHIM='$(abs_top_builddir)/mcp-python-sandbox'; export SHIM; \
+	DAEMON='$(abs_top_builddir)/mcp-python-sandboxd'; export DAEMON; \
+	TOP_SRCDIR='$(abs_top_srcdir)'; export TOP_SRCDIR; \
+	PYTHONDONTWRITEBYTECODE=1; export PYTHONDONTWRITEBYTECODE; \
+	PYTHONPATH='$(abs_top_srcdir)/tests/integration'; export PYTHONPATH;
+
+INTEGRATION_TESTS = \
+	tests/integration/test-shim.py
+TESTS += $(INTEGRATION_TESTS)
+EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/mcptest.py

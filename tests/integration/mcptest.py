@@ -1,0 +1,430 @@
+# SPDX-License-Identifier: MIT
+"""Shared harness for the integration tests.
+
+Starts the real daemon (by socket activation, --listen or --stdio) and talks
+to it through the real shim, the way an MCP client does: one JSON-RPC message
+per line on the shim's stdin/stdout.
+
+A test is a function decorated with @test; it fails by raising. skip(reason)
+skips it, except under MCP_SANDBOX_REQUIRE_ALL=1 (CI), where a skip fails.
+"""
+
+import json
+import os
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+DAEMON = os.environ.get("DAEMON", "")
+SHIM = os.environ.get("SHIM", "")
+TOP_SRCDIR = os.environ.get("TOP_SRCDIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+REQUIRE_ALL = os.environ.get("MCP_SANDBOX_REQUIRE_ALL") == "1"
+MODERN = "2026-07-28"
+LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+
+
+class Skip(Exception):
+    pass
+
+
+def skip(reason):
+    raise Skip(reason)
+
+
+def check(cond, message="check failed"):
+    if not cond:
+        raise AssertionError(message)
+
+
+def eq(got, want, what="value"):
+    if got != want:
+        raise AssertionError(f"{what}: got {got!r}, want {want!r}")
+
+
+def modern_meta(version=MODERN, **extra):
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "mcptest", "version": "1"},
+    }
+    meta.update(extra)
+    return meta
+
+
+class Client:
+    """An MCP client speaking NDJSON to a process's stdin/stdout (normally the shim)."""
+
+    def __init__(self, argv, env=None, stderr_path=None):
+        self.stderr_path = stderr_path or tempfile.mktemp(prefix="mcptest-client-", suffix=".log")
+        self._stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._stderr, env=env)
+        os.set_blocking(self.proc.stdout.fileno(), False)
+        self.buf = b""
+        self.next_id = 1
+        self.notifications = []
+        self.unclaimed = []
+
+    # --- raw I/O ---------------------------------------------------------
+    def send_raw(self, data):
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, obj):
+        self.send_raw(json.dumps(obj, separators=(",", ":")).encode() + b"\n")
+
+    def read_line(self, timeout=30):
+        deadline = time.monotonic() + timeout
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        try:
+            while b"\n" not in self.buf:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no message within {timeout}s; stderr: {self.stderr()[-2000:]}")
+                if not sel.select(left):
+                    continue
+                chunk = self.proc.stdout.read(1 << 20)
+                if chunk is None:
+                    continue
+                if chunk == b"":
+                    raise EOFError(f"the server closed stdout; stderr: {self.stderr()[-2000:]}")
+                self.buf += chunk
+        finally:
+            sel.close()
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line
+
+    def read_message(self, timeout=30):
+        return json.loads(self.read_line(timeout))
+
+    def expect_silence(self, seconds=0.5):
+        """Nothing arrives for this long (a notification must get no reply)."""
+        try:
+            line = self.read_line(seconds)
+        except TimeoutError:
+            return
+        raise AssertionError(f"unexpected message: {line[:300]!r}")
+
+    # --- JSON-RPC --------------------------------------------------------
+    def new_id(self):
+        i = self.next_id
+        self.next_id += 1
+        return i
+
+    def wait_for(self, rid, timeout=60):
+        for i, m in enumerate(self.unclaimed):
+            if m.get("id") == rid:
+                return self.unclaimed.pop(i)
+        deadline = time.monotonic() + timeout
+        while True:
+            m = self.read_message(max(0.01, deadline - time.monotonic()))
+            if isinstance(m, dict) and "method" in m and "id" not in m:
+                self.notifications.append(m)
+                continue
+            if isinstance(m, dict) and m.get("id") == rid:
+                return m
+            self.unclaimed.append(m)
+
+    def request(self, method, params=None, rid=None, timeout=60):
+        rid = self.new_id() if rid is None else rid
+        msg = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.send(msg)
+        return self.wait_for(rid, timeout)
+
+    def result(self, method, params=None, timeout=60):
+        r = self.request(method, params, timeout=timeout)
+        if "error" in r:
+            raise AssertionError(f"{method} failed: {r['error']}")
+        return r["result"]
+
+    def notify(self, method, params=None):
+        msg = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.send(msg)
+
+    def initialize(self, version="2025-11-25"):
+        r = self.result("initialize", {"protocolVersion": version, "capabilities": {},
+                                       "clientInfo": {"name": "mcptest", "version": "1"}})
+        self.notify("notifications/initialized")
+        return r
+
+    def call_tool(self, name, arguments=None, timeout=120, meta=None):
+        params = {"name": name, "arguments": arguments or {}}
+        if meta:
+            params["_meta"] = meta
+        return self.result("tools/call", params, timeout=timeout)
+
+    def text(self, result):
+        return "".join(c.get("text", "") for c in result["content"] if c["type"] == "text")
+
+    # --- end -------------------------------------------------------------
+    def stderr(self):
+        try:
+            with open(self.stderr_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def close(self, timeout=30):
+        """Close stdin (as MCP clients do) and wait; returns the exit code."""
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+            raise AssertionError(f"client did not exit within {timeout}s after stdin EOF")
+        finally:
+            self._stderr.close()
+        return rc
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+        self._stderr.close()
+
+
+class Daemon:
+    """The real daemon in a scratch directory.
+
+    mode: "activate" (this harness passes a listening socket with LISTEN_FDS,
+    as systemd does), "systemd-socket-activate" (systemd's own tool), or
+    "listen" (--listen PATH).
+    """
+
+    def __init__(self, mode="activate", args=(), env=None, cache_dir=None):
+        self.extra_env = env
+        if not DAEMON or not os.path.exists(DAEMON):
+            skip("DAEMON is not set to the built daemon")
+        self.mode = mode
+        self.dir = tempfile.mkdtemp(prefix="mcptest-")
+        self.socket = os.path.join(self.dir, "mcp.sock")
+        self.cache_dir = cache_dir or os.path.join(self.dir, "cache")
+        self.log_path = os.path.join(self.dir, "daemon.log")
+        self.notify_path = os.path.join(self.dir, "notify.sock")
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.bind(self.notify_path)
+        self.notify.setblocking(False)
+        self.notify_messages = []
+        self.env = dict(os.environ, NOTIFY_SOCKET=self.notify_path)
+        if env:
+            self.env.update(env)
+        self.args = [f"--cache-dir={self.cache_dir}", "--log-level=debug", *default_daemon_args(), *args]
+        self._log = open(self.log_path, "wb")
+        self.proc = None
+        self.listener = None
+        self.start()
+
+    def start(self):
+        argv = [DAEMON, *self.args]
+        if self.mode == "activate":
+            self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.listener.bind(self.socket)
+            self.listener.listen(128)
+            fd = self.listener.fileno()
+
+            def hand_over():
+                os.dup2(fd, 3)
+                os.set_inheritable(3, True)
+
+            env = dict(self.env, LISTEN_FDS="1", LISTEN_FDNAMES="mcp.sock")
+            # LISTEN_PID must be the daemon's own pid: let a shell set it, then exec.
+            self.proc = subprocess.Popen(["/bin/sh", "-c", 'LISTEN_PID=$$ exec "$0" "$@"', *argv],
+                                         env=env, stdout=subprocess.DEVNULL, stderr=self._log,
+                                         pass_fds=(), preexec_fn=hand_over, close_fds=False)
+        elif self.mode == "systemd-socket-activate":
+            if not shutil.which("systemd-socket-activate"):
+                skip("systemd-socket-activate is not installed")
+            # It passes on only the variables it is told to.
+            passed = [a for k in ("NOTIFY_SOCKET", "PATH", *(self.extra_env or {})) for a in ("-E", k)]
+            self.proc = subprocess.Popen(["systemd-socket-activate", "-l", self.socket, *passed, *argv],
+                                         env=self.env,
+                                         stdout=subprocess.DEVNULL, stderr=self._log)
+            self.wait_for_path(self.socket)
+        elif self.mode == "listen":
+            self.proc = subprocess.Popen([*argv, f"--listen={self.socket}"], env=self.env,
+                                         stdout=subprocess.DEVNULL, stderr=self._log)
+            self.wait_for_path(self.socket)
+        else:
+            raise ValueError(mode)
+
+    def wait_for_path(self, path, timeout=10):
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(path):
+            if self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited with {self.proc.returncode}: {self.log()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{path} did not appear: {self.log()}")
+            time.sleep(0.01)
+
+    def messages(self):
+        """sd_notify messages received so far."""
+        while True:
+            try:
+                self.notify_messages.append(self.notify.recv(4096).decode())
+            except BlockingIOError:
+                return self.notify_messages
+
+    def wait_notify(self, text, timeout=10):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(text in m for m in self.messages()):
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"no sd_notify message with {text!r}: {self.messages()}")
+
+    def client(self, *extra, env=None):
+        if not SHIM or not os.path.exists(SHIM):
+            skip("SHIM is not set to the built shim")
+        e = dict(os.environ)
+        e.pop("MCP_PYTHON_SANDBOX_SOCKET", None)
+        if env:
+            e.update(env)
+        return Client([SHIM, f"--socket={self.socket}", "--no-fallback", *extra], env=e)
+
+    def raw_connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(self.socket)
+        return s
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=15):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(f"daemon did not stop within {timeout}s: {self.log()}")
+        return self.proc.returncode if self.proc else None
+
+    def close(self):
+        try:
+            self.stop()
+        finally:
+            if self.listener:
+                self.listener.close()
+            self.notify.close()
+            self._log.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def stdio_client(args=(), env=None, cache_dir=None):
+    """The shim with no daemon running: it falls back to `mcp-python-sandboxd --stdio`."""
+    if not SHIM or not DAEMON:
+        skip("SHIM and DAEMON must point to the built programs")
+    d = tempfile.mkdtemp(prefix="mcptest-stdio-")
+    e = dict(os.environ)
+    e.update({
+        "MCP_PYTHON_SANDBOXD": DAEMON,
+        "MCP_PYTHON_SANDBOX_SOCKET": os.path.join(d, "nothing.sock"),
+        "XDG_RUNTIME_DIR": d,
+        "XDG_CACHE_HOME": cache_dir or os.path.join(d, "cache"),
+    })
+    if env:
+        e.update(env)
+    return Client([SHIM, *args], env=e)
+
+
+def default_daemon_args():
+    """Arguments every test daemon gets: where Pythons and uv are on this machine."""
+    return [a for a in os.environ.get("MCP_TEST_DAEMON_ARGS", "").split("\x1f") if a]
+
+
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def children(pid):
+    """All descendants of pid."""
+    out = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                out.append(int(p))
+                out.extend(children(int(p)))
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+_TESTS = []
+
+
+def test(fn):
+    _TESTS.append(fn)
+    return fn
+
+
+def main():
+    only = set(sys.argv[1:]) or set(filter(None, os.environ.get("MCP_TEST_ONLY", "").split(",")))
+    passed = failed = skipped = 0
+    for fn in _TESTS:
+        name = fn.__name__
+        if only and name not in only:
+            continue
+        t0 = time.monotonic()
+        try:
+            fn()
+        except Skip as e:
+            if REQUIRE_ALL:
+                failed += 1
+                print(f"not ok - {name}: skipped, but MCP_SANDBOX_REQUIRE_ALL=1 forbids skips: {e}", flush=True)
+            else:
+                skipped += 1
+                print(f"ok - {name} # SKIP {e}", flush=True)
+            continue
+        except Exception as e:  # noqa: BLE001 - report every failure, go on
+            failed += 1
+            print(f"not ok - {name}: {type(e).__name__}: {e}", flush=True)
+            traceback.print_exc(file=sys.stdout)
+            continue
+        passed += 1
+        print(f"ok - {name} ({time.monotonic() - t0:.2f}s)", flush=True)
+    print(f"{passed} passed, {failed} failed, {skipped} skipped", flush=True)
+    if failed:
+        sys.exit(1)
+    if passed == 0 and skipped:
+        sys.exit(77)
+    sys.exit(0)

@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: MIT */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "pep723/pep723.h"
+
+static Pep723Block extract(const char *script) {
+        _cleanup_free_ char *error = NULL;
+        Pep723Block b = {};
+
+        ck_assert_msg(pep723_extract(script, strlen(script), &b, &error) == 0,
+                      "extraction failed: %s", strempty(error));
+        ck_assert_ptr_null(error);
+        return b;
+}
+
+static void assert_block(const char *script, const char *toml, unsigned start, unsigned end) {
+        _cleanup_(pep723_block_done) Pep723Block b = extract(script);
+
+        ck_assert_ptr_nonnull(b.toml);
+        ck_assert_str_eq(b.toml, toml);
+        ck_assert_uint_eq(b.start_line, start);
+        ck_assert_uint_eq(b.end_line, end);
+        ck_assert(!b.unclosed);
+}
+
+static void assert_no_block(const char *script) {
+        _cleanup_(pep723_block_done) Pep723Block b = extract(script);
+
+        ck_assert_ptr_null(b.toml);
+        ck_assert_uint_eq(b.start_line, 0);
+        ck_assert_uint_eq(b.end_line, 0);
+        ck_assert(!b.unclosed);
+}
+
+static void assert_unclosed(const char *script, unsigned line, unsigned close_line) {
+        _cleanup_(pep723_block_done) Pep723Block b = extract(script);
+
+        ck_assert_ptr_null(b.toml);
+        ck_assert(b.unclosed);
+        ck_assert_uint_eq(b.unclosed_line, line);
+        ck_assert_uint_eq(b.unclosed_close_line, close_line);
+}
+
+static void assert_error(const char *script, size_t len, const char *message) {
+        _cleanup_free_ char *error = NULL;
+        Pep723Block b = {};
+
+        ck_assert_int_eq(pep723_extract(script, len, &b, &error), -EINVAL);
+        ck_assert_ptr_null(b.toml);
+        ck_assert_ptr_nonnull(error);
+        ck_assert_str_eq(error, message);
+}
+
+START_TEST(test_simple) {
+        assert_block("# /// script\n"
+                     "# dependencies = [\"requests<3\", \"rich\"]\n"
+                     "# requires-python = \">=3.11\"\n"
+                     "# ///\n"
+                     "import requests\n",
+                     "dependencies = [\"requests<3\", \"rich\"]\n"
+                     "requires-python = \">=3.11\"\n",
+                     1, 4);
+
+        /* At the very end, without a final newline. */
+        assert_block("import sys\n# /// script\n# dependencies = []\n# ///", "dependencies = []\n", 2, 4);
+
+        /* An empty block is a block with empty content. */
+        assert_block("# /// script\n# ///\nprint(1)\n", "", 1, 2);
+}
+END_TEST
+
+START_TEST(test_no_block) {
+        assert_no_block("");
+        assert_no_block("print('hello')\n");
+        assert_no_block("# just a comment\n# ///\n");
+        assert_no_block("\n\n\n");
+
+        _cleanup_(pep723_block_done) Pep723Block b = {};
+        ck_assert_int_eq(pep723_extract(NULL, 0, &b, NULL), 0);
+        ck_assert_ptr_null(b.toml);
+        ck_assert_int_eq(pep723_extract(NULL, 1, &b, NULL), -EINVAL);
+        ck_assert_int_eq(pep723_extract("", 0, NULL, NULL), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_shebang_and_position) {
+        assert_block("#!/usr/bin/env -S uv run --script\n"
+                     "# -*- coding: utf-8 -*-\n"
+                     "# /// script\n"
+                     "# dependencies = []\n"
+                     "# ///\n"
+                     "\n"
+                     "print(1)\n",
+                     "dependencies = []\n", 3, 5);
+
+        /* After code, too: only the column matters. */
+        assert_block("import os\n\nx = 1\n# /// script\n# a = 1\n# ///\ny = 2\n", "a = 1\n", 4, 6);
+
+        /* Not at the start of the line. */
+        assert_no_block("x = 1  # /// script\n# a = 1\n# ///\n");
+        assert_no_block(" # /// script\n# a = 1\n# ///\n");
+        assert_no_block("\t# /// script\n# a = 1\n# ///\n");
+        assert_no_block("def f():\n    # /// script\n    # a = 1\n    # ///\n    pass\n");
+
+        /* A textual scan: a block inside a string literal still counts. */
+        assert_block("s = '''\n# /// script\n# a = 1\n# ///\n'''\n", "a = 1\n", 2, 4);
+}
+END_TEST
+
+START_TEST(test_opening_line) {
+        assert_no_block("# ///script\n# a = 1\n# ///\n");
+        assert_no_block("#  /// script\n# a = 1\n# ///\n");
+        assert_no_block("## /// script\n# a = 1\n# ///\n");
+        assert_no_block("# // script\n# a = 1\n# ///\n");
+        assert_no_block("# //// script\n# a = 1\n# ///\n");
+        assert_no_block("# /// script \n# a = 1\n# ///\n");
+        assert_no_block("# /// script x\n# a = 1\n# ///\n");
+        assert_no_block("# /// scripts\n# a = 1\n# ///\n");
+        assert_no_block("# /// Script\n# a = 1\n# ///\n");
+        assert_no_block("# /// my_type\n# a = 1\n# ///\n");
+        assert_no_block("# /// \n# a = 1\n# ///\n");
+}
+END_TEST
+
+START_TEST(test_content_lines) {
+        /* "#" alone is an empty line, "# " is stripped, further spaces are kept. */
+        assert_block("# /// script\n#\n# a = 1\n#   b = 2\n# \n#\n# ///\n", "\na = 1\n  b = 2\n\n\n", 1, 7);
+
+        /* "#text" is not a content line: it ends the run, and the block is not closed. */
+        assert_unclosed("# /// script\n#a = 1\n# ///\n", 1, 0);
+        assert_unclosed("# /// script\n# a = 1\n#a = 2\n# ///\n", 1, 0);
+
+        /* A blank or code line ends the run too. */
+        assert_unclosed("# /// script\n# a = 1\n\n# ///\n", 1, 0);
+        assert_unclosed("# /// script\n# a = 1\nx = 1\n# ///\n", 1, 0);
+
+        /* "# ///" with anything after it is a content line, not a closing line. */
+        assert_unclosed("# /// script\n# a = 1\n# /// \nx\n", 1, 0);
+        assert_unclosed("# /// script\n# a = 1\n# ////\nx\n", 1, 0);
+}
+END_TEST
+
+START_TEST(test_closing_precedence) {
+        /* "# /// x" lines may appear in the content. */
+        assert_block("# /// script\n"
+                     "# text = '''\n"
+                     "# /// example\n"
+                     "# '''\n"
+                     "# ///\n",
+                     "text = '''\n/// example\n'''\n", 1, 5);
+
+        /* The last "# ///" of the run closes the block; earlier ones are content. */
+        assert_block("# /// script\n# a = 1\n# ///\n# b = 2\n# ///\nx = 1\n", "a = 1\n///\nb = 2\n", 1, 5);
+        assert_block("# /// script\n# ///\n# ///\n", "///\n", 1, 3);
+
+        /* A "# ///" followed by more comment lines does not close the block. */
+        assert_unclosed("# /// script\n# a = 1\n# ///\n#\n# comment\nimport x\n", 1, 3);
+        assert_unclosed("# /// script\n# a = 1\n# ///\n# ///\n# x\n", 1, 4);
+}
+END_TEST
+
+START_TEST(test_crlf) {
+        assert_block("#!/usr/bin/env python3\r\n"
+                     "# /// script\r\n"
+                     "# dependencies = [\r\n"
+                     "#   \"numpy\",\r\n"
+                     "# ]\r\n"
+                     "#\r\n"
+                     "# ///\r\n"
+                     "print(1)\r\n",
+                     "dependencies = [\n  \"numpy\",\n]\n\n", 2, 7);
+
+        /* Mixed endings. */
+        assert_block("# /// script\r\n# a = 1\n# ///\r\n", "a = 1\n", 1, 3);
+        assert_block("# /// script\r\n# a = 1\r\n# ///", "a = 1\n", 1, 3);
+
+        /* Only one "\r" before "\n" is a line ending; others stay. */
+        assert_unclosed("# /// script\r\n# a = 1\r\n# ///\r\r\n#\n", 1, 0);
+}
+END_TEST
+
+START_TEST(test_two_blocks) {
+        static const char two[] = "# /// script\n# a = 1\n# ///\n\nx = 1\n# /// script\n# b = 2\n# ///\n";
+        static const char two_crlf[] = "# /// script\r\n# ///\r\n\r\n# /// script\r\n# ///\r\n";
+
+        assert_error(two, strlen(two), "the script has two '# /// script' metadata blocks (lines 1 and 6)");
+        assert_error(two_crlf, strlen(two_crlf),
+                     "the script has two '# /// script' metadata blocks (lines 1 and 4)");
+
+        /* Without ret_error. */
+        Pep723Block b = {};
+        ck_assert_int_eq(pep723_extract(two, strlen(two), &b, NULL), -EINVAL);
+        ck_assert_ptr_null(b.toml);
+}
+END_TEST
+
+START_TEST(test_other_types) {
+        /* Blocks of other types are skipped. */
+        assert_block("# /// pyproject\n# [project]\n# name = 'x'\n# ///\n\n# /// script\n# a = 1\n# ///\n",
+                     "a = 1\n", 6, 8);
+        assert_block("# /// script\n# a = 1\n# ///\n\n# /// my-tool2\n# b = 2\n# ///\n", "a = 1\n", 1, 3);
+
+        /* A "# /// script" line inside a block of another type is its content. */
+        assert_no_block("# /// other\n# /// script\n# a = 1\n# ///\n");
+
+        /* Two blocks of another type are not our business; an unclosed one is not reported. */
+        assert_no_block("# /// other\n# ///\n\n# /// other\n# ///\n");
+        assert_no_block("# /// other\n# a = 1\n");
+}
+END_TEST
+
+START_TEST(test_unclosed) {
+        _cleanup_free_ char *w = NULL, *w2 = NULL, *w3 = NULL;
+
+        assert_unclosed("# /// script\n# dependencies = []\nimport x\n", 1, 0);
+        assert_unclosed("# /// script", 1, 0);
+        assert_unclosed("# /// script\n", 1, 0);
+        assert_unclosed("x = 1\n# /// script\nx = 2\n", 2, 0);
+
+        /* An unclosed block is ignored; a complete one after it is used and the warning kept. */
+        _cleanup_(pep723_block_done) Pep723Block b =
+                extract("# /// script\n# a = 1\n\n# /// script\n# b = 2\n# ///\n");
+        ck_assert_str_eq(b.toml, "b = 2\n");
+        ck_assert_uint_eq(b.start_line, 4);
+        ck_assert_uint_eq(b.end_line, 6);
+        ck_assert(b.unclosed);
+        ck_assert_uint_eq(b.unclosed_line, 1);
+
+        ck_assert_int_eq(pep723_block_warning(&b, &w), 0);
+        ck_assert_str_eq(w, "the '# /// script' block on line 1 is ignored because it has no closing '# ///' line");
+
+        _cleanup_(pep723_block_done) Pep723Block c = extract("# /// script\n# a = 1\n# ///\n# more\n");
+        ck_assert_int_eq(pep723_block_warning(&c, &w2), 0);
+        ck_assert_ptr_nonnull(strstr(w2, "on line 1 is ignored because its '# ///' on line 3 is followed by more '#' lines"));
+
+        _cleanup_(pep723_block_done) Pep723Block d = extract("# /// script\n# ///\n");
+        ck_assert_int_eq(pep723_block_warning(&d, &w3), 0);
+        ck_assert_ptr_null(w3);
+        ck_assert_int_eq(pep723_block_warning(NULL, &w3), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_nul_byte) {
+        static const char script[] = "# /// script\n# a = 1\0\n# ///\n";
+        static const char nul_first[] = "\0";
+
+        assert_error(script, sizeof(script) - 1, "the script contains a NUL byte on line 2");
+        assert_error(nul_first, 1, "the script contains a NUL byte on line 1");
+
+        /* len bounds the script: a NUL after it is not looked at. */
+        assert_block("# /// script\n# ///\n", "", 1, 2);
+        Pep723Block b = {};
+        ck_assert_int_eq(pep723_extract(script, 13, &b, NULL), 0);
+        ck_assert(b.unclosed);
+        pep723_block_done(&b);
+        pep723_block_done(NULL);
+}
+END_TEST
+
+START_TEST(test_large) {
+        /* Many lines, one block at the end. */
+        size_t n = 200000;
+        _cleanup_free_ char *s = malloc(n * 2 + 64);
+        _cleanup_(pep723_block_done) Pep723Block b = {};
+        size_t k;
+
+        ck_assert_ptr_nonnull(s);
+        for (k = 0; k < n * 2; k += 2)
+                memcpy(s + k, "#\n", 2);
+        k += (size_t) sprintf(s + k, "x\n# /// script\n# a = 1\n# ///\n");
+
+        ck_assert_int_eq(pep723_extract(s, k, &b, NULL), 0);
+        ck_assert_str_eq(b.toml, "a = 1\n");
+        ck_assert_uint_eq(b.start_line, n + 2);
+}
+END_TEST
+
+static Suite *pep723_suite(void) {
+        Suite *s = suite_create("pep723");
+        TCase *tc = tcase_create("core");
+
+        tcase_add_test(tc, test_simple);
+        tcase_add_test(tc, test_no_block);
+        tcase_add_test(tc, test_shebang_and_position);
+        tcase_add_test(tc, test_opening_line);
+        tcase_add_test(tc, test_content_lines);
+        tcase_add_test(tc, test_closing_precedence);
+        tcase_add_test(tc, test_crlf);
+        tcase_add_test(tc, test_two_blocks);
+        tcase_add_test(tc, test_other_types);
+        tcase_add_test(tc, test_unclosed);
+        tcase_add_test(tc, test_nul_byte);
+        tcase_add_test(tc, test_large);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void) {
+        SRunner *sr = srunner_create(pep723_suite());
+        int failed;
+
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
