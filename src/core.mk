@@ -15,7 +15,13 @@ libcore_a_SOURCES = \
 	src/daemon/manager.c src/daemon/manager.h \
 	src/daemon/runtime.c src/daemon/runtime.h \
 	src/tools/tools.c src/tools/tools.h \
-	src/tools/check-environment.c
+	src/tools/check-environment.c \
+	src/tools/script.c src/tools/script.h \
+	src/tools/execute-python.c \
+	src/tools/validate-script.c \
+	src/sandbox/sandbox.c src/sandbox/sandbox.h \
+	src/envstore/pythons.c src/envstore/pythons.h \
+	src/envstore/envstore.c src/envstore/envstore.h
 
 CORE_LIBS = libcore.a libshared.a $(SYSTEMD_LIBS) $(JSONC_LIBS)
 

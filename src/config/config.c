@@ -60,14 +60,13 @@ static const Setting settings[] = {
         S("extra-index-urls", SETTING_STRV, extra_index_urls, "Additional package indexes"),
         S("find-links", SETTING_STRV, find_links, "Directories or URLs of flat wheel lists"),
         S("offline", SETTING_BOOL, offline, "Never reach an index; use only what the cache holds"),
+        S("system-certs", SETTING_BOOL, system_certs, "uv trusts the system's CA certificates (for a private CA)"),
         S("allow-source-builds", SETTING_BOOL, allow_source_builds, "Let uv build sdists (runs their build code)"),
         S("allow-tool-table", SETTING_BOOL, allow_tool_table, "Accept a [tool] table in script metadata (it is ignored)"),
-        S("allow-direct-references", SETTING_BOOL, allow_direct_references, "Accept name @ URL requirements"),
         S("prepare-timeout", SETTING_SECONDS, prepare_timeout_usec, "Longest time an environment build may take"),
         S("warmup", SETTING_STRV_LINES, warmup, "A requirement set to prepare after start-up (repeatable)"),
         S("store-max-size", SETTING_SIZE, store_max_size, "Environment store budget (0: no limit)"),
         S("store-max-age", SETTING_SECONDS, store_max_age_usec, "Remove environments unused for this long (0: never)"),
-        S("unsafe-no-sandbox", SETTING_BOOL, unsafe_no_sandbox, "DEVELOPMENT ONLY: run scripts without bubblewrap"),
 };
 
 static const Setting *setting_find(const char *name) {
@@ -102,6 +101,7 @@ void config_init(Config *c) {
                 .extra_index_urls = strv_new(),
                 .find_links = strv_new(),
                 .prepare_timeout_usec = 600 * USEC_PER_SEC,
+                .system_certs = true,
                 .warmup = strv_new(),
                 .store_max_size = 10ULL * 1024 * 1024 * 1024,
                 .store_max_age_usec = 30ULL * 24 * 3600 * USEC_PER_SEC,
@@ -449,6 +449,7 @@ void config_help(FILE *out, const char *program) {
 int config_parse_argv(Config *c, int argc, char **argv, const char **ret_config_file, bool *ret_check_config) {
         enum { ARG_VERSION = 0x100, ARG_CONFIG, ARG_CHECK_CONFIG, ARG_SETTING_BASE = 0x200 };
         struct option options[ELEMENTSOF(settings) + 5];
+        bool seen[ELEMENTSOF(settings)] = {};
         size_t n = 0;
         int opt;
 
@@ -485,7 +486,13 @@ int config_parse_argv(Config *c, int argc, char **argv, const char **ret_config_
                 case '?':
                         return -EINVAL;
                 default: {
-                        const Setting *st = &settings[opt - ARG_SETTING_BASE];
+                        size_t idx = (size_t) (opt - ARG_SETTING_BASE);
+                        const Setting *st = &settings[idx];
+                        /* On the command line a list replaces what the file said; repeating the option adds. */
+                        if ((st->type == SETTING_STRV || st->type == SETTING_STRV_LINES) && !seen[idx]) {
+                                seen[idx] = true;
+                                (void) setting_apply(c, st, "", &error);
+                        }
                         if (setting_apply(c, st, optarg ?: "yes", &error) < 0) {
                                 log_error("--%s", error ?: "out of memory");
                                 return -EINVAL;

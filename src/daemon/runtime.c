@@ -1,19 +1,81 @@
 /* SPDX-License-Identifier: MIT */
+#include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include "fs-util.h"
+#include "json-util.h"
 #include "log.h"
 #include "macro.h"
 #include "manager.h"
 #include "runtime.h"
+#include "sha256.h"
 #include "strv.h"
+
+#define TOML_CACHE_SIZE 256
+
+/* Reads a PEP 723 block with the interpreter's own TOML parser, inside the sandbox. */
+static const char toml_helper[] =
+        "import json, tomllib\n"
+        "try:\n"
+        "    with open('/work/metadata.toml', 'rb') as f:\n"
+        "        doc = tomllib.load(f)\n"
+        "except tomllib.TOMLDecodeError as e:\n"
+        "    print(json.dumps({'error': str(e)}))\n"
+        "else:\n"
+        "    print(json.dumps({'doc': doc}, default=str))\n";
+
+typedef struct TomlCacheEntry {
+        char hash[65];
+        json_object *result;    /* {"doc": ...} or {"error": ...} */
+} TomlCacheEntry;
+
+struct TomlRequest {
+        Runtime *runtime;
+        TomlRequest *next, *prev;
+        char hash[65];
+        Process *proc;
+        sd_event_source *defer;
+        json_object *result;
+        TomlParsedFunc cb;
+        void *userdata;
+};
 
 struct Runtime {
         Manager *manager;
-        char *uv_path;
+        sd_event *event;
+        const Config *config;
+
+        char *uv_path, *uv_version, *bwrap_version;
+        char *etc_dir;
+        EnvStore *store;
+
+        /* Start-up probes */
+        Pythons pythons;
+        Process **probes;
+        size_t n_probes;
+        unsigned pending;
+        bool started, ready;
+        WaitQueue ready_waiters;
+
+        /* Sandbox self-test */
+        Process *self_test;
+        char *sandbox_error;
+        WaitQueue self_test_waiters;
+
+        TomlCacheEntry toml_cache[TOML_CACHE_SIZE];
+        size_t toml_cache_next;
+        TomlRequest *toml_requests;
+
+        unsigned running, max_runs;
+        WaitQueue slots;
 };
 
 static char *find_in_path(const char *name) {
@@ -33,12 +95,56 @@ static char *find_in_path(const char *name) {
         return NULL;
 }
 
+int memfd_with(const char *name, const void *data, size_t n) {
+        _cleanup_close_ int fd = memfd_create(name, MFD_CLOEXEC);
+        const char *p = data;
+
+        if (fd < 0)
+                return -errno;
+        while (n > 0) {
+                ssize_t k = write(fd, p, n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += k;
+                n -= (size_t) k;
+        }
+        if (lseek(fd, 0, SEEK_SET) < 0)
+                return -errno;
+        return TAKE_FD(fd);
+}
+
 int runtime_new(Runtime **ret, Manager *m) {
         Runtime *r = calloc(1, sizeof(*r));
+        long ncpu;
+        int k;
+
         if (!r)
                 return -ENOMEM;
         r->manager = m;
+        r->event = sd_event_ref(m->event);
+        r->config = m->config;
         r->uv_path = find_in_path(m->config->uv_path);
+        ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        r->max_runs = m->config->max_runs > 0 ? (unsigned) MIN(m->config->max_runs, 4096u)
+                                              : (unsigned) (ncpu > 0 ? ncpu : 1);
+
+        if (asprintf(&r->etc_dir, "%s/sandbox-etc", m->config->cache_dir) < 0) {
+                runtime_free(r);
+                return -ENOMEM;
+        }
+        k = mkdir_p(m->config->cache_dir, 0755);
+        if (k >= 0)
+                k = sandbox_write_etc(r->etc_dir);
+        if (k >= 0)
+                k = envstore_new(&r->store, m->event, m->config, r->uv_path);
+        if (k < 0) {
+                log_error_errno(k, "Failed to set up the cache directory %s: %m", m->config->cache_dir);
+                runtime_free(r);
+                return k;
+        }
         *ret = r;
         return 0;
 }
@@ -46,26 +152,536 @@ int runtime_new(Runtime **ret, Manager *m) {
 Runtime *runtime_free(Runtime *r) {
         if (!r)
                 return NULL;
+        while (r->toml_requests)
+                runtime_toml_cancel(r->toml_requests);
+        for (size_t i = 0; i < TOML_CACHE_SIZE; i++)
+                json_object_put(r->toml_cache[i].result);
+        for (size_t i = 0; i < r->n_probes; i++)
+                process_free(r->probes[i]);
+        free(r->probes);
+        process_free(r->self_test);
+        waitq_clear(&r->ready_waiters);
+        waitq_clear(&r->self_test_waiters);
+        waitq_clear(&r->slots);
+        envstore_free(r->store);
+        pythons_done(&r->pythons);
         free(r->uv_path);
+        free(r->uv_version);
+        free(r->bwrap_version);
+        free(r->sandbox_error);
+        free(r->etc_dir);
+        sd_event_unref(r->event);
         free(r);
         return NULL;
 }
 
+/* ---- start-up probes ------------------------------------------------- */
+
+static void warm_up(Runtime *r);
+
+static void probe_finished(Runtime *r) {
+        if (--r->pending > 0)
+                return;
+        pythons_filter(&r->pythons, r->config->python_versions);
+        {
+                _cleanup_free_ char *list = pythons_list(&r->pythons);
+                if (r->pythons.n == 0)
+                        log_warning("No Python interpreter found in python-search-path; scripts cannot run.");
+                else
+                        log_info("Pythons: %s.", strempty(list));
+        }
+        envstore_set_uv_version(r->store, r->uv_version);
+        r->ready = true;
+        waitq_call_all(&r->ready_waiters);
+        warm_up(r);
+}
+
+static char *first_line(const Capture *cap) {
+        _cleanup_free_ char *t = capture_text(cap, NULL);
+        if (!t)
+                return NULL;
+        t[strcspn(t, "\n")] = 0;
+        return strdup(t);
+}
+
+static void on_python_probe(Process *p, void *userdata) {
+        Runtime *r = userdata;
+        _cleanup_free_ char *line = first_line(&p->out);
+
+        if (p->exit_code == 0 && line && pythons_add_probe(&r->pythons, line) < 0)
+                log_debug("Ignoring an interpreter whose probe said: %s", line);
+        probe_finished(r);
+}
+
+static void on_uv_probe(Process *p, void *userdata) {
+        Runtime *r = userdata;
+        _cleanup_free_ char *line = first_line(&p->out);
+
+        /* "uv 0.13.9 (...)" */
+        if (p->exit_code == 0 && line && startswith(line, "uv ")) {
+                char *v = line + 3;
+                v[strcspn(v, " ")] = 0;
+                r->uv_version = strdup(v);
+        } else
+                log_warning("%s --version failed; packages cannot be installed.", r->uv_path);
+        probe_finished(r);
+}
+
+static void on_bwrap_probe(Process *p, void *userdata) {
+        Runtime *r = userdata;
+
+        if (p->exit_code == 0)
+                r->bwrap_version = first_line(&p->out);
+        probe_finished(r);
+}
+
+static int spawn_probe(Runtime *r, char **argv, ProcessDoneFunc done) {
+        static char *env[] = { (char *) "PATH=/usr/local/bin:/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
+        ProcessOptions o = {
+                .argv = argv,
+                .env = env,
+                .stdin_fd = -EBADF,
+                .timeout_usec = 15 * USEC_PER_SEC,
+                .head_max = 4096,
+        };
+        Process **l = realloc(r->probes, (r->n_probes + 1) * sizeof(Process *));
+        int k;
+
+        if (!l)
+                return -ENOMEM;
+        r->probes = l;
+        k = process_spawn(r->event, &o, done, r, &r->probes[r->n_probes]);
+        if (k < 0)
+                return k;
+        r->n_probes++;
+        r->pending++;
+        return 0;
+}
+
+static void discover_pythons(Runtime *r) {
+        _cleanup_strv_free_ char **seen = strv_new();
+        regex_t re;
+
+        if (regcomp(&re, "^python3(\\.[0-9]+)?$", REG_EXTENDED | REG_NOSUB) != 0)
+                return;
+        for (size_t i = 0; r->config->python_search_path[i]; i++) {
+                const char *dir = r->config->python_search_path[i];
+                struct dirent **list = NULL;
+                int n = scandir(dir, &list, NULL, alphasort);
+
+                for (int j = 0; j < n; j++) {
+                        char path[PATH_MAX], real[PATH_MAX];
+                        if (regexec(&re, list[j]->d_name, 0, NULL, 0) == 0) {
+                                snprintf(path, sizeof(path), "%s/%s", dir, list[j]->d_name);
+                                if (realpath(path, real) && access(real, X_OK) >= 0 && !strv_contains(seen, real)) {
+                                        char *argv[] = { real, (char *) "-I", (char *) "-S", (char *) "-c",
+                                                         (char *) python_probe_code, NULL };
+                                        strv_extend(&seen, real);
+                                        if (spawn_probe(r, argv, on_python_probe) < 0)
+                                                log_warning("Failed to probe %s.", real);
+                                }
+                        }
+                        free(list[j]);
+                }
+                free(list);
+        }
+        regfree(&re);
+}
+
+/* ---- sandbox self-test ------------------------------------------------ */
+
+static char *explain_sandbox_failure(const char *bwrap, const char *stderr_text, int exit_code) {
+        const char *t = strempty(stderr_text);
+        const char *fix;
+        char *s = NULL;
+
+        if (exit_code == 127 && strstr(t, "Failed to execute"))
+                fix = "bubblewrap is not installed where configured: install it (apt install bubblewrap, "
+                      "dnf install bubblewrap) or set bwrap= in the configuration";
+        else if (strstr(t, "setting up uid map") || strstr(t, "No permissions to create") ||
+                 strstr(t, "Creating new namespace failed") || strstr(t, "Operation not permitted"))
+                fix = "user namespaces are not available to the service. On Ubuntu 23.10 and later set "
+                      "kernel.apparmor_restrict_unprivileged_userns=0 (or give bwrap an AppArmor profile); elsewhere "
+                      "check kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0; and make sure the "
+                      "unit sets neither RestrictNamespaces= nor PrivateUsers=";
+        else
+                fix = "run check_environment again, and see the daemon's log (journalctl -u mcp-python-sandboxd)";
+        if (asprintf(&s, "the sandbox (%s) does not work: %s; fix: %s", bwrap, *t ? t : "it failed without saying why",
+                     fix) < 0)
+                return NULL;
+        return s;
+}
+
+static void on_self_test(Process *p, void *userdata) {
+        Runtime *r = userdata;
+        _cleanup_free_ char *err = capture_text(&p->err, NULL);
+
+        free(r->sandbox_error);
+        r->sandbox_error = NULL;
+        if (p->exit_code != 0 || p->signal) {
+                if (err)
+                        err[strcspn(err, "\n")] = 0;
+                r->sandbox_error = explain_sandbox_failure(r->config->bwrap_path, err, p->exit_code);
+                log_error("Refusing to run scripts: %s.", strempty(r->sandbox_error));
+        } else
+                log_debug("Sandbox self-test passed.");
+        r->self_test = NULL;   /* freed by the owner below */
+        process_free(p);
+        if (!r->started) {
+                r->started = true;
+                probe_finished(r);
+        }
+        waitq_call_all(&r->self_test_waiters);
+}
+
+static int start_self_test(Runtime *r) {
+        char *command[] = { (char *) "/usr/bin/true", NULL };
+        int k;
+
+        if (r->self_test)
+                return 0;
+        /* Bypass the "sandbox broken" check: this is what decides it. */
+        k = runtime_spawn_sandboxed(r, NULL, NULL, NULL, 0, command, 15 * USEC_PER_SEC, 4096, 0, on_self_test, r,
+                                    &r->self_test);
+        if (k < 0) {
+                free(r->sandbox_error);
+                if (asprintf(&r->sandbox_error, "the sandbox (%s) could not be started: %s", r->config->bwrap_path,
+                             strerror(-k)) < 0)
+                        r->sandbox_error = NULL;
+        }
+        return k;
+}
+
+WaitEntry *runtime_self_test(Runtime *r, WaitFunc cb, void *userdata) {
+        WaitEntry *e = waitq_push(&r->self_test_waiters, cb, userdata);
+        if (!e)
+                return NULL;
+        if (start_self_test(r) < 0) {
+                waitq_cancel(e);
+                return NULL;
+        }
+        return e;
+}
+
 void runtime_start(Runtime *r) {
-        if (!r->uv_path)
+        char *uv_argv[] = { r->uv_path, (char *) "--version", NULL };
+        char *bwrap_argv[] = { r->config->bwrap_path, (char *) "--version", NULL };
+
+        envstore_cleanup(r->store);
+
+        r->pending = 1;   /* the self-test */
+        if (start_self_test(r) < 0) {
+                r->pending--;
+                r->started = true;
+                log_error("Refusing to run scripts: %s.", strempty(r->sandbox_error));
+        }
+        if (spawn_probe(r, bwrap_argv, on_bwrap_probe) < 0)
+                log_warning("Failed to ask bwrap for its version.");
+        if (r->uv_path) {
+                if (spawn_probe(r, uv_argv, on_uv_probe) < 0)
+                        log_warning("Failed to ask uv for its version.");
+        } else
                 log_warning("uv (%s) was not found: scripts with dependencies cannot run. Install uv or set uv= "
                             "in the configuration.",
-                            r->manager->config->uv_path);
+                            r->config->uv_path);
+        discover_pythons(r);
+
+        if (r->pending == 0) {
+                r->pending = 1;
+                probe_finished(r);
+        }
+}
+
+static void on_warm(const EnvResult *res, void *userdata) {
+        (void) res;
+        (void) userdata;
+}
+
+static void warm_up(Runtime *r) {
+        for (size_t i = 0; r->config->warmup[i]; i++) {
+                _cleanup_strv_free_ char **specs = strv_split(r->config->warmup[i], " \t");
+                _cleanup_(requirement_list_done) RequirementList reqs = {};
+                _cleanup_free_ char *err = NULL;
+                const Python *py;
+                char key[65];
+                bool ok = true;
+
+                for (size_t j = 0; specs && specs[j]; j++)
+                        if (requirement_list_append(&reqs, specs[j], &err) < 0) {
+                                log_warning("warmup \"%s\": %s; skipped.", r->config->warmup[i], strempty(err));
+                                ok = false;
+                                break;
+                        }
+                if (!ok)
+                        continue;
+                py = pythons_choose(&r->pythons, NULL, NULL, &err);
+                if (!py)
+                        continue;
+                {
+                        RequirementList sorted = {};
+                        if (requirement_list_merge(&reqs, &(RequirementList) {}, &sorted) < 0)
+                                continue;
+                        envstore_key(r->store, py, &sorted, key);
+                        _cleanup_free_ char *path = envstore_lookup(r->store, key);
+                        if (!path)
+                                (void) envstore_prepare(r->store, key, py, &sorted, on_warm, NULL, NULL);
+                        requirement_list_done(&sorted);
+                }
+        }
+}
+
+bool runtime_is_ready(const Runtime *r) {
+        return r->ready;
+}
+
+WaitEntry *runtime_when_ready(Runtime *r, WaitFunc cb, void *userdata) {
+        return waitq_push(&r->ready_waiters, cb, userdata);
 }
 
 bool runtime_is_idle(const Runtime *r) {
-        return true;
+        return r->running == 0 && r->slots.n == 0 && envstore_n_building(r->store) == 0;
 }
 
 void runtime_reload(Runtime *r) {
-        log_info("SIGHUP: nothing to reload yet.");
+        log_info("SIGHUP: re-running the sandbox self-test.");
+        (void) start_self_test(r);
 }
 
 const char *runtime_uv_path(const Runtime *r) {
         return r->uv_path;
+}
+const char *runtime_uv_version(const Runtime *r) {
+        return r->uv_version;
+}
+const char *runtime_bwrap_version(const Runtime *r) {
+        return r->bwrap_version;
+}
+const char *runtime_sandbox_error(const Runtime *r) {
+        return r->sandbox_error;
+}
+const Pythons *runtime_pythons(const Runtime *r) {
+        return &r->pythons;
+}
+EnvStore *runtime_envstore(const Runtime *r) {
+        return r->store;
+}
+const Config *runtime_config(const Runtime *r) {
+        return r->config;
+}
+sd_event *runtime_event(const Runtime *r) {
+        return r->event;
+}
+
+/* ---- the sandbox -------------------------------------------------------- */
+
+int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
+                            size_t n_data, char *const *command, uint64_t timeout_usec, size_t head_max,
+                            size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
+        _cleanup_strv_free_ char **argv = NULL, **binds = strv_new(), **env = strv_new();
+        static char *bwrap_env[] = { (char *) "PATH=/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
+        int keep[8];
+        int k;
+
+        if (n_data > ELEMENTSOF(keep))
+                return -E2BIG;
+        if (r->sandbox_error && ret != &r->self_test)
+                return -EPERM;
+
+        if (env_dir)
+                strv_extend(&binds, env_dir);
+        strv_extend_strv(&binds, ro_paths);
+        strv_extendf(&env, "PATH=%s%s/usr/local/bin:/usr/bin:/bin", strempty(env_dir), env_dir ? "/bin:" : "");
+        strv_extend(&env, "HOME=" SANDBOX_WORK_DIR);
+        strv_extend(&env, "TMPDIR=/tmp");
+        strv_extend(&env, "USER=nobody");
+        strv_extend(&env, "LANG=C.UTF-8");
+        strv_extend(&env, "PYTHONUNBUFFERED=1");
+        strv_extend(&env, "PYTHONDONTWRITEBYTECODE=1");
+        strv_extend(&env, "MPLBACKEND=Agg");
+        if (env_dir)
+                strv_extendf(&env, "VIRTUAL_ENV=%s", env_dir);
+        if (!binds || !env)
+                return -ENOMEM;
+
+        SandboxPolicy policy = {
+                .bwrap = r->config->bwrap_path,
+                .network = r->config->network,
+                .tmpfs_size = r->config->tmpfs_size,
+                .etc_dir = r->etc_dir,
+                .ro_paths = binds,
+                .data = data,
+                .n_data = n_data,
+                .env = env,
+                .command = command,
+        };
+        k = sandbox_build_argv(&policy, &argv);
+        if (k < 0)
+                return k;
+
+        for (size_t i = 0; i < n_data; i++)
+                keep[i] = data[i].fd;
+        ProcessOptions o = {
+                .argv = argv,
+                .env = bwrap_env,
+                .keep_fds = keep,
+                .n_keep_fds = n_data,
+                .stdin_fd = -EBADF,
+                .timeout_usec = timeout_usec,
+                .head_max = head_max,
+                .tail_max = tail_max,
+        };
+        return process_spawn(r->event, &o, done, userdata, ret);
+}
+
+/* ---- TOML ------------------------------------------------------------------ */
+
+static void toml_request_free(TomlRequest *q) {
+        Runtime *r = q->runtime;
+
+        if (q->prev)
+                q->prev->next = q->next;
+        else
+                r->toml_requests = q->next;
+        if (q->next)
+                q->next->prev = q->prev;
+        process_free(q->proc);
+        sd_event_source_disable_unref(q->defer);
+        json_object_put(q->result);
+        free(q);
+}
+
+void runtime_toml_cancel(TomlRequest *q) {
+        if (q)
+                toml_request_free(q);
+}
+
+static void toml_deliver(TomlRequest *q) {
+        json_object *doc = json_get(q->result, "doc", json_type_object);
+        const char *error = json_get_string(q->result, "error");
+
+        if (!doc && !error)
+                error = "the metadata could not be read";
+        q->cb(doc, error, q->userdata);
+        toml_request_free(q);
+}
+
+static int on_toml_defer(sd_event_source *s, void *userdata) {
+        toml_deliver(userdata);
+        return 0;
+}
+
+static void on_toml_done(Process *p, void *userdata) {
+        TomlRequest *q = userdata;
+        Runtime *r = q->runtime;
+        _cleanup_free_ char *out = capture_text(&p->out, NULL);
+
+        q->result = out && p->exit_code == 0 ? json_tokener_parse(out) : NULL;
+        if (!q->result) {
+                _cleanup_free_ char *err = capture_text(&p->err, NULL);
+                log_warning("The metadata reader failed (exit %d): %s", p->exit_code, strempty(err));
+                q->result = json_object_new_object();
+                json_add_string(q->result, "error", "the metadata reader failed; see the daemon's log");
+        } else {
+                /* Remember the answer: a block seen before costs no process. */
+                TomlCacheEntry *e = &r->toml_cache[r->toml_cache_next++ % TOML_CACHE_SIZE];
+                json_object_put(e->result);
+                memcpy(e->hash, q->hash, 65);
+                e->result = json_object_get(q->result);
+        }
+        q->proc = NULL;
+        process_free(p);
+        toml_deliver(q);
+}
+
+int runtime_parse_toml(Runtime *r, const char *toml, TomlParsedFunc cb, void *userdata, TomlRequest **ret) {
+        TomlRequest *q;
+        const Python *py = NULL;
+        int k;
+
+        q = calloc(1, sizeof(*q));
+        if (!q)
+                return -ENOMEM;
+        *q = (TomlRequest) { .runtime = r, .cb = cb, .userdata = userdata, .next = r->toml_requests };
+        if (r->toml_requests)
+                r->toml_requests->prev = q;
+        r->toml_requests = q;
+        sha256_hex(toml, strlen(toml), q->hash);
+
+        for (size_t i = 0; i < TOML_CACHE_SIZE; i++)
+                if (r->toml_cache[i].result && streq(r->toml_cache[i].hash, q->hash)) {
+                        q->result = json_object_get(r->toml_cache[i].result);
+                        break;
+                }
+        if (!q->result) {
+                /* tomllib arrived in 3.11. */
+                for (size_t i = 0; i < r->pythons.n && !py; i++)
+                        if (r->pythons.items[i].parsed.n_release >= 2 && r->pythons.items[i].parsed.release[0] == 3 &&
+                            r->pythons.items[i].parsed.release[1] >= 11)
+                                py = &r->pythons.items[i];
+                if (!py) {
+                        q->result = json_object_new_object();
+                        json_add_string(q->result, "error",
+                                        "reading script metadata needs Python 3.11 or newer on the server, and there "
+                                        "is none");
+                }
+        }
+        if (q->result) {
+                k = sd_event_add_defer(r->event, &q->defer, on_toml_defer, q);
+                if (k < 0) {
+                        toml_request_free(q);
+                        return k;
+                }
+                *ret = q;
+                return 0;
+        }
+
+        _cleanup_close_ int fd = memfd_with("metadata.toml", toml, strlen(toml));
+        if (fd < 0) {
+                toml_request_free(q);
+                return fd;
+        }
+        SandboxData data = { .fd = fd, .dest = SANDBOX_WORK_DIR "/metadata.toml" };
+        char *prefix[] = { py->prefix, NULL };
+        char *command[] = { py->executable, (char *) "-I", (char *) "-S", (char *) "-c", (char *) toml_helper, NULL };
+        k = runtime_spawn_sandboxed(r, NULL, streq(py->prefix, "/usr") ? NULL : prefix, &data, 1, command,
+                                    15 * USEC_PER_SEC, 1024 * 1024, 0, on_toml_done, q, &q->proc);
+        if (k < 0) {
+                toml_request_free(q);
+                return k;
+        }
+        *ret = q;
+        return 0;
+}
+
+/* ---- run slots ---------------------------------------------------------- */
+
+int runtime_acquire_slot(Runtime *r, WaitFunc cb, void *userdata, WaitEntry **ret) {
+        if (r->running < r->max_runs && r->slots.n == 0) {
+                r->running++;
+                *ret = NULL;
+                return 1;
+        }
+        if (r->slots.n >= r->config->max_queue)
+                return -EBUSY;
+        *ret = waitq_push(&r->slots, cb, userdata);
+        return *ret ? 0 : -ENOMEM;
+}
+
+void runtime_release_slot(Runtime *r) {
+        r->running--;
+        /* FIFO: the oldest waiting run gets the slot. */
+        while (r->running < r->max_runs && r->slots.n > 0) {
+                r->running++;
+                waitq_pop_call(&r->slots);
+        }
+}
+
+unsigned runtime_n_running(const Runtime *r) {
+        return r->running;
+}
+unsigned runtime_n_queued(const Runtime *r) {
+        return (unsigned) r->slots.n;
+}
+unsigned runtime_max_runs(const Runtime *r) {
+        return r->max_runs;
 }

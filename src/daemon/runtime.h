@@ -2,15 +2,25 @@
 #pragma once
 
 /*
- * Runtime: what the tools need to run scripts — the tools found on this
- * machine (bwrap, uv, Pythons), the environment store and the run scheduler.
+ * Runtime: what the tools need to run scripts — the programs found on this
+ * machine (bwrap, uv, Pythons) and whether the sandbox works, the
+ * environment store, the TOML reader for script metadata, and the run
+ * scheduler (a cap on concurrent runs with a FIFO queue behind it).
  */
 
+#include <json-c/json.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "envstore/envstore.h"
+#include "envstore/pythons.h"
+#include "executor/process.h"
+#include "sandbox/sandbox.h"
+#include "waitq.h"
+
 typedef struct Manager Manager;
 typedef struct Runtime Runtime;
+typedef struct TomlRequest TomlRequest;
 
 int runtime_new(Runtime **ret, Manager *m);
 Runtime *runtime_free(Runtime *r);
@@ -19,5 +29,42 @@ void runtime_start(Runtime *r);
 bool runtime_is_idle(const Runtime *r);
 void runtime_reload(Runtime *r);
 
-/* Absolute path of uv (looked up in PATH when configured as a bare name), or NULL. */
+/* Start-up probes (Pythons, uv version, sandbox self-test) finished? Else wait. */
+bool runtime_is_ready(const Runtime *r);
+WaitEntry *runtime_when_ready(Runtime *r, WaitFunc cb, void *userdata);
+/* Run the sandbox self-test again (check_environment); cb when done. */
+WaitEntry *runtime_self_test(Runtime *r, WaitFunc cb, void *userdata);
+
 const char *runtime_uv_path(const Runtime *r);
+const char *runtime_uv_version(const Runtime *r);
+const char *runtime_bwrap_version(const Runtime *r);
+/* NULL when the sandbox works; else the cause and the fix. */
+const char *runtime_sandbox_error(const Runtime *r);
+const Pythons *runtime_pythons(const Runtime *r);
+EnvStore *runtime_envstore(const Runtime *r);
+const Config *runtime_config(const Runtime *r);
+sd_event *runtime_event(const Runtime *r);
+
+/* Parse TOML text (a PEP 723 block) into JSON; cached by content hash. */
+typedef void (*TomlParsedFunc)(json_object *doc, const char *error, void *userdata);
+int runtime_parse_toml(Runtime *r, const char *toml, TomlParsedFunc cb, void *userdata, TomlRequest **ret);
+void runtime_toml_cancel(TomlRequest *req);
+
+/* Run slots: -EBUSY when the queue is full. cb runs (from the loop) when a slot is ours. */
+int runtime_acquire_slot(Runtime *r, WaitFunc cb, void *userdata, WaitEntry **ret);
+void runtime_release_slot(Runtime *r);
+unsigned runtime_n_running(const Runtime *r);
+unsigned runtime_n_queued(const Runtime *r);
+unsigned runtime_max_runs(const Runtime *r);
+
+/*
+ * Spawn a command in the run sandbox. env_dir (the virtual environment, may be
+ * NULL) and ro_paths are bound read-only, data files are created from their
+ * fds. Without a working sandbox this fails with -EPERM: there is no
+ * unsandboxed fallback.
+ */
+int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data, size_t n_data,
+                            char *const *command, uint64_t timeout_usec, size_t head_max, size_t tail_max,
+                            ProcessDoneFunc done, void *userdata, Process **ret);
+/* A memfd holding data, positioned at its start. */
+int memfd_with(const char *name, const void *data, size_t n);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -29,8 +30,11 @@ int buf_reserve(Buf *b, size_t n, char **ret) {
                         if (want < b->end)
                                 return -ENOMEM;
                         size_t a = MAX(b->allocated * 2, (size_t) 4096);
-                        while (a < want)
+                        while (a < want) {
+                                if (a > SIZE_MAX / 2)
+                                        return -ENOMEM;
                                 a *= 2;
+                        }
                         char *d = realloc(b->data, a);
                         if (!d)
                                 return -ENOMEM;

@@ -9,3 +9,7 @@ libshared_a_SOURCES += \
 	src/shared/strv.c src/shared/strv.h \
 	src/shared/json-util.c src/shared/json-util.h
 libshared_a_CFLAGS = $(AM_CFLAGS) $(JSONC_CFLAGS)
+libshared_a_SOURCES += src/shared/sha256.c src/shared/sha256.h
+libshared_a_SOURCES += src/shared/fs-util.c src/shared/fs-util.h
+libshared_a_SOURCES += src/shared/waitq.c src/shared/waitq.h
+libshared_a_SOURCES += src/shared/utf8.c src/shared/utf8.h

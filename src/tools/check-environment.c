@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,39 +15,32 @@
 #include "strv.h"
 #include "tools.h"
 
-/* The facts are gathered live, by running the programs, each time the tool is called. */
-
-enum { PROBE_BWRAP, PROBE_UV, _PROBE_MAX };
+/*
+ * Live facts, gathered when the tool is called: the sandbox self-test runs
+ * again and the store's size is measured (by du, in a child process, so a
+ * large cache never stalls the daemon).
+ */
 
 typedef struct CheckEnv {
         ToolCall *call;
         Manager *manager;
-        Process *probes[_PROBE_MAX];
-        char *results[_PROBE_MAX];     /* first line of stdout, or an error */
-        bool ok[_PROBE_MAX];
+        WaitEntry *ready_wait, *self_test_wait;
+        Process *du;
+        uint64_t store_bytes, cache_bytes;
+        bool sizes_known;
         unsigned pending;
 } CheckEnv;
 
-static CheckEnv *check_env_free(CheckEnv *c) {
-        for (size_t i = 0; i < _PROBE_MAX; i++) {
-                process_free(c->probes[i]);
-                free(c->results[i]);
-        }
+static void check_env_free(CheckEnv *c) {
+        waitq_cancel(c->ready_wait);
+        waitq_cancel(c->self_test_wait);
+        process_free(c->du);
         tool_call_unref(c->call);
         free(c);
-        return NULL;
 }
 
-static char *first_line(const Capture *cap) {
-        _cleanup_free_ char *t = capture_text(cap, NULL);
-        if (!t)
-                return NULL;
-        t[strcspn(t, "\n")] = 0;
-        return strdup(t);
-}
-
-static void append_line(char **s, const char *format, ...) __attribute__((format(printf, 2, 3)));
-static void append_line(char **s, const char *format, ...) {
+static void appendf(char **s, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static void appendf(char **s, const char *format, ...) {
         char *line = NULL, *n = NULL;
         va_list ap;
 
@@ -62,90 +56,149 @@ static void append_line(char **s, const char *format, ...) {
 }
 
 static void check_env_finish(CheckEnv *c) {
-        Config *cfg = c->manager->config;
-        const char *uv = runtime_uv_path(c->manager->runtime);
-        _cleanup_free_ char *text = NULL;
-        json_object *st = json_object_new_object(), *pv = json_object_new_array();
+        Runtime *r = c->manager->runtime;
+        const Config *cfg = c->manager->config;
+        const Pythons *pys = runtime_pythons(r);
+        const char *sandbox_error = runtime_sandbox_error(r);
+        EnvStore *store = runtime_envstore(r);
+        _cleanup_free_ char *text = NULL, *list = pythons_list(pys);
+        json_object *st = json_object_new_object(), *pv = json_object_new_array(), *o;
 
         for (size_t i = 0; mcp_legacy_versions[i]; i++)
                 json_object_array_add(pv, json_object_new_string(mcp_legacy_versions[i]));
         for (size_t i = 0; mcp_modern_versions[i]; i++)
                 json_object_array_add(pv, json_object_new_string(mcp_modern_versions[i]));
-
         json_add_string(st, "daemon_version", PACKAGE_VERSION);
         json_add(st, "protocol_versions", pv);
 
-        json_object *b = json_object_new_object();
-        json_add_string(b, "path", cfg->bwrap_path);
-        json_add_bool(b, "available", c->ok[PROBE_BWRAP]);
-        json_add_string(b, c->ok[PROBE_BWRAP] ? "version" : "error", c->results[PROBE_BWRAP]);
-        json_add(st, "bwrap", b);
+        o = json_object_new_object();
+        json_add_string(o, "path", cfg->bwrap_path);
+        json_add_bool(o, "available", runtime_bwrap_version(r) != NULL);
+        if (runtime_bwrap_version(r))
+                json_add_string(o, "version", runtime_bwrap_version(r));
+        json_add(st, "bwrap", o);
 
-        json_object *u = json_object_new_object();
-        json_add_string(u, "path", uv ?: cfg->uv_path);
-        json_add_bool(u, "available", c->ok[PROBE_UV]);
-        json_add_string(u, c->ok[PROBE_UV] ? "version" : "error", c->results[PROBE_UV]);
-        json_add(st, "uv", u);
+        o = json_object_new_object();
+        json_add_bool(o, "working", sandbox_error == NULL);
+        if (sandbox_error)
+                json_add_string(o, "error", sandbox_error);
+        json_add_bool(o, "network", cfg->network);
+        json_add(st, "sandbox", o);
 
-        append_line(&text, "mcp-python-sandboxd %s", PACKAGE_VERSION);
-        append_line(&text, "protocol versions: %s", json_object_to_json_string_ext(pv, JSON_C_TO_STRING_PLAIN));
-        append_line(&text, "bwrap: %s (%s)", c->ok[PROBE_BWRAP] ? c->results[PROBE_BWRAP] : "NOT AVAILABLE",
-                    c->ok[PROBE_BWRAP] ? cfg->bwrap_path : strempty(c->results[PROBE_BWRAP]));
-        append_line(&text, "uv: %s (%s)", c->ok[PROBE_UV] ? c->results[PROBE_UV] : "NOT AVAILABLE",
-                    c->ok[PROBE_UV] ? uv : strempty(c->results[PROBE_UV]));
+        o = json_object_new_object();
+        json_add_string(o, "path", runtime_uv_path(r) ?: cfg->uv_path);
+        json_add_bool(o, "available", runtime_uv_version(r) != NULL);
+        if (runtime_uv_version(r))
+                json_add_string(o, "version", runtime_uv_version(r));
+        json_add(st, "uv", o);
+
+        json_object *pa = json_object_new_array();
+        for (size_t i = 0; i < pys->n; i++) {
+                json_object *p = json_object_new_object();
+                json_add_string(p, "version", pys->items[i].version);
+                json_add_string(p, "executable", pys->items[i].executable);
+                json_object_array_add(pa, p);
+        }
+        json_add(st, "pythons", pa);
+
+        json_add_int(st, "default_timeout_seconds", (int64_t) (cfg->default_timeout_usec / USEC_PER_SEC));
+        json_add_int(st, "max_timeout_seconds", (int64_t) (cfg->max_timeout_usec / USEC_PER_SEC));
+        json_add_int(st, "output_cap_bytes", (int64_t) cfg->output_cap);
+        json_add_int(st, "tmpfs_size_bytes", (int64_t) cfg->tmpfs_size);
+
+        o = json_object_new_object();
+        json_add_string(o, "path", cfg->cache_dir);
+        json_add_int(o, "warm_environments", envstore_n_ready(store));
+        json_add_int(o, "building", envstore_n_building(store));
+        if (c->sizes_known) {
+                json_add_int(o, "store_bytes", (int64_t) c->store_bytes);
+                json_add_int(o, "uv_cache_bytes", (int64_t) c->cache_bytes);
+        }
+        json_add_int(o, "budget_bytes", (int64_t) cfg->store_max_size);
+        json_add_bool(o, "offline", cfg->offline);
+        json_add_string(o, "index_url", cfg->index_url && *cfg->index_url ? cfg->index_url : "https://pypi.org/simple");
+        json_add(st, "store", o);
+
+        o = json_object_new_object();
+        json_add_int(o, "running", runtime_n_running(r));
+        json_add_int(o, "queued", runtime_n_queued(r));
+        json_add_int(o, "max_running", runtime_max_runs(r));
+        json_add_int(o, "max_queued", (int64_t) cfg->max_queue);
+        json_add(st, "runs", o);
+
+        appendf(&text, "Daemon: mcp-python-sandboxd %s", PACKAGE_VERSION);
+        appendf(&text, "Protocol versions: %s", json_object_to_json_string_ext(pv, JSON_C_TO_STRING_PLAIN));
+        appendf(&text, "Sandbox: %s", sandbox_error ? sandbox_error : "working (self-test passed just now)");
+        appendf(&text, "bwrap: %s (%s)", runtime_bwrap_version(r) ?: "NOT AVAILABLE", cfg->bwrap_path);
+        appendf(&text, "uv: %s (%s)", runtime_uv_version(r) ?: "NOT AVAILABLE", runtime_uv_path(r) ?: cfg->uv_path);
+        appendf(&text, "Pythons: %s", pys->n ? list : "none found");
+        appendf(&text, "Network in sandbox: %s", cfg->network ? "allowed" : "disabled");
+        appendf(&text, "Default timeout: %" PRIu64 "s", cfg->default_timeout_usec / USEC_PER_SEC);
+        appendf(&text, "Max timeout: %" PRIu64 "s", cfg->max_timeout_usec / USEC_PER_SEC);
+        appendf(&text, "Max output: %" PRIu64 " bytes (head and tail kept)", cfg->output_cap);
+        appendf(&text, "Limits: the timeout; work dir and /tmp capped at %" PRIu64 " MiB each", cfg->tmpfs_size >> 20);
+        appendf(&text, "Package index: %s%s", cfg->index_url && *cfg->index_url ? cfg->index_url : "PyPI",
+                cfg->offline ? " (offline: cache only)" : "");
+        if (c->sizes_known)
+                appendf(&text, "Store: %u warm environments, %" PRIu64 " MiB; uv cache %" PRIu64 " MiB",
+                        envstore_n_ready(store), c->store_bytes >> 20, c->cache_bytes >> 20);
+        else
+                appendf(&text, "Store: %u warm environments", envstore_n_ready(store));
+        appendf(&text, "Runs: %u running, %u queued (limits %u and %" PRIu64 ")", runtime_n_running(r),
+                runtime_n_queued(r), runtime_max_runs(r), cfg->max_queue);
 
         json_object *content = json_object_new_array();
         json_object_array_add(content, content_text_new(text ?: ""));
-        tool_call_finish(c->call, content, st, false);
+        /* A sandbox that does not work is an error the client should see. */
+        tool_call_finish(c->call, content, st, sandbox_error != NULL);
         check_env_free(c);
 }
 
-static void on_probe_done(Process *p, void *userdata) {
-        CheckEnv *c = userdata;
-
-        for (size_t i = 0; i < _PROBE_MAX; i++) {
-                if (c->probes[i] != p)
-                        continue;
-                if (p->exit_code == 0 && !p->signal) {
-                        c->ok[i] = true;
-                        c->results[i] = first_line(&p->out);
-                } else {
-                        c->results[i] = first_line(p->err.total > 0 ? &p->err : &p->out);
-                }
-        }
+static void step_done(CheckEnv *c) {
         if (--c->pending == 0)
                 check_env_finish(c);
 }
 
-static void on_cancel(ToolCall *call, void *userdata) {
-        check_env_free(userdata);
+static void on_du(Process *p, void *userdata) {
+        CheckEnv *c = userdata;
+        _cleanup_free_ char *out = capture_text(&p->out, NULL);
+
+        /* "BYTES\tPATH" per line: the store, then the uv cache. */
+        if (out && sscanf(out, "%" SCNu64 "%*[^\n]\n%" SCNu64, &c->store_bytes, &c->cache_bytes) == 2)
+                c->sizes_known = true;
+        c->du = NULL;
+        process_free(p);
+        step_done(c);
 }
 
-static int spawn_probe(CheckEnv *c, size_t i, const char *path, const char *arg) {
-        char *argv[] = { (char *) path, (char *) arg, NULL };
-        char *env[] = { (char *) "PATH=/usr/local/bin:/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
-        ProcessOptions o = {
-                .argv = argv,
-                .env = env,
-                .stdin_fd = -EBADF,
-                .timeout_usec = 10 * USEC_PER_SEC,
-                .head_max = 4096,
-                .tail_max = 0,
-        };
-        int r;
+static void on_self_test(void *userdata) {
+        CheckEnv *c = userdata;
+        c->self_test_wait = NULL;
+        step_done(c);
+}
 
-        if (!path) {
-                c->results[i] = strdup("not found");
-                return 0;
-        }
-        r = process_spawn(c->manager->event, &o, on_probe_done, c, &c->probes[i]);
-        if (r < 0) {
-                if (asprintf(&c->results[i], "cannot start: %s", strerror(-r)) < 0)
-                        c->results[i] = NULL;
-                return 0;
-        }
-        c->pending++;
-        return 0;
+static void on_ready(void *userdata) {
+        CheckEnv *c = userdata;
+        Runtime *r = c->manager->runtime;
+        EnvStore *store = runtime_envstore(r);
+        char *argv[] = { (char *) "/usr/bin/du", (char *) "-s", (char *) "-B1", (char *) envstore_root(store),
+                         (char *) envstore_uv_cache(store), NULL };
+        char *env[] = { (char *) "LANG=C", NULL };
+        ProcessOptions o = { .argv = argv, .env = env, .stdin_fd = -EBADF, .timeout_usec = 20 * USEC_PER_SEC,
+                             .head_max = 4096 };
+
+        c->ready_wait = NULL;
+        c->pending = 1;
+        c->self_test_wait = runtime_self_test(r, on_self_test, c);
+        if (c->self_test_wait)
+                c->pending++;
+        if (process_spawn(c->manager->event, &o, on_du, c, &c->du) >= 0)
+                c->pending++;
+        step_done(c);
+}
+
+static void on_cancel(ToolCall *call, void *userdata) {
+        check_env_free(userdata);
 }
 
 static int check_environment_call(ToolCall *call, json_object *args) {
@@ -157,15 +210,18 @@ static int check_environment_call(ToolCall *call, json_object *args) {
                 return -ENOMEM;
         c->call = tool_call_ref(call);
         c->manager = m;
+        tool_call_set_cancel(call, on_cancel, c);
 
-        spawn_probe(c, PROBE_BWRAP, m->config->bwrap_path, "--version");
-        spawn_probe(c, PROBE_UV, runtime_uv_path(m->runtime), "--version");
-
-        if (c->pending == 0) {
-                check_env_finish(c);
+        if (runtime_is_ready(m->runtime)) {
+                on_ready(c);
                 return 0;
         }
-        tool_call_set_cancel(call, on_cancel, c);
+        c->ready_wait = runtime_when_ready(m->runtime, on_ready, c);
+        if (!c->ready_wait) {
+                tool_call_set_cancel(call, NULL, NULL);
+                check_env_free(c);
+                return -ENOMEM;
+        }
         return 0;
 }
 
@@ -176,17 +232,28 @@ static const char output_schema[] =
         "\"daemon_version\":{\"type\":\"string\"},"
         "\"protocol_versions\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
         "\"bwrap\":{\"type\":\"object\"},"
-        "\"uv\":{\"type\":\"object\"}"
-        "},\"required\":[\"daemon_version\",\"protocol_versions\",\"bwrap\",\"uv\"]}";
+        "\"sandbox\":{\"type\":\"object\",\"properties\":{\"working\":{\"type\":\"boolean\"},"
+        "\"error\":{\"type\":\"string\"},\"network\":{\"type\":\"boolean\"}}},"
+        "\"uv\":{\"type\":\"object\"},"
+        "\"pythons\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
+        "\"default_timeout_seconds\":{\"type\":\"integer\"},"
+        "\"max_timeout_seconds\":{\"type\":\"integer\"},"
+        "\"output_cap_bytes\":{\"type\":\"integer\"},"
+        "\"tmpfs_size_bytes\":{\"type\":\"integer\"},"
+        "\"store\":{\"type\":\"object\"},"
+        "\"runs\":{\"type\":\"object\"}"
+        "},\"required\":[\"daemon_version\",\"protocol_versions\",\"bwrap\",\"sandbox\",\"uv\",\"pythons\"]}";
 
 const Tool tool_check_environment = {
         .name = "check_environment",
         .title = "Check the sandbox environment",
         .description =
-                "Report what this Python sandbox service can do right now: daemon, uv and bubblewrap versions, "
-                "protocol versions, and whether the sandbox works. Takes no arguments and runs no user code. "
-                "Call it when execute_python fails for reasons that are not in your script, or to learn what is "
-                "available before you start.\n\nExample: check_environment {}",
+                "Report what this Python sandbox service can do right now: whether the sandbox works (it runs a "
+                "self-test), the Python versions available, uv and bubblewrap versions, time and output limits, "
+                "whether scripts have network access, the package index, the environment cache and how many runs "
+                "are running or queued. Takes no arguments and runs no user code. Call it before a first "
+                "execute_python to pick a python_version, or when a run fails for reasons outside your script.\n\n"
+                "Example: check_environment {}",
         .input_schema = input_schema,
         .output_schema = output_schema,
         .read_only_hint = true,

@@ -4,6 +4,8 @@
 #include "tools.h"
 
 const Tool *const tools_all[] = {
+        &tool_execute_python,
+        &tool_validate_script,
         &tool_check_environment,
         NULL,
 };

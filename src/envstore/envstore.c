@@ -1,0 +1,634 @@
+/* SPDX-License-Identifier: MIT */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "envstore.h"
+#include "executor/process.h"
+#include "fs-util.h"
+#include "json-util.h"
+#include "log.h"
+#include "macro.h"
+#include "sha256.h"
+#include "strv.h"
+
+#define MARKER ".mcp-python-sandbox-env.json"
+/* An environment used this recently may be mounted by a running script: never collected. */
+#define GC_GRACE_SEC (3600)
+
+typedef struct Build Build;
+
+struct EnvWaiter {
+        EnvWaiter *next;
+        Build *build;
+        EnvReadyFunc cb;
+        void *userdata;
+};
+
+struct Build {
+        EnvStore *store;
+        Build *next;
+        char key[65];
+        char *tmp, *final;
+        char *python;
+        char **requirements;
+        Process *proc;
+        bool installing;        /* second step: uv pip install */
+        EnvWaiter *waiters;
+        uint64_t start_usec;
+        sd_event_source *defer;
+        int error;
+        char *message;
+};
+
+struct EnvStore {
+        sd_event *event;
+        const Config *config;
+        char *uv;
+        char *uv_version;
+        char *root, *envs, *uv_cache, *empty;
+        Build *builds;
+        unsigned n_building;
+        uint64_t n_tmp;
+};
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+}
+
+int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *uv_path) {
+        EnvStore *s = calloc(1, sizeof(*s));
+        int r;
+
+        if (!s)
+                return -ENOMEM;
+        s->event = sd_event_ref(e);
+        s->config = config;
+        s->uv = uv_path ? strdup(uv_path) : NULL;
+        if (asprintf(&s->root, "%s", config->cache_dir) < 0 || asprintf(&s->envs, "%s/envs", config->cache_dir) < 0 ||
+            asprintf(&s->uv_cache, "%s/uv", config->cache_dir) < 0 ||
+            asprintf(&s->empty, "%s/empty", config->cache_dir) < 0) {
+                envstore_free(s);
+                return -ENOMEM;
+        }
+        r = mkdir_p(s->envs, 0755);
+        if (r >= 0)
+                r = mkdir_p(s->uv_cache, 0755);
+        if (r >= 0)
+                r = mkdir_p(s->empty, 0755);
+        if (r < 0) {
+                envstore_free(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+static void build_free(Build *b);
+
+EnvStore *envstore_free(EnvStore *s) {
+        if (!s)
+                return NULL;
+        while (s->builds) {
+                Build *b = s->builds;
+                s->builds = b->next;
+                build_free(b);
+        }
+        free(s->uv);
+        free(s->uv_version);
+        free(s->root);
+        free(s->envs);
+        free(s->uv_cache);
+        free(s->empty);
+        sd_event_unref(s->event);
+        free(s);
+        return NULL;
+}
+
+void envstore_set_uv_version(EnvStore *s, const char *version) {
+        free(s->uv_version);
+        s->uv_version = version ? strdup(version) : NULL;
+}
+
+const char *envstore_root(const EnvStore *s) {
+        return s->envs;
+}
+
+const char *envstore_uv_cache(const EnvStore *s) {
+        return s->uv_cache;
+}
+
+static void hash_str(Sha256 *h, const char *label, const char *value) {
+        sha256_update(h, label, strlen(label) + 1);
+        sha256_update(h, strempty(value), strlen(strempty(value)) + 1);
+}
+
+void envstore_key(const EnvStore *s, const Python *py, const RequirementList *reqs, char ret[65]) {
+        const Config *c = s->config;
+        Sha256 h;
+
+        sha256_init(&h);
+        hash_str(&h, "format", "mcp-python-sandbox environment v1");
+        hash_str(&h, "python", py->executable);
+        hash_str(&h, "python-version", py->version);
+        for (size_t i = 0; i < reqs->n; i++)
+                hash_str(&h, "requirement", reqs->items[i].canonical);
+        if (reqs->n > 0) {
+                /* What decides which files land in the environment. A bare one is made without uv. */
+                hash_str(&h, "uv", s->uv_version);
+                hash_str(&h, "index-url", c->index_url);
+                for (size_t i = 0; c->extra_index_urls[i]; i++)
+                        hash_str(&h, "extra-index-url", c->extra_index_urls[i]);
+                for (size_t i = 0; c->find_links[i]; i++)
+                        hash_str(&h, "find-links", c->find_links[i]);
+                hash_str(&h, "source-builds", c->allow_source_builds ? "yes" : "no");
+        }
+        sha256_final_hex(&h, ret);
+}
+
+char *envstore_lookup(EnvStore *s, const char *key) {
+        char *path = NULL, marker[4096];
+
+        if (asprintf(&path, "%s/%s", s->envs, key) < 0)
+                return NULL;
+        snprintf(marker, sizeof(marker), "%s/" MARKER, path);
+        /* Touch the marker: least recently used environments are collected first. */
+        if (utimensat(AT_FDCWD, marker, NULL, 0) < 0) {
+                free(path);
+                return NULL;
+        }
+        return path;
+}
+
+unsigned envstore_n_building(const EnvStore *s) {
+        return s->n_building;
+}
+
+unsigned envstore_n_ready(EnvStore *s) {
+        DIR *d = opendir(s->envs);
+        unsigned n = 0;
+        struct dirent *de;
+
+        if (!d)
+                return 0;
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.')
+                        n++;
+        closedir(d);
+        return n;
+}
+
+static void build_free(Build *b) {
+        EnvWaiter *w;
+
+        if (!b)
+                return;
+        while ((w = b->waiters)) {
+                b->waiters = w->next;
+                free(w);
+        }
+        process_free(b->proc);
+        sd_event_source_disable_unref(b->defer);
+        if (b->tmp)
+                (void) rm_rf(b->tmp);
+        free(b->tmp);
+        free(b->final);
+        free(b->python);
+        free(b->message);
+        strv_free(b->requirements);
+        free(b);
+}
+
+static void build_unlink(Build *b) {
+        EnvStore *s = b->store;
+        for (Build **p = &s->builds; *p; p = &(*p)->next)
+                if (*p == b) {
+                        *p = b->next;
+                        s->n_building--;
+                        return;
+                }
+}
+
+/* Tell everyone who waits, then forget the build. */
+static void build_finish(Build *b) {
+        EnvResult res = {
+                .error = b->error,
+                .path = b->error == 0 ? b->final : NULL,
+                .message = b->message,
+                .build_usec = now_usec() - b->start_usec,
+        };
+
+        build_unlink(b);
+        if (b->error == 0)
+                log_info("Environment %.12s ready (%s) in %" PRIu64 " ms.", b->key,
+                         b->requirements[0] ? "with packages" : "bare", res.build_usec / USEC_PER_MSEC);
+        else
+                log_info("Environment %.12s failed: %s", b->key, strempty(b->message));
+
+        while (b->waiters) {
+                EnvWaiter *w = b->waiters;
+                b->waiters = w->next;
+                w->cb(&res, w->userdata);
+                free(w);
+        }
+        if (b->error == 0)
+                (void) envstore_gc(b->store, b->key);
+        build_free(b);
+}
+
+static int on_defer_finish(sd_event_source *src, void *userdata) {
+        build_finish(userdata);
+        return 0;
+}
+
+static void build_fail(Build *b, int error, const char *message) {
+        free(b->message);
+        b->message = strdup(message ?: "the environment could not be prepared");
+        b->error = error < 0 ? error : -EIO;
+        /* Never call back from inside envstore_prepare(): go through the loop. */
+        if (sd_event_add_defer(b->store->event, &b->defer, on_defer_finish, b) < 0)
+                build_finish(b);
+}
+
+/* uv says a lot; keep the lines that explain a failure. */
+static char *condense_uv_error(const Capture *err) {
+        _cleanup_free_ char *text = capture_text(err, NULL);
+        static const char *const noise[] = {
+                "Using ", "Resolved ", "Prepared ", "Installed ", "Uninstalled ", "Audited ", " + ", " - ",
+                "Creating virtual environment", "Activate with", "Bytecode compiled", "Downloading ", " Downloading",
+                "Building ", "Checked ",
+        };
+        char *out = NULL, *line, *save = NULL;
+        size_t len = 0, lines = 0;
+
+        if (!text)
+                return NULL;
+        for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                bool skip = false;
+                for (size_t i = 0; i < ELEMENTSOF(noise); i++)
+                        if (startswith(line, noise[i]))
+                                skip = true;
+                if (skip || !*line || lines >= 12 || len > 1500)
+                        continue;
+                size_t l = strlen(line);
+                char *n = realloc(out, len + l + 2);
+                if (!n)
+                        break;
+                out = n;
+                memcpy(out + len, line, l);
+                len += l;
+                out[len++] = '\n';
+                out[len] = 0;
+                lines++;
+        }
+        if (out && len > 0)
+                out[len - 1] = 0;
+        return out;
+}
+
+static char **uv_environment(const EnvStore *s) {
+        const Config *c = s->config;
+        char **env = strv_new();
+
+        strv_extend(&env, "PATH=/usr/local/bin:/usr/bin:/bin");
+        strv_extend(&env, "LANG=C.UTF-8");
+        strv_extendf(&env, "HOME=%s", s->root);
+        strv_extendf(&env, "UV_CACHE_DIR=%s", s->uv_cache);
+        strv_extend(&env, "UV_NO_CONFIG=1");
+        strv_extend(&env, "UV_PYTHON_DOWNLOADS=never");
+        strv_extend(&env, "UV_NO_PROGRESS=1");
+        strv_extend(&env, "NO_COLOR=1");
+        strv_extend(&env, "UV_LINK_MODE=hardlink");
+        strv_extend(&env, "UV_COMPILE_BYTECODE=1");
+        strv_extend(&env, "UV_LOCK_TIMEOUT=120");
+        if (c->system_certs)
+                strv_extend(&env, "UV_SYSTEM_CERTS=1");
+        if (!c->allow_source_builds)
+                strv_extend(&env, "UV_NO_BUILD=1");
+        if (c->offline)
+                strv_extend(&env, "UV_OFFLINE=1");
+        return env;
+}
+
+static void on_step_done(Process *p, void *userdata);
+
+static int build_spawn(Build *b, char **argv, char **env) {
+        ProcessOptions o = {
+                .argv = argv,
+                .env = env,
+                .cwd = b->store->empty,
+                .stdin_fd = -EBADF,
+                .timeout_usec = b->store->config->prepare_timeout_usec,
+                .head_max = 8192,
+                .tail_max = 8192,
+        };
+        b->proc = process_free(b->proc);
+        return process_spawn(b->store->event, &o, on_step_done, b, &b->proc);
+}
+
+static int build_step_install(Build *b) {
+        const Config *c = b->store->config;
+        _cleanup_strv_free_ char **argv = strv_new(), **env = uv_environment(b->store);
+        _cleanup_free_ char *py = NULL;
+
+        if (asprintf(&py, "%s/bin/python", b->tmp) < 0)
+                return -ENOMEM;
+        strv_extend(&argv, b->store->uv);
+        strv_extend(&argv, "pip");
+        strv_extend(&argv, "install");
+        strv_extend(&argv, "--no-config");
+        strv_extend(&argv, "--python");
+        strv_extend(&argv, py);
+        strv_extend(&argv, "--compile-bytecode");
+        if (!c->allow_source_builds)
+                strv_extend(&argv, "--no-build");
+        if (c->offline)
+                strv_extend(&argv, "--offline");
+        if (c->index_url && *c->index_url) {
+                strv_extend(&argv, "--default-index");
+                strv_extend(&argv, c->index_url);
+        }
+        for (size_t i = 0; c->extra_index_urls[i]; i++) {
+                strv_extend(&argv, "--index");
+                strv_extend(&argv, c->extra_index_urls[i]);
+        }
+        for (size_t i = 0; c->find_links[i]; i++) {
+                strv_extend(&argv, "--find-links");
+                strv_extend(&argv, c->find_links[i]);
+        }
+        /* Sanitized PEP 508 strings: none starts with "-". */
+        strv_extend_strv(&argv, b->requirements);
+        if (!argv || !env)
+                return -ENOMEM;
+        b->installing = true;
+        return build_spawn(b, argv, env);
+}
+
+static int build_complete(Build *b) {
+        _cleanup_json_ json_object *info = json_object_new_object(), *reqs = json_object_new_array();
+        char marker[4096];
+        const char *text;
+        FILE *f;
+
+        for (size_t i = 0; b->requirements[i]; i++)
+                json_object_array_add(reqs, json_object_new_string(b->requirements[i]));
+        json_add_string(info, "key", b->key);
+        json_add_string(info, "python", b->python);
+        json_add(info, "requirements", TAKE_PTR(reqs));
+        json_add_int(info, "created", (int64_t) time(NULL));
+        snprintf(marker, sizeof(marker), "%s/" MARKER, b->tmp);
+        f = fopen(marker, "we");
+        if (!f)
+                return -errno;
+        text = json_object_to_json_string_ext(info, JSON_C_TO_STRING_PRETTY);
+        fputs(text, f);
+        fputc('\n', f);
+        if (fclose(f) != 0)
+                return -errno;
+
+        /* Atomic: the environment appears complete or not at all. */
+        if (rename(b->tmp, b->final) < 0) {
+                if (errno != EEXIST && errno != ENOTEMPTY)
+                        return -errno;
+                /* Someone else completed the same key first; theirs is as good as ours. */
+        }
+        free(b->tmp);
+        b->tmp = NULL;
+        if (access(b->final, F_OK) < 0)
+                return -errno;
+        return 0;
+}
+
+static void on_step_done(Process *p, void *userdata) {
+        Build *b = userdata;
+        _cleanup_free_ char *why = NULL;
+        int r;
+
+        if (p->exit_code != 0 || p->signal) {
+                if (p->timed_out)
+                        r = asprintf(&why, "preparing the environment took longer than %" PRIu64 "s and was stopped",
+                                     b->store->config->prepare_timeout_usec / USEC_PER_SEC);
+                else {
+                        _cleanup_free_ char *detail = condense_uv_error(&p->err);
+                        r = asprintf(&why, "%s", detail && *detail ? detail : "the installer failed without saying why");
+                }
+                if (r < 0)
+                        why = NULL;
+                return build_fail(b, -EIO, why);
+        }
+
+        if (!b->installing && b->requirements[0]) {
+                r = build_step_install(b);
+                if (r < 0)
+                        build_fail(b, r, "uv could not be started");
+                return;
+        }
+
+        r = build_complete(b);
+        if (r < 0) {
+                char m[256];
+                snprintf(m, sizeof(m), "the finished environment could not be put in place: %s", strerror(-r));
+                return build_fail(b, r, m);
+        }
+        build_finish(b);
+}
+
+static int build_start(Build *b, const Python *py) {
+        _cleanup_strv_free_ char **argv = strv_new(), **env = NULL;
+
+        if (!b->requirements[0]) {
+                /* A bare environment: the interpreter's own venv module, no uv. */
+                env = strv_new();
+                strv_extend(&env, "PATH=/usr/local/bin:/usr/bin:/bin");
+                strv_extend(&env, "LANG=C.UTF-8");
+                strv_extend(&argv, py->executable);
+                strv_extend(&argv, "-I");
+                strv_extend(&argv, "-m");
+                strv_extend(&argv, "venv");
+                strv_extend(&argv, "--without-pip");
+                strv_extend(&argv, b->tmp);
+        } else {
+                if (!b->store->uv)
+                        return -ENOENT;
+                env = uv_environment(b->store);
+                strv_extend(&argv, b->store->uv);
+                strv_extend(&argv, "venv");
+                strv_extend(&argv, "--no-config");
+                strv_extend(&argv, "--relocatable");
+                strv_extend(&argv, "--python");
+                strv_extend(&argv, py->executable);
+                strv_extend(&argv, b->tmp);
+        }
+        if (!argv || !env)
+                return -ENOMEM;
+        return build_spawn(b, argv, env);
+}
+
+int envstore_prepare(EnvStore *s, const char *key, const Python *py, const RequirementList *reqs, EnvReadyFunc cb,
+                     void *userdata, EnvWaiter **ret_waiter) {
+        Build *b = NULL;
+        EnvWaiter *w = NULL;
+        int r;
+
+        for (Build *x = s->builds; x; x = x->next)
+                if (streq(x->key, key))
+                        b = x;
+
+        if (!b) {
+                b = calloc(1, sizeof(*b));
+                if (!b)
+                        return -ENOMEM;
+                b->store = s;
+                memcpy(b->key, key, 65);
+                b->start_usec = now_usec();
+                b->python = strdup(py->executable);
+                b->requirements = strv_new();
+                for (size_t i = 0; i < reqs->n; i++)
+                        strv_extend(&b->requirements, reqs->items[i].canonical);
+                if (asprintf(&b->final, "%s/%s", s->envs, key) < 0 ||
+                    asprintf(&b->tmp, "%s/.build-%.16s-%d-%" PRIu64, s->envs, key, (int) getpid(), ++s->n_tmp) < 0 ||
+                    !b->python || !b->requirements) {
+                        build_free(b);
+                        return -ENOMEM;
+                }
+                b->next = s->builds;
+                s->builds = b;
+                s->n_building++;
+                log_info("Preparing environment %.12s for Python %s: %s", key, py->version,
+                         reqs->n ? "installing packages" : "bare");
+
+                r = build_start(b, py);
+                if (r == -ENOENT)
+                        build_fail(b, r,
+                                   "uv is not available to the sandbox service, so packages cannot be installed (the "
+                                   "administrator can install uv or set uv= in the configuration)");
+                else if (r < 0)
+                        build_fail(b, r, "the environment build could not be started");
+        }
+
+        if (cb) {
+                w = calloc(1, sizeof(*w));
+                if (!w)
+                        return -ENOMEM;
+                *w = (EnvWaiter) { .next = b->waiters, .build = b, .cb = cb, .userdata = userdata };
+                b->waiters = w;
+        }
+        if (ret_waiter)
+                *ret_waiter = w;
+        return 0;
+}
+
+void envstore_waiter_cancel(EnvWaiter *w) {
+        if (!w)
+                return;
+        /* The build goes on: the next request for these packages will find it warm. */
+        for (EnvWaiter **p = &w->build->waiters; *p; p = &(*p)->next)
+                if (*p == w) {
+                        *p = w->next;
+                        break;
+                }
+        free(w);
+}
+
+void envstore_cleanup(EnvStore *s) {
+        DIR *d = opendir(s->envs);
+        struct dirent *de;
+
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                char p[4096];
+                if (!startswith(de->d_name, ".build-"))
+                        continue;
+                /* Builds of this process are in flight; others were interrupted. */
+                bool ours = false;
+                for (Build *b = s->builds; b; b = b->next)
+                        if (b->tmp && streq(strrchr(b->tmp, '/') + 1, de->d_name))
+                                ours = true;
+                if (ours)
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s", s->envs, de->d_name);
+                log_info("Removing an interrupted build: %s", p);
+                (void) rm_rf(p);
+        }
+        closedir(d);
+}
+
+typedef struct EnvUsage {
+        char name[128];
+        time_t used;
+        uint64_t size;
+} EnvUsage;
+
+static int compare_oldest_first(const void *a, const void *b) {
+        const EnvUsage *x = a, *y = b;
+        return x->used < y->used ? -1 : x->used > y->used;
+}
+
+int envstore_gc(EnvStore *s, const char *keep_key) {
+        const Config *c = s->config;
+        EnvUsage *list = NULL;
+        size_t n = 0;
+        uint64_t total = 0;
+        time_t now = time(NULL);
+        DIR *d;
+        struct dirent *de;
+
+        if (c->store_max_size == 0 && c->store_max_age_usec == 0)
+                return 0;
+        d = opendir(s->envs);
+        if (!d)
+                return -errno;
+        while ((de = readdir(d))) {
+                char p[4096];
+                struct stat st;
+                EnvUsage *nl;
+
+                if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof(list->name))
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s/" MARKER, s->envs, de->d_name);
+                if (stat(p, &st) < 0)
+                        continue;
+                nl = realloc(list, (n + 1) * sizeof(*list));
+                if (!nl)
+                        break;
+                list = nl;
+                strcpy(list[n].name, de->d_name);
+                list[n].used = st.st_mtime;
+                snprintf(p, sizeof(p), "%s/%s", s->envs, de->d_name);
+                list[n].size = 0;
+                (void) disk_usage(p, &list[n].size);
+                total += list[n].size;
+                n++;
+        }
+        closedir(d);
+
+        qsort(list, n, sizeof(*list), compare_oldest_first);
+        for (size_t i = 0; i < n; i++) {
+                uint64_t age = (uint64_t) (now - list[i].used);
+                bool too_old = c->store_max_age_usec > 0 && age * USEC_PER_SEC > c->store_max_age_usec;
+                bool over = c->store_max_size > 0 && total > c->store_max_size;
+                char p[4096];
+
+                if (!too_old && !over)
+                        continue;
+                if ((keep_key && streq(list[i].name, keep_key)) || age < GC_GRACE_SEC)
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s", s->envs, list[i].name);
+                log_info("Removing environment %.12s (%s, %" PRIu64 " MiB).", list[i].name,
+                         too_old ? "unused for too long" : "over the store budget", list[i].size >> 20);
+                if (rm_rf(p) >= 0)
+                        total -= list[i].size;
+        }
+        free(list);
+        return 0;
+}

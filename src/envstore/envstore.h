@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The environment store: one virtual environment per key, where the key is
+ * a hash of everything that decides its contents (requirements, interpreter,
+ * index settings, uv version). Environments are built by uv from the
+ * sanitized requirement list (never from a script) in a temporary directory
+ * and renamed into place when complete, so a failed or interrupted build
+ * leaves nothing. Concurrent requests for one key wait for the one build.
+ * Runs only ever see an environment read-only.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "config/config.h"
+#include "envstore/pythons.h"
+#include "pep723/pep508.h"
+
+typedef struct EnvStore EnvStore;
+typedef struct EnvWaiter EnvWaiter;
+
+typedef struct EnvResult {
+        int error;              /* 0, or -errno */
+        const char *path;       /* the environment, when ready */
+        const char *message;    /* why the build failed: a few lines for the model */
+        uint64_t build_usec;
+} EnvResult;
+
+typedef void (*EnvReadyFunc)(const EnvResult *result, void *userdata);
+
+int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *uv_path);
+EnvStore *envstore_free(EnvStore *s);
+void envstore_set_uv_version(EnvStore *s, const char *version);
+
+void envstore_key(const EnvStore *s, const Python *py, const RequirementList *reqs, char ret[65]);
+/* The directory of a built environment (malloc'd), or NULL if it is not there. */
+char *envstore_lookup(EnvStore *s, const char *key);
+/*
+ * Build the environment unless it is being built already; either way, cb
+ * runs when it is ready or failed (never from inside this call). ret_waiter
+ * may be NULL (warm-up); a waiter can be cancelled.
+ */
+int envstore_prepare(EnvStore *s, const char *key, const Python *py, const RequirementList *reqs, EnvReadyFunc cb,
+                     void *userdata, EnvWaiter **ret_waiter);
+void envstore_waiter_cancel(EnvWaiter *w);
+
+unsigned envstore_n_building(const EnvStore *s);
+unsigned envstore_n_ready(EnvStore *s);
+/* Remove leftovers of interrupted builds; then enforce the size and age budget (LRU). */
+void envstore_cleanup(EnvStore *s);
+int envstore_gc(EnvStore *s, const char *keep_key);
+const char *envstore_root(const EnvStore *s);
+const char *envstore_uv_cache(const EnvStore *s);

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "macro.h"
+#include "pythons.h"
+
+const char python_probe_code[] =
+        "import json, sys; print(json.dumps({'version': '%d.%d.%d' % sys.version_info[:3], "
+        "'executable': sys.executable, 'prefix': sys.base_prefix, "
+        "'implementation': sys.implementation.name}))";
+
+void pythons_done(Pythons *p) {
+        for (size_t i = 0; i < p->n; i++) {
+                free(p->items[i].executable);
+                free(p->items[i].prefix);
+                free(p->items[i].version);
+        }
+        free(p->items);
+        *p = (Pythons) {};
+}
+
+static int compare_newest_first(const void *a, const void *b) {
+        const Python *x = a, *y = b;
+        return -pep440_version_compare(&x->parsed, &y->parsed);
+}
+
+int pythons_add_probe(Pythons *p, const char *json_line) {
+        _cleanup_json_ json_object *j = json_tokener_parse(json_line);
+        const char *version, *exe, *prefix, *impl;
+        char real[PATH_MAX];
+        Python py = {};
+
+        if (!j)
+                return -EINVAL;
+        version = json_get_string(j, "version");
+        exe = json_get_string(j, "executable");
+        prefix = json_get_string(j, "prefix");
+        impl = json_get_string(j, "implementation");
+        if (!version || !exe || !prefix || !*exe || !impl || !streq(impl, "cpython"))
+                return -EINVAL;
+        if (!realpath(exe, real))
+                return -errno;
+        if (pep440_version_parse(version, &py.parsed) < 0)
+                return -EINVAL;
+
+        for (size_t i = 0; i < p->n; i++)
+                if (streq(p->items[i].executable, real))
+                        return 0;
+
+        Python *n = realloc(p->items, (p->n + 1) * sizeof(Python));
+        if (!n)
+                return -ENOMEM;
+        p->items = n;
+        py.executable = strdup(real);
+        py.prefix = strdup(prefix);
+        py.version = strdup(version);
+        if (!py.executable || !py.prefix || !py.version) {
+                free(py.executable);
+                free(py.prefix);
+                free(py.version);
+                return -ENOMEM;
+        }
+        p->items[p->n++] = py;
+        qsort(p->items, p->n, sizeof(Python), compare_newest_first);
+        return 1;
+}
+
+bool python_version_matches(const Python *py, const char *want) {
+        size_t l = strlen(want);
+
+        /* "3.12" matches 3.12.x; "3.12.1" only itself. */
+        return strncmp(py->version, want, l) == 0 && (py->version[l] == 0 || py->version[l] == '.');
+}
+
+void pythons_filter(Pythons *p, char *const *allowed) {
+        size_t k = 0;
+
+        if (!allowed || !allowed[0])
+                return;
+        for (size_t i = 0; i < p->n; i++) {
+                bool ok = false;
+                for (size_t j = 0; allowed[j]; j++)
+                        if (python_version_matches(&p->items[i], allowed[j]))
+                                ok = true;
+                if (ok)
+                        p->items[k++] = p->items[i];
+                else {
+                        free(p->items[i].executable);
+                        free(p->items[i].prefix);
+                        free(p->items[i].version);
+                }
+        }
+        p->n = k;
+}
+
+char *pythons_list(const Pythons *p) {
+        size_t n = 1;
+        char *s;
+
+        for (size_t i = 0; i < p->n; i++)
+                n += strlen(p->items[i].version) + 2;
+        s = malloc(n);
+        if (!s)
+                return NULL;
+        *s = 0;
+        for (size_t i = 0; i < p->n; i++) {
+                if (i > 0)
+                        strcat(s, ", ");
+                strcat(s, p->items[i].version);
+        }
+        return s;
+}
+
+const Python *pythons_choose(const Pythons *p, const char *want, const char *requires_python, char **ret_error) {
+        _cleanup_(pep440_specifier_set_freep) Pep440SpecifierSet *set = NULL;
+        _cleanup_free_ char *list = pythons_list(p), *err = NULL;
+
+        *ret_error = NULL;
+        if (requires_python && pep440_specifier_set_parse(requires_python, &set, &err) < 0) {
+                if (asprintf(ret_error, "requires-python \"%s\" is not a valid version specifier: %s", requires_python,
+                             err ?: "parse error") < 0)
+                        *ret_error = NULL;
+                return NULL;
+        }
+
+        /* Newest first: the first fit is the one the spec recommends. */
+        for (size_t i = 0; i < p->n; i++) {
+                const Python *py = &p->items[i];
+                if (want && !python_version_matches(py, want))
+                        continue;
+                if (set && !pep440_specifier_set_contains(set, &py->parsed))
+                        continue;
+                return py;
+        }
+
+        int r;
+        if (p->n == 0)
+                r = asprintf(ret_error, "no Python interpreter is available to the sandbox service (the administrator "
+                                        "can set python-search-path)");
+        else if (want && requires_python)
+                r = asprintf(ret_error, "no available Python is both %s and within requires-python \"%s\"; available: %s",
+                             want, requires_python, strempty(list));
+        else if (want)
+                r = asprintf(ret_error, "Python %s is not available; available: %s", want, strempty(list));
+        else
+                r = asprintf(ret_error, "no available Python satisfies requires-python \"%s\"; available: %s",
+                             requires_python, strempty(list));
+        if (r < 0)
+                *ret_error = NULL;
+        return NULL;
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The interpreters runs may use: found by probing python3.N executables in
+ * the configured directories, filtered by the allowed versions, and chosen
+ * per call from python_version and the script's requires-python.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "pep723/pep440.h"
+
+typedef struct Python {
+        char *executable;       /* canonical path (sys.executable, resolved) */
+        char *prefix;           /* sys.base_prefix: bound read-only into the sandbox */
+        char *version;          /* "3.12.1" */
+        Pep440Version parsed;
+} Python;
+
+typedef struct Pythons {
+        Python *items;          /* sorted, newest first */
+        size_t n;
+} Pythons;
+
+void pythons_done(Pythons *p);
+/*
+ * Add an interpreter from the one-line JSON its probe printed
+ * ({"version": ..., "executable": ..., "prefix": ...}). Duplicates (the same
+ * executable) are dropped. Returns 1 if added, 0 if a duplicate, -errno.
+ */
+int pythons_add_probe(Pythons *p, const char *json_line);
+/* Keep only versions that one of the allowed prefixes ("3.12", "3.12.1") matches; empty: all. */
+void pythons_filter(Pythons *p, char *const *allowed);
+/* Does "3.12" / "3.12.1" / "3" match this interpreter's version? */
+bool python_version_matches(const Python *py, const char *want);
+/*
+ * Choose the newest interpreter matching want (may be NULL) and requires-python
+ * (may be NULL). NULL with a message listing what there is when none fits.
+ */
+const Python *pythons_choose(const Pythons *p, const char *want, const char *requires_python, char **ret_error);
+/* "3.13.0, 3.12.1, 3.11.7" — malloc'd. */
+char *pythons_list(const Pythons *p);
+
+/* The probe each candidate runs: prints one JSON line. */
+extern const char python_probe_code[];

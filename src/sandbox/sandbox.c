@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "sandbox.h"
+#include "strv.h"
+
+/* Host files a Python run may read when present: the dynamic loader's cache,
+ * CA certificates (for network use), the time zone. */
+static const char *const etc_passthrough[] = {
+        "/etc/ld.so.cache",
+        "/etc/ssl",
+        "/etc/ca-certificates",
+        "/etc/pki",
+        "/etc/localtime",
+};
+
+/* Top-level directories that are /usr symlinks on merged-/usr systems, or real directories elsewhere. */
+static const char *const usr_aliases[] = { "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
+
+static int add(char ***argv, const char *a) {
+        return strv_extend(argv, a);
+}
+
+static int add2(char ***argv, const char *a, const char *b) {
+        return add(argv, a) < 0 || add(argv, b) < 0 ? -ENOMEM : 0;
+}
+
+static int add3(char ***argv, const char *a, const char *b, const char *c) {
+        return add(argv, a) < 0 || add2(argv, b, c) < 0 ? -ENOMEM : 0;
+}
+
+static int add_tmpfs(char ***argv, const char *path, uint64_t size) {
+        char s[32];
+
+        if (size > 0) {
+                snprintf(s, sizeof(s), "%" PRIu64, size);
+                if (add2(argv, "--size", s) < 0)
+                        return -ENOMEM;
+        }
+        return add3(argv, "--perms", "0755", "--tmpfs") < 0 || add(argv, path) < 0 ? -ENOMEM : 0;
+}
+
+int sandbox_build_argv(const SandboxPolicy *p, char ***ret) {
+        _cleanup_strv_free_ char **argv = strv_new();
+        int r = 0;
+
+        if (!argv)
+                return -ENOMEM;
+
+        r |= add(&argv, p->bwrap);
+        /* Every namespace, the network too unless allowed; no way to make more user namespaces. */
+        r |= add2(&argv, "--unshare-all", "--unshare-user");
+        if (p->network)
+                r |= add(&argv, "--share-net");
+        r |= add(&argv, "--disable-userns");
+        r |= add2(&argv, "--uid", "65534");
+        r |= add2(&argv, "--gid", "65534");
+        r |= add2(&argv, "--cap-drop", "ALL");
+        r |= add2(&argv, "--new-session", "--die-with-parent");
+        r |= add(&argv, "--clearenv");
+        for (size_t i = 0; p->env && p->env[i]; i++) {
+                const char *eq = strchr(p->env[i], '=');
+                _cleanup_free_ char *k = NULL;
+                if (!eq)
+                        return -EINVAL;
+                k = strndup(p->env[i], (size_t) (eq - p->env[i]));
+                if (!k)
+                        return -ENOMEM;
+                r |= add3(&argv, "--setenv", k, eq + 1);
+        }
+
+        /* The system, read-only. */
+        r |= add3(&argv, "--ro-bind", "/usr", "/usr");
+        for (size_t i = 0; i < ELEMENTSOF(usr_aliases); i++) {
+                char target[PATH_MAX];
+                struct stat st;
+                ssize_t n;
+
+                if (lstat(usr_aliases[i], &st) < 0)
+                        continue;
+                if (S_ISLNK(st.st_mode)) {
+                        n = readlink(usr_aliases[i], target, sizeof(target) - 1);
+                        if (n <= 0)
+                                continue;
+                        target[n] = 0;
+                        r |= add3(&argv, "--symlink", target, usr_aliases[i]);
+                } else if (S_ISDIR(st.st_mode))
+                        r |= add3(&argv, "--ro-bind", usr_aliases[i], usr_aliases[i]);
+        }
+        r |= add2(&argv, "--proc", "/proc");
+        r |= add2(&argv, "--dev", "/dev");
+
+        /* A minimal /etc: nobody's passwd and group, localhost, and what TLS and ld.so need. */
+        r |= add3(&argv, "--perms", "0755", "--dir");
+        r |= add(&argv, "/etc");
+        if (p->etc_dir) {
+                static const char *const files[] = { "passwd", "group", "hosts" };
+                for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                        char src[PATH_MAX], dst[64];
+                        snprintf(src, sizeof(src), "%s/%s", p->etc_dir, files[i]);
+                        snprintf(dst, sizeof(dst), "/etc/%s", files[i]);
+                        r |= add3(&argv, "--ro-bind", src, dst);
+                }
+        }
+        for (size_t i = 0; i < ELEMENTSOF(etc_passthrough); i++)
+                r |= add3(&argv, "--ro-bind-try", etc_passthrough[i], etc_passthrough[i]);
+        if (p->network)
+                r |= add3(&argv, "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf");
+
+        /* Private, size-capped writable space: the work dir (the cwd) and /tmp. */
+        r |= add_tmpfs(&argv, "/tmp", p->tmpfs_size);
+        r |= add_tmpfs(&argv, SANDBOX_WORK_DIR, p->tmpfs_size);
+
+        /* The environment and its base interpreter, read-only, where they live on the host. */
+        for (size_t i = 0; p->ro_paths && p->ro_paths[i]; i++)
+                r |= add3(&argv, "--ro-bind", p->ro_paths[i], p->ro_paths[i]);
+
+        for (size_t i = 0; i < p->n_data; i++) {
+                char fd[16];
+                snprintf(fd, sizeof(fd), "%d", p->data[i].fd);
+                r |= add3(&argv, "--ro-bind-data", fd, p->data[i].dest);
+        }
+
+        r |= add2(&argv, "--chdir", SANDBOX_WORK_DIR);
+        r |= add(&argv, "--");
+        for (size_t i = 0; p->command && p->command[i]; i++)
+                r |= add(&argv, p->command[i]);
+        if (r < 0)
+                return -ENOMEM;
+
+        *ret = TAKE_PTR(argv);
+        return 0;
+}
+
+static int write_file(const char *dir, const char *name, const char *content) {
+        char path[PATH_MAX], tmp[PATH_MAX];
+        int fd;
+        size_t n = strlen(content);
+
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, name);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return -errno;
+        if (write(fd, content, n) != (ssize_t) n) {
+                int r = errno ? -errno : -EIO;
+                close(fd);
+                return r;
+        }
+        if (close(fd) < 0 || rename(tmp, path) < 0)
+                return -errno;
+        return 0;
+}
+
+int sandbox_write_etc(const char *dir) {
+        int r;
+
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return -errno;
+        r = write_file(dir, "passwd", "nobody:x:65534:65534:nobody:" SANDBOX_WORK_DIR ":/usr/sbin/nologin\n");
+        if (r < 0)
+                return r;
+        r = write_file(dir, "group", "nogroup:x:65534:\n");
+        if (r < 0)
+                return r;
+        return write_file(dir, "hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The run sandbox as policy: a description of what a run may see, turned
+ * into a bwrap command line. Nothing here executes anything; the executor
+ * runs the argv and hands over the data fds named in the policy.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SANDBOX_WORK_DIR "/work"
+#define SANDBOX_UID 65534
+#define SANDBOX_GID 65534
+
+typedef struct SandboxData {
+        int fd;                 /* contents, read by bwrap from its current offset */
+        const char *dest;       /* mounted read-only at this path */
+} SandboxData;
+
+typedef struct SandboxPolicy {
+        const char *bwrap;
+        bool network;
+        uint64_t tmpfs_size;            /* size of /work and of /tmp; 0: kernel default */
+        const char *etc_dir;            /* holds the passwd, group and hosts the sandbox sees */
+        char *const *ro_paths;          /* bound read-only at the same absolute paths */
+        const SandboxData *data;        /* files created from fds (the script) */
+        size_t n_data;
+        char *const *env;               /* extra KEY=VALUE pairs */
+        char *const *command;           /* what runs inside, argv[0] an absolute path */
+} SandboxPolicy;
+
+/* Build the bwrap argv (a strv). */
+int sandbox_build_argv(const SandboxPolicy *p, char ***ret);
+
+/* Write passwd, group and hosts for the sandbox into dir (created if missing). */
+int sandbox_write_etc(const char *dir);

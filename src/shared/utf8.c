@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "utf8.h"
+
+/* Length of the valid UTF-8 sequence at s, or 0 if it is not valid. */
+static size_t valid_sequence(const unsigned char *s, size_t n) {
+        uint32_t cp;
+        size_t len;
+
+        if (s[0] < 0x80)
+                return 1;
+        if (s[0] >= 0xc2 && s[0] <= 0xdf)
+                len = 2, cp = s[0] & 0x1f;
+        else if (s[0] >= 0xe0 && s[0] <= 0xef)
+                len = 3, cp = s[0] & 0x0f;
+        else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+                len = 4, cp = s[0] & 0x07;
+        else
+                return 0;
+        if (n < len)
+                return 0;
+        for (size_t i = 1; i < len; i++) {
+                if ((s[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = cp << 6 | (s[i] & 0x3f);
+        }
+        /* Overlong forms, surrogates and values past U+10FFFF. */
+        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        return len;
+}
+
+char *utf8_sanitize(const char *s, size_t n, size_t *ret_len) {
+        const unsigned char *p = (const unsigned char *) s;
+        char *out = malloc(n * 3 + 1), *o = out;
+
+        if (!out)
+                return NULL;
+        for (size_t i = 0; i < n;) {
+                size_t l = valid_sequence(p + i, n - i);
+                if (l == 0) {
+                        memcpy(o, "\xef\xbf\xbd", 3);
+                        o += 3;
+                        i++;
+                        continue;
+                }
+                memcpy(o, p + i, l);
+                o += l;
+                i += l;
+        }
+        *o = 0;
+        if (ret_len)
+                *ret_len = (size_t) (o - out);
+        return out;
+}

@@ -1,0 +1,509 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon/manager.h"
+#include "daemon/runtime.h"
+#include "json-util.h"
+#include "log.h"
+#include "macro.h"
+#include "script.h"
+#include "strv.h"
+#include "tools.h"
+#include "utf8.h"
+
+#define PROGRESS_INTERVAL_USEC (2 * USEC_PER_SEC)
+
+typedef enum Phase {
+        PHASE_VALIDATE,
+        PHASE_PREPARE,
+        PHASE_QUEUED,
+        PHASE_RUN,
+} Phase;
+
+static const char *const phase_names[] = {
+        [PHASE_VALIDATE] = "validate",
+        [PHASE_PREPARE] = "prepare",
+        [PHASE_QUEUED] = "run",
+        [PHASE_RUN] = "run",
+};
+
+typedef struct Job {
+        ToolCall *call;
+        Runtime *runtime;
+        char *script;
+        size_t script_len;
+        uint64_t timeout_usec;
+        int64_t timeout_requested;
+        bool timeout_clamped;
+
+        Phase phase;
+        ScriptAnalysis *analysis;
+        ScriptPlan *plan;
+        EnvWaiter *env_waiter;
+        WaitEntry *slot_waiter;
+        bool has_slot;
+        Process *proc;
+        char *env_path;
+        bool built_now;
+
+        uint64_t t_start, t_prepare, t_run_start;
+        sd_event_source *progress_timer;
+} Job;
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+}
+
+static Job *job_free(Job *j) {
+        if (!j)
+                return NULL;
+        script_analysis_cancel(j->analysis);
+        envstore_waiter_cancel(j->env_waiter);
+        waitq_cancel(j->slot_waiter);
+        process_free(j->proc);
+        if (j->has_slot)
+                runtime_release_slot(j->runtime);
+        sd_event_source_disable_unref(j->progress_timer);
+        script_plan_free(j->plan);
+        tool_call_unref(j->call);
+        free(j->env_path);
+        free(j->script);
+        free(j);
+        return NULL;
+}
+
+static void job_progress(Job *j, const char *what) {
+        char m[128];
+        double elapsed = (double) (now_usec() - j->t_start) / (double) USEC_PER_SEC;
+
+        snprintf(m, sizeof(m), "%s (%.0fs)", what, elapsed);
+        /* Progress must grow: elapsed time does, and phase changes add a little. */
+        tool_call_progress(j->call, elapsed + 0.001, 0, m);
+}
+
+static const char *phase_message(Phase p) {
+        switch (p) {
+        case PHASE_VALIDATE:
+                return "reading the script metadata";
+        case PHASE_PREPARE:
+                return "preparing the environment";
+        case PHASE_QUEUED:
+                return "queued: waiting for a free run slot";
+        case PHASE_RUN:
+                return "running";
+        }
+        return "working";
+}
+
+static void job_set_phase(Job *j, Phase p) {
+        j->phase = p;
+        job_progress(j, phase_message(p));
+}
+
+static int on_progress_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Job *j = userdata;
+
+        job_progress(j, phase_message(j->phase));
+        (void) sd_event_source_set_time_relative(s, PROGRESS_INTERVAL_USEC);
+        return sd_event_source_set_enabled(s, SD_EVENT_ON);
+}
+
+static json_object *text_json(const char *s, size_t n) {
+        _cleanup_free_ char *clean = NULL;
+        size_t l;
+
+        clean = utf8_sanitize(s, n, &l);
+        return clean ? json_object_new_string_len(clean, (int) l) : json_object_new_string("");
+}
+
+static void append(char **buf, size_t *len, const char *format, ...) __attribute__((format(printf, 3, 4)));
+static void append(char **buf, size_t *len, const char *format, ...) {
+        char *s = NULL;
+        va_list ap;
+        int n;
+
+        va_start(ap, format);
+        n = vasprintf(&s, format, ap);
+        va_end(ap);
+        if (n < 0)
+                return;
+        char *nb = realloc(*buf, *len + (size_t) n + 1);
+        if (!nb) {
+                free(s);
+                return;
+        }
+        *buf = nb;
+        memcpy(*buf + *len, s, (size_t) n + 1);
+        *len += (size_t) n;
+        free(s);
+}
+
+static void append_section(char **buf, size_t *len, const char *name, const char *text, size_t n) {
+        if (n == 0)
+                return;
+        append(buf, len, "--- %s ---\n", name);
+        append(buf, len, "%s", "");
+        char *nb = realloc(*buf, *len + n + 2);
+        if (!nb)
+                return;
+        *buf = nb;
+        memcpy(*buf + *len, text, n);
+        *len += n;
+        if (text[n - 1] != '\n')
+                (*buf)[(*len)++] = '\n';
+        (*buf)[*len] = 0;
+}
+
+static json_object *environment_json(const Job *j) {
+        json_object *e = json_object_new_object(), *reqs = json_object_new_array();
+
+        if (j->plan) {
+                for (size_t i = 0; i < j->plan->requirements.n; i++)
+                        json_object_array_add(reqs, json_object_new_string(j->plan->requirements.items[i].canonical));
+                json_add_string(e, "key", j->plan->key);
+                json_add_bool(e, "warm", j->plan->warm && !j->built_now);
+        }
+        json_add(e, "requirements", reqs);
+        return e;
+}
+
+/* Everything but the process outcome: shared by failures before the run. */
+static json_object *base_structured(Job *j, const char *failed_phase) {
+        json_object *st = json_object_new_object();
+        uint64_t now = now_usec();
+        uint64_t prepare_end = j->t_run_start ?: now;
+
+        json_add(st, "exit_code", json_object_new_null());
+        json_add(st, "signal", json_object_new_null());
+        json_add_bool(st, "timed_out", false);
+        json_add_string(st, "stdout", "");
+        json_add_string(st, "stderr", "");
+        json_add_int(st, "prepare_ms", (int64_t) ((prepare_end - j->t_start) / USEC_PER_MSEC));
+        json_add_int(st, "run_ms", 0);
+        json_add_int(st, "duration_ms", (int64_t) ((now - j->t_start) / USEC_PER_MSEC));
+        json_add_int(st, "timeout_seconds", (int64_t) (j->timeout_usec / USEC_PER_SEC));
+        json_add_bool(st, "timeout_clamped", j->timeout_clamped);
+        if (j->plan && j->plan->python)
+                json_add_string(st, "python", j->plan->python->version);
+        else
+                json_add(st, "python", json_object_new_null());
+        json_add(st, "environment", environment_json(j));
+        if (failed_phase)
+                json_add_string(st, "failed_phase", failed_phase);
+        else
+                json_add(st, "failed_phase", json_object_new_null());
+        json_object *w = json_object_new_array();
+        for (size_t i = 0; j->plan && j->plan->warnings && j->plan->warnings[i]; i++)
+                json_object_array_add(w, json_object_new_string(j->plan->warnings[i]));
+        json_add(st, "warnings", w);
+        return st;
+}
+
+/* A failure before the script ran: validation, preparation, a full queue, the sandbox. */
+static void job_fail(Job *j, Phase phase, const char *format, ...) __attribute__((format(printf, 3, 4)));
+static void job_fail(Job *j, Phase phase, const char *format, ...) {
+        _cleanup_free_ char *msg = NULL, *text = NULL;
+        size_t len = 0;
+        va_list ap;
+
+        va_start(ap, format);
+        if (vasprintf(&msg, format, ap) < 0)
+                msg = NULL;
+        va_end(ap);
+
+        json_object *st = base_structured(j, phase_names[phase]);
+        json_add_string(st, "error", msg ?: "failed");
+        append(&text, &len, "--- error ---\n%s\n--- phase: %s ---\n--- duration_ms: %" PRIu64 " ---\n",
+               msg ?: "failed", phase_names[phase], (now_usec() - j->t_start) / USEC_PER_MSEC);
+
+        log_info("execute_python for uid " UID_FMT " failed in phase %s: %s", j->call->uid, phase_names[phase],
+                 strempty(msg));
+        json_object *content = json_object_new_array();
+        json_object_array_add(content, content_text_new(text ?: "failed"));
+        tool_call_finish(j->call, content, st, true);
+        job_free(j);
+}
+
+static void on_run_done(Process *p, void *userdata) {
+        Job *j = userdata;
+        _cleanup_free_ char *out = NULL, *err = NULL, *text = NULL;
+        _cleanup_free_ char *out_clean = NULL, *err_clean = NULL;
+        size_t out_len = 0, err_len = 0, ol = 0, el = 0, len = 0;
+        int exit_code = p->signal ? -p->signal : p->exit_code;
+        bool failed = p->exit_code != 0 || p->signal || p->timed_out;
+
+        j->proc = NULL;
+        out = capture_text(&p->out, &out_len);
+        err = capture_text(&p->err, &err_len);
+        out_clean = utf8_sanitize(strempty(out), out ? out_len : 0, &ol);
+        err_clean = utf8_sanitize(strempty(err), err ? err_len : 0, &el);
+
+        json_object *st = base_structured(j, failed ? "run" : NULL);
+        json_add_int(st, "exit_code", exit_code);
+        if (p->signal) {
+                const char *abbrev = sigabbrev_np(p->signal);
+                char name[32];
+                snprintf(name, sizeof(name), "SIG%s", abbrev ?: "UNKNOWN");
+                json_add_string(st, "signal", name);
+        }
+        json_add_bool(st, "timed_out", p->timed_out);
+        json_add(st, "stdout", text_json(out_clean ?: "", ol));
+        json_add(st, "stderr", text_json(err_clean ?: "", el));
+        json_add_int(st, "run_ms", (int64_t) (process_duration_usec(p) / USEC_PER_MSEC));
+        json_object *tr = json_object_new_object();
+        json_add_int(tr, "stdout_bytes_total", (int64_t) p->out.total);
+        json_add_int(tr, "stdout_bytes_omitted", (int64_t) capture_omitted(&p->out));
+        json_add_int(tr, "stderr_bytes_total", (int64_t) p->err.total);
+        json_add_int(tr, "stderr_bytes_omitted", (int64_t) capture_omitted(&p->err));
+        json_add(st, "truncated", tr);
+
+        /* The layout users of the Python servers already parse. */
+        append_section(&text, &len, "stdout", out_clean ?: "", ol);
+        append_section(&text, &len, "stderr", err_clean ?: "", el);
+        append(&text, &len, "--- exit_code: %d ---\n", exit_code);
+        append(&text, &len, "--- duration_ms: %" PRIu64 " ---\n", (now_usec() - j->t_start) / USEC_PER_MSEC);
+        if (p->timed_out)
+                append(&text, &len, "--- timed_out: true ---\n");
+        if (j->timeout_clamped)
+                append(&text, &len, "--- timeout_clamped: %" PRIu64 "s (the server's maximum) ---\n",
+                       j->timeout_usec / USEC_PER_SEC);
+        if (p->timed_out)
+                append(&text, &len, "The script was stopped after %" PRIu64 "s, the timeout.\n",
+                       j->timeout_usec / USEC_PER_SEC);
+        else if (p->signal)
+                append(&text, &len, "The script was killed by signal %d (%s).\n", p->signal, strsignal(p->signal));
+
+        log_debug("execute_python for uid " UID_FMT ": exit %d, %" PRIu64 " ms.", j->call->uid, exit_code,
+                  process_duration_usec(p) / USEC_PER_MSEC);
+
+        json_object *content = json_object_new_array();
+        json_object_array_add(content, content_text_new(text ?: ""));
+        process_free(p);
+        tool_call_finish(j->call, content, st, failed);
+        job_free(j);
+}
+
+static void job_run(Job *j) {
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *python = NULL;
+        Runtime *r = j->runtime;
+        const Config *c = runtime_config(r);
+        int k;
+
+        j->t_run_start = now_usec();
+        job_set_phase(j, PHASE_RUN);
+
+        fd = memfd_with("script.py", j->script, j->script_len);
+        if (fd < 0)
+                return job_fail(j, PHASE_RUN, "the script could not be handed to the sandbox: %s", strerror(-fd));
+        if (asprintf(&python, "%s/bin/python", j->env_path) < 0)
+                return job_fail(j, PHASE_RUN, "out of memory");
+
+        SandboxData data = { .fd = fd, .dest = SANDBOX_WORK_DIR "/script.py" };
+        const char *prefix = j->plan->python->prefix;
+        char *ro[] = { (char *) prefix, NULL };
+        /* -I: no user site, no PYTHON* variables, no script dir on sys.path; -u unbuffered; -B no .pyc. */
+        char *command[] = { python, (char *) "-I", (char *) "-u", (char *) "-B", (char *) SANDBOX_WORK_DIR "/script.py",
+                            NULL };
+        size_t cap = c->output_cap / 2;   /* per stream */
+        k = runtime_spawn_sandboxed(r, j->env_path, streq(prefix, "/usr") ? NULL : ro, &data, 1, command,
+                                    j->timeout_usec, cap / 4, cap - cap / 4, on_run_done, j, &j->proc);
+        if (k == -EPERM)
+                return job_fail(j, PHASE_RUN, "%s", strempty(runtime_sandbox_error(r)));
+        if (k < 0)
+                return job_fail(j, PHASE_RUN, "the sandbox could not be started: %s", strerror(-k));
+}
+
+static void on_slot(void *userdata) {
+        Job *j = userdata;
+
+        j->slot_waiter = NULL;
+        j->has_slot = true;
+        job_run(j);
+}
+
+static void job_queue(Job *j) {
+        Runtime *r = j->runtime;
+        int k;
+
+        k = runtime_acquire_slot(r, on_slot, j, &j->slot_waiter);
+        if (k == -EBUSY)
+                return job_fail(j, PHASE_RUN,
+                                "the server is busy: %u scripts are running and %u are waiting, the most it takes. "
+                                "Try again in a little while",
+                                runtime_n_running(r), runtime_n_queued(r));
+        if (k < 0)
+                return job_fail(j, PHASE_RUN, "out of memory");
+        if (k > 0) {
+                j->has_slot = true;
+                return job_run(j);
+        }
+        job_set_phase(j, PHASE_QUEUED);
+}
+
+static void on_env_ready(const EnvResult *res, void *userdata) {
+        Job *j = userdata;
+
+        j->env_waiter = NULL;
+        if (res->error < 0) {
+                _cleanup_free_ char *names = NULL;
+                requirement_list_join(&j->plan->requirements, ", ", &names);
+                return job_fail(j, PHASE_PREPARE, "installing the dependencies (%s) failed:\n%s", strempty(names),
+                                strempty(res->message));
+        }
+        j->env_path = strdup(res->path);
+        j->built_now = true;
+        job_queue(j);
+}
+
+static void on_plan(ScriptPlan *plan, void *userdata) {
+        Job *j = userdata;
+        EnvStore *store = runtime_envstore(j->runtime);
+        int k;
+
+        j->analysis = NULL;
+        j->plan = plan;
+        if (plan->error)
+                return job_fail(j, PHASE_VALIDATE, "%s", plan->error);
+        if (runtime_sandbox_error(j->runtime))
+                return job_fail(j, PHASE_RUN, "%s", runtime_sandbox_error(j->runtime));
+
+        j->env_path = envstore_lookup(store, plan->key);
+        if (j->env_path)
+                return job_queue(j);
+
+        job_set_phase(j, PHASE_PREPARE);
+        k = envstore_prepare(store, plan->key, plan->python, &plan->requirements, on_env_ready, j, &j->env_waiter);
+        if (k < 0)
+                job_fail(j, PHASE_PREPARE, "the environment could not be prepared: %s", strerror(-k));
+}
+
+static void on_cancel(ToolCall *call, void *userdata) {
+        Job *j = userdata;
+
+        log_debug("execute_python for uid " UID_FMT " cancelled; stopping it.", call->uid);
+        job_free(j);   /* kills the sandbox: the whole process tree goes with it */
+}
+
+static int execute_python_call(ToolCall *call, json_object *args) {
+        Manager *m = call->server_userdata;
+        const Config *c = m->config;
+        json_object *v;
+        Job *j;
+        int k;
+
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        j->call = tool_call_ref(call);
+        j->runtime = m->runtime;
+        j->t_start = now_usec();
+        j->phase = PHASE_VALIDATE;
+
+        v = json_get(args, "script", json_type_string);
+        j->script_len = (size_t) json_object_get_string_len(v);
+        j->script = malloc(j->script_len + 1);
+        if (!j->script) {
+                job_free(j);
+                return -ENOMEM;
+        }
+        memcpy(j->script, json_object_get_string(v), j->script_len + 1);
+
+        j->timeout_usec = c->default_timeout_usec;
+        if (json_get_int64(args, "timeout_seconds", &j->timeout_requested) ||
+            ((v = json_get(args, "timeout_seconds", json_type_double)) &&
+             (j->timeout_requested = (int64_t) json_object_get_double(v), true))) {
+                uint64_t want = (uint64_t) MAX(j->timeout_requested, (int64_t) 1) * USEC_PER_SEC;
+                j->timeout_clamped = want > c->max_timeout_usec;
+                j->timeout_usec = MIN(want, c->max_timeout_usec);
+        }
+
+        tool_call_set_cancel(call, on_cancel, j);
+        if (tool_call_is_live(call) && call->progress_token) {
+                k = sd_event_add_time_relative(m->event, &j->progress_timer, CLOCK_MONOTONIC, PROGRESS_INTERVAL_USEC,
+                                               USEC_PER_SEC / 4, on_progress_timer, j);
+                if (k < 0)
+                        log_debug_errno(k, "No progress timer: %m");
+        }
+
+        const char *pv = json_get_string(args, "python_version");
+        k = script_analyze(m->runtime, j->script, j->script_len, json_get(args, "dependencies", json_type_array), pv,
+                           on_plan, j, &j->analysis);
+        if (k < 0) {
+                tool_call_set_cancel(call, NULL, NULL);
+                job_free(j);
+                return k;
+        }
+        return 0;
+}
+
+static const char input_schema[] =
+        "{\"type\":\"object\",\"properties\":{"
+        "\"script\":{\"type\":\"string\",\"description\":\"The Python source to run, exactly as it should be "
+        "executed. May start with a PEP 723 block (# /// script ... # ///) declaring dependencies and "
+        "requires-python.\"},"
+        "\"dependencies\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":1024},\"maxItems\":256,"
+        "\"description\":\"Extra PEP 508 requirements, e.g. [\\\"requests>=2\\\", \\\"numpy\\\"]. For the same "
+        "package they win over the script's inline list. Direct URL/path references are not accepted.\"},"
+        "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,\"description\":\"Run time "
+        "limit in seconds (default 30); values above the server's maximum are lowered to it.\"},"
+        "\"python_version\":{\"type\":[\"string\",\"null\"],\"maxLength\":32,\"description\":\"Python to use, "
+        "e.g. \\\"3.12\\\". Default: the newest available that satisfies requires-python.\"}"
+        "},\"required\":[\"script\"],\"additionalProperties\":false}";
+
+static const char output_schema[] =
+        "{\"type\":\"object\",\"properties\":{"
+        "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"
+        "\"signal\":{\"type\":[\"string\",\"null\"]},"
+        "\"timed_out\":{\"type\":\"boolean\"},"
+        "\"stdout\":{\"type\":\"string\"},"
+        "\"stderr\":{\"type\":\"string\"},"
+        "\"truncated\":{\"type\":\"object\",\"properties\":{"
+        "\"stdout_bytes_total\":{\"type\":\"integer\"},\"stdout_bytes_omitted\":{\"type\":\"integer\"},"
+        "\"stderr_bytes_total\":{\"type\":\"integer\"},\"stderr_bytes_omitted\":{\"type\":\"integer\"}}},"
+        "\"prepare_ms\":{\"type\":\"integer\"},"
+        "\"run_ms\":{\"type\":\"integer\"},"
+        "\"duration_ms\":{\"type\":\"integer\"},"
+        "\"timeout_seconds\":{\"type\":\"integer\"},"
+        "\"timeout_clamped\":{\"type\":\"boolean\"},"
+        "\"python\":{\"type\":[\"string\",\"null\"]},"
+        "\"environment\":{\"type\":\"object\",\"properties\":{\"key\":{\"type\":\"string\"},"
+        "\"warm\":{\"type\":\"boolean\"},\"requirements\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}},"
+        "\"failed_phase\":{\"type\":[\"string\",\"null\"],\"enum\":[\"validate\",\"prepare\",\"run\",null]},"
+        "\"error\":{\"type\":\"string\"},"
+        "\"warnings\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}"
+        "},\"required\":[\"exit_code\",\"timed_out\",\"stdout\",\"stderr\",\"duration_ms\",\"failed_phase\"]}";
+
+const Tool tool_execute_python = {
+        .name = "execute_python",
+        .title = "Run a Python script in a sandbox",
+        .description =
+                "Run a Python script in a fresh, locked-down sandbox and return its stdout, stderr and exit code. "
+                "Third-party packages are installed from the package index into a cached environment: declare them "
+                "in a PEP 723 block at the top of the script or in the dependencies argument. The script runs as "
+                "an unprivileged user with no network access (unless the administrator allows it), a private "
+                "writable working directory and /tmp, no access to the user's files, and a time limit "
+                "(timeout_seconds, default 30). stdin is empty. Output longer than the cap keeps its beginning and "
+                "end. Nothing persists between calls.\n\n"
+                "Example with inline metadata:\n"
+                "# /// script\n# dependencies = [\"requests<3\", \"rich\"]\n# requires-python = \">=3.11\"\n# ///\n"
+                "import rich; rich.print(\"[bold]hello[/bold]\")\n\n"
+                "Example with the argument: {\"script\": \"import numpy as np; print(np.arange(3))\", "
+                "\"dependencies\": [\"numpy\"]}",
+        .input_schema = input_schema,
+        .output_schema = output_schema,
+        .read_only_hint = false,
+        .destructive_hint = false,
+        .idempotent_hint = false,
+        .open_world_hint = true,
+        .call = execute_python_call,
+};

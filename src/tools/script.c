@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "macro.h"
+#include "script.h"
+#include "strv.h"
+
+struct ScriptAnalysis {
+        Runtime *runtime;
+        ScriptPlan *plan;
+        json_object *dependencies;
+        char *python_version;
+        WaitEntry *ready_wait;
+        TomlRequest *toml;
+        sd_event_source *defer;
+        ScriptPlanFunc cb;
+        void *userdata;
+};
+
+ScriptPlan *script_plan_free(ScriptPlan *p) {
+        if (!p)
+                return NULL;
+        pep723_block_done(&p->block);
+        requirement_list_done(&p->requirements);
+        free(p->requires_python);
+        strv_free(p->warnings);
+        free(p->error);
+        free(p);
+        return NULL;
+}
+
+static void analysis_free(ScriptAnalysis *a) {
+        if (!a)
+                return;
+        waitq_cancel(a->ready_wait);
+        runtime_toml_cancel(a->toml);
+        sd_event_source_disable_unref(a->defer);
+        script_plan_free(a->plan);
+        json_object_put(a->dependencies);
+        free(a->python_version);
+        free(a);
+}
+
+void script_analysis_cancel(ScriptAnalysis *a) {
+        analysis_free(a);
+}
+
+static void deliver(ScriptAnalysis *a) {
+        ScriptPlan *p = TAKE_PTR(a->plan);
+        ScriptPlanFunc cb = a->cb;
+        void *ud = a->userdata;
+
+        analysis_free(a);
+        cb(p, ud);
+}
+
+static void fail(ScriptAnalysis *a, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static void fail(ScriptAnalysis *a, const char *format, ...) {
+        va_list ap;
+
+        free(a->plan->error);
+        va_start(ap, format);
+        if (vasprintf(&a->plan->error, format, ap) < 0)
+                a->plan->error = strdup("invalid script");
+        va_end(ap);
+        deliver(a);
+}
+
+static void finish_plan(ScriptAnalysis *a, RequirementList *inline_reqs) {
+        ScriptPlan *p = a->plan;
+        Runtime *r = a->runtime;
+        _cleanup_(requirement_list_done) RequirementList params = {};
+        _cleanup_free_ char *err = NULL;
+
+        for (size_t i = 0; a->dependencies && i < json_object_array_length(a->dependencies); i++) {
+                const char *spec = json_object_get_string(json_object_array_get_idx(a->dependencies, i));
+                if (requirement_list_append(&params, spec, &err) < 0)
+                        return fail(a, "dependencies[%zu]: %s", i, err ?: "invalid requirement");
+        }
+        p->n_inline = inline_reqs->n;
+        p->n_param = params.n;
+        /* For the same package, the dependencies argument wins over the inline list. */
+        if (requirement_list_merge(inline_reqs, &params, &p->requirements) < 0)
+                return fail(a, "out of memory");
+
+        p->python = pythons_choose(runtime_pythons(r), a->python_version, p->requires_python, &err);
+        if (!p->python)
+                return fail(a, "%s", err ?: "no suitable Python");
+
+        envstore_key(runtime_envstore(r), p->python, &p->requirements, p->key);
+        _cleanup_free_ char *path = envstore_lookup(runtime_envstore(r), p->key);
+        p->warm = path != NULL;
+        deliver(a);
+}
+
+static void on_toml(json_object *doc, const char *error, void *userdata) {
+        ScriptAnalysis *a = userdata;
+        ScriptPlan *p = a->plan;
+        _cleanup_(requirement_list_done) RequirementList inline_reqs = {};
+        _cleanup_free_ char *err = NULL;
+        json_object *v;
+
+        a->toml = NULL;
+        if (error)
+                return fail(a, "the '# /// script' block (line %u) is not valid TOML: %s", p->block.start_line, error);
+
+        json_object_object_foreach(doc, key, val) {
+                (void) val;
+                if (streq(key, "dependencies") || streq(key, "requires-python"))
+                        continue;
+                if (streq(key, "tool")) {
+                        if (!runtime_config(a->runtime)->allow_tool_table)
+                                return fail(a,
+                                            "the script metadata has a [tool] table, which this service refuses: "
+                                            "[tool.uv] could redirect the package index, the cache and the sources. "
+                                            "Remove the [tool] table");
+                        strv_extend(&p->warnings, "the [tool] table in the script metadata is ignored");
+                        continue;
+                }
+                strv_extendf(&p->warnings, "unknown key \"%s\" in the script metadata is ignored", key);
+        }
+
+        if (json_object_object_get_ex(doc, "requires-python", &v)) {
+                if (!json_object_is_type(v, json_type_string))
+                        return fail(a, "requires-python in the script metadata must be a string");
+                p->requires_python = strdup(json_object_get_string(v));
+        }
+
+        if (json_object_object_get_ex(doc, "dependencies", &v)) {
+                if (!json_object_is_type(v, json_type_array))
+                        return fail(a, "dependencies in the script metadata must be a list of strings");
+                for (size_t i = 0; i < json_object_array_length(v); i++) {
+                        json_object *e = json_object_array_get_idx(v, i);
+                        if (!json_object_is_type(e, json_type_string))
+                                return fail(a, "dependencies in the script metadata must be a list of strings");
+                        if (requirement_list_append(&inline_reqs, json_object_get_string(e), &err) < 0)
+                                return fail(a, "script metadata, dependency %zu: %s", i + 1, err ?: "invalid");
+                }
+        }
+        finish_plan(a, &inline_reqs);
+}
+
+static void analyze(ScriptAnalysis *a) {
+        ScriptPlan *p = a->plan;
+        _cleanup_free_ char *warning = NULL;
+        int r;
+
+        if (p->block.unclosed && pep723_block_warning(&p->block, &warning) >= 0 && warning)
+                strv_extend(&p->warnings, warning);
+
+        if (!p->block.toml) {
+                RequirementList none = {};
+                return finish_plan(a, &none);
+        }
+        r = runtime_parse_toml(a->runtime, p->block.toml, on_toml, a, &a->toml);
+        if (r < 0)
+                fail(a, "the script metadata could not be read: %s", strerror(-r));
+}
+
+static void on_ready(void *userdata) {
+        ScriptAnalysis *a = userdata;
+        a->ready_wait = NULL;
+        analyze(a);
+}
+
+static int on_start(sd_event_source *s, void *userdata) {
+        ScriptAnalysis *a = userdata;
+
+        a->defer = sd_event_source_disable_unref(a->defer);
+        if (a->plan->error)
+                deliver(a);
+        else if (!runtime_is_ready(a->runtime)) {
+                a->ready_wait = runtime_when_ready(a->runtime, on_ready, a);
+                if (!a->ready_wait)
+                        fail(a, "out of memory");
+        } else
+                analyze(a);
+        return 0;
+}
+
+int script_analyze(Runtime *r, const char *script, size_t len, json_object *dependencies, const char *python_version,
+                   ScriptPlanFunc cb, void *userdata, ScriptAnalysis **ret) {
+        ScriptAnalysis *a;
+        _cleanup_free_ char *err = NULL;
+        int k;
+
+        a = calloc(1, sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        a->runtime = r;
+        a->cb = cb;
+        a->userdata = userdata;
+        a->plan = calloc(1, sizeof(ScriptPlan));
+        a->dependencies = json_object_get(dependencies);
+        a->python_version = python_version ? strdup(python_version) : NULL;
+        if (!a->plan || !(a->plan->warnings = strv_new())) {
+                analysis_free(a);
+                return -ENOMEM;
+        }
+
+        if (pep723_extract(script, len, &a->plan->block, &err) < 0)
+                a->plan->error = strdup(err ?: "the script metadata is invalid");
+
+        /* The callback never runs from inside this call: the work starts from the loop. */
+        k = sd_event_add_defer(runtime_event(r), &a->defer, on_start, a);
+        if (k < 0) {
+                analysis_free(a);
+                return k;
+        }
+        *ret = a;
+        return 0;
+}

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * From a script and a call's arguments to a plan: the PEP 723 block read and
+ * checked, the requirements sanitized and merged, the interpreter chosen, the
+ * environment key and whether it is warm. Shared by execute_python and
+ * validate_script; runs no code from the request (TOML is read by the
+ * interpreter's tomllib inside the sandbox, as data).
+ */
+
+#include <json-c/json.h>
+#include <stdbool.h>
+
+#include "daemon/runtime.h"
+#include "pep723/pep508.h"
+#include "pep723/pep723.h"
+
+typedef struct ScriptPlan {
+        Pep723Block block;
+        RequirementList requirements;   /* merged, sorted by name */
+        size_t n_inline, n_param;
+        char *requires_python;
+        char **warnings;
+        const Python *python;
+        char key[65];
+        bool warm;
+        char *error;                    /* set when the script or arguments are invalid */
+} ScriptPlan;
+
+typedef struct ScriptAnalysis ScriptAnalysis;
+/* The plan is handed over: the callee owns it (script_plan_free). */
+typedef void (*ScriptPlanFunc)(ScriptPlan *plan, void *userdata);
+
+int script_analyze(Runtime *r, const char *script, size_t len, json_object *dependencies, const char *python_version,
+                   ScriptPlanFunc cb, void *userdata, ScriptAnalysis **ret);
+void script_analysis_cancel(ScriptAnalysis *a);
+ScriptPlan *script_plan_free(ScriptPlan *p);
+static inline void script_plan_freep(ScriptPlan **p) {
+        if (*p)
+                script_plan_free(*p);
+}
