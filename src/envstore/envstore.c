@@ -22,6 +22,8 @@
 #define MARKER ".mcp-python-sandbox-env.json"
 /* An environment used this recently may be mounted by a running script: never collected. */
 #define GC_GRACE_SEC (3600)
+/* After a build, once no build has run for this long, let uv drop what its cache no longer needs. */
+#define PRUNE_DELAY_USEC (10 * 60 * USEC_PER_SEC)
 
 typedef struct Build Build;
 
@@ -57,6 +59,8 @@ struct EnvStore {
         Build *builds;
         unsigned n_building;
         uint64_t n_tmp;
+        sd_event_source *prune_timer;
+        Process *prune;
 };
 
 static uint64_t now_usec(void) {
@@ -94,6 +98,7 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *
 }
 
 static void build_free(Build *b);
+static void envstore_prune_later(EnvStore *s);
 
 EnvStore *envstore_free(EnvStore *s) {
         if (!s)
@@ -103,6 +108,8 @@ EnvStore *envstore_free(EnvStore *s) {
                 s->builds = b->next;
                 build_free(b);
         }
+        sd_event_source_disable_unref(s->prune_timer);
+        process_free(s->prune);
         free(s->uv);
         free(s->uv_version);
         free(s->root);
@@ -240,8 +247,10 @@ static void build_finish(Build *b) {
                 w->cb(&res, w->userdata);
                 free(w);
         }
-        if (b->error == 0)
+        if (b->error == 0) {
                 (void) envstore_gc(b->store, b->key);
+                envstore_prune_later(b->store);
+        }
         build_free(b);
 }
 
@@ -320,6 +329,47 @@ static char **uv_environment(const EnvStore *s) {
 }
 
 static void on_step_done(Process *p, void *userdata);
+
+static void on_prune_done(Process *p, void *userdata) {
+        EnvStore *s = userdata;
+        _cleanup_free_ char *err = capture_text(&p->err, NULL);
+
+        if (p->exit_code != 0)
+                log_warning("uv cache prune failed: %s", strempty(err));
+        else
+                log_info("Pruned the uv cache.");
+        s->prune = NULL;
+        process_free(p);
+}
+
+static int on_prune_timer(sd_event_source *src, uint64_t usec, void *userdata) {
+        EnvStore *s = userdata;
+        _cleanup_strv_free_ char **env = uv_environment(s);
+        char *argv[] = { s->uv, (char *) "cache", (char *) "prune", NULL };
+        ProcessOptions o = { .argv = argv, .env = env, .cwd = s->empty, .stdin_fd = -EBADF,
+                             .timeout_usec = 600 * USEC_PER_SEC, .head_max = 2048, .tail_max = 2048 };
+
+        /* Only when no build is running: pruning waits for uv's cache lock otherwise. */
+        if (s->n_building > 0 || s->prune || !s->uv || !env) {
+                envstore_prune_later(s);
+                return 0;
+        }
+        if (process_spawn(s->event, &o, on_prune_done, s, &s->prune) < 0)
+                log_warning("Failed to start uv cache prune.");
+        return 0;
+}
+
+static void envstore_prune_later(EnvStore *s) {
+        if (!s->prune_timer) {
+                if (sd_event_add_time_relative(s->event, &s->prune_timer, CLOCK_MONOTONIC, PRUNE_DELAY_USEC,
+                                               USEC_PER_SEC, on_prune_timer, s) < 0)
+                        return;
+                (void) sd_event_source_set_enabled(s->prune_timer, SD_EVENT_ONESHOT);
+                return;
+        }
+        (void) sd_event_source_set_time_relative(s->prune_timer, PRUNE_DELAY_USEC);
+        (void) sd_event_source_set_enabled(s->prune_timer, SD_EVENT_ONESHOT);
+}
 
 static int build_spawn(Build *b, char **argv, char **env) {
         ProcessOptions o = {

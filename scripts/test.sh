@@ -1,0 +1,45 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# Set up, build and run the whole test suite (unit, integration, units,
+# man pages). Under CI=true every test must run: a skip is a failure.
+#
+# Usage: scripts/test.sh [BUILD_DIR]     (default: build/)
+set -eu
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+build="${1:-$top/build}"
+
+"$top/scripts/setup-debian.sh"
+
+cd "$top"
+[ -x configure ] || ./autogen.sh >/dev/null
+mkdir -p "$build"
+cd "$build"
+[ -f Makefile ] || "$top/configure" --enable-werror --quiet
+make -j"$(nproc)" --no-print-directory >/dev/null
+
+if [ "${CI:-}" = true ]; then
+        MCP_SANDBOX_REQUIRE_ALL=1
+        export MCP_SANDBOX_REQUIRE_ALL
+fi
+
+status=0
+make -j"$(nproc)" --no-print-directory check || status=$?
+
+# One closing line for people and for CI: counts from automake's logs.
+total=$(grep -h '^:test-result:' $(find . -name '*.trs') | wc -l)
+pass=$(grep -h '^:test-result: PASS' $(find . -name '*.trs') | wc -l)
+fail=$(grep -h -E '^:test-result: (FAIL|ERROR|XPASS)' $(find . -name '*.trs') | wc -l)
+skip=$(grep -h '^:test-result: SKIP' $(find . -name '*.trs') | wc -l)
+echo "tests: $pass passed, $fail failed, $skip skipped"
+
+if [ "$status" -ne 0 ]; then
+        echo "Failed tests: see $build/test-suite.log" >&2
+        exit "$status"
+fi
+if [ "${CI:-}" = true ] && [ "$skip" -ne 0 ]; then
+        echo "CI: $skip test program(s) skipped; every test must run in CI:" >&2
+        grep -l '^:test-result: SKIP' $(find . -name '*.trs') >&2
+        exit 1
+fi
