@@ -239,7 +239,8 @@ static int setting_apply(Config *c, const Setting *st, const char *value, char *
                         *l = strv_new();
                         return *l ? 0 : -ENOMEM;
                 }
-                char **add = strv_split(value, " \t:,");
+                /* Not ':' — index URLs and find-links contain it. */
+                char **add = strv_split(value, " \t,");
                 if (!add)
                         return -ENOMEM;
                 r = strv_extend_strv(l, add);
@@ -393,16 +394,19 @@ static void print_value(const Config *c, const Setting *st, FILE *out) {
                 break;
         case SETTING_STRV: {
                 char *const *l = *(char **const *) p;
+                /* A list key adds to the default, so reset it first: read back, the dump gives the same values. */
+                fprintf(out, "%s =\n", st->name);
+                if (!l || !l[0])
+                        break;
                 fprintf(out, "%s =", st->name);
-                for (size_t i = 0; l && l[i]; i++)
+                for (size_t i = 0; l[i]; i++)
                         fprintf(out, " %s", l[i]);
                 fputc('\n', out);
                 break;
         }
         case SETTING_STRV_LINES: {
                 char *const *l = *(char **const *) p;
-                if (!l || !l[0])
-                        fprintf(out, "%s =\n", st->name);
+                fprintf(out, "%s =\n", st->name);
                 for (size_t i = 0; l && l[i]; i++)
                         fprintf(out, "%s = %s\n", st->name, l[i]);
                 break;

@@ -26,6 +26,14 @@ json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const ch
 
         j = json_tokener_parse_ex(tok, line, (int) len);
         enum json_tokener_error e = json_tokener_get_error(tok);
+        size_t end = json_tokener_get_parse_end(tok);
+        if (!j && e == json_tokener_continue) {
+                /* A number or literal that runs to the end of the line ends only when the
+                 * tokener sees the end of input: give it the terminating NUL. */
+                j = json_tokener_parse_ex(tok, "", 1);
+                e = json_tokener_get_error(tok);
+                end = len;
+        }
         if (!j || e != json_tokener_success) {
                 json_object_put(j);
                 switch (e) {
@@ -33,6 +41,7 @@ json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const ch
                         *ret_reason = "Parse error: nested too deeply";
                         break;
                 case json_tokener_continue:
+                case json_tokener_error_parse_eof:
                         *ret_reason = "Parse error: the message ends in the middle of a JSON value";
                         break;
                 default:
@@ -43,7 +52,7 @@ json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const ch
         }
 
         /* Only white space may follow the value. */
-        for (size_t i = json_tokener_get_parse_end(tok); i < len; i++)
+        for (size_t i = end; i < len; i++)
                 if (!strchr(" \t\r\n", line[i])) {
                         json_object_put(j);
                         *ret_reason = "Parse error: text after the JSON value";
@@ -58,7 +67,12 @@ bool jsonrpc_id_valid(json_object *id) {
                 return false;
         if (json_object_is_type(id, json_type_string))
                 return true;
-        return json_is_integer(id);
+        if (!json_is_integer(id))
+                return false;
+        /* json-c clamps integers beyond int64 to its ends without telling: such an
+         * id could not be echoed as sent, and distinct ids would look the same. */
+        int64_t v = json_object_get_int64(id);
+        return v != INT64_MAX && v != INT64_MIN;
 }
 
 char *jsonrpc_id_key(json_object *id) {

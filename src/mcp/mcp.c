@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -428,6 +429,7 @@ static void handle_tools_call(McpSession *s, McpBatch *b, json_object *id, json_
                 .version = strdup(version),
                 .modern = modern,
                 .progress_token = json_object_get(token),
+                .last_progress = -INFINITY,   /* the first report may be 0 */
                 .server_userdata = s->server->userdata,
                 .uid = s->uid,
                 .pid = s->pid,
@@ -712,7 +714,7 @@ int mcp_session_handle_line(McpSession *s, const char *line, size_t len) {
 
         /* Blank lines between messages are harmless. */
         size_t i = 0;
-        while (i < len && strchr(" \t\r", line[i]))
+        while (i < len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r'))
                 i++;
         if (i == len)
                 return s->error;

@@ -58,6 +58,20 @@ static bool type_matches(const char *want, json_object *v) {
         return false;
 }
 
+/* A numeric keyword (minimum, maximum): an integer or a fraction. */
+static json_object *get_number(json_object *schema, const char *key) {
+        return json_get(schema, key, json_type_int) ?: json_get(schema, key, json_type_double);
+}
+
+/* JSON Schema string lengths count characters; strings here are valid UTF-8. */
+static size_t utf8_length(const char *s, size_t n) {
+        size_t len = 0;
+        for (size_t i = 0; i < n; i++)
+                if (((unsigned char) s[i] & 0xC0) != 0x80)
+                        len++;
+        return len;
+}
+
 static int check(json_object *schema, json_object *v, const char *path, char **ret_error) {
         json_object *t, *x;
 
@@ -90,19 +104,19 @@ static int check(json_object *schema, json_object *v, const char *path, char **r
 
         if (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)) {
                 double d = json_object_get_double(v);
+                if ((x = get_number(schema, "minimum")) && d < json_object_get_double(x))
+                        return fail(ret_error, "%s must be at least %s", path, json_object_get_string(x));
+                if ((x = get_number(schema, "maximum")) && d > json_object_get_double(x))
+                        return fail(ret_error, "%s must be at most %s", path, json_object_get_string(x));
                 if (json_object_is_type(v, json_type_int) && !json_is_integer(v))
                         return fail(ret_error, "%s is out of range", path);
-                if ((x = json_get(schema, "minimum", json_type_int)) && d < json_object_get_double(x))
-                        return fail(ret_error, "%s must be at least %s", path, json_object_get_string(x));
-                if ((x = json_get(schema, "maximum", json_type_int)) && d > json_object_get_double(x))
-                        return fail(ret_error, "%s must be at most %s", path, json_object_get_string(x));
                 if (!isfinite(d))
                         return fail(ret_error, "%s must be a finite number", path);
         }
 
         if (json_object_is_type(v, json_type_string)) {
                 int64_t n;
-                size_t len = (size_t) json_object_get_string_len(v);
+                size_t len = utf8_length(json_object_get_string(v), (size_t) json_object_get_string_len(v));
                 if (json_get_int64(schema, "maxLength", &n) && len > (size_t) n)
                         return fail(ret_error, "%s is longer than %" PRIi64 " characters", path, n);
                 if (json_get_int64(schema, "minLength", &n) && len < (size_t) n)

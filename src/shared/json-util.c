@@ -26,12 +26,10 @@ const char *json_get_string(json_object *obj, const char *key) {
 bool json_is_integer(json_object *j) {
         if (!j || !json_object_is_type(j, json_type_int))
                 return false;
-        /* json-c saturates values beyond int64 and sets errno. */
-        errno = 0;
-        (void) json_object_get_int64(j);
-        if (errno != 0)
-                return false;
-        return true;
+        /* json-c saturates values beyond int64 silently: treat the saturated
+         * ends (and anything stored as a larger unsigned) as out of range. */
+        int64_t v = json_object_get_int64(j);
+        return v != INT64_MAX && v != INT64_MIN;
 }
 
 bool json_get_int64(json_object *obj, const char *key, int64_t *ret) {

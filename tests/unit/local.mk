@@ -2,3 +2,45 @@
 # Unit tests: one Check suite per module.
 UNIT_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SYSTEMD_CFLAGS) $(JSONC_CFLAGS)
 UNIT_LIBS = $(CORE_LIBS) $(CHECK_LIBS)
+
+check_PROGRAMS += test-framing
+TESTS += test-framing
+test_framing_SOURCES = tests/unit/test-framing.c
+test_framing_CFLAGS = $(UNIT_CFLAGS)
+test_framing_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-jsonrpc
+TESTS += test-jsonrpc
+test_jsonrpc_SOURCES = tests/unit/test-jsonrpc.c
+test_jsonrpc_CFLAGS = $(UNIT_CFLAGS)
+test_jsonrpc_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-shared
+TESTS += test-shared
+test_shared_SOURCES = tests/unit/test-shared.c
+test_shared_CFLAGS = $(UNIT_CFLAGS)
+test_shared_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-capture
+TESTS += test-capture
+test_capture_SOURCES = tests/unit/test-capture.c
+test_capture_CFLAGS = $(UNIT_CFLAGS)
+test_capture_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-schema
+TESTS += test-schema
+test_schema_SOURCES = tests/unit/test-schema.c
+test_schema_CFLAGS = $(UNIT_CFLAGS)
+test_schema_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-config
+TESTS += test-config
+test_config_SOURCES = tests/unit/test-config.c
+test_config_CFLAGS = $(UNIT_CFLAGS)
+test_config_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-mcp
+TESTS += test-mcp
+test_mcp_SOURCES = tests/unit/test-mcp.c
+test_mcp_CFLAGS = $(UNIT_CFLAGS)
+test_mcp_LDADD = $(UNIT_LIBS)

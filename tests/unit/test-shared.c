@@ -1,0 +1,412 @@
+/* SPDX-License-Identifier: MIT */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "macro.h"
+#include "strv.h"
+
+/* ---- buf --------------------------------------------------------------- */
+
+START_TEST(test_buf_empty) {
+        Buf b = BUF_INIT;
+
+        ck_assert_uint_eq(buf_size(&b), 0);
+        ck_assert_str_eq(buf_data(&b), "");
+        buf_consume(&b, 10);
+        ck_assert_uint_eq(buf_size(&b), 0);
+        ck_assert_int_eq(buf_append(&b, "x", 0), 0);
+        ck_assert_ptr_null(b.data);
+        buf_trim(&b);
+        buf_clear(&b);
+        buf_clear(&b);
+}
+END_TEST
+
+START_TEST(test_buf_append_consume) {
+        Buf b = BUF_INIT;
+
+        ck_assert_int_eq(buf_append(&b, "hello ", 6), 0);
+        ck_assert_int_eq(buf_append(&b, "world", 5), 0);
+        ck_assert_uint_eq(buf_size(&b), 11);
+        ck_assert_mem_eq(buf_data(&b), "hello world", 11);
+
+        buf_consume(&b, 6);
+        ck_assert_uint_eq(buf_size(&b), 5);
+        ck_assert_mem_eq(buf_data(&b), "world", 5);
+
+        /* Consuming more than there is empties the queue. */
+        buf_consume(&b, 100);
+        ck_assert_uint_eq(buf_size(&b), 0);
+
+        ck_assert_int_eq(buf_append(&b, "again", 5), 0);
+        ck_assert_mem_eq(buf_data(&b), "again", 5);
+        buf_clear(&b);
+        ck_assert_ptr_null(b.data);
+        ck_assert_uint_eq(buf_size(&b), 0);
+}
+END_TEST
+
+START_TEST(test_buf_reserve_commit) {
+        Buf b = BUF_INIT;
+        char *p;
+
+        ck_assert_int_eq(buf_reserve(&b, 100, &p), 0);
+        ck_assert_uint_ge(b.allocated - b.end, 100);
+        memcpy(p, "abc", 3);
+        buf_commit(&b, 3);
+        ck_assert_uint_eq(buf_size(&b), 3);
+
+        /* Reserving without committing adds nothing. */
+        ck_assert_int_eq(buf_reserve(&b, 10, &p), 0);
+        ck_assert_ptr_eq(p, b.data + b.end);
+        ck_assert_uint_eq(buf_size(&b), 3);
+        ck_assert_mem_eq(buf_data(&b), "abc", 3);
+
+        /* Large reservations grow the buffer. */
+        ck_assert_int_eq(buf_reserve(&b, 1 << 20, &p), 0);
+        ck_assert_uint_ge(b.allocated - b.end, (size_t) 1 << 20);
+        memset(p, 'x', 1 << 20);
+        buf_commit(&b, 1 << 20);
+        ck_assert_uint_eq(buf_size(&b), 3 + (1 << 20));
+        ck_assert_mem_eq(buf_data(&b), "abcxxx", 6);
+        buf_clear(&b);
+}
+END_TEST
+
+START_TEST(test_buf_reserve_impossible) {
+        Buf b = BUF_INIT;
+        char *p = NULL;
+
+        /* Sizes no allocation can satisfy fail cleanly, without looping or wrapping. */
+        ck_assert_int_eq(buf_reserve(&b, SIZE_MAX - 10, &p), -ENOMEM);
+        ck_assert_int_eq(buf_reserve(&b, SIZE_MAX / 2 + 2, &p), -ENOMEM);
+        ck_assert_int_eq(buf_append(&b, "abc", 3), 0);
+        ck_assert_int_eq(buf_reserve(&b, SIZE_MAX, &p), -ENOMEM);
+        ck_assert_int_eq(buf_reserve(&b, SIZE_MAX - 2, &p), -ENOMEM);
+        ck_assert_uint_eq(buf_size(&b), 3);
+        ck_assert_mem_eq(buf_data(&b), "abc", 3);
+        buf_clear(&b);
+}
+END_TEST
+
+START_TEST(test_buf_compacts) {
+        Buf b = BUF_INIT;
+        char chunk[1000];
+        size_t allocated;
+
+        /* A steady stream through the queue reuses the same memory. */
+        memset(chunk, 'c', sizeof(chunk));
+        ck_assert_int_eq(buf_append(&b, chunk, sizeof(chunk)), 0);
+        allocated = b.allocated;
+        for (unsigned i = 0; i < 10000; i++) {
+                ck_assert_int_eq(buf_append(&b, chunk, sizeof(chunk)), 0);
+                buf_consume(&b, sizeof(chunk));
+                ck_assert_uint_eq(buf_size(&b), sizeof(chunk));
+        }
+        ck_assert_uint_le(b.allocated, 2 * allocated);
+
+        /* Partly drained: the rest moves to the front before growing. */
+        buf_consume(&b, 600);
+        char *p;
+        size_t before = b.allocated;
+        ck_assert_int_eq(buf_reserve(&b, b.allocated - 400, &p), 0);
+        ck_assert_uint_eq(b.allocated, before);
+        ck_assert_uint_eq(b.start, 0);
+        ck_assert_uint_eq(buf_size(&b), 400);
+        ck_assert_mem_eq(buf_data(&b), chunk, 400);
+        buf_clear(&b);
+}
+END_TEST
+
+START_TEST(test_buf_consume_keeps_memory) {
+        Buf b = BUF_INIT;
+        const char *line;
+
+        /* Consumed bytes stay readable until the next reserve (framing relies on it). */
+        ck_assert_int_eq(buf_append(&b, "line\nrest", 9), 0);
+        line = buf_data(&b);
+        buf_consume(&b, 5);
+        ck_assert_mem_eq(line, "line\n", 5);
+        ck_assert_mem_eq(buf_data(&b), "rest", 4);
+        buf_clear(&b);
+}
+END_TEST
+
+START_TEST(test_buf_trim) {
+        Buf b = BUF_INIT;
+        char *p;
+
+        /* Small buffers are kept. */
+        ck_assert_int_eq(buf_append(&b, "x", 1), 0);
+        buf_consume(&b, 1);
+        buf_trim(&b);
+        ck_assert_ptr_nonnull(b.data);
+
+        /* Large ones are given back once empty ... */
+        ck_assert_int_eq(buf_reserve(&b, 1 << 20, &p), 0);
+        buf_commit(&b, 10);
+        buf_trim(&b);
+        ck_assert_ptr_nonnull(b.data);      /* ... but not while they hold data */
+        buf_consume(&b, 10);
+        buf_trim(&b);
+        ck_assert_ptr_null(b.data);
+        ck_assert_uint_eq(b.allocated, 0);
+        buf_clear(&b);
+}
+END_TEST
+
+START_TEST(test_buf_flush_socket) {
+        _cleanup_close_ int a = -EBADF, z = -EBADF;
+        int fds[2];
+        Buf b = BUF_INIT;
+        char got[64];
+
+        ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+        a = fds[0];
+        z = fds[1];
+
+        ck_assert_int_eq(buf_append(&b, "hello\n", 6), 0);
+        ck_assert_int_eq(buf_flush_fd(&b, a), 6);
+        ck_assert_uint_eq(buf_size(&b), 0);
+        ck_assert_int_eq(read(z, got, sizeof(got)), 6);
+        ck_assert_mem_eq(got, "hello\n", 6);
+
+        /* Nothing to write. */
+        ck_assert_int_eq(buf_flush_fd(&b, a), 0);
+
+        /* A full socket: what fits is written, the rest waits, no blocking. */
+        size_t total = 4 << 20;
+        char *big = malloc(total);
+        ck_assert_ptr_nonnull(big);
+        memset(big, 'b', total);
+        ck_assert_int_eq(buf_append(&b, big, total), 0);
+        ssize_t n = buf_flush_fd(&b, a);
+        ck_assert_int_gt(n, 0);
+        ck_assert_uint_lt((size_t) n, total);
+        ck_assert_uint_eq(buf_size(&b), total - (size_t) n);
+        ck_assert_int_eq(buf_flush_fd(&b, a), 0);
+        free(big);
+
+        /* The peer is gone: an error, and no SIGPIPE. */
+        z = safe_close(z);
+        ck_assert_int_eq(buf_flush_fd(&b, a), -EPIPE);
+        buf_clear(&b);
+}
+END_TEST
+
+START_TEST(test_buf_flush_pipe) {
+        _cleanup_close_ int r = -EBADF, w = -EBADF;
+        int fds[2];
+        Buf b = BUF_INIT;
+        char got[64];
+
+        /* Not a socket (stdout of --stdio): falls back to write(). */
+        ck_assert_int_eq(pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0);
+        r = fds[0];
+        w = fds[1];
+        ck_assert_int_eq(buf_append(&b, "{\"a\":1}\n", 8), 0);
+        ck_assert_int_eq(buf_flush_fd(&b, w), 8);
+        ck_assert_int_eq(read(r, got, sizeof(got)), 8);
+        ck_assert_mem_eq(got, "{\"a\":1}\n", 8);
+
+        /* A full non-blocking pipe leaves the rest queued. */
+        size_t total = 1 << 20;
+        char *big = malloc(total);
+        ck_assert_ptr_nonnull(big);
+        memset(big, 'p', total);
+        ck_assert_int_eq(buf_append(&b, big, total), 0);
+        ssize_t n = buf_flush_fd(&b, w);
+        ck_assert_int_gt(n, 0);
+        ck_assert_uint_eq(buf_size(&b), total - (size_t) n);
+        free(big);
+
+        /* A bad fd is an error. */
+        ck_assert_int_eq(buf_flush_fd(&b, -1), -EBADF);
+        buf_clear(&b);
+}
+END_TEST
+
+/* ---- strv -------------------------------------------------------------- */
+
+static void assert_strv(char **l, const char *const *want, size_t n) {
+        ck_assert_ptr_nonnull(l);
+        ck_assert_uint_eq(strv_length(l), n);
+        for (size_t i = 0; i < n; i++)
+                ck_assert_str_eq(l[i], want[i]);
+        ck_assert_ptr_null(l[n]);
+}
+
+START_TEST(test_strv_new_free) {
+        char **l = strv_new();
+
+        ck_assert_ptr_nonnull(l);
+        ck_assert_ptr_null(l[0]);
+        ck_assert_uint_eq(strv_length(l), 0);
+        ck_assert_ptr_null(strv_free(l));
+        ck_assert_ptr_null(strv_free(NULL));
+        ck_assert_uint_eq(strv_length(NULL), 0);
+}
+END_TEST
+
+START_TEST(test_strv_extend) {
+        _cleanup_strv_free_ char **l = NULL;
+        static const char *const want[] = { "a", "", "b c", "n=42" };
+
+        /* Starting from NULL. */
+        ck_assert_int_eq(strv_extend(&l, "a"), 0);
+        ck_assert_int_eq(strv_extend(&l, ""), 0);
+        ck_assert_int_eq(strv_extend(&l, "b c"), 0);
+        ck_assert_int_eq(strv_extendf(&l, "n=%d", 42), 0);
+        assert_strv(l, want, ELEMENTSOF(want));
+}
+END_TEST
+
+START_TEST(test_strv_extend_copies) {
+        _cleanup_strv_free_ char **l = strv_new();
+        char value[] = "mutable";
+
+        ck_assert_int_eq(strv_extend(&l, value), 0);
+        value[0] = 'X';
+        ck_assert_str_eq(l[0], "mutable");
+}
+END_TEST
+
+START_TEST(test_strv_extend_strv) {
+        _cleanup_strv_free_ char **a = NULL, **b = NULL;
+        static const char *const want[] = { "1", "2", "3", "4" };
+
+        ck_assert_int_eq(strv_extend(&a, "1"), 0);
+        ck_assert_int_eq(strv_extend(&a, "2"), 0);
+        ck_assert_int_eq(strv_extend(&b, "3"), 0);
+        ck_assert_int_eq(strv_extend(&b, "4"), 0);
+        ck_assert_int_eq(strv_extend_strv(&a, b), 0);
+        assert_strv(a, want, 4);
+        ck_assert_uint_eq(strv_length(b), 2);
+
+        ck_assert_int_eq(strv_extend_strv(&a, NULL), 0);
+        assert_strv(a, want, 4);
+
+        _cleanup_strv_free_ char **empty = strv_new();
+        ck_assert_int_eq(strv_extend_strv(&a, empty), 0);
+        assert_strv(a, want, 4);
+}
+END_TEST
+
+START_TEST(test_strv_split) {
+        static const struct {
+                const char *in, *sep;
+                const char *out[5];
+                size_t n;
+        } cases[] = {
+                { "a b c", " ", { "a", "b", "c" }, 3 },
+                { "  a   b  ", " ", { "a", "b" }, 2 },
+                { "a:b,c d\te", " \t:,", { "a", "b", "c", "d", "e" }, 5 },
+                { "::a::", ":", { "a" }, 1 },
+                { "", " ", {}, 0 },
+                { "   ", " ", {}, 0 },
+                { "single", " ", { "single" }, 1 },
+                { "x", "", { "x" }, 1 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_strv_free_ char **l = strv_split(cases[i].in, cases[i].sep);
+                assert_strv(l, cases[i].out, cases[i].n);
+        }
+
+        _cleanup_strv_free_ char **l = strv_split(NULL, " ");
+        ck_assert_ptr_nonnull(l);
+        ck_assert_uint_eq(strv_length(l), 0);
+}
+END_TEST
+
+START_TEST(test_strv_contains) {
+        _cleanup_strv_free_ char **l = strv_split("3.12 3.13", " ");
+
+        ck_assert(strv_contains(l, "3.12"));
+        ck_assert(strv_contains(l, "3.13"));
+        ck_assert(!strv_contains(l, "3.1"));
+        ck_assert(!strv_contains(l, ""));
+        ck_assert(!strv_contains(NULL, "x"));
+}
+END_TEST
+
+START_TEST(test_strv_join) {
+        _cleanup_strv_free_ char **l = strv_split("a b c", " ");
+        _cleanup_strv_free_ char **one = strv_split("only", " ");
+        _cleanup_strv_free_ char **empty = strv_new();
+        _cleanup_free_ char *j1 = strv_join(l, ", "), *j2 = strv_join(one, ", "), *j3 = strv_join(empty, ", "),
+                            *j4 = strv_join(NULL, ","), *j5 = strv_join(l, "");
+
+        ck_assert_str_eq(j1, "a, b, c");
+        ck_assert_str_eq(j2, "only");
+        ck_assert_str_eq(j3, "");
+        ck_assert_str_eq(j4, "");
+        ck_assert_str_eq(j5, "abc");
+
+        /* Empty elements keep their separators. */
+        _cleanup_strv_free_ char **e = NULL;
+        ck_assert_int_eq(strv_extend(&e, ""), 0);
+        ck_assert_int_eq(strv_extend(&e, "x"), 0);
+        ck_assert_int_eq(strv_extend(&e, ""), 0);
+        _cleanup_free_ char *j6 = strv_join(e, "|");
+        ck_assert_str_eq(j6, "|x|");
+}
+END_TEST
+
+START_TEST(test_strv_many) {
+        _cleanup_strv_free_ char **l = NULL;
+
+        for (unsigned i = 0; i < 5000; i++)
+                ck_assert_int_eq(strv_extendf(&l, "item-%u", i), 0);
+        ck_assert_uint_eq(strv_length(l), 5000);
+        ck_assert_str_eq(l[0], "item-0");
+        ck_assert_str_eq(l[4999], "item-4999");
+        ck_assert(strv_contains(l, "item-2500"));
+}
+END_TEST
+
+static Suite *shared_suite(void) {
+        Suite *s = suite_create("shared");
+        TCase *tc = tcase_create("buf");
+
+        tcase_add_test(tc, test_buf_empty);
+        tcase_add_test(tc, test_buf_append_consume);
+        tcase_add_test(tc, test_buf_reserve_commit);
+        tcase_add_test(tc, test_buf_reserve_impossible);
+        tcase_add_test(tc, test_buf_compacts);
+        tcase_add_test(tc, test_buf_consume_keeps_memory);
+        tcase_add_test(tc, test_buf_trim);
+        tcase_add_test(tc, test_buf_flush_socket);
+        tcase_add_test(tc, test_buf_flush_pipe);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("strv");
+        tcase_add_test(tc, test_strv_new_free);
+        tcase_add_test(tc, test_strv_extend);
+        tcase_add_test(tc, test_strv_extend_copies);
+        tcase_add_test(tc, test_strv_extend_strv);
+        tcase_add_test(tc, test_strv_split);
+        tcase_add_test(tc, test_strv_contains);
+        tcase_add_test(tc, test_strv_join);
+        tcase_add_test(tc, test_strv_many);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void) {
+        SRunner *sr = srunner_create(shared_suite());
+        int failed;
+
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
