@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * Every daemon setting lives in one table: the same name is a key in the
+ * configuration file and a --long-option on the command line (which wins).
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct Config {
+        /* Serving */
+        char *listen_path;              /* --listen: create and serve this socket */
+        bool stdio;                     /* --stdio: one session on stdin/stdout */
+        uint64_t exit_idle_usec;        /* 0: never */
+        uint64_t max_connections;
+        uint64_t max_message_size;
+        uint64_t max_calls_per_connection;
+        int log_level;
+
+        /* Paths and tools */
+        char *cache_dir;
+        char *bwrap_path;
+        char *uv_path;
+
+        /* Running scripts */
+        uint64_t default_timeout_usec;
+        uint64_t max_timeout_usec;
+        uint64_t output_cap;
+        uint64_t max_runs;              /* concurrent runs; 0 = number of CPUs */
+        uint64_t max_queue;
+        uint64_t tmpfs_size;
+        bool network;
+        char **python_search_path;      /* directories searched for python3.N */
+        char **python_versions;         /* allowed versions (prefixes); empty = all */
+
+        /* Preparing environments */
+        char *index_url;
+        char **extra_index_urls;
+        char **find_links;
+        bool offline;
+        bool system_certs;              /* uv trusts the system CA store */
+        bool allow_source_builds;
+        bool allow_tool_table;
+        uint64_t prepare_timeout_usec;
+        char **warmup;                  /* requirement sets, "a b c" each */
+        uint64_t store_max_size;        /* bytes, 0 = no limit */
+        uint64_t store_max_age_usec;    /* unused environments older than this are removed */
+} Config;
+
+void config_init(Config *c);
+void config_done(Config *c);
+
+/* Returns 1 if the program should exit successfully now (--help, --version), 0 to go on, -EINVAL after an error was printed. */
+int config_parse_argv(Config *c, int argc, char **argv, const char **ret_config_file, bool *ret_check_config);
+/* Parse one configuration file (INI: key = value, # comments, [Daemon] section optional). Errors name file:line. */
+int config_parse_file(Config *c, const char *path, FILE *f);
+/* The main file and then NAME.conf.d/\*.conf in lexical order; a missing main file is fine. */
+int config_load(Config *c, const char *path);
+/* Print the effective values as a configuration file would hold them. */
+void config_dump(const Config *c, FILE *out);
+/* Set one key from text (used by both parsers). -EINVAL: unknown key or bad value, reason in *ret_error. */
+int config_set(Config *c, const char *key, const char *value, char **ret_error);
+
+void config_help(FILE *out, const char *program);
+
+int parse_size(const char *s, uint64_t *ret);
+int parse_seconds(const char *s, uint64_t *ret_usec);
+int parse_bool(const char *s, bool *ret);
