@@ -1,1 +1,39 @@
 # SPDX-License-Identifier: MIT
+# libFuzzer targets, built with ./configure --enable-fuzzer CC=clang.
+# Run each for a while: make fuzz FUZZ_SECONDS=30
+FUZZ_TARGETS = fuzz-framing fuzz-mcp fuzz-pep723 fuzz-config
+EXTRA_DIST += $(addprefix tests/fuzz/,$(addsuffix .c,$(FUZZ_TARGETS))) tests/fuzz/corpus
+if ENABLE_FUZZER
+noinst_PROGRAMS += $(FUZZ_TARGETS)
+FUZZ_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS) $(JSONC_CFLAGS)
+FUZZ_LDADD = $(CORE_LIBS) $(SECCOMP_LIBS)
+fuzz_framing_SOURCES = tests/fuzz/fuzz-framing.c
+fuzz_framing_CFLAGS = $(FUZZ_CFLAGS)
+fuzz_framing_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
+fuzz_framing_LDADD = $(FUZZ_LDADD)
+fuzz_mcp_SOURCES = tests/fuzz/fuzz-mcp.c
+fuzz_mcp_CFLAGS = $(FUZZ_CFLAGS)
+fuzz_mcp_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
+fuzz_mcp_LDADD = $(FUZZ_LDADD)
+fuzz_pep723_SOURCES = tests/fuzz/fuzz-pep723.c
+fuzz_pep723_CFLAGS = $(FUZZ_CFLAGS)
+fuzz_pep723_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
+fuzz_pep723_LDADD = $(FUZZ_LDADD)
+fuzz_config_SOURCES = tests/fuzz/fuzz-config.c
+fuzz_config_CFLAGS = $(FUZZ_CFLAGS)
+fuzz_config_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
+fuzz_config_LDADD = $(FUZZ_LDADD)
+
+FUZZ_SECONDS ?= 20
+fuzz: $(FUZZ_TARGETS)
+	@for t in $(FUZZ_TARGETS); do \
+		name=$${t#fuzz-}; work=$(abs_builddir)/fuzz-corpus/$$name; \
+		mkdir -p $$work; \
+		echo "== $$t for $(FUZZ_SECONDS)s"; \
+		./$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -print_final_stats=1 \
+			$$work $(abs_top_srcdir)/tests/fuzz/corpus/$$name > $$t.log 2>&1; \
+		status=$$?; tail -n 4 $$t.log; \
+		if [ $$status -ne 0 ]; then cat $$t.log; exit 1; fi; \
+	done
+.PHONY: fuzz
+endif
