@@ -41,8 +41,7 @@ bool json_get_int64(json_object *obj, const char *key, int64_t *ret) {
 }
 
 int json_add(json_object *obj, const char *key, json_object *value) {
-        if (!value)
-                return -ENOMEM;
+        /* NULL is JSON null in json-c (json_object_new_null() returns it). */
         if (json_object_object_add(obj, key, value) < 0) {
                 json_object_put(value);
                 return -ENOMEM;

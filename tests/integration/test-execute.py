@@ -1,0 +1,1095 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Integration test of execute_python, validate_script and check_environment.
+
+Through the real shim against the real daemon (socket activation, and the
+shim's --stdio fallback): the result layout, failures, timeouts that kill the
+whole process tree, output floods, PEP 723 dependencies from PyPI and from a
+local index of wheels built here, environment reuse without uv, the sandbox's
+isolation (proved by refused writes and absent paths), Python selection,
+cancellation, progress and the run queue.
+
+Needs $DAEMON and $SHIM (set by `make check`), bubblewrap, uv and the pyenv
+Pythons (tests skip without them); the PyPI tests skip when pypi.org cannot be
+reached. Exit status as automake wants it: 0 pass, 1 fail, 77 skip.
+"""
+
+import atexit
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+
+from mcptest import (Daemon, check, children, eq, main, need_pythons, need_uv, rss_kib, skip, stdio_client,
+                     test, test_pythons, uv_path)
+from wheels import build_wheel
+
+# --- helpers -----------------------------------------------------------------
+
+_STATE = {}
+_CLEANUP = []
+
+
+def _cleanup():
+    for fn in reversed(_CLEANUP):
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+atexit.register(_cleanup)
+
+
+def scratch(prefix):
+    d = tempfile.mkdtemp(prefix=prefix)
+    _CLEANUP.append(lambda: shutil.rmtree(d, ignore_errors=True))
+    return d
+
+
+class UvLog:
+    """A wrapper the daemon takes as its uv: it logs its arguments, then execs the real uv."""
+
+    def __init__(self):
+        real = need_uv()
+        d = scratch("mcptest-uvwrap-")
+        self.path = os.path.join(d, "uv")
+        self.log = os.path.join(d, "uv.log")
+        open(self.log, "w").close()
+        with open(self.path, "w") as f:
+            f.write(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{self.log}'\nexec '{real}' \"$@\"\n")
+        os.chmod(self.path, 0o755)
+
+    def lines(self):
+        with open(self.log) as f:
+            return f.read().splitlines()
+
+    def installs(self, since=0):
+        return [line for line in self.lines()[since:] if line.startswith("pip install")]
+
+
+def shared_daemon(name, args, env=None, packages=True):
+    """One daemon per configuration for the whole file (a warm cache is what we test, too).
+
+    Its uv is a wrapper that logs every uv run (d.uvlog); packages=False: uv is
+    not needed (scripts without dependencies never run it).
+    """
+    d = _STATE.get(name)
+    if d is not None and d.alive():
+        need_sandbox(d)
+        return d
+    uvlog = UvLog() if packages or uv_path() else None
+    d = Daemon(args=([f"--uv={uvlog.path}"] if uvlog else []) + list(args), env=env)
+    d.uvlog = uvlog
+    _STATE[name] = d
+    _CLEANUP.append(d.close)
+    need_sandbox(d)
+    return d
+
+
+def need_sandbox(d):
+    """Skip (exit 77; a failure under MCP_SANDBOX_REQUIRE_ALL=1) where bubblewrap cannot work."""
+    if "sandbox_error" not in _STATE:
+        c = d.client()
+        c.initialize()
+        st = c.call_tool("check_environment", {}, timeout=60).get("structuredContent") or {}
+        c.close()
+        sb = st.get("sandbox", {})
+        _STATE["sandbox_error"] = None if sb.get("working") else sb.get("error", "the sandbox self-test failed")
+    if _STATE["sandbox_error"]:
+        skip(f"the sandbox does not work on this machine: {_STATE['sandbox_error']}")
+
+
+HOST_SECRET = "mcpt-host-secret-" + uuid.uuid4().hex
+
+
+def pypi_daemon():
+    """Real PyPI (uv trusts the system CA store)."""
+    if "pypi_ok" not in _STATE:
+        try:
+            socket.create_connection(("pypi.org", 443), timeout=5).close()
+            _STATE["pypi_ok"] = True
+        except OSError as e:
+            _STATE["pypi_ok"] = False
+            _STATE["pypi_error"] = str(e)
+    if not _STATE["pypi_ok"]:
+        skip(f"pypi.org is not reachable: {_STATE['pypi_error']}")
+    return shared_daemon("pypi", [], env={"MCPT_HOST_SECRET": HOST_SECRET})
+
+
+def wheel_dir():
+    if "wheels" not in _STATE:
+        w = scratch("mcptest-wheels-")
+        build_wheel(w, "mcpt-alpha", "1.0", requires=["mcpt-beta>=1"], module_source="VALUE = 'alpha'\n")
+        build_wheel(w, "mcpt-beta", "1.0")
+        build_wheel(w, "mcpt-beta", "2.0")
+        for n in ("mcpt-gamma", "mcpt-delta", "mcpt-epsilon"):
+            build_wheel(w, n, "1.0")
+        _STATE["wheels"] = w
+    return _STATE["wheels"]
+
+
+def local_daemon():
+    """Packages only from a directory of wheels built here; no index, no network: deterministic."""
+    return shared_daemon("local", [f"--find-links={wheel_dir()}", "--offline"])
+
+
+def plain_daemon():
+    """For scripts without dependencies."""
+    return shared_daemon("plain", [], packages=False)
+
+
+def newest_python():
+    have = test_pythons()
+    return max(have, key=lambda v: tuple(map(int, v.split(".")))) if have else None
+
+
+def call(c, tool, args, timeout=180, meta=None):
+    r = c.call_tool(tool, args, timeout=timeout, meta=meta)
+    return r, r.get("structuredContent") or {}, c.text(r)
+
+
+def execute(c, script, timeout=180, **args):
+    return call(c, "execute_python", {"script": script, **args}, timeout=timeout)
+
+
+def succeeded(r, st, text, what="run"):
+    check(r.get("isError") is False, f"{what}: isError is {r.get('isError')!r}: {text[:3000]}")
+    eq(st.get("exit_code"), 0, f"{what}: exit_code ({text[:3000]})")
+    return st["stdout"]
+
+
+def run_ok(c, script, what="run", **args):
+    r, st, text = execute(c, script, **args)
+    return succeeded(r, st, text, what), st, text
+
+
+def run_json(c, script, what="run", **args):
+    out, st, text = run_ok(c, script, what, **args)
+    try:
+        return json.loads(out.strip().splitlines()[-1]), st
+    except (ValueError, IndexError):
+        raise AssertionError(f"{what}: no JSON on the last line of stdout: {text[:3000]}") from None
+
+
+def failed(r, st, text, phase, what="call"):
+    check(r.get("isError") is True, f"{what}: want isError true, got {r.get('isError')!r}: {text[:2000]}")
+    eq(st.get("failed_phase"), phase, f"{what}: failed_phase ({text[:2000]})")
+    return text
+
+
+def processes_with(marker):
+    """pids whose command line holds marker (zombies have none, so they do not count)."""
+    found = []
+    m = marker.encode()
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                if m in f.read():
+                    found.append(int(p))
+        except OSError:
+            pass
+    return found
+
+
+def wait_until(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def sleeper(mark, seconds=600):
+    """A script that becomes a process whose command line carries mark, and sleeps."""
+    return ("import os, sys\n"
+            f"os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep({seconds})', {mark!r}])\n")
+
+
+def send_call(c, arguments, meta=None, tool="execute_python"):
+    """Send a tools/call without waiting; returns its id."""
+    rid = c.new_id()
+    params = {"name": tool, "arguments": arguments}
+    if meta:
+        params["_meta"] = meta
+    c.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params})
+    return rid
+
+
+def reply_result(reply, what):
+    check("result" in reply, f"{what}: want a result, got {json.dumps(reply)[:1000]}")
+    r = reply["result"]
+    return r, r.get("structuredContent") or {}, "".join(
+        x.get("text", "") for x in r.get("content", []) if x.get("type") == "text")
+
+
+SUCCESS_LAYOUT = re.compile(r"(--- stdout ---\n(?P<out>(?:.*\n)*?))?(--- stderr ---\n(?P<err>(?:.*\n)*?))?"
+                            r"--- exit_code: (?P<code>-?\d+) ---\n--- duration_ms: (?P<ms>\d+) ---\n(?P<rest>(?:.*\n)*)")
+
+
+def layout(text, what):
+    m = SUCCESS_LAYOUT.fullmatch(text)
+    check(m, f"{what}: the result text does not have the stdout/stderr/exit_code/duration_ms layout: {text!r}"[:2000])
+    return m
+
+
+# --- results -----------------------------------------------------------------
+
+@test
+def hello_world_layout_and_structured_content():
+    d = plain_daemon()
+    c = d.client()
+    c.initialize()
+    tools = {t["name"]: t for t in c.result("tools/list")["tools"]}
+    r, st, text = execute(c, "print('hello, world')\n")
+    m = layout(text, "hello")
+    eq(m.group("out"), "hello, world\n", "stdout section")
+    check(m.group("err") is None, f"an empty stderr must leave out its section: {text!r}")
+    eq(m.group("code"), "0", "exit code line")
+    eq(m.group("rest"), "", "nothing after the duration line")
+    eq(r.get("isError"), False, "isError")
+    eq(st.get("exit_code"), 0, "exit_code")
+    eq(st.get("stdout"), "hello, world\n", "structured stdout")
+    eq(st.get("stderr"), "", "structured stderr")
+    eq(st.get("timed_out"), False, "timed_out")
+    eq(st.get("timeout_seconds"), 30, "timeout_seconds (the default)")
+    eq(st.get("timeout_clamped"), False, "timeout_clamped")
+    if newest_python():
+        check(str(st.get("python", "")).startswith(newest_python() + "."),
+              f"the newest Python is the default: {st.get('python')!r}")
+    eq(st.get("environment", {}).get("requirements"), [], "requirements")
+    check(re.fullmatch(r"[0-9a-f]{64}", st.get("environment", {}).get("key", "")), f"environment key: {st}")
+    eq(st.get("truncated", {}).get("stdout_bytes_total"), 13, "stdout_bytes_total")
+    eq(st.get("truncated", {}).get("stdout_bytes_omitted"), 0, "stdout_bytes_omitted")
+    check(isinstance(st.get("duration_ms"), int) and abs(st["duration_ms"] - int(m.group("ms"))) <= 5,
+          f"duration_ms {st.get('duration_ms')} vs the text's {m.group('ms')}")
+    check(st["duration_ms"] >= st.get("run_ms", -1) >= 0, f"run_ms within duration_ms: {st}")
+    # What the tool declares it returns.
+    schema = tools["execute_python"]["outputSchema"]
+    missing = [k for k in schema["required"] if k not in st]
+    check(not missing, f"structuredContent lacks fields its outputSchema requires: {missing} (got {sorted(st)}); "
+                       "a JSON null must be sent as null, not left out")
+    eq(st.get("failed_phase", "absent"), None, "failed_phase of a successful run")
+    eq(st.get("signal", "absent"), None, "signal of a run that exited")
+    c.close()
+
+
+@test
+def exit_code_stderr_and_empty_sections():
+    d = plain_daemon()
+    c = d.client()
+    c.initialize()
+    r, st, text = execute(c, "import sys\nprint('before')\nsys.exit(3)\n")
+    failed(r, st, text, "run", "exit 3")
+    eq(st.get("exit_code"), 3, "exit_code")
+    m = layout(text, "exit 3")
+    eq(m.group("code"), "3", "exit code line")
+    eq(m.group("out"), "before\n", "stdout kept on failure")
+
+    r, st, text = execute(c, "import sys\nsys.stderr.write('oops on stderr\\n')\n")
+    succeeded(r, st, text, "stderr only")
+    m = layout(text, "stderr only")
+    check(m.group("out") is None, f"an empty stdout must leave out its section: {text!r}")
+    eq(m.group("err"), "oops on stderr\n", "stderr section")
+    eq(st.get("stderr"), "oops on stderr\n", "structured stderr")
+
+    r, st, text = execute(c, "pass\n")
+    succeeded(r, st, text, "silent")
+    check(text.startswith("--- exit_code: 0 ---\n"), f"no output: only the status lines: {text!r}")
+    layout(text, "silent")
+
+    r, st, text = execute(c, "import sys\nprint('out', flush=True)\nprint('err', file=sys.stderr)\nsys.exit(1)\n")
+    m = layout(text, "both")
+    eq((m.group("out"), m.group("err"), m.group("code")), ("out\n", "err\n", "1"), "both sections, stdout first")
+    c.close()
+
+
+@test
+def traceback_line_numbers_are_the_scripts():
+    d = plain_daemon()
+    c = d.client()
+    c.initialize()
+    script = ("# /// script\n"          # 1
+              "# dependencies = []\n"   # 2
+              "# ///\n"                 # 3
+              "\n"                      # 4
+              "x = 1\n"                 # 5
+              "\n"                      # 6
+              "def f():\n"              # 7
+              "    return x / 0\n"      # 8
+              "\n"                      # 9
+              "f()\n")                  # 10
+    r, st, text = execute(c, script)
+    failed(r, st, text, "run", "traceback")
+    eq(st.get("exit_code"), 1, "exit code of an uncaught exception")
+    err = st.get("stderr", "")
+    check("ZeroDivisionError" in err, f"the traceback is on stderr: {err!r}")
+    check(re.search(r'File "[^"]*", line 8, in f\n', err), f"the error is reported on line 8: {err!r}")
+    check(re.search(r'File "[^"]*", line 10, in <module>\n', err), f"the call is reported on line 10: {err!r}")
+    check("return x / 0" in err, f"the traceback quotes the source line: {err!r}")
+    c.close()
+
+
+@test
+def stdin_is_empty():
+    d = plain_daemon()
+    c = d.client()
+    c.initialize()
+    script = ("import sys, time, json\n"
+              "t = time.monotonic()\n"
+              "data = sys.stdin.read()\n"
+              "try:\n"
+              "    input()\n"
+              "    eof = False\n"
+              "except EOFError:\n"
+              "    eof = True\n"
+              "print(json.dumps({'data': data, 'eof': eof, 'seconds': time.monotonic() - t}))\n")
+    res, st = run_json(c, script, "stdin", timeout_seconds=10)
+    eq(res["data"], "", "what stdin holds")
+    eq(res["eof"], True, "input() meets end of file")
+    check(res["seconds"] < 2, f"reading stdin returned at once: {res}")
+    c.close()
+
+
+# --- timeouts ----------------------------------------------------------------
+
+@test
+def timeout_kills_the_whole_tree():
+    d = plain_daemon()
+    mark = "mcpt-timeout-" + uuid.uuid4().hex
+    script = ("import os, sys, time\n"
+              f"MARK = {mark!r}\n"
+              "def sleeper():\n"
+              "    os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(600)', MARK])\n"
+              "for i in range(3):\n"
+              "    if os.fork() == 0:\n"
+              "        sleeper()\n"
+              "if os.fork() == 0:\n"           # a grandchild in a session of its own, orphaned
+              "    os.setsid()\n"
+              "    if os.fork() == 0:\n"
+              "        sleeper()\n"
+              "    os._exit(0)\n"
+              "print('children started', flush=True)\n"
+              "time.sleep(600)\n")
+    c = d.client()
+    c.initialize()
+    t0 = time.monotonic()
+    rid = send_call(c, {"script": script, "timeout_seconds": 2})
+    wait_until(lambda: len(processes_with(mark)) == 4, 10, "the run's four sleeping processes")
+    reply = c.wait_for(rid, timeout=60)
+    elapsed = time.monotonic() - t0
+    r, st, text = reply_result(reply, "timeout")
+    failed(r, st, text, "run", "timeout")
+    eq(st.get("timed_out"), True, "timed_out")
+    eq(st.get("exit_code"), -9, "exit_code")
+    eq(st.get("signal"), "SIGKILL", "signal")
+    eq(st.get("timeout_seconds"), 2, "timeout_seconds")
+    check("--- timed_out: true ---\n" in text, f"the text says it timed out: {text!r}")
+    check("--- exit_code: -9 ---\n" in text, f"exit code line: {text!r}")
+    eq(st.get("stdout"), "children started\n", "output before the timeout is kept")
+    check(1.8 <= elapsed <= 8, f"the call returned after {elapsed:.1f}s, want about 2s")
+    # Gone by the time the result is out (allow the kernel a moment to reap a pid namespace).
+    time.sleep(0.3)
+    left = processes_with(mark)
+    check(not left, f"processes of the timed-out run survive: {left}")
+    busy = [p for p in children(d.proc.pid) if _cmdline(p).startswith("bwrap") or "/work/script.py" in _cmdline(p)]
+    check(not busy, f"sandbox processes left under the daemon: {[(p, _cmdline(p)) for p in busy]}")
+    c.close()
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@test
+def timeout_above_the_maximum_is_clamped():
+    with Daemon(args=["--max-timeout=2"]) as d:
+        need_sandbox(d)
+        c = d.client()
+        c.initialize()
+        t0 = time.monotonic()
+        r, st, text = execute(c, "import time\nprint('start', flush=True)\ntime.sleep(30)\n", timeout_seconds=3600)
+        elapsed = time.monotonic() - t0
+        failed(r, st, text, "run", "clamped")
+        eq(st.get("timeout_clamped"), True, "timeout_clamped")
+        eq(st.get("timeout_seconds"), 2, "timeout_seconds (the server's maximum)")
+        eq(st.get("timed_out"), True, "timed_out (the clamp is enforced)")
+        check("--- timeout_clamped: 2s" in text, f"the text says the timeout was lowered: {text!r}")
+        check(elapsed < 10, f"the run was stopped at the maximum, after {elapsed:.1f}s")
+        # Within the maximum: no clamp.
+        r, st, text = execute(c, "print(1)\n", timeout_seconds=2)
+        succeeded(r, st, text, "within the maximum")
+        eq((st.get("timeout_clamped"), st.get("timeout_seconds")), (False, 2), "timeout within the maximum")
+        check("timeout_clamped" not in text, f"no clamp line when nothing was clamped: {text!r}")
+        c.close()
+
+
+# --- output ------------------------------------------------------------------
+
+@test
+def output_flood_is_capped_and_memory_stays_bounded():
+    d = plain_daemon()
+    c = d.client()
+    c.initialize()
+    run_ok(c, "print('warm up')\n")
+    pid = d.proc.pid
+    before = rss_kib(pid)
+    peak = [before]
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            try:
+                peak[0] = max(peak[0], rss_kib(pid))
+            except OSError:
+                return
+            time.sleep(0.003)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    mib = 200
+    script = ("import sys\n"
+              "block = (b'x' * 1023 + b'\\n') * 1024\n"
+              f"for i in range({mib}):\n"
+              "    sys.stdout.buffer.write(block)\n"
+              "sys.stdout.buffer.flush()\n"
+              "print('LAST LINE OF THE FLOOD', flush=True)\n")
+    try:
+        r, st, text = execute(c, script, timeout_seconds=60)
+    finally:
+        stop.set()
+        t.join()
+    succeeded(r, st, text, "flood")
+    tr = st.get("truncated", {})
+    total = mib * 1024 * 1024 + len("LAST LINE OF THE FLOOD\n")
+    eq(tr.get("stdout_bytes_total"), total, "stdout_bytes_total")
+    check(tr.get("stdout_bytes_omitted", 0) > total - 64 * 1024, f"almost all of it is omitted: {tr}")
+    check(len(text) < 64 * 1024, f"the result text is {len(text)} bytes")
+    check(re.search(r"\[\.\.\. (\d+) bytes omitted \.\.\.\]", text), f"the cut is stated in the text: {text[:300]!r}")
+    n = int(re.search(r"\[\.\.\. (\d+) bytes omitted \.\.\.\]", text).group(1))
+    eq(n, tr["stdout_bytes_omitted"], "the omitted count in the text")
+    check(st["stdout"].endswith("LAST LINE OF THE FLOOD\n"), f"the tail is kept: {st['stdout'][-200:]!r}")
+    check(st["stdout"].startswith("xxxx"), "the head is kept")
+    check(text.rstrip().split("\n")[0] == "--- stdout ---", "layout")
+    grew = peak[0] - before
+    check(grew < 30 * 1024, f"the daemon's RSS grew by {grew} KiB while a script wrote {mib} MiB")
+    c.close()
+
+
+# --- dependencies ------------------------------------------------------------
+
+SIX_VERSION = "import six, json\nprint(json.dumps({'six': six.__version__}))\n"
+
+
+@test
+def dependencies_inline_parameter_merged_and_parameter_wins():
+    d = pypi_daemon()
+    c = d.client()
+    c.initialize()
+    inline = "# /// script\n# dependencies = [\"six==1.16.0\"]\n# ///\n"
+    res, st = run_json(c, inline + SIX_VERSION, "inline")
+    eq(res["six"], "1.16.0", "six from the inline block")
+    eq(st["environment"]["requirements"], ["six==1.16.0"], "requirements")
+
+    res, st = run_json(c, SIX_VERSION, "parameter", dependencies=["six==1.17.0"])
+    eq(res["six"], "1.17.0", "six from the dependencies parameter")
+
+    both = ("import six, idna, json\n"
+            "print(json.dumps({'six': six.__version__, 'idna': idna.__version__}))\n")
+    res, st = run_json(c, inline + both, "merged", dependencies=["idna==3.10"])
+    eq(res, {"six": "1.16.0", "idna": "3.10"}, "inline and parameter packages both installed")
+    eq(sorted(st["environment"]["requirements"]), ["idna==3.10", "six==1.16.0"], "merged requirements")
+
+    res, st = run_json(c, inline + SIX_VERSION, "parameter wins", dependencies=["six==1.17.0"])
+    eq(res["six"], "1.17.0", "for the same package the parameter wins")
+    eq(st["environment"]["requirements"], ["six==1.17.0"], "requirements after the merge")
+    c.close()
+
+
+@test
+def nonexistent_package_fails_in_prepare():
+    d = pypi_daemon()
+    c = d.client()
+    c.initialize()
+    name = "mcpt-no-such-package-" + uuid.uuid4().hex[:12]
+    r, st, text = execute(c, "print('must not run')\n", dependencies=[name])
+    failed(r, st, text, "prepare", "nonexistent package")
+    check(name in text, f"the text names the requirement: {text!r}")
+    check(re.search(r"not found|no versions|unsatisfiable", text), f"the text gives uv's reason: {text!r}")
+    check(len(text.splitlines()) < 15, f"a few lines, not uv's whole output: {len(text.splitlines())} lines")
+    check("must not run" not in text and st.get("stdout", "") == "", "the script did not run")
+    eq(st.get("exit_code", "absent"), None, "exit_code of a run that never started")
+    c.close()
+
+
+@test
+def warm_environment_is_reused_without_uv():
+    d = pypi_daemon()
+    c = d.client()
+    c.initialize()
+    deps = ["six>=1.15,<2"]   # a requirement set no other test uses: the first run is cold
+    n0 = len(d.uvlog.lines())
+    res, st1 = run_json(c, SIX_VERSION, "cold", dependencies=deps)
+    eq(st1["environment"]["warm"], False, "the first run builds the environment")
+    check(len(d.uvlog.installs(n0)) == 1, f"the cold run installed with uv: {d.uvlog.lines()[n0:]}")
+    n1 = len(d.uvlog.lines())
+    res, st2 = run_json(c, SIX_VERSION, "warm", dependencies=deps)
+    eq(st2["environment"]["warm"], True, "the second run finds it warm")
+    eq(st2["environment"]["key"], st1["environment"]["key"], "same environment key")
+    eq(d.uvlog.lines()[n1:], [], "uv invocations during the warm run")
+    # Another client, another connection: still warm, still no uv.
+    c2 = d.client()
+    c2.initialize()
+    res, st3 = run_json(c2, SIX_VERSION, "warm, second client", dependencies=deps)
+    eq((st3["environment"]["warm"], st3["environment"]["key"]), (True, st1["environment"]["key"]), "warm again")
+    eq(d.uvlog.lines()[n1:], [], "uv invocations during the warm runs")
+    c2.close()
+    c.close()
+
+
+@test
+def local_wheel_index_install():
+    d = local_daemon()
+    c = d.client()
+    c.initialize()
+    script = ("# /// script\n# dependencies = [\"mcpt-alpha\"]\n# ///\n"
+              "import json, mcpt_alpha, mcpt_beta\n"
+              "print(json.dumps([mcpt_alpha.__version__, mcpt_alpha.VALUE, mcpt_beta.__version__]))\n")
+    res, st = run_json(c, script, "local index")
+    eq(res, ["1.0", "alpha", "2.0"], "alpha and its dependency beta (newest) from the local wheels")
+    res, st = run_json(c, script, "pinned", dependencies=["mcpt-beta==1.0"])
+    eq(res, ["1.0", "alpha", "1.0"], "the dependencies parameter pins beta")
+    eq(sorted(st["environment"]["requirements"]), ["mcpt-alpha", "mcpt-beta==1.0"], "requirements")
+    r, st, text = execute(c, "print(1)\n", dependencies=["mcpt-beta==9.9"])
+    failed(r, st, text, "prepare", "a version the index does not have")
+    check("mcpt-beta" in text and len(text.splitlines()) < 15, f"a short reason naming it: {text!r}")
+    c.close()
+
+
+@test
+def ten_concurrent_cold_runs_build_once():
+    d = local_daemon()
+    n0 = len(d.uvlog.lines())
+    clients = [d.client() for _ in range(10)]
+    for c in clients:
+        c.initialize()
+    script = "import json, mcpt_gamma\nprint(json.dumps(mcpt_gamma.__version__))\n"
+    ids = [send_call(c, {"script": script, "dependencies": ["mcpt-gamma"]}) for c in clients]
+    keys = set()
+    for c, rid in zip(clients, ids):
+        r, st, text = reply_result(c.wait_for(rid, timeout=120), "concurrent")
+        out = succeeded(r, st, text, "concurrent run")
+        eq(out, '"1.0"\n', "stdout")
+        keys.add(st["environment"]["key"])
+        c.close()
+    eq(len(keys), 1, "one environment for all ten")
+    new = d.uvlog.lines()[n0:]
+    installs = [x for x in new if x.startswith("pip install")]
+    venvs = [x for x in new if x.startswith("venv")]
+    check(len(installs) == 1 and len(venvs) == 1, f"want one uv venv and one uv pip install, got: {new}")
+    check("mcpt-gamma" in installs[0], f"the install names the package: {installs[0]}")
+
+
+# --- isolation ---------------------------------------------------------------
+
+ISOLATION_PROBE = r"""
+import errno, json, os, socket, sys, sysconfig
+import six
+
+def attempt(fn):
+    try:
+        fn()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+
+def write(path):
+    def fn():
+        with open(path, "w") as f:
+            f.write("x")
+    return fn
+
+def append(path):
+    def fn():
+        with open(path, "a") as f:
+            f.write("# poisoned\n")
+    return fn
+
+def connect(addr):
+    def fn():
+        s = socket.create_connection(addr, timeout=3)
+        s.close()
+    return fn
+
+def connect_unix(path):
+    def fn():
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(path)
+    return fn
+
+CACHE, SOCKET, HOST_TMP, PORT = __PARAMS__
+site = sysconfig.get_paths()["purelib"]
+# Outside /work and /tmp: the system, the environment, the interpreter, and the
+# directories bubblewrap makes on its root to mount things on.
+outside = ["/usr/evil", "/usr/bin/evil", "/evil", "/etc/evil", os.path.join(site, "evil.py"),
+           os.path.join(sys.prefix, "evil"), os.path.join(sys.base_prefix, "evil")]
+parent = os.path.dirname(sys.base_prefix)
+while parent != "/":
+    outside.append(os.path.join(parent, "evil"))
+    parent = os.path.dirname(parent)
+res = {
+    "uid": [os.getuid(), os.geteuid(), os.getgid(), os.getegid()],
+    "prefix": sys.prefix,
+    "outside": {p: attempt(write(p)) for p in outside},
+    "six_append": attempt(append(six.__file__)),
+    "etc_passwd_append": attempt(append("/etc/passwd")),
+    "work_write": attempt(write("/work/ok")),
+    "tmp_write": attempt(write("/tmp/ok")),
+    "cwd": os.getcwd(),
+    "uv_cache_exists": os.path.exists(os.path.join(CACHE, "uv")),
+    "envs_listing": sorted(os.listdir(os.path.join(CACHE, "envs"))) if os.path.isdir(os.path.join(CACHE, "envs")) else None,
+    "cache_listing": sorted(os.listdir(CACHE)) if os.path.isdir(CACHE) else None,
+    "socket_exists": os.path.exists(SOCKET),
+    "host_tmp_file_exists": os.path.exists(HOST_TMP),
+    "tcp_localhost": attempt(connect(("127.0.0.1", PORT))),
+    "tcp_internet": attempt(connect(("1.1.1.1", 53))),
+    "secret_in_env": any("mcpt-host-secret" in v for v in os.environ.values()),
+    "pids": len([p for p in os.listdir("/proc") if p.isdigit()]),
+}
+print(json.dumps(res))
+"""
+
+
+@test
+def isolation_negative_evidence():
+    d = pypi_daemon()
+    c = d.client()
+    c.initialize()
+    host_tmp = os.path.join("/tmp", "mcpt-host-file-" + uuid.uuid4().hex)
+    open(host_tmp, "w").close()
+    _CLEANUP.append(lambda: os.unlink(host_tmp))
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    run_ok(c, "print('another environment in the store')\n")
+    script = ISOLATION_PROBE.replace(
+        "__PARAMS__", repr((d.cache_dir, d.socket, host_tmp, port)))
+    try:
+        res, st = run_json(c, script, "isolation probe", dependencies=["six==1.17.0"], timeout_seconds=20)
+    finally:
+        listener.close()
+    key = st["environment"]["key"]
+    env_dir = os.path.join(d.cache_dir, "envs", key)
+    host_envs = sorted(x for x in os.listdir(os.path.join(d.cache_dir, "envs")) if not x.startswith("."))
+    check(os.path.isdir(os.path.join(d.cache_dir, "uv")), "the daemon's uv cache exists on the host")
+    check(len(host_envs) >= 2, f"the store holds other environments on the host: {host_envs}")
+
+    problems = []
+
+    def want(cond, message):
+        if not cond:
+            problems.append(message)
+
+    want(res["uid"] == [65534] * 4, f"uid, euid, gid, egid: {res['uid']}")
+    want(os.path.realpath(res["prefix"]) == os.path.realpath(env_dir), f"sys.prefix {res['prefix']} is not {env_dir}")
+    for path, e in res["outside"].items():
+        want(e in ("EROFS", "EACCES"), f"writing {path}: {e}, want EROFS or EACCES")
+    want(res["six_append"] == "EROFS", f"appending to six.py in the environment: {res['six_append']}, want EROFS")
+    want(res["etc_passwd_append"] in ("EROFS", "EACCES"), f"appending to /etc/passwd: {res['etc_passwd_append']}")
+    want((res["work_write"], res["tmp_write"], res["cwd"]) == ("ok", "ok", "/work"),
+         f"/work and /tmp must be writable, /work the cwd: {res['work_write']}, {res['tmp_write']}, {res['cwd']}")
+    want(res["uv_cache_exists"] is False, "the uv cache is in the sandbox")
+    want(res["envs_listing"] in ([key], None), f"other environments of the store are visible: {res['envs_listing']}")
+    want(res["cache_listing"] in (["envs"], None), f"more of the cache dir is visible: {res['cache_listing']}")
+    want(res["socket_exists"] is False, "the daemon's socket is in the sandbox")
+    want(res["host_tmp_file_exists"] is False, "the host's /tmp is in the sandbox")
+    want(res["tcp_localhost"] in ("ECONNREFUSED", "ENETUNREACH"),
+         f"the host's 127.0.0.1:{port} is reachable: {res['tcp_localhost']}")
+    want(res["tcp_internet"] in ("ENETUNREACH", "EHOSTUNREACH", "ECONNREFUSED"),
+         f"the internet is reachable: {res['tcp_internet']}")
+    want(res["secret_in_env"] is False, "the daemon's environment variables leak into the script's")
+    want(res["pids"] <= 5, f"{res['pids']} processes visible: not a private pid namespace")
+    check(not problems, "isolation: " + "; ".join(problems))
+    # The environment on the host is untouched.
+    check(not os.path.exists(os.path.join(env_dir, "evil")), "a file appeared in the environment")
+    c.close()
+
+
+@test
+def runs_do_not_see_each_others_files():
+    d = plain_daemon()
+    c = d.client()
+    c.initialize()
+    name = "mcpt-left-" + uuid.uuid4().hex
+    script = ("import json, os\n"
+              f"paths = ['/work/{name}', '/tmp/{name}', '/work/sub/{name}']\n"
+              "before = [os.path.exists(p) for p in paths]\n"
+              "os.makedirs('/work/sub', exist_ok=True)\n"
+              "for p in paths:\n"
+              "    open(p, 'w').write('x')\n"
+              "print(json.dumps({'before': before, 'after': [os.path.exists(p) for p in paths]}))\n")
+    res, _ = run_json(c, script, "first run")
+    eq(res, {"before": [False] * 3, "after": [True] * 3}, "the first run writes its files")
+    res, _ = run_json(c, script, "second run")
+    eq(res["before"], [False] * 3, "the second run sees none of the first run's files")
+    check(not os.path.exists(f"/tmp/{name}"), "the run's /tmp file landed in the host's /tmp")
+    c.close()
+
+
+# --- Pythons -----------------------------------------------------------------
+
+VERSION_PROBE = "import sys, json\nprint(json.dumps(list(sys.version_info[:2])))\n"
+
+
+@test
+def python_version_selects_the_interpreter():
+    have = need_pythons("3.11", "3.12", "3.13")
+    d = plain_daemon()
+    c = d.client()
+    c.initialize()
+    for v in ("3.11", "3.12", "3.13"):
+        res, st = run_json(c, VERSION_PROBE, f"python {v}", python_version=v)
+        eq(res, [int(x) for x in v.split(".")], f"sys.version_info for python_version {v}")
+        check(st["python"].startswith(v + "."), f"structured python {st['python']!r}")
+    res, st = run_json(c, "# /// script\n# requires-python = \">=3.13\"\n# ///\n" + VERSION_PROBE, "req >=3.13")
+    eq(res, [3, 13], "requires-python >=3.13")
+    res, st = run_json(c, "# /// script\n# requires-python = \"<3.12\"\n# ///\n" + VERSION_PROBE, "req <3.12")
+    eq(res, [3, 11], "requires-python <3.12 picks 3.11, not the newest")
+    for what, script, args in (
+            ("requires-python >=4", "# /// script\n# requires-python = \">=4\"\n# ///\nprint(1)\n", {}),
+            ("python_version 2.7", "print(1)\n", {"python_version": "2.7"})):
+        r, st, text = execute(c, script, **args)
+        failed(r, st, text, "validate", what)
+        for minor in have:
+            if minor in ("3.11", "3.12", "3.13"):
+                check(re.search(re.escape(minor) + r"(\.\d+)?", text), f"{what}: the message lists {minor}: {text!r}")
+        check("print(1)" not in st.get("stdout", ""), "nothing ran")
+    c.close()
+
+
+# --- PEP 723 rules ---------------------------------------------------------------
+
+@test
+def pep723_rules_end_to_end():
+    d = plain_daemon()
+    c = d.client()
+    c.initialize()
+    marker = "BODY-RAN-" + uuid.uuid4().hex
+
+    two = ("# /// script\n# dependencies = []\n# ///\n"
+           "# /// script\n# dependencies = []\n# ///\n"
+           f"print({marker!r})\n")
+    r, st, text = execute(c, two)
+    failed(r, st, text, "validate", "two blocks")
+    check(marker not in text, "the body of an invalid script ran")
+    r, st, text = call(c, "validate_script", {"script": two})
+    check(r.get("isError") is True and text.startswith("INVALID: "), f"two blocks: {text!r}")
+    eq(st.get("valid"), False, "valid")
+
+    tool = ("# /// script\n# dependencies = []\n# [tool.uv]\n# index-url = \"http://evil.example/simple\"\n# ///\n"
+            f"print({marker!r})\n")
+    r, st, text = execute(c, tool)
+    failed(r, st, text, "validate", "[tool] table")
+    check("[tool]" in text, f"the message names the [tool] table: {text!r}")
+    check(marker not in text, "the body ran")
+    r, st, text = call(c, "validate_script", {"script": tool})
+    check(text.startswith("INVALID: ") and "[tool]" in text, f"validate_script on [tool]: {text!r}")
+
+    url = "six @ https://files.pythonhosted.org/packages/six-1.17.0-py2.py3-none-any.whl"
+    direct = f"# /// script\n# dependencies = [\"{url}\"]\n# ///\nprint({marker!r})\n"
+    r, st, text = execute(c, direct)
+    failed(r, st, text, "validate", "direct reference inline")
+    check("direct reference" in text and marker not in text, f"inline direct reference: {text!r}")
+    r, st, text = execute(c, f"print({marker!r})\n", dependencies=[url])
+    failed(r, st, text, "validate", "direct reference parameter")
+    check("direct reference" in text, f"parameter direct reference: {text!r}")
+    for spec in ("git+https://github.com/benjaminp/six", "./six", "file:///tmp/six.whl"):
+        r, st, text = execute(c, "print(1)\n", dependencies=[spec])
+        failed(r, st, text, "validate", f"dependency {spec!r}")
+
+    # An unclosed block is ignored (its dependencies too), with a warning.
+    unclosed = ("# /// script\n# dependencies = [\"mcpt-not-installed-anywhere\"]\n"
+                f"print({marker!r})\n")
+    r, st, text = execute(c, unclosed)
+    out = succeeded(r, st, text, "unclosed block")
+    eq(out, marker + "\n", "the script ran with the unclosed block ignored")
+    eq(st["environment"]["requirements"], [], "no requirements from an unclosed block")
+    check(any("unclosed" in w.lower() or "closing" in w.lower() for w in st.get("warnings", [])),
+          f"a warning about the unclosed block: {st.get('warnings')}")
+    r, st, text = call(c, "validate_script", {"script": unclosed})
+    check(r.get("isError") is False and text.startswith("VALID\n"), f"validate_script on an unclosed block: {text!r}")
+    check(re.search(r"^warning: .*(unclosed|closing)", text, re.M | re.I), f"validate_script warns: {text!r}")
+    eq(st.get("dependencies"), [], "no dependencies")
+    c.close()
+
+
+# --- validate_script ---------------------------------------------------------
+
+@test
+def validate_script_layout_warmth_and_no_user_code():
+    d = local_daemon()
+    c = d.client()
+    c.initialize()
+    tools = {t["name"]: t for t in c.result("tools/list")["tools"]}
+    host_marker = "/tmp/mcpt-validate-ran-" + uuid.uuid4().hex
+    body = (f"open({host_marker!r}, 'w').write('ran')\n"
+            "print('BODY RAN')\n"
+            "import time\ntime.sleep(20)\n")
+    script = ("# /// script\n# requires-python = \">=3.11\"\n"
+              "# dependencies = [\"mcpt-delta\", \"mcpt-beta<2\"]\n# ///\n" + body)
+    n0 = len(d.uvlog.lines())
+    seen = []
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            for p in children(d.proc.pid):
+                if "/work/script.py" in _cmdline(p):
+                    seen.append(_cmdline(p))
+            time.sleep(0.005)
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        t0 = time.monotonic()
+        r, st, text = call(c, "validate_script", {"script": script})
+        elapsed = time.monotonic() - t0
+    finally:
+        stop.set()
+        t.join()
+    eq(r.get("isError"), False, f"isError ({text})")
+    lines = text.splitlines()
+    eq(lines[:5], ["VALID", "requires-python: >=3.11", "dependencies (2):", "  - mcpt-beta<2", "  - mcpt-delta"],
+       "VALID layout")
+    check(re.fullmatch(r"python: 3\.\d+\.\d+", lines[5]) and lines[5][8:].startswith(str(newest_python())),
+          f"python line: {lines[5:6]}")
+    check(re.fullmatch(r"environment: not prepared yet.*", lines[6]), f"environment line: {lines[6:7]}")
+    eq(st.get("valid"), True, "valid")
+    eq(st.get("warm"), False, "warm before any run")
+    eq(st.get("requires_python"), ">=3.11", "requires_python")
+    eq(sorted(st.get("dependencies", [])), ["mcpt-beta<2", "mcpt-delta"], "dependencies")
+    check(elapsed < 5, f"validate_script took {elapsed:.1f}s: did it run the 20 s body?")
+    check("BODY RAN" not in text and "stdout" not in st, "validate_script output shows the body ran")
+    check(not os.path.exists(host_marker), "the body created its marker file")
+    eq(seen, [], "sandbox runs of the script during validate_script")
+    eq(d.uvlog.lines()[n0:], [], "uv runs during validate_script")
+    missing = [k for k in tools["validate_script"]["outputSchema"]["required"] if k not in st]
+    check(not missing, f"validate_script structuredContent lacks {missing}")
+
+    # Prepare it with a run (a short body), then it is warm, with the same key.
+    short = script.replace(body, "import mcpt_delta\nprint(mcpt_delta.__version__)\n")
+    out, est, _ = run_ok(c, short, "run")
+    eq(out, "1.0\n", "the run")
+    eq(est["environment"]["key"], st["environment_key"], "validate_script's key is the run's")
+    r, st2, text = call(c, "validate_script", {"script": script})
+    eq(st2.get("warm"), True, "warm after the run")
+    check(re.search(r"^environment: warm", text, re.M), f"the text says warm: {text!r}")
+
+    r, st_none, text = call(c, "validate_script", {"script": "print('x')\n"})
+    eq(text.splitlines()[:2], ["VALID", "dependencies: none"], "no metadata: no requires-python line, no dependencies")
+
+    r, st, text = call(c, "validate_script", {"script": "print('x')\n", "dependencies": ["not a requirement!"]})
+    check(r.get("isError") is True and text.startswith("INVALID: ") and "not a requirement" in text,
+          f"a bad requirement: {text!r}")
+    eq((st.get("valid"), bool(st.get("error"))), (False, True), "valid and error")
+    c.close()
+    eq(st_none.get("requires_python", "absent"), None, "requires_python of a script without one (a JSON null)")
+
+
+# --- cancellation and disconnects ----------------------------------------------
+
+@test
+def cancellation_kills_the_run_and_sends_no_reply():
+    d = plain_daemon()
+    c = d.client()
+    c.initialize()
+    mark = "mcpt-cancel-" + uuid.uuid4().hex
+    rid = send_call(c, {"script": sleeper(mark), "timeout_seconds": 60})
+    wait_until(lambda: processes_with(mark), 15, "the sleeping run")
+    c.notify("notifications/cancelled", {"requestId": rid, "reason": "test"})
+    c.expect_silence(1.0)
+    wait_until(lambda: not processes_with(mark), 3, "the cancelled run to end")
+    # The connection still works and never gets the cancelled request's reply.
+    c.result("ping", {})
+    check(all(m.get("id") != rid for m in c.unclaimed), f"a reply for the cancelled request: {c.unclaimed}")
+    out, st, _ = run_ok(c, "print('after')\n")
+    eq(out, "after\n", "a run after the cancellation")
+    check(all(m.get("id") != rid for m in c.unclaimed), f"a reply for the cancelled request: {c.unclaimed}")
+    c.close()
+
+
+@test
+def client_disconnect_kills_the_run():
+    d = plain_daemon()
+    c = d.client()
+    c.initialize()
+    mark = "mcpt-disconnect-" + uuid.uuid4().hex
+    send_call(c, {"script": sleeper(mark), "timeout_seconds": 60})
+    wait_until(lambda: processes_with(mark), 15, "the sleeping run")
+    c.kill()
+    wait_until(lambda: not processes_with(mark), 5, "the run to end after the client went away")
+    check(d.alive(), "the daemon survives")
+    c2 = d.client()
+    c2.initialize()
+    out, _, _ = run_ok(c2, "print('next')\n")
+    eq(out, "next\n", "the next client's run")
+    c2.close()
+
+
+# --- progress ----------------------------------------------------------------
+
+@test
+def progress_notifications_only_with_a_token():
+    d = plain_daemon()
+    a = d.client()
+    b = d.client()
+    a.initialize()
+    b.initialize()
+    script = "import time\ntime.sleep(5)\nprint('done')\n"
+    ra = send_call(a, {"script": script, "timeout_seconds": 20}, meta={"progressToken": "t1"})
+    rb = send_call(b, {"script": script, "timeout_seconds": 20})
+    r, st, text = reply_result(a.wait_for(ra, timeout=60), "with a token")
+    succeeded(r, st, text, "with a token")
+    r, st, text = reply_result(b.wait_for(rb, timeout=60), "without a token")
+    succeeded(r, st, text, "without a token")
+    prog = [m for m in a.notifications if m.get("method") == "notifications/progress"]
+    check(len(prog) >= 1, f"no progress notifications: {a.notifications}")
+    for m in prog:
+        eq(m["params"].get("progressToken"), "t1", "progressToken")
+    values = [m["params"]["progress"] for m in prog]
+    check(all(x < y for x, y in zip(values, values[1:])), f"progress values must increase: {values}")
+    check(len(prog) >= 2, f"a 5 s run gets progress while it runs, not only at the start: {values}")
+    eq([m for m in b.notifications if m.get("method") == "notifications/progress"], [],
+       "progress notifications without a token")
+    a.close()
+    b.close()
+
+
+# --- queue -------------------------------------------------------------------
+
+@test
+def full_queue_refuses_with_busy():
+    with Daemon(args=["--max-runs=1", "--max-queue=1"]) as d:
+        need_sandbox(d)
+        c = d.client()
+        c.initialize()
+        run_ok(c, "print('warm')\n")   # the bare environment exists: the three calls race only for slots
+        clients = [d.client() for _ in range(3)]
+        for x in clients:
+            x.initialize()
+        script = "import time\ntime.sleep(3)\nprint('slept')\n"
+        t0 = time.monotonic()
+        ids = [send_call(x, {"script": script, "timeout_seconds": 20}) for x in clients]
+        replies = [None] * 3
+
+        def wait(i):
+            try:
+                replies[i] = (clients[i].wait_for(ids[i], timeout=60), time.monotonic() - t0)
+            except Exception as e:  # noqa: BLE001 - reported below
+                replies[i] = (e, time.monotonic() - t0)
+
+        threads = [threading.Thread(target=wait, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        busy, ok = [], []
+        for reply, took in replies:
+            if isinstance(reply, Exception):
+                raise AssertionError(f"no reply: {reply}")
+            r, st, text = reply_result(reply, "queued")
+            if r.get("isError") and "busy" in text:
+                busy.append((took, st, text))
+            elif not r.get("isError") and st.get("stdout") == "slept\n":
+                ok.append(took)
+            else:
+                raise AssertionError(f"neither busy nor a success: {text!r}")
+        eq((len(busy), len(ok)), (1, 2), "busy refusals and successes")
+        took, st, text = busy[0]
+        check(took < 2, f"the busy refusal came after {took:.1f}s, not at once")
+        eq(st.get("failed_phase"), "run", "failed_phase of the refusal")
+        check(max(ok) >= 5.5, f"the second run waited for the first (finished after {max(ok):.1f}s)")
+        for x in clients + [c]:
+            x.close()
+
+
+# --- check_environment -------------------------------------------------------
+
+@test
+def check_environment_after_runs():
+    d = plain_daemon()
+    c = d.client()
+    c.initialize()
+    run_ok(c, "print(1)\n")
+    if test_pythons():
+        run_ok(c, "print(2)\n", python_version=min(test_pythons()))
+    r, st, text = call(c, "check_environment", {})
+    eq(r.get("isError"), False, f"isError ({text})")
+    lines = text.splitlines()
+    check(lines and re.fullmatch(r"Daemon: mcp-python-sandboxd \S+", lines[0]), f"first line: {text!r}")
+    eq(st.get("bwrap", {}).get("available"), True, f"bwrap available ({text})")
+    check(st["bwrap"].get("version", "") and st["bwrap"]["version"] in text, f"bwrap version: {st.get('bwrap')}")
+    eq(st.get("sandbox", {}).get("working"), True, f"the sandbox self-test ({text})")
+    eq(st["sandbox"].get("network"), False, "network policy")
+    check(re.search(r"^Network in sandbox: disabled$", text, re.M), f"the text states the network policy: {text!r}")
+    uv = st.get("uv", {})
+    eq(uv.get("available"), True, f"uv available ({text})")
+    if uv_path():
+        real = subprocess.run([uv_path(), "--version"], capture_output=True, text=True).stdout.split()[1]
+        eq(uv.get("version"), real, "uv version")
+        check(re.search(r"^uv: " + re.escape(real) + r" ", text, re.M), f"the text gives uv's version: {text!r}")
+    versions = [p.get("version", "") for p in st.get("pythons", [])]
+    for minor in test_pythons():
+        check(any(v.startswith(minor + ".") for v in versions), f"Python {minor} in pythons: {versions}")
+        check(re.search(r"^Pythons: .*\b" + re.escape(minor) + r"\.\d+", text, re.M), f"text lists {minor}: {text!r}")
+    n_envs = len([x for x in os.listdir(os.path.join(d.cache_dir, "envs")) if not x.startswith(".")])
+    check(n_envs >= 1, "the runs left environments in the store")
+    eq(st.get("store", {}).get("warm_environments"), n_envs, "warm_environments (the store on the host)")
+    check(re.search(r"^Store: %d warm environments" % n_envs, text, re.M), f"the text counts them: {text!r}")
+    eq((st.get("runs", {}).get("running"), st["runs"].get("queued")), (0, 0), "runs in flight after the runs ended")
+    eq((st.get("default_timeout_seconds"), st.get("max_timeout_seconds")), (30, 300), "the timeouts (defaults)")
+    c.close()
+
+
+# --- the shim's stdio fallback -----------------------------------------------
+
+@test
+def stdio_fallback_runs_scripts():
+    need_uv()
+    need_pythons("3.12")
+    plain_daemon()   # skips where the sandbox cannot work
+    cache = scratch("mcptest-stdio-cache-")
+    c = stdio_client(cache_dir=cache)
+    c.initialize()
+    r, st, text = execute(c, "print('hello via stdio')\n")
+    m = layout(text, "stdio hello")
+    eq(m.group("out"), "hello via stdio\n", "stdout")
+    eq(r.get("isError"), False, "isError")
+    res, st = run_json(c, VERSION_PROBE, "stdio python 3.12", python_version="3.12")
+    eq(res, [3, 12], "python_version through the fallback")
+    r, st, text = execute(c, "import sys\nsys.exit(4)\n")
+    failed(r, st, text, "run", "stdio exit 4")
+    eq(st.get("exit_code"), 4, "exit code")
+    r, st, text = call(c, "validate_script", {"script": "# /// script\n# dependencies = [\"six\"]\n# ///\n"})
+    check(text.startswith("VALID\n") and "  - six\n" in text, f"validate_script through the fallback: {text!r}")
+    eq(c.close(), 0, "the shim's exit status")
+
+
+if __name__ == "__main__":
+    main()
