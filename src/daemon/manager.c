@@ -19,6 +19,8 @@
 #include "tools/tools.h"
 
 #define STOP_GRACE_USEC (3 * USEC_PER_SEC)
+#define STATUS_DELAY_USEC (USEC_PER_SEC / 10)
+#define ACCEPT_RETRY_USEC (USEC_PER_SEC / 4)
 
 static const char instructions[] =
         "Runs Python scripts in throwaway, locked-down sandboxes (no network unless the administrator "
@@ -27,11 +29,31 @@ static const char instructions[] =
         "environments are cached, so repeated runs with the same packages start fast. Use validate_script "
         "to check metadata without running anything, and check_environment to see what is available.";
 
+static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        if (!m->stopping)
+                (void) sd_notifyf(false, "STATUS=Serving %u connection%s (%" PRIu64 " since start)", m->n_sessions,
+                                  m->n_sessions == 1 ? "" : "s", m->total_sessions);
+        return 0;
+}
+
+/* Coalesced: a burst of connections sends one STATUS=, not one datagram each
+ * (sd_notify blocks when the manager's queue is full). */
 static void manager_update_status(Manager *m) {
         if (m->stopping)
                 return;
-        (void) sd_notifyf(false, "STATUS=Serving %u connection%s (%" PRIu64 " since start)", m->n_sessions,
-                          m->n_sessions == 1 ? "" : "s", m->total_sessions);
+        if (!m->status_timer) {
+                if (sd_event_add_time_relative(m->event, &m->status_timer, CLOCK_MONOTONIC, STATUS_DELAY_USEC, 0,
+                                               on_status_timer, m) < 0)
+                        return;
+                (void) sd_event_source_set_enabled(m->status_timer, SD_EVENT_ONESHOT);
+                return;
+        }
+        if (sd_event_source_get_enabled(m->status_timer, NULL) > 0)
+                return;   /* already due */
+        (void) sd_event_source_set_time_relative(m->status_timer, STATUS_DELAY_USEC);
+        (void) sd_event_source_set_enabled(m->status_timer, SD_EVENT_ONESHOT);
 }
 
 static void manager_set_accepting(Manager *m) {
@@ -135,13 +157,37 @@ static int manager_add_session(Manager *m, int in_fd, int out_fd) {
         return 0;
 }
 
+static int on_accept_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        /* A floating source: this drops the loop's reference, and sd-event frees it once we return. */
+        (void) sd_event_source_set_floating(s, false);
+        manager_set_accepting(m);
+        return 0;
+}
+
+/* Out of fds or memory: the pending connection stays in the backlog and the
+ * listener stays readable, so stop polling it for a moment instead of spinning.
+ * A connection that closes frees an fd and resumes accepting at once. */
+static void manager_pause_accepting(Manager *m) {
+        for (size_t i = 0; i < m->n_listeners; i++)
+                (void) sd_event_source_set_enabled(m->listeners[i], SD_EVENT_OFF);
+        m->accepting = false;
+        if (sd_event_add_time_relative(m->event, NULL, CLOCK_MONOTONIC, ACCEPT_RETRY_USEC, 0, on_accept_retry, m) < 0)
+                manager_set_accepting(m);
+}
+
 static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
         Manager *m = userdata;
         int cfd, r;
 
         cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (cfd < 0) {
-                if (!IN_SET_ERRNO(errno, EAGAIN, EINTR, ECONNABORTED))
+                if (IN_SET_ERRNO(errno, EMFILE, ENFILE, ENOMEM) || errno == ENOBUFS) {
+                        log_warning_errno(errno, "Failed to accept a connection: %m; trying again shortly "
+                                                 "(see LimitNOFILE= and max-connections=).");
+                        manager_pause_accepting(m);
+                } else if (!IN_SET_ERRNO(errno, EAGAIN, EINTR, ECONNABORTED))
                         log_warning_errno(errno, "Failed to accept a connection: %m");
                 return 0;
         }
@@ -358,6 +404,7 @@ Manager *manager_free(Manager *m) {
                 free(m->created_socket);
         }
         sd_event_source_disable_unref(m->idle_timer);
+        sd_event_source_disable_unref(m->status_timer);
         sd_event_source_disable_unref(m->stop_timer);
         sd_event_unref(m->event);
         free(m);

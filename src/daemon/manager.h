@@ -34,6 +34,7 @@ typedef struct Manager {
 
         sd_event_source *idle_timer;
         sd_event_source *stop_timer;
+        sd_event_source *status_timer;
         bool stopping;
         bool stdio;
         uint64_t start_usec;

@@ -7,6 +7,7 @@
 
 #include "json-util.h"
 #include "jsonrpc.h"
+#include "utf8.h"
 
 json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const char **ret_reason) {
         _cleanup_(json_tokener_freep_) json_tokener *tok = NULL;
@@ -14,6 +15,11 @@ json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const ch
 
         if (memchr(line, 0, len)) {
                 *ret_reason = "Parse error: the message contains a NUL byte";
+                return NULL;
+        }
+        /* json-c's own check lets overlong forms and surrogates through. */
+        if (!utf8_is_valid(line, len)) {
+                *ret_reason = "Parse error: the message is not valid UTF-8";
                 return NULL;
         }
 
@@ -153,7 +159,12 @@ fail:
 }
 
 json_object *jsonrpc_result_new(json_object *id, json_object *result) {
-        json_object *r = reply_new(id);
+        json_object *r;
+
+        /* MCP results are objects: NULL here means building one ran out of memory. */
+        if (!result)
+                return NULL;
+        r = reply_new(id);
         if (!r || json_add(r, "result", result) < 0) {
                 json_object_put(r);
                 return NULL;

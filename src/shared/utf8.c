@@ -57,3 +57,19 @@ char *utf8_sanitize(const char *s, size_t n, size_t *ret_len) {
                 *ret_len = (size_t) (o - out);
         return out;
 }
+
+bool utf8_is_valid(const char *s, size_t n) {
+        const unsigned char *p = (const unsigned char *) s;
+
+        for (size_t i = 0; i < n;) {
+                if (p[i] < 0x80) {
+                        i++;
+                        continue;
+                }
+                size_t l = valid_sequence(p + i, n - i);
+                if (l == 0)
+                        return false;
+                i += l;
+        }
+        return true;
+}

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /*
@@ -9,3 +10,6 @@
  * its length; NUL bytes are kept (JSON escapes them).
  */
 char *utf8_sanitize(const char *s, size_t n, size_t *ret_len);
+
+/* Strict UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF. */
+bool utf8_is_valid(const char *s, size_t n);

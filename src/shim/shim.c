@@ -16,6 +16,7 @@
 #include <getopt.h>
 #include <grp.h>
 #include <limits.h>
+#include <stdint.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -107,10 +108,10 @@ static ssize_t queue_fill(Queue *q, int fd) {
 }
 
 /* Write once from the queue: 0 or -errno (-EAGAIN when the fd is full). */
-static int queue_drain(Queue *q, int fd) {
+static int queue_drain(Queue *q, int fd, size_t max) {
         ssize_t n;
 
-        n = write(fd, q->data + q->start, queue_used(q));
+        n = write(fd, q->data + q->start, MIN(queue_used(q), max));
         if (n < 0)
                 return errno == EINTR || errno == EWOULDBLOCK ? -EAGAIN : negative_errno();
         q->start += (size_t) n;
@@ -186,7 +187,7 @@ static int pump(int fd) {
 
                 if (p[POLL_SOCKET].revents & (POLLOUT | POLLHUP | POLLERR) &&
                     queue_used(&to_daemon) > 0) {
-                        r = queue_drain(&to_daemon, fd);
+                        r = queue_drain(&to_daemon, fd, SIZE_MAX);
                         if (r == -EPIPE || r == -ECONNRESET) {
                                 /* The daemon stopped reading: drop our input, still take its replies. */
                                 to_daemon.start = to_daemon.end = 0;
@@ -212,7 +213,9 @@ static int pump(int fd) {
                 }
 
                 if (p[POLL_STDOUT].revents != 0) {
-                        r = queue_drain(&to_client, STDOUT_FILENO);
+                        /* stdout is blocking: once poll() says writable, a pipe takes PIPE_BUF
+                         * bytes without blocking, so a slow client never stops us reading stdin. */
+                        r = queue_drain(&to_client, STDOUT_FILENO, PIPE_BUF);
                         if (r < 0 && r != -EAGAIN) {
                                 errno = -r;
                                 say("writing to stdout failed: %m");

@@ -12,6 +12,9 @@ AM_TESTS_ENVIRONMENT = \
 	PYTHONPATH='$(abs_top_srcdir)/tests/integration'; export PYTHONPATH;
 
 INTEGRATION_TESTS = \
-	tests/integration/test-shim.py
+	tests/integration/test-shim.py \
+	tests/integration/test-daemon.py \
+	tests/integration/test-sdk.py \
+	tests/integration/test-execute.py
 TESTS += $(INTEGRATION_TESTS)
-EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/mcptest.py
+EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/mcptest.py tests/integration/wheels.py

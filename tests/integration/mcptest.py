@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -217,8 +218,15 @@ class Daemon:
         self.notify_path = os.path.join(self.dir, "notify.sock")
         self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.notify.bind(self.notify_path)
-        self.notify.setblocking(False)
+        self.notify.settimeout(0.05)
         self.notify_messages = []
+        # Read sd_notify messages as they come, as systemd does: a datagram queue
+        # nobody reads fills up (net.unix.max_dgram_qlen, 10 by default) and then
+        # blocks the daemon's sd_notify().
+        self._notify_lock = threading.Lock()
+        self._notify_stop = threading.Event()
+        self._notify_thread = threading.Thread(target=self._read_notify, daemon=True)
+        self._notify_thread.start()
         self.env = dict(os.environ, NOTIFY_SOCKET=self.notify_path)
         if env:
             self.env.update(env)
@@ -226,7 +234,15 @@ class Daemon:
         self._log = open(self.log_path, "wb")
         self.proc = None
         self.listener = None
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            # Do not leave a half-started daemon (or the notify reader) behind.
+            if self.proc and self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.close()
+            raise
 
     def start(self):
         argv = [DAEMON, *self.args]
@@ -270,13 +286,21 @@ class Daemon:
                 raise AssertionError(f"{path} did not appear: {self.log()}")
             time.sleep(0.01)
 
+    def _read_notify(self):
+        while not self._notify_stop.is_set():
+            try:
+                m = self.notify.recv(4096).decode(errors="replace")
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with self._notify_lock:
+                self.notify_messages.append(m)
+
     def messages(self):
         """sd_notify messages received so far."""
-        while True:
-            try:
-                self.notify_messages.append(self.notify.recv(4096).decode())
-            except BlockingIOError:
-                return self.notify_messages
+        with self._notify_lock:
+            return list(self.notify_messages)
 
     def wait_notify(self, text, timeout=10):
         deadline = time.monotonic() + timeout
@@ -327,6 +351,8 @@ class Daemon:
         finally:
             if self.listener:
                 self.listener.close()
+            self._notify_stop.set()
+            self._notify_thread.join()
             self.notify.close()
             self._log.close()
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -339,13 +365,22 @@ class Daemon:
 
 
 def stdio_client(args=(), env=None, cache_dir=None):
-    """The shim with no daemon running: it falls back to `mcp-python-sandboxd --stdio`."""
+    """The shim with no daemon running: it falls back to `mcp-python-sandboxd --stdio`.
+
+    The shim starts the daemon with its own arguments only; to give it the
+    test Pythons, MCP_PYTHON_SANDBOXD points at a wrapper that adds them.
+    """
     if not SHIM or not DAEMON:
         skip("SHIM and DAEMON must point to the built programs")
     d = tempfile.mkdtemp(prefix="mcptest-stdio-")
     e = dict(os.environ)
+    wrapper = os.path.join(d, "mcp-python-sandboxd")
+    with open(wrapper, "w") as f:
+        extra = " ".join("'" + a.replace("'", "'\\''") + "'" for a in default_daemon_args())
+        f.write(f"#!/bin/sh\nexec '{DAEMON}' \"$@\" {extra}\n")
+    os.chmod(wrapper, 0o755)
     e.update({
-        "MCP_PYTHON_SANDBOXD": DAEMON,
+        "MCP_PYTHON_SANDBOXD": wrapper,
         "MCP_PYTHON_SANDBOX_SOCKET": os.path.join(d, "nothing.sock"),
         "XDG_RUNTIME_DIR": d,
         "XDG_CACHE_HOME": cache_dir or os.path.join(d, "cache"),
@@ -355,9 +390,55 @@ def stdio_client(args=(), env=None, cache_dir=None):
     return Client([SHIM, *args], env=e)
 
 
+def test_pythons():
+    """{"3.12": "/path/to/bin", ...}: the CPythons this machine offers for tests (pyenv's)."""
+    found = {}
+    roots = [os.path.expanduser("~/.pyenv/versions"), "/root/.pyenv/versions"]
+    for root in roots:
+        try:
+            names = sorted(os.listdir(root))
+        except OSError:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if len(parts) != 3 or not all(p.isdigit() for p in parts):
+                continue
+            minor = ".".join(parts[:2])
+            bindir = os.path.join(root, name, "bin")
+            if (3, 11) <= (int(parts[0]), int(parts[1])) and os.access(os.path.join(bindir, "python" + minor), os.X_OK):
+                found[minor] = bindir
+    return found
+
+
+def need_pythons(*minors):
+    have = test_pythons()
+    missing = [m for m in minors if m not in have]
+    if missing:
+        skip(f"Python {', '.join(missing)} not installed (pyenv)")
+    return have
+
+
+def uv_path():
+    return shutil.which("uv")
+
+
+def need_uv():
+    p = uv_path()
+    if not p:
+        skip("uv is not installed")
+    return p
+
+
 def default_daemon_args():
-    """Arguments every test daemon gets: where Pythons and uv are on this machine."""
-    return [a for a in os.environ.get("MCP_TEST_DAEMON_ARGS", "").split("\x1f") if a]
+    """Arguments every test daemon gets: where the test Pythons and uv are on this machine."""
+    args = []
+    pythons = test_pythons()
+    if pythons:
+        args.append("--python-search-path=" + " ".join(pythons[m] for m in sorted(pythons)))
+    if uv_path():
+        args.append("--uv=" + uv_path())
+    extra = os.environ.get("MCP_TEST_DAEMON_ARGS", "")
+    return args + [a for a in extra.split("\x1f") if a]
 
 
 def fd_count(pid):
