@@ -2,7 +2,7 @@
 # libcore.a: everything of the daemon but main(), linked by the daemon, the
 # unit tests and the fuzzers.
 noinst_LIBRARIES += libcore.a
-libcore_a_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS) $(JSONC_CFLAGS)
+libcore_a_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS) $(JSONC_CFLAGS) $(SECCOMP_CFLAGS)
 libcore_a_SOURCES = \
 	src/protocol/framing.c src/protocol/framing.h \
 	src/jsonrpc/jsonrpc.c src/jsonrpc/jsonrpc.h \
@@ -20,9 +20,12 @@ libcore_a_SOURCES = \
 	src/tools/execute-python.c \
 	src/tools/validate-script.c \
 	src/sandbox/sandbox.c src/sandbox/sandbox.h \
+	src/sandbox/seccomp.c src/sandbox/seccomp.h \
+	src/sandbox/limits.c src/sandbox/limits.h \
 	src/envstore/pythons.c src/envstore/pythons.h \
 	src/envstore/envstore.c src/envstore/envstore.h
 
-CORE_LIBS = libcore.a libshared.a $(SYSTEMD_LIBS) $(JSONC_LIBS)
+CORE_LIBS = libcore.a libshared.a $(SYSTEMD_LIBS) $(JSONC_LIBS) $(SECCOMP_LIBS)
 
 include src/pep723/local.mk
+

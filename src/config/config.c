@@ -54,6 +54,17 @@ static const Setting settings[] = {
         S("max-queue", SETTING_UINT, max_queue, "Runs waiting for a slot before calls are refused"),
         S("tmpfs-size", SETTING_SIZE, tmpfs_size, "Size of a run's writable work dir and of its /tmp"),
         S("network", SETTING_BOOL, network, "Give scripts network access"),
+        /* Without a delegated cgroup: RLIMIT_AS, which counts address space per process (numpy's thread pools
+         * reserve much more than they use: keep it at 1G or more), and RLIMIT_NPROC, which counts all of the
+         * service user's processes and does not bind root. */
+        S("max-memory", SETTING_SIZE, max_memory, "Memory of a run: memory.max, else RLIMIT_AS (0: no limit)"),
+        S("max-processes", SETTING_UINT, max_processes,
+          "Processes and threads of a run: pids.max, else RLIMIT_NPROC (0: no limit)"),
+        S("max-cpu-time", SETTING_SECONDS, max_cpu_time_usec,
+          "CPU time of a process in a run (0: max-timeout plus 10s)"),
+        S("max-file-size", SETTING_SIZE, max_file_size, "Largest file a run may write (0: tmpfs-size)"),
+        S("max-open-files", SETTING_UINT, max_open_files, "Open files of a process in a run"),
+        S("cpu-quota", SETTING_UINT, cpu_quota, "CPU of a run in % of one CPU, with cgroups only (0: no cap)"),
         S("python-search-path", SETTING_STRV, python_search_path, "Directories searched for python3.N interpreters"),
         S("python-versions", SETTING_STRV, python_versions, "Allowed Python versions, e.g. \"3.12 3.13\" (empty: all found)"),
         S("index-url", SETTING_STRING, index_url, "Package index (uv --default-index); empty: PyPI"),
@@ -96,6 +107,15 @@ void config_init(Config *c) {
                 .max_queue = 64,
                 .tmpfs_size = 128 * 1024 * 1024,
                 .network = false,
+                /* RLIMIT_AS counts reserved address space, not memory in use: numpy with OpenBLAS reserves
+                 * buffers per thread and glibc 64 MiB arenas per thread, so much less than 2G breaks imports
+                 * on many-core machines while little of it is ever resident. */
+                .max_memory = 2ULL * 1024 * 1024 * 1024,
+                .max_processes = 256,
+                .max_cpu_time_usec = 0,
+                .max_file_size = 0,
+                .max_open_files = 1024,
+                .cpu_quota = 0,
                 .python_search_path = strv_split("/usr/local/bin /usr/bin", " "),
                 .python_versions = strv_new(),
                 .extra_index_urls = strv_new(),

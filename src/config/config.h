@@ -33,6 +33,12 @@ typedef struct Config {
         uint64_t max_queue;
         uint64_t tmpfs_size;
         bool network;
+        uint64_t max_memory;            /* bytes per run; 0 = no limit */
+        uint64_t max_processes;         /* processes and threads per run; 0 = no limit */
+        uint64_t max_cpu_time_usec;     /* CPU time per run; 0 = max-timeout plus 10 s */
+        uint64_t max_file_size;         /* largest file a run may write; 0 = tmpfs-size */
+        uint64_t max_open_files;        /* per process; 0 = inherited */
+        uint64_t cpu_quota;             /* percent of one CPU per run (cgroup only); 0 = no cap */
         char **python_search_path;      /* directories searched for python3.N */
         char **python_versions;         /* allowed versions (prefixes); empty = all */
 
@@ -48,6 +54,7 @@ typedef struct Config {
         char **warmup;                  /* requirement sets, "a b c" each */
         uint64_t store_max_size;        /* bytes, 0 = no limit */
         uint64_t store_max_age_usec;    /* unused environments older than this are removed */
+
 } Config;
 
 void config_init(Config *c);

@@ -16,6 +16,7 @@
 #include "macro.h"
 #include "manager.h"
 #include "runtime.h"
+#include "sandbox/seccomp.h"
 #include "sha256.h"
 #include "strv.h"
 
@@ -204,12 +205,21 @@ static char *first_line(const Capture *cap) {
         return strdup(t);
 }
 
+/* A finished probe lets go of its pipes and pidfd at once. */
+static void drop_probe(Runtime *r, Process *p) {
+        for (size_t i = 0; i < r->n_probes; i++)
+                if (r->probes[i] == p)
+                        r->probes[i] = NULL;
+        process_free(p);
+}
+
 static void on_python_probe(Process *p, void *userdata) {
         Runtime *r = userdata;
         _cleanup_free_ char *line = first_line(&p->out);
 
         if (p->exit_code == 0 && line && pythons_add_probe(&r->pythons, line) < 0)
                 log_debug("Ignoring an interpreter whose probe said: %s", line);
+        drop_probe(r, p);
         probe_finished(r);
 }
 
@@ -224,6 +234,7 @@ static void on_uv_probe(Process *p, void *userdata) {
                 r->uv_version = strdup(v);
         } else
                 log_warning("%s --version failed; packages cannot be installed.", r->uv_path);
+        drop_probe(r, p);
         probe_finished(r);
 }
 
@@ -232,6 +243,7 @@ static void on_bwrap_probe(Process *p, void *userdata) {
 
         if (p->exit_code == 0)
                 r->bwrap_version = first_line(&p->out);
+        drop_probe(r, p);
         probe_finished(r);
 }
 
@@ -341,8 +353,8 @@ static int start_self_test(Runtime *r) {
         if (r->self_test)
                 return 0;
         /* Bypass the "sandbox broken" check: this is what decides it. */
-        k = runtime_spawn_sandboxed(r, NULL, NULL, NULL, 0, command, 15 * USEC_PER_SEC, 4096, 0, on_self_test, r,
-                                    &r->self_test);
+        k = runtime_spawn_sandboxed(r, NULL, NULL, NULL, 0, command, 15 * USEC_PER_SEC, NULL, 4096, 0, on_self_test,
+                                    r, &r->self_test);
         if (k < 0) {
                 free(r->sandbox_error);
                 if (asprintf(&r->sandbox_error, "the sandbox (%s) could not be started: %s", r->config->bwrap_path,
@@ -474,18 +486,57 @@ sd_event *runtime_event(const Runtime *r) {
 
 /* ---- the sandbox -------------------------------------------------------- */
 
-int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
-                            size_t n_data, char *const *command, uint64_t timeout_usec, size_t head_max,
-                            size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
-        _cleanup_strv_free_ char **argv = NULL, **binds = strv_new(), **env = strv_new();
-        static char *bwrap_env[] = { (char *) "PATH=/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
-        int keep[8];
+/* A cgroup of its own for the next run, when the daemon has a delegated subtree; NULL: rlimits only. */
+static char *new_run_cgroup(const SandboxLimits *limits) {
+        static bool logged;
+        static unsigned long long n_runs;
+        char *path = NULL, name[64];
+        const char *dir;
         int k;
 
-        if (n_data > ELEMENTSOF(keep))
+        dir = sandbox_cgroup_dir();
+        if (!logged) {
+                logged = true;
+                log_info("Resource limits: %s.", strempty(sandbox_limits_mechanism_detail()));
+        }
+        if (!dir)
+                return NULL;
+        /* Runs that ended but could not be removed then (still busy) go now. */
+        sandbox_cgroup_remove_stale(dir);
+        snprintf(name, sizeof(name), "run-%d-%llu", (int) getpid(), ++n_runs);
+        k = sandbox_cgroup_new_run(dir, name, limits, &path);
+        if (k < 0) {
+                log_warning_errno(k, "Failed to create the cgroup %s/%s, falling back to rlimits for this run: %m", dir,
+                                  name);
+                return NULL;
+        }
+        return path;
+}
+
+int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
+                            size_t n_data, char *const *command, uint64_t timeout_usec, const SandboxLimits *limits,
+                            size_t head_max, size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
+        _cleanup_strv_free_ char **argv = NULL, **binds = strv_new(), **env = strv_new();
+        static char *bwrap_env[] = { (char *) "PATH=/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
+        _cleanup_close_ int seccomp_fd = -EBADF;
+        _cleanup_free_ char *cgroup = NULL;
+        ProcessLimit rlimits[SANDBOX_N_RLIMITS];
+        SandboxLimits configured;
+        int keep[9];
+        int k;
+
+        if (n_data + 1 > ELEMENTSOF(keep))
                 return -E2BIG;
         if (r->sandbox_error && ret != &r->self_test)
                 return -EPERM;
+        if (!limits) {
+                sandbox_limits_from_config(r->config, &configured);
+                limits = &configured;
+        }
+        /* No filter, no run: the sandbox never starts with less than it promises. */
+        seccomp_fd = sandbox_seccomp_export();
+        if (seccomp_fd < 0)
+                return seccomp_fd;
 
         if (env_dir)
                 strv_extend(&binds, env_dir);
@@ -511,6 +562,7 @@ int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_pat
                 .ro_paths = binds,
                 .data = data,
                 .n_data = n_data,
+                .seccomp_fd = seccomp_fd,
                 .env = env,
                 .command = command,
         };
@@ -520,17 +572,25 @@ int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_pat
 
         for (size_t i = 0; i < n_data; i++)
                 keep[i] = data[i].fd;
+        keep[n_data] = seccomp_fd;
+        cgroup = new_run_cgroup(limits);
         ProcessOptions o = {
                 .argv = argv,
                 .env = bwrap_env,
                 .keep_fds = keep,
-                .n_keep_fds = n_data,
+                .n_keep_fds = n_data + 1,
                 .stdin_fd = -EBADF,
                 .timeout_usec = timeout_usec,
                 .head_max = head_max,
                 .tail_max = tail_max,
+                .limits = rlimits,
+                .n_limits = sandbox_limits_rlimits(limits, cgroup != NULL, rlimits),
+                .cgroup = cgroup,
         };
-        return process_spawn(r->event, &o, done, userdata, ret);
+        k = process_spawn(r->event, &o, done, userdata, ret);
+        if (k < 0 && cgroup)
+                (void) rmdir(cgroup);
+        return k;
 }
 
 /* ---- TOML ------------------------------------------------------------------ */
@@ -644,7 +704,7 @@ int runtime_parse_toml(Runtime *r, const char *toml, TomlParsedFunc cb, void *us
         char *prefix[] = { py->prefix, NULL };
         char *command[] = { py->executable, (char *) "-I", (char *) "-S", (char *) "-c", (char *) toml_helper, NULL };
         k = runtime_spawn_sandboxed(r, NULL, streq(py->prefix, "/usr") ? NULL : prefix, &data, 1, command,
-                                    15 * USEC_PER_SEC, 1024 * 1024, 0, on_toml_done, q, &q->proc);
+                                    15 * USEC_PER_SEC, NULL, 1024 * 1024, 0, on_toml_done, q, &q->proc);
         if (k < 0) {
                 toml_request_free(q);
                 return k;

@@ -15,6 +15,7 @@
 #include "envstore/envstore.h"
 #include "envstore/pythons.h"
 #include "executor/process.h"
+#include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
 #include "waitq.h"
 
@@ -61,10 +62,12 @@ unsigned runtime_max_runs(const Runtime *r);
  * Spawn a command in the run sandbox. env_dir (the virtual environment, may be
  * NULL) and ro_paths are bound read-only, data files are created from their
  * fds. Without a working sandbox this fails with -EPERM: there is no
- * unsandboxed fallback.
+ * unsandboxed fallback. limits: the run's resource limits, NULL for the
+ * configured ones (see sandbox/limits.h for what enforces them); the system
+ * call filter of sandbox/seccomp.h always applies.
  */
 int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data, size_t n_data,
-                            char *const *command, uint64_t timeout_usec, size_t head_max, size_t tail_max,
-                            ProcessDoneFunc done, void *userdata, Process **ret);
+                            char *const *command, uint64_t timeout_usec, const SandboxLimits *limits, size_t head_max,
+                            size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret);
 /* A memfd holding data, positioned at its start. */
 int memfd_with(const char *name, const void *data, size_t n);

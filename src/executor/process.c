@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,10 +63,29 @@ static int on_output(sd_event_source *s, int fd, uint32_t revents, void *userdat
         return 0;
 }
 
+/* Write a short string into a cgroup's file: one write, no creation. */
+static int cgroup_write(const char *cgroup, const char *name, const char *value) {
+        char path[PATH_MAX];
+        int fd, r = 0;
+
+        if ((size_t) snprintf(path, sizeof(path), "%s/%s", cgroup, name) >= sizeof(path))
+                return -ENAMETOOLONG;
+        fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        if (write(fd, value, strlen(value)) != (ssize_t) strlen(value))
+                r = errno ? -errno : -EIO;
+        close(fd);
+        return r;
+}
+
 static void kill_group(Process *p) {
         if (p->pid > 0 && !p->exited) {
                 (void) kill(-p->pid, SIGKILL);
                 (void) kill(p->pid, SIGKILL);
+                /* Whatever left the process group, too (Linux 5.14 and later). */
+                if (p->cgroup)
+                        (void) cgroup_write(p->cgroup, "cgroup.kill", "1");
         }
 }
 
@@ -134,14 +154,20 @@ Process *process_free(Process *p) {
         safe_close(p->stderr_fd);
         capture_done(&p->out);
         capture_done(&p->err);
+        if (p->cgroup) {
+                /* Empty once the child is reaped: its pid namespace went with it. Busy: left for later. */
+                (void) rmdir(p->cgroup);
+                free(p->cgroup);
+        }
         sd_event_unref(p->event);
         free(p);
         return NULL;
 }
 
-_noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w) {
+_noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w, int sync_r) {
         sigset_t all;
         int null_fd = -EBADF;
+        char c;
 
         /* The daemon blocks signals for sd-event and ignores SIGPIPE; the child must not inherit that. */
         sigemptyset(&all);
@@ -165,11 +191,22 @@ _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w) {
         }
 
         for (size_t i = 0; i < o->n_limits; i++) {
-                struct rlimit rl = { o->limits[i].value, o->limits[i].value };
+                struct rlimit old, rl = { o->limits[i].value, o->limits[i].hard ?: o->limits[i].value };
+                /* Limits only ever lower: what we were given is the most the child can have. */
+                if (getrlimit(o->limits[i].resource, &old) >= 0 && old.rlim_max != RLIM_INFINITY) {
+                        rl.rlim_max = MIN(rl.rlim_max, old.rlim_max);
+                        rl.rlim_cur = MIN(rl.rlim_cur, rl.rlim_max);
+                }
                 if (setrlimit(o->limits[i].resource, &rl) < 0) {
                         dprintf(STDERR_FILENO, "Failed to set a resource limit: %s\n", strerror(errno));
                         _exit(127);
                 }
+        }
+
+        /* Wait until the parent has put us into our cgroup: nothing may run outside it. */
+        if (sync_r >= 0 && read(sync_r, &c, 1) != 1) {
+                dprintf(STDERR_FILENO, "Failed to enter the cgroup %s.\n", o->cgroup);
+                _exit(127);
         }
 
         if (chdir(o->cwd ?: "/") < 0) {
@@ -185,7 +222,7 @@ _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w) {
 
 int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, void *userdata, Process **ret) {
         _cleanup_(process_freep) Process *p = NULL;
-        int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF };
+        int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF }, sync[2] = { -EBADF, -EBADF };
         int r;
 
         p = calloc(1, sizeof(*p));
@@ -207,6 +244,13 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
                 r = -errno;
                 goto fail;
         }
+        if (o->cgroup) {
+                p->cgroup = strdup(o->cgroup);
+                if (!p->cgroup || pipe2(sync, O_CLOEXEC) < 0) {
+                        r = p->cgroup ? -errno : -ENOMEM;
+                        goto fail;
+                }
+        }
 
         p->start_usec = now_usec();
         p->pid = fork();
@@ -214,12 +258,29 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
                 r = -errno;
                 goto fail;
         }
-        if (p->pid == 0)
-                child(o, out[1], err[1]);
+        if (p->pid == 0) {
+                safe_close(sync[1]);
+                child(o, out[1], err[1], sync[0]);
+        }
 
         /* The child is in its own session; its pid is its process group. */
         safe_close(out[1]);
         safe_close(err[1]);
+        if (o->cgroup) {
+                char pid[32];
+                sync[0] = safe_close(sync[0]);
+                snprintf(pid, sizeof(pid), "%d", (int) p->pid);
+                r = cgroup_write(o->cgroup, "cgroup.procs", pid);
+                /* On failure the child reads EOF and exits; process_free() below reaps it. */
+                if (r >= 0 && write(sync[1], "x", 1) != 1)
+                        r = -errno;
+                sync[1] = safe_close(sync[1]);
+                if (r < 0) {
+                        safe_close(out[0]);
+                        safe_close(err[0]);
+                        return r;
+                }
+        }
         p->stdout_fd = out[0];
         p->stderr_fd = err[0];
         (void) fcntl(p->stdout_fd, F_SETFL, O_NONBLOCK);
@@ -249,5 +310,7 @@ fail:
         safe_close(out[1]);
         safe_close(err[0]);
         safe_close(err[1]);
+        safe_close(sync[0]);
+        safe_close(sync[1]);
         return r;
 }

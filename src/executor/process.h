@@ -21,7 +21,8 @@ typedef void (*ProcessDoneFunc)(Process *p, void *userdata);
 
 typedef struct ProcessLimit {
         int resource;              /* RLIMIT_* */
-        rlim_t value;
+        rlim_t value;              /* the soft limit */
+        rlim_t hard;               /* 0: the same as value */
 } ProcessLimit;
 
 typedef struct ProcessOptions {
@@ -33,8 +34,10 @@ typedef struct ProcessOptions {
         int stdin_fd;              /* -EBADF: /dev/null */
         uint64_t timeout_usec;     /* 0: none */
         size_t head_max, tail_max; /* per stream */
-        const ProcessLimit *limits;
+        const ProcessLimit *limits;   /* set in the child; never above the hard limit it inherits */
         size_t n_limits;
+        const char *cgroup;        /* a cgroup v2 directory the child enters before it execs; removed at
+                                    * process_free() (NULL: stay in ours) */
 } ProcessOptions;
 
 struct Process {
@@ -44,6 +47,7 @@ struct Process {
         sd_event_source *child_source, *stdout_source, *stderr_source, *timer_source;
         Capture out, err;
         uint64_t start_usec, end_usec;
+        char *cgroup;              /* from ProcessOptions */
 
         bool exited;
         int exit_code;             /* when exited normally */

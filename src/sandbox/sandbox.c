@@ -98,6 +98,8 @@ int sandbox_build_argv(const SandboxPolicy *p, char ***ret) {
         }
         r |= add2(&argv, "--proc", "/proc");
         r |= add2(&argv, "--dev", "/dev");
+        /* POSIX shared memory (multiprocessing) lives here: size-capped like /tmp. */
+        r |= add_tmpfs(&argv, "/dev/shm", p->tmpfs_size);
 
         /* A minimal /etc: nobody's passwd and group, localhost, and what TLS and ld.so need. */
         r |= add3(&argv, "--perms", "0755", "--dir");
@@ -130,6 +132,15 @@ int sandbox_build_argv(const SandboxPolicy *p, char ***ret) {
                 r |= add3(&argv, "--ro-bind-data", fd, p->data[i].dest);
         }
 
+        /* The system call filter, applied last, just before the command runs. */
+        if (p->seccomp_fd >= 0) {
+                char fd[16];
+                snprintf(fd, sizeof(fd), "%d", p->seccomp_fd);
+                r |= add2(&argv, "--seccomp", fd);
+        }
+
+        /* Nothing else is writable: not the root bwrap built, nor the mount points in it. */
+        r |= add2(&argv, "--remount-ro", "/");
         r |= add2(&argv, "--chdir", SANDBOX_WORK_DIR);
         r |= add(&argv, "--");
         for (size_t i = 0; p->command && p->command[i]; i++)

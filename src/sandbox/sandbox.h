@@ -28,6 +28,7 @@ typedef struct SandboxPolicy {
         char *const *ro_paths;          /* bound read-only at the same absolute paths */
         const SandboxData *data;        /* files created from fds (the script) */
         size_t n_data;
+        int seccomp_fd;                 /* the BPF program for --seccomp (sandbox_seccomp_export()); -EBADF: none */
         char *const *env;               /* extra KEY=VALUE pairs */
         char *const *command;           /* what runs inside, argv[0] an absolute path */
 } SandboxPolicy;

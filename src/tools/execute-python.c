@@ -42,6 +42,8 @@ typedef struct Job {
         uint64_t timeout_usec;
         int64_t timeout_requested;
         bool timeout_clamped;
+        SandboxLimits limits;           /* the configured ones, lowered by the call's "limits" */
+        unsigned limits_lowered;        /* SANDBOX_LIMIT_* the call asked to raise: lowered to the maximum */
 
         Phase phase;
         ScriptAnalysis *analysis;
@@ -176,6 +178,62 @@ static json_object *environment_json(const Job *j) {
         return e;
 }
 
+/* Limits as the call's "limits" argument names them. */
+static const struct {
+        const char *name;
+        unsigned bit;
+        size_t offset;
+        uint64_t unit;
+} limit_args[] = {
+        { "memory_mb", SANDBOX_LIMIT_MEMORY, offsetof(SandboxLimits, memory), 1024 * 1024 },
+        { "max_processes", SANDBOX_LIMIT_PROCESSES, offsetof(SandboxLimits, processes), 1 },
+        { "max_file_size_mb", SANDBOX_LIMIT_FILE_SIZE, offsetof(SandboxLimits, file_size), 1024 * 1024 },
+        { "cpu_seconds", SANDBOX_LIMIT_CPU, offsetof(SandboxLimits, cpu_usec), USEC_PER_SEC },
+};
+
+static uint64_t limit_get(const SandboxLimits *l, size_t i) {
+        return *(const uint64_t *) ((const char *) l + limit_args[i].offset);
+}
+
+/* In the argument's unit, rounded up; 0: no limit. */
+static uint64_t limit_get_units(const SandboxLimits *l, size_t i) {
+        return (limit_get(l, i) + limit_args[i].unit - 1) / limit_args[i].unit;
+}
+
+/* {"memory_mb": 2048, ..., "mechanism": "rlimit", "lowered": ["memory_mb"]}; a limit that is off is null. */
+static json_object *limits_json(const Job *j) {
+        json_object *o = json_object_new_object(), *lowered = json_object_new_array();
+
+        for (size_t i = 0; i < ELEMENTSOF(limit_args); i++) {
+                if (limit_get(&j->limits, i))
+                        json_add_int(o, limit_args[i].name, (int64_t) limit_get_units(&j->limits, i));
+                else
+                        json_add(o, limit_args[i].name, json_object_new_null());
+                if (j->limits_lowered & limit_args[i].bit)
+                        json_object_array_add(lowered, json_object_new_string(limit_args[i].name));
+        }
+        json_add_string(o, "mechanism", sandbox_limits_mechanism());
+        json_add(o, "lowered", lowered);
+        return o;
+}
+
+static const char *limit_sentence(const char *limit) {
+        static const struct {
+                const char *name, *sentence;
+        } t[] = {
+                { "cpu_time", "The script used up its CPU time (limits.cpu_seconds) and was stopped." },
+                { "file_size", "The script tried to write a file larger than a run may write (limits.max_file_size_mb)." },
+                { "disk_space", "The script filled its writable space: the work directory and /tmp are size-capped." },
+                { "memory", "The script ran out of memory: it needed more than a run may use (limits.memory_mb)." },
+                { "processes", "The script hit the cap on processes and threads of a run (limits.max_processes)." },
+                { "open_files", "The script hit the cap on open files of a process." },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(t); i++)
+                if (streq(t[i].name, limit))
+                        return t[i].sentence;
+        return NULL;
+}
+
 /* Everything but the process outcome: shared by failures before the run. */
 static json_object *base_structured(Job *j, const char *failed_phase) {
         json_object *st = json_object_new_object();
@@ -192,6 +250,8 @@ static json_object *base_structured(Job *j, const char *failed_phase) {
         json_add_int(st, "duration_ms", (int64_t) ((now - j->t_start) / USEC_PER_MSEC));
         json_add_int(st, "timeout_seconds", (int64_t) (j->timeout_usec / USEC_PER_SEC));
         json_add_bool(st, "timeout_clamped", j->timeout_clamped);
+        json_add(st, "limit", json_object_new_null());
+        json_add(st, "limits", limits_json(j));
         if (j->plan && j->plan->python)
                 json_add_string(st, "python", j->plan->python->version);
         else
@@ -247,8 +307,25 @@ static void on_run_done(Process *p, void *userdata) {
         out_clean = utf8_sanitize(strempty(out), out ? out_len : 0, &ol);
         err_clean = utf8_sanitize(strempty(err), err ? err_len : 0, &el);
 
+        const char *limit = NULL;
+        if (failed) {
+                SandboxCgroupEvents ev = {};
+                if (p->cgroup)
+                        (void) sandbox_cgroup_read_events(p->cgroup, &ev);
+                limit = sandbox_limit_hit(&(SandboxOutcome) {
+                        .exit_code = p->exit_code,
+                        .signal = p->signal,
+                        .timed_out = p->timed_out,
+                        .stderr_text = err,
+                        .oom_killed = ev.oom_kill > 0,
+                        .pids_max = ev.pids_max > 0,
+                });
+        }
+
         json_object *st = base_structured(j, failed ? "run" : NULL);
         json_add_int(st, "exit_code", exit_code);
+        if (limit)
+                json_add_string(st, "limit", limit);
         if (p->signal) {
                 const char *abbrev = sigabbrev_np(p->signal);
                 char name[32];
@@ -281,6 +358,15 @@ static void on_run_done(Process *p, void *userdata) {
                        j->timeout_usec / USEC_PER_SEC);
         else if (p->signal)
                 append(&text, &len, "The script was killed by signal %d (%s).\n", p->signal, strsignal(p->signal));
+        if (limit) {
+                append(&text, &len, "--- limit: %s ---\n", limit);
+                if (limit_sentence(limit))
+                        append(&text, &len, "%s\n", limit_sentence(limit));
+        }
+        for (size_t i = 0; i < ELEMENTSOF(limit_args); i++)
+                if (j->limits_lowered & limit_args[i].bit)
+                        append(&text, &len, "--- limits.%s lowered to %" PRIu64 " (the server's maximum) ---\n",
+                               limit_args[i].name, limit_get_units(&j->limits, i));
 
         log_debug("execute_python for uid " UID_FMT ": exit %d, %" PRIu64 " ms.", j->call->uid, exit_code,
                   process_duration_usec(p) / USEC_PER_MSEC);
@@ -316,7 +402,7 @@ static void job_run(Job *j) {
                             NULL };
         size_t cap = c->output_cap / 2;   /* per stream */
         k = runtime_spawn_sandboxed(r, j->env_path, streq(prefix, "/usr") ? NULL : ro, &data, 1, command,
-                                    j->timeout_usec, cap / 4, cap - cap / 4, on_run_done, j, &j->proc);
+                                    j->timeout_usec, &j->limits, cap / 4, cap - cap / 4, on_run_done, j, &j->proc);
         if (k == -EPERM)
                 return job_fail(j, PHASE_RUN, "%s", strempty(runtime_sandbox_error(r)));
         if (k < 0)
@@ -427,6 +513,20 @@ static int execute_python_call(ToolCall *call, json_object *args) {
                 j->timeout_usec = MIN(want, c->max_timeout_usec);
         }
 
+        /* A call may lower a limit, never raise it. */
+        {
+                SandboxLimits max, want = {};
+                json_object *lim = json_get(args, "limits", json_type_object);
+                sandbox_limits_from_config(c, &max);
+                for (size_t i = 0; lim && i < ELEMENTSOF(limit_args); i++) {
+                        int64_t n;
+                        if (json_get_int64(lim, limit_args[i].name, &n) && n > 0)
+                                *(uint64_t *) ((char *) &want + limit_args[i].offset) =
+                                        MIN((uint64_t) n, UINT64_MAX / limit_args[i].unit) * limit_args[i].unit;
+                }
+                j->limits_lowered = sandbox_limits_lower(&max, &want, &j->limits);
+        }
+
         tool_call_set_cancel(call, on_cancel, j);
         if (tool_call_is_live(call) && call->progress_token) {
                 k = sd_event_add_time_relative(m->event, &j->progress_timer, CLOCK_MONOTONIC, PROGRESS_INTERVAL_USEC,
@@ -457,7 +557,18 @@ static const char input_schema[] =
         "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,\"description\":\"Run time "
         "limit in seconds (default 30); values above the server's maximum are lowered to it.\"},"
         "\"python_version\":{\"type\":[\"string\",\"null\"],\"maxLength\":32,\"description\":\"Python to use, "
-        "e.g. \\\"3.12\\\". Default: the newest available that satisfies requires-python.\"}"
+        "e.g. \\\"3.12\\\". Default: the newest available that satisfies requires-python.\"},"
+        "\"limits\":{\"type\":\"object\",\"description\":\"Lower resource limits for this run. Values above the "
+        "server's maximum are lowered to it. A run that hits a limit says which in the result's limit field.\","
+        "\"properties\":{"
+        "\"memory_mb\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":16777216,\"description\":\"Memory, MiB.\"},"
+        "\"max_processes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000000,\"description\":\"Processes and "
+        "threads.\"},"
+        "\"max_file_size_mb\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":16777216,\"description\":\"Largest "
+        "file the script may write, MiB.\"},"
+        "\"cpu_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,\"description\":\"CPU time of a "
+        "process, seconds.\"}"
+        "},\"additionalProperties\":false}"
         "},\"required\":[\"script\"],\"additionalProperties\":false}";
 
 static const char output_schema[] =
@@ -475,6 +586,13 @@ static const char output_schema[] =
         "\"duration_ms\":{\"type\":\"integer\"},"
         "\"timeout_seconds\":{\"type\":\"integer\"},"
         "\"timeout_clamped\":{\"type\":\"boolean\"},"
+        "\"limit\":{\"type\":[\"string\",\"null\"],\"enum\":[\"timeout\",\"cpu_time\",\"file_size\",\"disk_space\","
+        "\"memory\",\"processes\",\"open_files\",null]},"
+        "\"limits\":{\"type\":\"object\",\"properties\":{"
+        "\"memory_mb\":{\"type\":[\"integer\",\"null\"]},\"max_processes\":{\"type\":[\"integer\",\"null\"]},"
+        "\"max_file_size_mb\":{\"type\":[\"integer\",\"null\"]},\"cpu_seconds\":{\"type\":[\"integer\",\"null\"]},"
+        "\"mechanism\":{\"type\":\"string\",\"enum\":[\"cgroup\",\"rlimit\"]},"
+        "\"lowered\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}},"
         "\"python\":{\"type\":[\"string\",\"null\"]},"
         "\"environment\":{\"type\":\"object\",\"properties\":{\"key\":{\"type\":\"string\"},"
         "\"warm\":{\"type\":\"boolean\"},\"requirements\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}},"

@@ -44,3 +44,9 @@ TESTS += test-mcp
 test_mcp_SOURCES = tests/unit/test-mcp.c
 test_mcp_CFLAGS = $(UNIT_CFLAGS)
 test_mcp_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-sandbox
+TESTS += test-sandbox
+test_sandbox_SOURCES = tests/unit/test-sandbox.c
+test_sandbox_CFLAGS = $(UNIT_CFLAGS)
+test_sandbox_LDADD = $(UNIT_LIBS)

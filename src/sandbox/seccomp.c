@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "macro.h"
+#include "seccomp.h"
+
+const char *const sandbox_seccomp_denied[] = {
+        /* Looking into or steering other processes */
+        "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+        /* Large kernel attack surfaces no Python program needs */
+        "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+        "keyctl", "add_key", "request_key", "fanotify_init", "modify_ldt", "lookup_dcookie",
+        /* Mounts, namespaces, the root */
+        "mount", "umount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsmount",
+        "fsconfig", "fspick", "mount_setattr", "unshare", "setns",
+        /* Files by handle (the classic container escape) */
+        "open_by_handle_at", "name_to_handle_at",
+        /* The machine: modules, kexec, reboot, swap, accounting, quotas, logs, clocks, names */
+        "init_module", "finit_module", "delete_module", "create_module", "query_module", "get_kernel_syms",
+        "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "acct", "quotactl", "quotactl_fd",
+        "syslog", "vhangup", "iopl", "ioperm", "settimeofday", "stime", "clock_settime", "clock_adjtime",
+        "adjtimex", "sethostname", "setdomainname", "nfsservctl", "uselib", "_sysctl", "vm86", "vm86old",
+        NULL,
+};
+
+/* Namespace flags clone() must not carry. (CLONE_NEWTIME shares its bit with the exit signal in clone().) */
+static const uint64_t clone_namespace_flags[] = {
+        CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
+};
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(scmp_filter_ctx, seccomp_release);
+
+static int deny(scmp_filter_ctx ctx, const char *name, int error) {
+        int nr = seccomp_syscall_resolve_name(name);
+
+        /* Unknown to this libseccomp, or not a system call of this architecture: nothing to deny. */
+        if (nr < 0)
+                return 0;
+        return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(error), nr, 0);
+}
+
+static int build(scmp_filter_ctx ctx) {
+        int r;
+
+        /* Another ABI's system calls are not filtered by these rules: kill instead. The whole process where
+         * the kernel (and libseccomp's view of it) can; else libseccomp's default, the thread. */
+        (void) seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+
+        for (size_t i = 0; sandbox_seccomp_denied[i]; i++) {
+                r = deny(ctx, sandbox_seccomp_denied[i], EPERM);
+                if (r < 0)
+                        return r;
+        }
+
+        /* clone3() passes its flags in memory, out of the filter's sight: ENOSYS makes glibc use clone(). */
+        r = deny(ctx, "clone3", ENOSYS);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < ELEMENTSOF(clone_namespace_flags); i++) {
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                                     SCMP_A0(SCMP_CMP_MASKED_EQ, clone_namespace_flags[i], clone_namespace_flags[i]));
+                if (r < 0)
+                        return r;
+        }
+
+        /*
+         * personality(): only PER_LINUX (0) and the query 0xffffffff. The kernel reads the argument as 32
+         * bits; a 32-bit value other than all zeros and all ones has, going round, a set bit followed by a
+         * clear one. One rule per such pair of neighbours denies exactly the rest (libseccomp allows one
+         * comparison per argument and rule, and no allow rule under an allow default).
+         */
+        for (unsigned i = 0; i < 32; i++) {
+                uint64_t bit = UINT64_C(1) << i, next = UINT64_C(1) << ((i + 1) % 32);
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
+                                     SCMP_A0(SCMP_CMP_MASKED_EQ, bit | next, bit));
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int sandbox_seccomp_export(void) {
+        _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        ctx = seccomp_init(SCMP_ACT_ALLOW);
+        if (!ctx)
+                return -ENOMEM;
+        r = build(ctx);
+        if (r < 0)
+                return r;
+
+        fd = memfd_create("seccomp-bpf", MFD_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        r = seccomp_export_bpf(ctx, fd);
+        if (r < 0)
+                return r;
+        if (lseek(fd, 0, SEEK_SET) < 0)
+                return -errno;
+        return TAKE_FD(fd);
+}

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The run's system call filter: everything is allowed except what Python code
+ * never needs and what widens the kernel's attack surface (tracing other
+ * processes, BPF, perf, keyrings, userfaultfd, io_uring, mounts, namespaces,
+ * modules, clocks, reboot, ...). Denied calls fail with EPERM, so Python sees
+ * a clean PermissionError rather than a dead process; clone3 fails with ENOSYS
+ * so that the C library falls back to clone, whose flags the filter can see.
+ *
+ * The filter is for the native architecture only. System calls of another
+ * ABI (i386 via int 0x80, x32 on x86-64) kill the process: libseccomp sends
+ * them to the "bad architecture" action, which closes the classic bypass of a
+ * deny list through a second syscall table.
+ *
+ * Built with libseccomp and exported as classic BPF, the form bwrap's
+ * --seccomp FD reads.
+ */
+
+#include <stddef.h>
+
+/* The syscall names denied outright, NULL-terminated (for tests and documentation). */
+extern const char *const sandbox_seccomp_denied[];
+
+/* A new memfd (O_CLOEXEC) holding the BPF program, positioned at its start; returns the fd or -errno. */
+int sandbox_seccomp_export(void);

@@ -1,0 +1,623 @@
+/* SPDX-License-Identifier: MIT */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "macro.h"
+#include "sandbox/limits.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/seccomp.h"
+#include "strv.h"
+
+/* ---- helpers ----------------------------------------------------------- */
+
+static ssize_t find(char **argv, const char *a) {
+        for (size_t i = 0; argv[i]; i++)
+                if (streq(argv[i], a))
+                        return (ssize_t) i;
+        return -1;
+}
+
+/* Index of the first place where the given words follow each other, or -1. */
+static ssize_t find_seq(char **argv, const char *const *seq) {
+        for (size_t i = 0; argv[i]; i++) {
+                size_t j = 0;
+                while (seq[j] && argv[i + j] && streq(argv[i + j], seq[j]))
+                        j++;
+                if (!seq[j])
+                        return (ssize_t) i;
+        }
+        return -1;
+}
+#define HAS_SEQ(argv, ...) (find_seq((argv), (const char *const[]) { __VA_ARGS__, NULL }) >= 0)
+
+static char *tmpdir_new(void) {
+        char *d = strdup("/tmp/test-sandbox-XXXXXX");
+        ck_assert_ptr_nonnull(d);
+        ck_assert_ptr_nonnull(mkdtemp(d));
+        return d;
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f) {
+        return remove(p);
+}
+
+static void rm_rf(char *d) {
+        nftw(d, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        free(d);
+}
+
+static void put(const char *dir, const char *name, const char *text) {
+        char p[PATH_MAX];
+        FILE *f;
+
+        snprintf(p, sizeof(p), "%s/%s", dir, name);
+        f = fopen(p, "w");
+        ck_assert_msg(f != NULL, "%s: %s", p, strerror(errno));
+        fputs(text, f);
+        fclose(f);
+}
+
+static char *get(const char *dir, const char *name) {
+        char p[PATH_MAX], *s = calloc(1, 4096);
+        FILE *f;
+
+        snprintf(p, sizeof(p), "%s/%s", dir, name);
+        f = fopen(p, "r");
+        ck_assert_msg(f != NULL, "%s: %s", p, strerror(errno));
+        ck_assert_ptr_nonnull(s);
+        (void) !fread(s, 1, 4095, f);
+        fclose(f);
+        return s;
+}
+
+static void ck_file(const char *dir, const char *name, const char *want) {
+        _cleanup_free_ char *got = get(dir, name);
+        ck_assert_msg(streq(got, want), "%s/%s: got \"%s\", want \"%s\"", dir, name, got, want);
+}
+
+static void unlink_in(const char *dir, const char *name) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof(p), "%s/%s", dir, name);
+        ck_assert_int_eq(unlink(p), 0);
+}
+
+static void mkdir_in(const char *dir, const char *name) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof(p), "%s/%s", dir, name);
+        ck_assert_msg(mkdir(p, 0755) == 0 || errno == EEXIST, "%s: %s", p, strerror(errno));
+}
+
+/* ---- the bwrap command line -------------------------------------------- */
+
+static char **build(bool network, int seccomp_fd) {
+        static char *ro[] = { (char *) "/opt/env", NULL };
+        static char *env[] = { (char *) "A=b=c", (char *) "HOME=/work", NULL };
+        static char *cmd[] = { (char *) "/usr/bin/python3", (char *) "-c", (char *) "pass", NULL };
+        SandboxData data[] = { { .fd = 5, .dest = "/work/script.py" }, { .fd = 6, .dest = "/work/x.toml" } };
+        SandboxPolicy p = {
+                .bwrap = "/usr/bin/bwrap",
+                .network = network,
+                .tmpfs_size = 64 * 1024 * 1024,
+                .etc_dir = "/var/cache/x/sandbox-etc",
+                .ro_paths = ro,
+                .data = data,
+                .n_data = ELEMENTSOF(data),
+                .seccomp_fd = seccomp_fd,
+                .env = env,
+                .command = cmd,
+        };
+        char **argv = NULL;
+
+        ck_assert_int_eq(sandbox_build_argv(&p, &argv), 0);
+        ck_assert_ptr_nonnull(argv);
+        return argv;
+}
+
+START_TEST(test_argv_isolation) {
+        _cleanup_strv_free_ char **a = build(false, 7);
+
+        ck_assert_str_eq(a[0], "/usr/bin/bwrap");
+        ck_assert(find(a, "--unshare-all") > 0);
+        ck_assert(find(a, "--unshare-user") > 0);
+        ck_assert(find(a, "--share-net") < 0);
+        ck_assert(find(a, "--disable-userns") > 0);
+        ck_assert(HAS_SEQ(a, "--uid", "65534"));
+        ck_assert(HAS_SEQ(a, "--gid", "65534"));
+        ck_assert(HAS_SEQ(a, "--cap-drop", "ALL"));
+        ck_assert(find(a, "--cap-add") < 0);
+        ck_assert(find(a, "--new-session") > 0);
+        ck_assert(find(a, "--die-with-parent") > 0);
+        ck_assert(find(a, "--clearenv") > 0);
+        ck_assert(find(a, "--clearenv") < find(a, "--setenv"));
+        ck_assert(HAS_SEQ(a, "--setenv", "A", "b=c"));
+        ck_assert(HAS_SEQ(a, "--setenv", "HOME", "/work"));
+        ck_assert(HAS_SEQ(a, "--proc", "/proc"));
+        ck_assert(HAS_SEQ(a, "--dev", "/dev"));
+        /* No network: no resolver configuration either. */
+        ck_assert(!HAS_SEQ(a, "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"));
+}
+END_TEST
+
+START_TEST(test_argv_filesystem) {
+        _cleanup_strv_free_ char **a = build(false, 7);
+
+        /* The host only read-only: nothing writable is bound in. */
+        ck_assert(find(a, "--bind") < 0);
+        ck_assert(find(a, "--bind-try") < 0);
+        ck_assert(find(a, "--dev-bind") < 0);
+        ck_assert(HAS_SEQ(a, "--ro-bind", "/usr", "/usr"));
+        ck_assert(HAS_SEQ(a, "--ro-bind", "/opt/env", "/opt/env"));
+        ck_assert(HAS_SEQ(a, "--ro-bind", "/var/cache/x/sandbox-etc/passwd", "/etc/passwd"));
+        ck_assert(HAS_SEQ(a, "--ro-bind", "/var/cache/x/sandbox-etc/group", "/etc/group"));
+        ck_assert(HAS_SEQ(a, "--size", "67108864", "--perms", "0755", "--tmpfs", "/tmp"));
+        ck_assert(HAS_SEQ(a, "--size", "67108864", "--perms", "0755", "--tmpfs", "/work"));
+        ck_assert(HAS_SEQ(a, "--ro-bind-data", "5", "/work/script.py"));
+        ck_assert(HAS_SEQ(a, "--ro-bind-data", "6", "/work/x.toml"));
+        ck_assert(HAS_SEQ(a, "--chdir", "/work"));
+        /* No host /tmp, /home or /root. */
+        ck_assert(find(a, "/home") < 0);
+        ck_assert(find(a, "/root") < 0);
+        ck_assert(!HAS_SEQ(a, "/tmp", "/tmp"));
+}
+END_TEST
+
+START_TEST(test_argv_seccomp_and_command) {
+        _cleanup_strv_free_ char **a = build(false, 7), **b = build(false, -EBADF);
+        ssize_t dashdash = find(a, "--");
+        size_t n = strv_length(a);
+
+        ck_assert(HAS_SEQ(a, "--seccomp", "7"));
+        ck_assert(find(a, "--seccomp") < dashdash);
+        ck_assert_int_eq(dashdash, (ssize_t) n - 4);
+        ck_assert_str_eq(a[n - 3], "/usr/bin/python3");
+        ck_assert_str_eq(a[n - 2], "-c");
+        ck_assert_str_eq(a[n - 1], "pass");
+        ck_assert(find(b, "--seccomp") < 0);
+}
+END_TEST
+
+START_TEST(test_argv_network) {
+        _cleanup_strv_free_ char **a = build(true, 7);
+
+        ck_assert(find(a, "--share-net") > find(a, "--unshare-all"));
+        ck_assert(HAS_SEQ(a, "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"));
+        /* Everything else stays. */
+        ck_assert(find(a, "--disable-userns") > 0);
+        ck_assert(HAS_SEQ(a, "--cap-drop", "ALL"));
+}
+END_TEST
+
+START_TEST(test_argv_bad_env) {
+        static char *env[] = { (char *) "NOEQUALS", NULL };
+        static char *cmd[] = { (char *) "/bin/true", NULL };
+        SandboxPolicy p = { .bwrap = "/usr/bin/bwrap", .seccomp_fd = -EBADF, .env = env, .command = cmd };
+        char **argv = NULL;
+
+        ck_assert_int_eq(sandbox_build_argv(&p, &argv), -EINVAL);
+        ck_assert_ptr_null(argv);
+}
+END_TEST
+
+/* ---- the system call filter -------------------------------------------- */
+
+START_TEST(test_seccomp_export) {
+        _cleanup_close_ int fd = sandbox_seccomp_export();
+        struct stat st;
+
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(fstat(fd, &st), 0);
+        ck_assert_int_gt(st.st_size, 0);
+        ck_assert_int_eq(st.st_size % (off_t) sizeof(struct sock_filter), 0);
+        ck_assert_int_eq(lseek(fd, 0, SEEK_CUR), 0);
+        ck_assert_int_ne(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
+
+        static const char *const must[] = { "ptrace", "bpf", "perf_event_open", "keyctl", "userfaultfd",
+                                             "io_uring_setup", "mount", "unshare", "setns", "kexec_load",
+                                             "open_by_handle_at", "init_module", "chroot", NULL };
+        for (size_t i = 0; must[i]; i++)
+                ck_assert_msg(strv_contains((char **) sandbox_seccomp_denied, must[i]), "%s not denied", must[i]);
+}
+END_TEST
+
+static void *thread_main(void *arg) {
+        return arg;
+}
+
+/* In a child: load the exported filter as bwrap does, then probe. Exit status: a bit per failed check. */
+static int child_probe(int fd) {
+        struct sock_filter insns[4096];
+        ssize_t n = read(fd, insns, sizeof(insns));
+        struct sock_fprog prog = { .len = (unsigned short) (n / (ssize_t) sizeof(insns[0])), .filter = insns };
+        int bad = 0;
+        pthread_t t;
+        pid_t pid;
+
+        if (n <= 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
+                return 0x80;
+        errno = 0;
+        if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) != -1 || errno != EPERM)
+                bad |= 1 << 0;
+        if (unshare(CLONE_NEWUSER) != -1 || errno != EPERM)
+                bad |= 1 << 1;
+        if (syscall(SYS_clone3, NULL, (size_t) 0) != -1 || errno != ENOSYS)
+                bad |= 1 << 2;
+        if (syscall(SYS_clone, (unsigned long) (CLONE_NEWNET | SIGCHLD), 0, 0, 0, 0) != -1 || errno != EPERM)
+                bad |= 1 << 3;
+        if (personality(0xffffffff) == -1 || personality(PER_LINUX) == -1)
+                bad |= 1 << 4;
+        if (personality(ADDR_NO_RANDOMIZE) != -1 || errno != EPERM)
+                bad |= 1 << 5;
+        /* Ordinary processes and threads still work (glibc falls back from clone3 to clone). */
+        pid = fork();
+        if (pid == 0)
+                _exit(3);
+        int status = 0;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 3)
+                bad |= 1 << 6;
+        if (pthread_create(&t, NULL, thread_main, NULL) != 0 || pthread_join(t, NULL) != 0)
+                bad |= 1 << 6;
+        return bad;
+}
+
+START_TEST(test_seccomp_filter_works) {
+        _cleanup_close_ int fd = sandbox_seccomp_export();
+        int status;
+        pid_t pid;
+
+        ck_assert_int_ge(fd, 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+                _exit(child_probe(fd));
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert_msg(WIFEXITED(status), "the probe died of signal %d", WTERMSIG(status));
+        ck_assert_msg(WEXITSTATUS(status) == 0, "failed checks: 0x%x", WEXITSTATUS(status));
+}
+END_TEST
+
+/* ---- limits -------------------------------------------------------------- */
+
+START_TEST(test_limits_from_config) {
+        Config c;
+        SandboxLimits l;
+
+        config_init(&c);
+        sandbox_limits_from_config(&c, &l);
+        ck_assert_uint_eq(l.memory, 2ULL << 30);
+        ck_assert_uint_eq(l.processes, 256);
+        ck_assert_uint_eq(l.cpu_usec, c.max_timeout_usec + SANDBOX_CPU_MARGIN_USEC);
+        ck_assert_uint_eq(l.file_size, c.tmpfs_size);
+        ck_assert_uint_eq(l.open_files, 1024);
+
+        c.max_cpu_time_usec = 42 * 1000000ULL;
+        c.max_file_size = 1 << 20;
+        sandbox_limits_from_config(&c, &l);
+        ck_assert_uint_eq(l.cpu_usec, 42 * 1000000ULL);
+        ck_assert_uint_eq(l.file_size, 1 << 20);
+        config_done(&c);
+}
+END_TEST
+
+START_TEST(test_limits_lower_only) {
+        SandboxLimits max = { .memory = 1000, .processes = 10, .cpu_usec = 0, .file_size = 50, .open_files = 64 };
+        SandboxLimits l;
+        unsigned raised;
+
+        /* Nothing asked: the maximum. */
+        raised = sandbox_limits_lower(&max, &(SandboxLimits) {}, &l);
+        ck_assert_uint_eq(raised, 0);
+        ck_assert_int_eq(memcmp(&l, &max, sizeof(l)), 0);
+
+        /* Lower: taken. Higher: lowered, and said. No limit at all (0): a request sets one. */
+        raised = sandbox_limits_lower(&max, &(SandboxLimits) { .memory = 500, .processes = 20, .cpu_usec = 7,
+                                                               .file_size = 50, .open_files = 1 },
+                                      &l);
+        ck_assert_uint_eq(raised, SANDBOX_LIMIT_PROCESSES);
+        ck_assert_uint_eq(l.memory, 500);
+        ck_assert_uint_eq(l.processes, 10);
+        ck_assert_uint_eq(l.cpu_usec, 7);
+        ck_assert_uint_eq(l.file_size, 50);
+        ck_assert_uint_eq(l.open_files, 64);   /* not a call's to set */
+
+        raised = sandbox_limits_lower(&max, &(SandboxLimits) { .memory = UINT64_MAX, .file_size = 51 }, &l);
+        ck_assert_uint_eq(raised, SANDBOX_LIMIT_MEMORY | SANDBOX_LIMIT_FILE_SIZE);
+        ck_assert_uint_eq(l.memory, 1000);
+        ck_assert_uint_eq(l.file_size, 50);
+}
+END_TEST
+
+static const ProcessLimit *rl_find(const ProcessLimit *rl, size_t n, int resource) {
+        for (size_t i = 0; i < n; i++)
+                if (rl[i].resource == resource)
+                        return &rl[i];
+        return NULL;
+}
+
+START_TEST(test_limits_rlimits) {
+        SandboxLimits l = { .memory = 1 << 30, .processes = 99, .cpu_usec = 2500000, .file_size = 4096,
+                            .open_files = 128 };
+        ProcessLimit rl[SANDBOX_N_RLIMITS];
+        const ProcessLimit *x;
+        size_t n;
+
+        n = sandbox_limits_rlimits(&l, false, rl);
+        ck_assert_uint_eq(n, 6);
+        ck_assert_uint_eq(rl_find(rl, n, RLIMIT_CORE)->value, 0);
+        x = rl_find(rl, n, RLIMIT_CPU);
+        ck_assert_uint_eq(x->value, 3);         /* rounded up */
+        ck_assert_uint_gt(x->hard, x->value);   /* SIGXCPU first */
+        ck_assert_uint_eq(rl_find(rl, n, RLIMIT_FSIZE)->value, 4096);
+        ck_assert_uint_eq(rl_find(rl, n, RLIMIT_NOFILE)->value, 128);
+        ck_assert_uint_eq(rl_find(rl, n, RLIMIT_AS)->value, 1 << 30);
+        ck_assert_uint_eq(rl_find(rl, n, RLIMIT_NPROC)->value, 99);
+
+        /* With a cgroup, memory and processes are its job. */
+        n = sandbox_limits_rlimits(&l, true, rl);
+        ck_assert_uint_eq(n, 4);
+        ck_assert_ptr_null(rl_find(rl, n, RLIMIT_AS));
+        ck_assert_ptr_null(rl_find(rl, n, RLIMIT_NPROC));
+
+        /* 0 is no limit: not set at all (core dumps stay off). */
+        n = sandbox_limits_rlimits(&(SandboxLimits) {}, false, rl);
+        ck_assert_uint_eq(n, 1);
+        ck_assert_int_eq(rl[0].resource, RLIMIT_CORE);
+}
+END_TEST
+
+static const char *hit(int exit_code, int sig, const char *err) {
+        return sandbox_limit_hit(&(SandboxOutcome) { .exit_code = exit_code, .signal = sig, .stderr_text = err });
+}
+
+START_TEST(test_limit_hit) {
+        ck_assert_ptr_null(hit(1, 0, "Traceback (most recent call last):\nValueError: x\n"));
+        ck_assert_ptr_null(hit(1, 0, NULL));
+        ck_assert_str_eq(hit(128 + SIGXCPU, 0, ""), "cpu_time");
+        ck_assert_str_eq(hit(0, SIGXCPU, ""), "cpu_time");
+        ck_assert_str_eq(hit(128 + SIGXFSZ, 0, ""), "file_size");
+        ck_assert_str_eq(hit(1, 0, "Traceback (most recent call last):\n  File \"x\", line 1\nMemoryError\n"),
+                         "memory");
+        ck_assert_str_eq(hit(1, 0, "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 8 GiB\n"),
+                         "memory");
+        ck_assert_str_eq(hit(1, 0, "OSError: [Errno 12] Cannot allocate memory"), "memory");
+        ck_assert_str_eq(hit(1, 0, "BlockingIOError: [Errno 11] Resource temporarily unavailable\n"), "processes");
+        ck_assert_str_eq(hit(1, 0, "RuntimeError: can't start new thread\n"), "processes");
+        ck_assert_str_eq(hit(1, 0, "bwrap: Creating new namespace failed: Resource temporarily unavailable\n"),
+                         "processes");
+        ck_assert_str_eq(hit(1, 0, "OSError: [Errno 27] File too large\n"), "file_size");
+        ck_assert_str_eq(hit(1, 0, "OSError: [Errno 28] No space left on device\n"), "disk_space");
+        ck_assert_str_eq(hit(1, 0, "OSError: [Errno 24] Too many open files: 'x'\n"), "open_files");
+        /* Names that merely contain the words are not the exception. */
+        ck_assert_ptr_null(hit(1, 0, "print('MemoryError')\nMyMemoryErrorHandler failed\n"));
+        ck_assert_ptr_null(hit(1, 0, "  x = 'no MemoryError here'\n"));
+        /* The last one wins: the exception that ended the script comes last. */
+        ck_assert_str_eq(hit(1, 0, "MemoryError\nOSError: [Errno 28] No space left on device\n"), "disk_space");
+        /* The cgroup's word and the timeout come first. */
+        ck_assert_str_eq(sandbox_limit_hit(&(SandboxOutcome) { .exit_code = 137, .oom_killed = true }), "memory");
+        ck_assert_str_eq(sandbox_limit_hit(&(SandboxOutcome) { .exit_code = 1, .pids_max = true }), "processes");
+        ck_assert_str_eq(sandbox_limit_hit(&(SandboxOutcome) { .exit_code = 137, .timed_out = true,
+                                                                .stderr_text = "MemoryError" }),
+                         "timeout");
+}
+END_TEST
+
+/* ---- cgroup v2, against a fake tree ---------------------------------------- */
+
+START_TEST(test_cgroup_find) {
+        char *root = tmpdir_new(), proc[PATH_MAX], dir[PATH_MAX];
+        _cleanup_free_ char *got = NULL, *why = NULL;
+
+        snprintf(proc, sizeof(proc), "%s/self-cgroup", root);
+        mkdir_in(root, "system.slice");
+        mkdir_in(root, "system.slice/x.service");
+        snprintf(dir, sizeof(dir), "%s/system.slice/x.service", root);
+        put(dir, "cgroup.subtree_control", "");
+
+        /* cgroup v1 only: no "0::" line. */
+        put(root, "self-cgroup", "4:memory:/x\n1:name=systemd:/x\n");
+        ck_assert_int_eq(sandbox_cgroup_find(proc, root, &got, &why), -EOPNOTSUPP);
+        ck_assert_ptr_nonnull(strstr(why, "no cgroup v2"));
+
+        /* The root cgroup is nobody's delegated subtree. */
+        put(root, "self-cgroup", "0::/\n");
+        ck_assert_int_eq(sandbox_cgroup_find(proc, root, &got, &why), -EOPNOTSUPP);
+        ck_assert_ptr_nonnull(strstr(why, "root cgroup"));
+
+        /* Not there (or not writable). */
+        put(root, "self-cgroup", "0::/system.slice/y.service\n");
+        ck_assert_int_eq(sandbox_cgroup_find(proc, root, &got, &why), -EOPNOTSUPP);
+        ck_assert_ptr_nonnull(strstr(why, "not delegated"));
+
+        put(root, "self-cgroup", "1:name=systemd:/system.slice/x.service\n0::/system.slice/x.service\n");
+        if (geteuid() == 0) {
+                /* Root can write anywhere: systemd's mark decides. */
+                ck_assert_int_eq(sandbox_cgroup_find(proc, root, &got, &why), -EOPNOTSUPP);
+                ck_assert_ptr_nonnull(strstr(why, "marked"));
+                if (setxattr(dir, "trusted.delegate", "1", 1, 0) < 0 && setxattr(dir, "user.delegate", "1", 1, 0) < 0) {
+                        rm_rf(root);
+                        return;   /* this file system keeps no such attributes */
+                }
+        }
+        ck_assert_int_eq(sandbox_cgroup_find(proc, root, &got, &why), 0);
+        ck_assert_str_eq(got, dir);
+        free(got);
+        got = NULL;
+
+        /* Our own leaf stands for the delegated cgroup above it. */
+        put(root, "self-cgroup", "0::/system.slice/x.service/supervisor\n");
+        ck_assert_int_eq(sandbox_cgroup_find(proc, root, &got, &why), 0);
+        ck_assert_str_eq(got, dir);
+        rm_rf(root);
+}
+END_TEST
+
+START_TEST(test_cgroup_prepare) {
+        char *d = tmpdir_new();
+        _cleanup_free_ char *why = NULL;
+
+        put(d, "cgroup.controllers", "cpuset cpu io memory pids\n");
+        put(d, "cgroup.subtree_control", "");
+        put(d, "cgroup.procs", "");
+        ck_assert_int_eq(sandbox_cgroup_prepare(d, &why), 0);
+        ck_file(d, "cgroup.subtree_control", "+memory +pids +cpu");
+
+        put(d, "cgroup.controllers", "memory pids\n");
+        put(d, "cgroup.subtree_control", "");
+        ck_assert_int_eq(sandbox_cgroup_prepare(d, &why), 0);
+        ck_file(d, "cgroup.subtree_control", "+memory +pids");
+
+        /* "pids" is not "pidsx"; and without pids there is no containing a fork bomb. */
+        put(d, "cgroup.controllers", "cpu memory pidsx\n");
+        ck_assert_int_eq(sandbox_cgroup_prepare(d, &why), -EOPNOTSUPP);
+        ck_assert_ptr_nonnull(strstr(why, "not available"));
+        rm_rf(d);
+}
+END_TEST
+
+START_TEST(test_cgroup_new_run) {
+        char *d = tmpdir_new(), run[PATH_MAX];
+        _cleanup_free_ char *path = NULL;
+        SandboxLimits l = { .memory = 256 << 20, .processes = 64, .cpu_quota = 150 };
+        static const char *const files[] = { "memory.max", "memory.swap.max", "memory.oom.group", "pids.max",
+                                             "cpu.max", "cgroup.procs", NULL };
+
+        /* cgroupfs makes the files with the directory; here the test does. */
+        snprintf(run, sizeof(run), "%s/run-1", d);
+        ck_assert_int_eq(mkdir(run, 0755), 0);
+        for (size_t i = 0; files[i]; i++)
+                put(run, files[i], "");
+
+        ck_assert_int_eq(sandbox_cgroup_new_run(d, "run-1", &l, &path), 0);
+        ck_assert_str_eq(path, run);
+        ck_file(run, "memory.max", "268435456");
+        ck_file(run, "memory.swap.max", "0");
+        ck_file(run, "memory.oom.group", "1");
+        ck_file(run, "pids.max", "64");
+        ck_file(run, "cpu.max", "150000 100000");
+
+        ck_assert_int_eq(sandbox_cgroup_attach(run, 4242), 0);
+        ck_file(run, "cgroup.procs", "4242");
+
+        /* No limit is "max"; no cap on CPU is "max" too. */
+        free(path);
+        path = NULL;
+        for (size_t i = 0; files[i]; i++)
+                put(run, files[i], "");
+        ck_assert_int_eq(sandbox_cgroup_new_run(d, "run-1", &(SandboxLimits) {}, &path), 0);
+        ck_file(run, "memory.max", "max");
+        ck_file(run, "pids.max", "max");
+        ck_file(run, "cpu.max", "max 100000");
+
+        /* Optional files may be missing (no swap accounting, no cpu controller). */
+        free(path);
+        path = NULL;
+        unlink_in(run, "memory.swap.max");
+        unlink_in(run, "memory.oom.group");
+        unlink_in(run, "cpu.max");
+        ck_assert_int_eq(sandbox_cgroup_new_run(d, "run-1", &(SandboxLimits) { .memory = 1 << 20 }, &path), 0);
+        ck_file(run, "memory.max", "1048576");
+
+        /* A limit that cannot be written fails the run cgroup. */
+        free(path);
+        path = NULL;
+        unlink_in(run, "pids.max");
+        ck_assert_int_eq(sandbox_cgroup_new_run(d, "run-1", &l, &path), -ENOENT);
+        ck_assert_ptr_null(path);
+        rm_rf(d);
+}
+END_TEST
+
+START_TEST(test_cgroup_events_and_stale) {
+        char *d = tmpdir_new(), p[PATH_MAX];
+        SandboxCgroupEvents ev;
+        struct stat st;
+
+        put(d, "memory.events", "low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 0\n");
+        put(d, "pids.events", "max 5\n");
+        ck_assert_int_eq(sandbox_cgroup_read_events(d, &ev), 0);
+        ck_assert_uint_eq(ev.oom_kill, 1);
+        ck_assert_uint_eq(ev.pids_max, 5);
+        put(d, "memory.events", "low 0\nmax 3\noom_kill 0\n");
+        put(d, "pids.events", "max 0\n");
+        ck_assert_int_eq(sandbox_cgroup_read_events(d, &ev), 0);
+        ck_assert_uint_eq(ev.oom_kill, 0);
+        ck_assert_uint_eq(ev.pids_max, 0);
+
+        /* Empty run-* go; a busy one (here: not empty) and anything else stay. */
+        mkdir_in(d, "run-1");
+        mkdir_in(d, "run-2");
+        mkdir_in(d, "supervisor");
+        snprintf(p, sizeof(p), "%s/run-2", d);
+        put(p, "cgroup.procs", "1\n");
+        sandbox_cgroup_remove_stale(d);
+        snprintf(p, sizeof(p), "%s/run-1", d);
+        ck_assert_int_lt(stat(p, &st), 0);
+        snprintf(p, sizeof(p), "%s/run-2", d);
+        ck_assert_int_eq(stat(p, &st), 0);
+        snprintf(p, sizeof(p), "%s/supervisor", d);
+        ck_assert_int_eq(stat(p, &st), 0);
+        rm_rf(d);
+}
+END_TEST
+
+static Suite *sandbox_suite(void) {
+        Suite *s = suite_create("sandbox");
+        TCase *tc = tcase_create("argv");
+
+        tcase_add_test(tc, test_argv_isolation);
+        tcase_add_test(tc, test_argv_filesystem);
+        tcase_add_test(tc, test_argv_seccomp_and_command);
+        tcase_add_test(tc, test_argv_network);
+        tcase_add_test(tc, test_argv_bad_env);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("seccomp");
+        tcase_add_test(tc, test_seccomp_export);
+        tcase_add_test(tc, test_seccomp_filter_works);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("limits");
+        tcase_add_test(tc, test_limits_from_config);
+        tcase_add_test(tc, test_limits_lower_only);
+        tcase_add_test(tc, test_limits_rlimits);
+        tcase_add_test(tc, test_limit_hit);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("cgroup");
+        tcase_add_test(tc, test_cgroup_find);
+        tcase_add_test(tc, test_cgroup_prepare);
+        tcase_add_test(tc, test_cgroup_new_run);
+        tcase_add_test(tc, test_cgroup_events_and_stale);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void) {
+        SRunner *sr = srunner_create(sandbox_suite());
+        int failed;
+
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
