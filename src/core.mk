@@ -19,6 +19,13 @@ libcore_a_SOURCES = \
 	src/tools/script.c src/tools/script.h \
 	src/tools/execute-python.c \
 	src/tools/validate-script.c \
+	src/tools/sandbox-common.c src/tools/sandbox-common.h \
+	src/tools/sandbox-lifecycle.c \
+	src/tools/execute-code.c \
+	src/tools/sandbox-packages.c \
+	src/tools/sandbox-files.c \
+	src/sandboxes/sandboxes.c src/sandboxes/sandboxes.h \
+	src/sandboxes/driver.c \
 	src/sandbox/sandbox.c src/sandbox/sandbox.h \
 	src/sandbox/seccomp.c src/sandbox/seccomp.h \
 	src/sandbox/limits.c src/sandbox/limits.h \
@@ -29,3 +36,5 @@ CORE_LIBS = libcore.a libshared.a $(SYSTEMD_LIBS) $(JSONC_LIBS) $(SECCOMP_LIBS)
 
 include src/pep723/local.mk
 
+# The persistent sandboxes' driver is Python, embedded as a C string by embed-driver.py.
+EXTRA_DIST += src/sandboxes/driver.py src/sandboxes/embed-driver.py

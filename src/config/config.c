@@ -78,6 +78,9 @@ static const Setting settings[] = {
         S("warmup", SETTING_STRV_LINES, warmup, "A requirement set to prepare after start-up (repeatable)"),
         S("store-max-size", SETTING_SIZE, store_max_size, "Environment store budget (0: no limit)"),
         S("store-max-age", SETTING_SECONDS, store_max_age_usec, "Remove environments unused for this long (0: never)"),
+        S("sandbox-idle-timeout", SETTING_SECONDS, sandbox_idle_timeout_usec, "Close a persistent sandbox unused for this long"),
+        S("max-sandboxes-per-user", SETTING_UINT, max_sandboxes_per_user, "Persistent sandboxes one user may have open"),
+        S("max-sandboxes", SETTING_UINT, max_sandboxes, "Persistent sandboxes open at once, all users together"),
 };
 
 static const Setting *setting_find(const char *name) {
@@ -125,6 +128,9 @@ void config_init(Config *c) {
                 .warmup = strv_new(),
                 .store_max_size = 10ULL * 1024 * 1024 * 1024,
                 .store_max_age_usec = 30ULL * 24 * 3600 * USEC_PER_SEC,
+                .sandbox_idle_timeout_usec = 30 * 60 * USEC_PER_SEC,
+                .max_sandboxes_per_user = 8,
+                .max_sandboxes = 64,
         };
 }
 

@@ -55,6 +55,10 @@ typedef struct Config {
         uint64_t store_max_size;        /* bytes, 0 = no limit */
         uint64_t store_max_age_usec;    /* unused environments older than this are removed */
 
+        /* Persistent sandboxes */
+        uint64_t sandbox_idle_timeout_usec;     /* reaped after this long unused */
+        uint64_t max_sandboxes_per_user;
+        uint64_t max_sandboxes;
 } Config;
 
 void config_init(Config *c);

@@ -16,6 +16,7 @@
 #include "macro.h"
 #include "manager.h"
 #include "runtime.h"
+#include "sandboxes/sandboxes.h"
 #include "tools/tools.h"
 
 #define STOP_GRACE_USEC (3 * USEC_PER_SEC)
@@ -72,7 +73,7 @@ static void manager_set_accepting(Manager *m) {
 static int on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
 
-        if (m->n_sessions == 0 && runtime_is_idle(m->runtime)) {
+        if (m->n_sessions == 0 && runtime_is_idle(m->runtime) && !sandboxes_busy()) {
                 log_info("No connection for %" PRIu64 "s; exiting (the socket stays with systemd).",
                          m->config->exit_idle_usec / USEC_PER_SEC);
                 return sd_event_exit(m->event, 0);
@@ -395,6 +396,7 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         while (m->sessions)
                 manager_drop_session(m, m->sessions);
+        sandboxes_free();
         runtime_free(m->runtime);
         for (size_t i = 0; i < m->n_listeners; i++)
                 sd_event_source_disable_unref(m->listeners[i]);

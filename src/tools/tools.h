@@ -8,5 +8,16 @@
 extern const Tool tool_execute_python;
 extern const Tool tool_validate_script;
 extern const Tool tool_check_environment;
+extern const Tool tool_create_sandbox;
+extern const Tool tool_execute_code;
+extern const Tool tool_install_package;
+extern const Tool tool_list_installed_packages;
+extern const Tool tool_reset_sandbox;
+extern const Tool tool_get_sandbox_info;
+extern const Tool tool_get_sandbox_status;
+extern const Tool tool_close_sandbox;
+extern const Tool tool_list_files;
+extern const Tool tool_read_file;
+extern const Tool tool_write_file;
 
 extern const Tool *const tools_all[];

@@ -1,0 +1,1215 @@
+/* SPDX-License-Identifier: MIT */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon/manager.h"
+#include "daemon/runtime.h"
+#include "fs-util.h"
+#include "json-util.h"
+#include "log.h"
+#include "macro.h"
+#include "sandboxes.h"
+#include "strv.h"
+#include "sandbox/limits.h"
+#include "sandbox/seccomp.h"
+#include "tools/script.h"
+
+#define RECORD_MAX 65536                        /* one SOCK_SEQPACKET record: kind byte + payload */
+#define MESSAGE_MAX (64u * 1024 * 1024)         /* a reply, assembled */
+#define HELLO_TIMEOUT_USEC (30 * USEC_PER_SEC)
+#define INTERRUPT_GRACE_USEC (2 * USEC_PER_SEC)
+#define RESTART_WAIT_USEC (10 * USEC_PER_SEC)
+#define INTERNAL_TIMEOUT_USEC (60 * USEC_PER_SEC)
+#define SNAPSHOT_MAX (32 * 1024 * 1024)
+#define MAX_FAST_DEATHS 3
+
+typedef enum OpKind {
+        OP_REQUEST,             /* a message for the driver */
+        OP_RESTART,             /* switch to sb->next_env (or the base one), maybe carrying /work over */
+} OpKind;
+
+typedef enum OpPhase {
+        PHASE_QUEUED,
+        PHASE_SENT,             /* sending or sent; waiting for the reply */
+        PHASE_INTERRUPTING,     /* SIGINT sent, waiting a little */
+        PHASE_KILLING,          /* the worker was killed; waiting for the fresh one */
+        PHASE_SNAPSHOT,         /* restart: saving /work */
+        PHASE_STARTING,         /* restart: waiting for the new sandbox */
+        PHASE_RESTORE,          /* restart: putting /work back */
+} OpPhase;
+
+struct SandboxOp {
+        Sandbox *sandbox;
+        SandboxOp *next;
+        OpKind kind;
+        OpPhase phase;
+        json_object *request;
+        uint64_t timeout_usec;
+        bool keep_files;
+        bool timed_out;
+        json_object *snapshot;          /* restart: the tar of /work, base64 */
+        SandboxReplyFunc cb;            /* NULL once the caller is gone */
+        void *userdata;
+};
+
+struct SandboxPrepare {
+        Sandbox *sandbox;
+        ScriptAnalysis *analysis;
+        ScriptPlan *plan;
+        EnvWaiter *env_waiter;
+        SandboxOp *restart;
+        sd_event_source *defer;
+        char *error;
+        SandboxPreparedFunc cb;
+        void *userdata;
+};
+
+struct Sandbox {
+        Sandbox *next, *prev;
+        char id[SANDBOX_ID_LEN + 1];
+        uid_t uid;
+        uint64_t created_usec, used_usec, ttl_usec;
+        sd_event_source *reap_timer;
+
+        /* The environment: the base one from creation, the current one, the one a restart switches to. */
+        const Python *python;
+        RequirementList base_reqs, reqs, next_reqs;
+        char *base_env, *env, *next_env;
+        bool started;
+
+        /* The running sandbox */
+        Process *proc;
+        int sock;
+        sd_event_source *io;
+        bool ready;                     /* the worker said hello */
+        pid_t worker_ns_pid;
+        int worker_pidfd;
+        unsigned fast_deaths;
+        uint64_t spawned_usec;
+        char *broken;                   /* why it cannot run; set after repeated failures */
+
+        /* Messages */
+        char *out;                      /* the message being sent */
+        size_t out_len, out_off;
+        char *in;
+        size_t in_len;
+
+        SandboxOp *ops;                 /* head is the current one */
+        sd_event_source *op_timer;
+        sd_event_source *defer;         /* dispatch from the loop, not from callers */
+        SandboxPrepare *prepare;        /* the preparation in progress, if any */
+};
+
+typedef struct Registry {
+        Manager *manager;
+        sd_event *event;
+        const Config *config;
+        Runtime *runtime;
+        Sandbox *list;
+        unsigned n;
+} Registry;
+
+static Registry *registry;
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+}
+
+static void dispatch(Sandbox *sb);
+static int sandbox_spawn(Sandbox *sb);
+static void sandbox_stop(Sandbox *sb);
+static void schedule_dispatch(Sandbox *sb);
+static void reap_arm(Sandbox *sb);
+static void switch_env(Sandbox *sb);
+
+/* ---- registry ------------------------------------------------------------ */
+
+int sandboxes_setup(Manager *m) {
+        if (registry)
+                return 0;
+        registry = calloc(1, sizeof(*registry));
+        if (!registry)
+                return -ENOMEM;
+        registry->manager = m;
+        registry->event = sd_event_ref(m->event);
+        registry->config = m->config;
+        registry->runtime = m->runtime;
+        return 0;
+}
+
+void sandboxes_free(void) {
+        if (!registry)
+                return;
+        while (registry->list)
+                sandbox_close(registry->list);
+        sd_event_unref(registry->event);
+        free(registry);
+        registry = NULL;
+}
+
+bool sandboxes_busy(void) {
+        return registry && registry->n > 0;
+}
+
+unsigned sandboxes_count(uid_t uid) {
+        unsigned n = 0;
+        for (Sandbox *sb = registry ? registry->list : NULL; sb; sb = sb->next)
+                n += sb->uid == uid;
+        return n;
+}
+
+void sandboxes_foreach(uid_t uid, void (*cb)(Sandbox *sb, void *userdata), void *userdata) {
+        for (Sandbox *sb = registry ? registry->list : NULL, *next; sb; sb = next) {
+                next = sb->next;
+                if (sb->uid == uid)
+                        cb(sb, userdata);
+        }
+}
+
+Sandbox *sandbox_find(const char *id, uid_t uid) {
+        if (!registry || !id || strlen(id) != SANDBOX_ID_LEN)
+                return NULL;
+        for (Sandbox *sb = registry->list; sb; sb = sb->next)
+                /* Another user's sandbox does not exist for this caller. */
+                if (sb->uid == uid && streq(sb->id, id))
+                        return sb;
+        return NULL;
+}
+
+static int on_reap(sd_event_source *s, uint64_t usec, void *userdata) {
+        Sandbox *sb = userdata;
+        const Config *c = registry->config;
+        uint64_t now = now_usec();
+        bool expired = sb->ttl_usec > 0 && now >= sb->created_usec + sb->ttl_usec;
+
+        if (!expired && (sb->ops || sb->prepare)) {
+                /* Busy: working counts as use. */
+                sb->used_usec = now;
+                reap_arm(sb);
+                return 0;
+        }
+        if (!expired && now < sb->used_usec + c->sandbox_idle_timeout_usec) {
+                reap_arm(sb);
+                return 0;
+        }
+        log_info("Closing sandbox %.8s… of uid " UID_FMT ": %s.", sb->id, sb->uid,
+                 expired ? "its time to live is over" : "idle for too long");
+        sandbox_close(sb);
+        return 0;
+}
+
+static void reap_arm(Sandbox *sb) {
+        const Config *c = registry->config;
+        uint64_t when = UINT64_MAX;
+
+        if (c->sandbox_idle_timeout_usec > 0)
+                when = sb->used_usec + c->sandbox_idle_timeout_usec;
+        if (sb->ttl_usec > 0)
+                when = MIN(when, sb->created_usec + sb->ttl_usec);
+        if (when == UINT64_MAX) {
+                if (sb->reap_timer)
+                        (void) sd_event_source_set_enabled(sb->reap_timer, SD_EVENT_OFF);
+                return;
+        }
+        if (!sb->reap_timer) {
+                if (sd_event_add_time(registry->event, &sb->reap_timer, CLOCK_MONOTONIC, when, USEC_PER_SEC / 10,
+                                      on_reap, sb) < 0)
+                        log_warning("No reaping timer for sandbox %.8s…; it lives until closed.", sb->id);
+                return;
+        }
+        (void) sd_event_source_set_time(sb->reap_timer, when);
+        (void) sd_event_source_set_enabled(sb->reap_timer, SD_EVENT_ONESHOT);
+}
+
+void sandbox_touch(Sandbox *sb) {
+        sb->used_usec = now_usec();
+}
+
+int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
+        const Config *c = m->config;
+        uint8_t raw[SANDBOX_ID_LEN / 2];
+        Sandbox *sb;
+        int k;
+
+        k = sandboxes_setup(m);
+        if (k < 0)
+                return k;
+        if (sandboxes_count(uid) >= c->max_sandboxes_per_user)
+                return -EDQUOT;
+        if (registry->n >= c->max_sandboxes)
+                return -EUSERS;
+        if (getrandom(raw, sizeof(raw), 0) != (ssize_t) sizeof(raw))
+                return -EIO;
+
+        sb = calloc(1, sizeof(*sb));
+        if (!sb)
+                return -ENOMEM;
+        for (size_t i = 0; i < sizeof(raw); i++)
+                snprintf(sb->id + 2 * i, 3, "%02x", raw[i]);
+        sb->uid = uid;
+        sb->sock = -EBADF;
+        sb->worker_pidfd = -EBADF;
+        sb->created_usec = sb->used_usec = now_usec();
+        sb->ttl_usec = MIN(ttl_usec, SANDBOX_MAX_TTL_USEC);
+
+        sb->next = registry->list;
+        if (registry->list)
+                registry->list->prev = sb;
+        registry->list = sb;
+        registry->n++;
+        reap_arm(sb);
+        *ret = sb;
+        return 0;
+}
+
+static void op_finish(SandboxOp *op, const SandboxOpOutcome *o);
+
+static void fail_all(Sandbox *sb, const char *error) {
+        while (sb->ops) {
+                SandboxOpOutcome o = { .error = error };
+                op_finish(sb->ops, &o);
+        }
+}
+
+void sandbox_close(Sandbox *sb) {
+        if (!sb)
+                return;
+        if (sb->prepare) {
+                SandboxPrepare *p = TAKE_PTR(sb->prepare);
+                SandboxPreparedFunc cb = p->cb;
+                void *ud = p->userdata;
+                p->cb = NULL;
+                sandbox_prepare_cancel(p);
+                if (cb)
+                        cb(NULL, "the sandbox was closed", ud);
+        }
+        fail_all(sb, "the sandbox was closed");
+        sandbox_stop(sb);
+
+        if (sb->prev)
+                sb->prev->next = sb->next;
+        else
+                registry->list = sb->next;
+        if (sb->next)
+                sb->next->prev = sb->prev;
+        registry->n--;
+
+        sd_event_source_disable_unref(sb->reap_timer);
+        sd_event_source_disable_unref(sb->op_timer);
+        sd_event_source_disable_unref(sb->defer);
+        requirement_list_done(&sb->base_reqs);
+        requirement_list_done(&sb->reqs);
+        requirement_list_done(&sb->next_reqs);
+        free(sb->base_env);
+        free(sb->env);
+        free(sb->next_env);
+        free(sb->broken);
+        free(sb);
+}
+
+/* ---- the process ------------------------------------------------------------ */
+
+static void sandbox_stop(Sandbox *sb) {
+        sb->io = sd_event_source_disable_unref(sb->io);
+        sb->sock = safe_close(sb->sock);
+        sb->worker_pidfd = safe_close(sb->worker_pidfd);
+        sb->proc = process_free(sb->proc);   /* kills bwrap and all in it */
+        sb->ready = false;
+        sb->in_len = 0;
+        free(sb->in);
+        sb->in = NULL;
+        free(sb->out);
+        sb->out = NULL;
+        sb->out_len = sb->out_off = 0;
+}
+
+static int pidfd_open_(pid_t pid) {
+        return (int) syscall(SYS_pidfd_open, pid, 0);
+}
+
+static int pidfd_signal(int fd, int sig) {
+        return syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) < 0 ? -errno : 0;
+}
+
+/* The parent pid from /proc/PID/stat. */
+static pid_t proc_ppid(pid_t pid) {
+        char p[64], buf[1024];
+        ssize_t n;
+        int fd;
+
+        snprintf(p, sizeof(p), "/proc/%d/stat", pid);
+        fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -1;
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+                return -1;
+        buf[n] = 0;
+        char *e = strrchr(buf, ')');
+        int ppid;
+        if (!e || sscanf(e + 1, " %*c %d", &ppid) != 1)
+                return -1;
+        return ppid;
+}
+
+/* The innermost pid from NSpid in /proc/PID/status. */
+static pid_t proc_ns_pid(pid_t pid) {
+        char p[64];
+        _cleanup_free_ char *s = NULL;
+
+        snprintf(p, sizeof(p), "/proc/%d/status", pid);
+        if (read_small_file(p, 16384, &s) < 0)
+                return -1;
+        char *l = strstr(s, "\nNSpid:");
+        if (!l)
+                return -1;
+        l += 7;
+        char *end = strchr(l, '\n');
+        if (end)
+                *end = 0;
+        char *last = strrchr(l, '\t') ?: l;
+        return (pid_t) strtol(last, NULL, 10);
+}
+
+static bool is_descendant(pid_t pid, pid_t ancestor) {
+        for (int depth = 0; depth < 16 && pid > 1; depth++) {
+                pid = proc_ppid(pid);
+                if (pid == ancestor)
+                        return true;
+        }
+        return false;
+}
+
+/* The worker's pid on the host: a descendant of our bwrap whose innermost pid is the one it told us. */
+static pid_t find_worker(Sandbox *sb, pid_t ns_pid) {
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+        pid_t found = -1;
+
+        if (!d)
+                return -1;
+        while ((de = readdir(d)) && found < 0) {
+                char *end;
+                long pid = strtol(de->d_name, &end, 10);
+                if (*end || pid <= 0 || pid == sb->proc->pid)
+                        continue;
+                if (proc_ns_pid((pid_t) pid) == ns_pid && is_descendant((pid_t) pid, sb->proc->pid))
+                        found = (pid_t) pid;
+        }
+        closedir(d);
+        return found;
+}
+
+static void on_hello(Sandbox *sb, json_object *hello) {
+        int64_t ns_pid = 0;
+        pid_t pid;
+
+        (void) json_get_int64(hello, "hello", &ns_pid);
+        sb->worker_pidfd = safe_close(sb->worker_pidfd);
+        pid = ns_pid > 0 ? find_worker(sb, (pid_t) ns_pid) : -1;
+        if (pid > 0) {
+                sb->worker_pidfd = pidfd_open_(pid);
+                /* Opened after the search: make sure it is still the one. */
+                if (sb->worker_pidfd >= 0 && !is_descendant(pid, sb->proc->pid))
+                        sb->worker_pidfd = safe_close(sb->worker_pidfd);
+        }
+        if (sb->worker_pidfd < 0)
+                log_warning("Sandbox %.8s…: the interpreter's pid was not found; timeouts restart the sandbox.",
+                            sb->id);
+        sb->worker_ns_pid = (pid_t) ns_pid;
+        sb->ready = true;
+        sb->fast_deaths = 0;
+
+        SandboxOp *op = sb->ops;
+        if (op && op->kind == OP_REQUEST && op->phase != PHASE_QUEUED) {
+                /* A fresh worker while a request was out: the old one was killed or died. */
+                SandboxOpOutcome o = {
+                        .timed_out = op->timed_out,
+                        .restarted = true,
+                        .error = op->timed_out ? "the time limit was reached and the interpreter did not stop when "
+                                                 "interrupted, so it was killed and started afresh"
+                                               : "the interpreter died (it may have run out of memory or exited) "
+                                                 "and was started afresh",
+                };
+                op_finish(op, &o);
+        } else if (op && op->kind == OP_RESTART && op->phase == PHASE_STARTING) {
+                if (op->snapshot) {
+                        op->phase = PHASE_RESTORE;
+                        json_object *req = json_object_new_object();
+                        json_add_string(req, "op", "restore");
+                        json_add(req, "tar", TAKE_PTR(op->snapshot));
+                        json_object_put(op->request);
+                        op->request = req;
+                        /* sent by dispatch() below */
+                } else {
+                        SandboxOpOutcome o = { .reset = !op->keep_files };
+                        op_finish(op, &o);
+                }
+        }
+        schedule_dispatch(sb);
+}
+
+static int send_pending(Sandbox *sb) {
+        while (sb->out && sb->out_off < sb->out_len) {
+                size_t n = MIN(sb->out_len - sb->out_off, (size_t) RECORD_MAX - 1);
+                char kind = sb->out_off + n >= sb->out_len ? 'E' : 'C';
+                struct iovec iov[2] = { { &kind, 1 }, { sb->out + sb->out_off, n } };
+                struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
+                ssize_t k = sendmsg(sb->sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+                if (k < 0) {
+                        if (errno == EAGAIN || errno == EINTR)
+                                return sd_event_source_set_io_events(sb->io, EPOLLIN | EPOLLOUT);
+                        return -errno;
+                }
+                sb->out_off += n;
+        }
+        free(sb->out);
+        sb->out = NULL;
+        sb->out_len = sb->out_off = 0;
+        return sd_event_source_set_io_events(sb->io, EPOLLIN);
+}
+
+static void on_message(Sandbox *sb, json_object *msg) {
+        SandboxOp *op = sb->ops;
+
+        if (!op || (op->phase != PHASE_SENT && op->phase != PHASE_INTERRUPTING && op->phase != PHASE_SNAPSHOT &&
+                    op->phase != PHASE_RESTORE))
+                return;   /* nobody asked: ignore it */
+        if (op->kind == OP_REQUEST) {
+                SandboxOpOutcome o = {
+                        .reply = msg,
+                        .timed_out = op->timed_out,
+                        .interrupted = op->phase == PHASE_INTERRUPTING,
+                };
+                return op_finish(op, &o);
+        }
+        if (op->phase == PHASE_SNAPSHOT) {
+                json_object *tar = json_get(msg, "tar", json_type_string);
+                if (!tar) {
+                        const char *e = json_get_string(msg, "error");
+                        _cleanup_free_ char *m = NULL;
+                        if (asprintf(&m, "the work directory could not be carried over: %s", strempty(e)) < 0)
+                                m = NULL;
+                        SandboxOpOutcome o = { .error = m ?: "the work directory could not be carried over" };
+                        /* Nothing changed: the old environment stays. */
+                        return op_finish(op, &o);
+                }
+                op->snapshot = json_object_get(tar);
+                op->phase = PHASE_STARTING;
+                sandbox_stop(sb);
+                switch_env(sb);
+                int k = sandbox_spawn(sb);
+                if (k < 0) {
+                        SandboxOpOutcome o = { .error = "the sandbox could not be started again", .reset = true };
+                        return op_finish(op, &o);
+                }
+                return;
+        }
+        if (op->phase == PHASE_RESTORE) {
+                SandboxOpOutcome o = {
+                        .error = json_object_get_boolean(json_get(msg, "ok", json_type_boolean))
+                                         ? NULL
+                                         : "the work directory could not be put back",
+                };
+                op_finish(op, &o);
+        }
+}
+
+static void drop_input(Sandbox *sb) {
+        free(sb->in);
+        sb->in = NULL;
+        sb->in_len = 0;
+}
+
+static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Sandbox *sb = userdata;
+        char rec[RECORD_MAX + 1];
+
+        if (revents & EPOLLOUT) {
+                if (send_pending(sb) < 0)
+                        log_debug("Sandbox %.8s…: sending failed.", sb->id);
+        }
+        if (!(revents & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+                return 0;
+        for (int i = 0; i < 64 && sb->sock >= 0; i++) {
+                ssize_t n = recv(sb->sock, rec, sizeof(rec), MSG_DONTWAIT | MSG_TRUNC);
+                if (n < 0) {
+                        if (errno == EAGAIN || errno == EINTR)
+                                return 0;
+                        n = 0;
+                }
+                if (n == 0) {
+                        /* Everyone in the sandbox closed it: bwrap's exit will tell the rest. */
+                        sb->io = sd_event_source_disable_unref(sb->io);
+                        return 0;
+                }
+                if (n > (ssize_t) RECORD_MAX) {   /* not from the driver */
+                        drop_input(sb);
+                        continue;
+                }
+                if (rec[0] == 'H') {
+                        _cleanup_json_ json_object *j = NULL;
+                        drop_input(sb);
+                        rec[n] = 0;
+                        j = json_tokener_parse(rec + 1);
+                        if (j)
+                                on_hello(sb, j);
+                        continue;
+                }
+                if (rec[0] != 'C' && rec[0] != 'E') {
+                        drop_input(sb);
+                        continue;
+                }
+                if (sb->in_len + (size_t) n > MESSAGE_MAX) {
+                        drop_input(sb);
+                        continue;
+                }
+                char *nb = realloc(sb->in, sb->in_len + (size_t) n + 1);
+                if (!nb)
+                        return 0;
+                sb->in = nb;
+                memcpy(sb->in + sb->in_len, rec + 1, (size_t) n - 1);
+                sb->in_len += (size_t) n - 1;
+                sb->in[sb->in_len] = 0;
+                if (rec[0] == 'E') {
+                        json_tokener *tok = json_tokener_new_ex(64);
+                        json_object *j = tok ? json_tokener_parse_ex(tok, sb->in, (int) sb->in_len) : NULL;
+                        if (tok)
+                                json_tokener_free(tok);
+                        drop_input(sb);
+                        if (j && json_object_is_type(j, json_type_object))
+                                on_message(sb, j);
+                        json_object_put(j);
+                }
+        }
+        return 0;
+}
+
+static void on_bwrap_exit(Process *p, void *userdata) {
+        Sandbox *sb = userdata;
+        _cleanup_free_ char *err = capture_text(&p->err, NULL);
+        bool said_hello = sb->ready || sb->worker_ns_pid > 0;
+        bool fast = now_usec() - sb->spawned_usec < 5 * USEC_PER_SEC;
+
+        log_info("Sandbox %.8s… of uid " UID_FMT " stopped (exit %d)%s%s", sb->id, sb->uid, p->exit_code,
+                 err && *err ? ": " : ".", strempty(err));
+        sb->proc = NULL;
+        process_free(p);
+        sandbox_stop(sb);
+
+        if (!said_hello || fast)
+                sb->fast_deaths++;
+        if (sb->fast_deaths >= MAX_FAST_DEATHS || (!said_hello && err && *err)) {
+                free(sb->broken);
+                if (asprintf(&sb->broken, "the sandbox does not start: %s", err && *err ? err : "no reason given") <
+                    0)
+                        sb->broken = NULL;
+                fail_all(sb, sb->broken ?: "the sandbox does not start");
+                return;
+        }
+
+        SandboxOp *op = sb->ops;
+        if (op && op->phase != PHASE_QUEUED && !(op->kind == OP_RESTART && op->phase == PHASE_STARTING)) {
+                SandboxOpOutcome o = {
+                        .timed_out = op->timed_out,
+                        .reset = true,
+                        .error = "the sandbox stopped and was started afresh: variables and files in /work are lost",
+                };
+                op_finish(op, &o);
+        }
+        if (sandbox_spawn(sb) < 0)
+                fail_all(sb, "the sandbox could not be started again");
+}
+
+static int sandbox_spawn(Sandbox *sb) {
+        Runtime *r = registry->runtime;
+        const Config *c = registry->config;
+        _cleanup_strv_free_ char **argv = NULL, **env = strv_new(), **binds = strv_new();
+        _cleanup_free_ char *python = NULL, *etc = NULL;
+        _cleanup_close_ int theirs = -EBADF, seccomp_fd = -EBADF;
+        ProcessLimit rlimits[SANDBOX_N_RLIMITS];
+        SandboxLimits limits;
+        static char *bwrap_env[] = { (char *) "PATH=/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
+        int pair[2];
+        char fdstr[16];
+        int k;
+
+        if (runtime_sandbox_error(r))
+                return -EPERM;
+        /* The runs' limits and system call filter; no CPU time limit: this interpreter lives on, the cells' time
+         * limits bound each one. */
+        sandbox_limits_from_config(c, &limits);
+        limits.cpu_usec = 0;
+        seccomp_fd = sandbox_seccomp_export();
+        if (seccomp_fd < 0)
+                return seccomp_fd;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+                return -errno;
+        sb->sock = pair[0];
+        theirs = pair[1];
+        (void) fcntl(sb->sock, F_SETFL, O_NONBLOCK);
+
+        if (asprintf(&python, "%s/bin/python", sb->env) < 0 || asprintf(&etc, "%s/sandbox-etc", c->cache_dir) < 0)
+                return -ENOMEM;
+        strv_extend(&binds, sb->env);
+        if (!streq(sb->python->prefix, "/usr"))
+                strv_extend(&binds, sb->python->prefix);
+        strv_extendf(&env, "PATH=%s/bin:/usr/local/bin:/usr/bin:/bin", sb->env);
+        strv_extend(&env, "HOME=" SANDBOX_WORK_DIR);
+        strv_extend(&env, "TMPDIR=/tmp");
+        strv_extend(&env, "USER=nobody");
+        strv_extend(&env, "LANG=C.UTF-8");
+        strv_extend(&env, "PYTHONUNBUFFERED=1");
+        strv_extend(&env, "PYTHONDONTWRITEBYTECODE=1");
+        strv_extend(&env, "MPLBACKEND=Agg");
+        strv_extend(&env, "MPLCONFIGDIR=/tmp/.matplotlib");
+        strv_extendf(&env, "VIRTUAL_ENV=%s", sb->env);
+        snprintf(fdstr, sizeof(fdstr), "%d", theirs);
+        char *command[] = { python, (char *) "-I", (char *) "-u", (char *) "-c", (char *) sandbox_driver_code, fdstr,
+                            NULL };
+        if (!env || !binds)
+                return -ENOMEM;
+
+        /* The same policy as execute_python's runs (network, tmpfs size, read-only system). */
+        SandboxPolicy policy = {
+                .bwrap = c->bwrap_path,
+                .network = c->network,
+                .tmpfs_size = c->tmpfs_size,
+                .etc_dir = etc,
+                .ro_paths = binds,
+                .seccomp_fd = seccomp_fd,
+                .env = env,
+                .command = command,
+        };
+        k = sandbox_build_argv(&policy, &argv);
+        if (k < 0)
+                return k;
+        int keep[] = { theirs, seccomp_fd };
+        ProcessOptions o = {
+                .argv = argv,
+                .env = bwrap_env,
+                .keep_fds = keep,
+                .n_keep_fds = 2,
+                .limits = rlimits,
+                .n_limits = sandbox_limits_rlimits(&limits, false, rlimits),
+                .stdin_fd = -EBADF,
+                .head_max = 8192,
+                .tail_max = 8192,
+        };
+        k = process_spawn(registry->event, &o, on_bwrap_exit, sb, &sb->proc);
+        if (k < 0) {
+                sb->sock = safe_close(sb->sock);
+                return k;
+        }
+        k = sd_event_add_io(registry->event, &sb->io, sb->sock, EPOLLIN, on_io, sb);
+        if (k < 0) {
+                sandbox_stop(sb);
+                return k;
+        }
+        sb->spawned_usec = now_usec();
+        sb->worker_ns_pid = 0;
+        sb->started = true;
+        log_debug("Sandbox %.8s… of uid " UID_FMT " started (bwrap pid %d).", sb->id, sb->uid, sb->proc->pid);
+        return 0;
+}
+
+/* ---- operations ------------------------------------------------------------- */
+
+/* A restart is under way: the environment it switches to becomes the current one. */
+static void switch_env(Sandbox *sb) {
+        if (!sb->next_env)
+                return;
+        free(sb->env);
+        sb->env = TAKE_PTR(sb->next_env);
+        requirement_list_done(&sb->reqs);
+        sb->reqs = sb->next_reqs;
+        sb->next_reqs = (RequirementList) {};
+}
+
+static void op_free(SandboxOp *op) {
+        json_object_put(op->request);
+        json_object_put(op->snapshot);
+        free(op);
+}
+
+static void op_unlink(SandboxOp *op) {
+        Sandbox *sb = op->sandbox;
+        for (SandboxOp **p = &sb->ops; *p; p = &(*p)->next)
+                if (*p == op) {
+                        *p = op->next;
+                        break;
+                }
+}
+
+static void op_finish(SandboxOp *op, const SandboxOpOutcome *o) {
+        Sandbox *sb = op->sandbox;
+        bool was_head = sb->ops == op;
+        SandboxReplyFunc cb = op->cb;
+        void *ud = op->userdata;
+
+        op_unlink(op);
+        if (was_head && sb->op_timer)
+                (void) sd_event_source_set_enabled(sb->op_timer, SD_EVENT_OFF);
+        sb->used_usec = now_usec();
+        op_free(op);
+        if (cb)
+                cb(sb, o, ud);
+        schedule_dispatch(sb);
+}
+
+static int on_op_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Sandbox *sb = userdata;
+        SandboxOp *op = sb->ops;
+
+        if (!op)
+                return 0;
+        switch (op->phase) {
+        case PHASE_SENT:
+                op->timed_out = true;
+                if (sb->out || sb->worker_pidfd < 0 || pidfd_signal(sb->worker_pidfd, SIGINT) < 0) {
+                        /* Not even the request got through, or no way to reach the interpreter: start afresh. */
+                        process_kill(sb->proc);
+                        return 0;
+                }
+                log_debug("Sandbox %.8s…: time is up; interrupting.", sb->id);
+                op->phase = PHASE_INTERRUPTING;
+                (void) sd_event_source_set_time_relative(s, INTERRUPT_GRACE_USEC);
+                return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        case PHASE_INTERRUPTING:
+                log_debug("Sandbox %.8s…: the interrupt did not stop it; killing the interpreter.", sb->id);
+                op->phase = PHASE_KILLING;
+                sb->ready = false;
+                if (pidfd_signal(sb->worker_pidfd, SIGKILL) < 0) {
+                        process_kill(sb->proc);
+                        return 0;
+                }
+                (void) sd_event_source_set_time_relative(s, RESTART_WAIT_USEC);
+                return sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+        default:
+                /* No fresh interpreter came, or a restart hangs: start the whole sandbox afresh. */
+                op->timed_out = op->kind == OP_REQUEST;
+                process_kill(sb->proc);
+                return 0;
+        }
+}
+
+static int arm_op_timer(Sandbox *sb, uint64_t usec) {
+        if (!sb->op_timer)
+                return sd_event_add_time_relative(registry->event, &sb->op_timer, CLOCK_MONOTONIC, usec,
+                                                  USEC_PER_SEC / 50, on_op_timer, sb);
+        (void) sd_event_source_set_time_relative(sb->op_timer, usec);
+        return sd_event_source_set_enabled(sb->op_timer, SD_EVENT_ONESHOT);
+}
+
+static int send_request(Sandbox *sb, json_object *req) {
+        size_t len;
+        const char *s = json_to_line(req, &len);
+
+        free(sb->out);
+        sb->out = malloc(len ?: 1);
+        if (!sb->out)
+                return -ENOMEM;
+        memcpy(sb->out, s, len);
+        sb->out_len = len;
+        sb->out_off = 0;
+        return send_pending(sb);
+}
+
+static void dispatch(Sandbox *sb) {
+        SandboxOp *op = sb->ops;
+        int k;
+
+        if (!op)
+                return;
+        if (sb->broken) {
+                fail_all(sb, sb->broken);
+                return;
+        }
+        if (!sb->proc) {
+                if (sb->started && sandbox_spawn(sb) < 0)
+                        fail_all(sb, "the sandbox could not be started");
+                if (!sb->proc)
+                        return;
+        }
+        if (op->phase == PHASE_RESTORE && sb->ready && !sb->out) {
+                k = send_request(sb, op->request);
+                (void) arm_op_timer(sb, INTERNAL_TIMEOUT_USEC);
+                if (k < 0) {
+                        SandboxOpOutcome o = { .error = "the work directory could not be put back" };
+                        op_finish(op, &o);
+                }
+                return;
+        }
+        if (op->phase != PHASE_QUEUED || !sb->ready)
+                return;
+
+        if (op->kind == OP_RESTART) {
+                if (op->keep_files) {
+                        _cleanup_json_ json_object *req = json_object_new_object();
+                        json_add_string(req, "op", "snapshot");
+                        json_add_int(req, "max_bytes", SNAPSHOT_MAX);
+                        op->phase = PHASE_SNAPSHOT;
+                        k = send_request(sb, req);
+                } else {
+                        op->phase = PHASE_STARTING;
+                        sandbox_stop(sb);
+                        switch_env(sb);
+                        k = sandbox_spawn(sb);
+                }
+                (void) arm_op_timer(sb, INTERNAL_TIMEOUT_USEC);
+                if (k < 0) {
+                        SandboxOpOutcome o = { .error = "the sandbox could not be restarted", .reset = true };
+                        op_finish(op, &o);
+                }
+                return;
+        }
+
+        op->phase = PHASE_SENT;
+        k = send_request(sb, op->request);
+        (void) arm_op_timer(sb, op->timeout_usec);
+        if (k < 0) {
+                SandboxOpOutcome o = { .error = "the request could not be sent to the sandbox" };
+                op_finish(op, &o);
+        }
+}
+
+static int on_defer(sd_event_source *s, void *userdata) {
+        dispatch(userdata);
+        return 0;
+}
+
+static void schedule_dispatch(Sandbox *sb) {
+        if (!sb->defer) {
+                if (sd_event_add_defer(registry->event, &sb->defer, on_defer, sb) < 0)
+                        return;
+        }
+        (void) sd_event_source_set_enabled(sb->defer, SD_EVENT_ONESHOT);
+}
+
+static int op_queue(Sandbox *sb, SandboxOp *op, bool front, SandboxOp **ret) {
+        op->sandbox = sb;
+        if (front && sb->ops && sb->ops->phase == PHASE_QUEUED) {
+                op->next = sb->ops;
+                sb->ops = op;
+        } else if (front && sb->ops) {
+                op->next = sb->ops->next;
+                sb->ops->next = op;
+        } else {
+                SandboxOp **p = &sb->ops;
+                while (*p)
+                        p = &(*p)->next;
+                *p = op;
+        }
+        sb->used_usec = now_usec();
+        schedule_dispatch(sb);
+        if (ret)
+                *ret = op;
+        return 0;
+}
+
+int sandbox_request(Sandbox *sb, json_object *request, uint64_t timeout_usec, SandboxReplyFunc cb, void *userdata,
+                    SandboxOp **ret) {
+        SandboxOp *op = calloc(1, sizeof(*op));
+        if (!op)
+                return -ENOMEM;
+        *op = (SandboxOp) {
+                .kind = OP_REQUEST,
+                .request = json_object_get(request),
+                .timeout_usec = timeout_usec ?: INTERNAL_TIMEOUT_USEC,
+                .cb = cb,
+                .userdata = userdata,
+        };
+        return op_queue(sb, op, false, ret);
+}
+
+int sandbox_reset(Sandbox *sb, SandboxReplyFunc cb, void *userdata, SandboxOp **ret) {
+        SandboxOp *op = calloc(1, sizeof(*op));
+        if (!op)
+                return -ENOMEM;
+        free(sb->next_env);
+        sb->next_env = strdup(sb->base_env);
+        requirement_list_done(&sb->next_reqs);
+        for (size_t i = 0; i < sb->base_reqs.n; i++)
+                (void) requirement_list_append(&sb->next_reqs, sb->base_reqs.items[i].canonical, NULL);
+        *op = (SandboxOp) { .kind = OP_RESTART, .keep_files = false, .cb = cb, .userdata = userdata };
+        return op_queue(sb, op, false, ret);
+}
+
+void sandbox_op_cancel(SandboxOp *op) {
+        if (!op)
+                return;
+        op->cb = NULL;
+        if (op->phase == PHASE_QUEUED) {
+                op_unlink(op);
+                op_free(op);
+                return;
+        }
+        /* Running: stop the cell now, as a timeout would (the state is kept if it stops). */
+        if (op->kind == OP_REQUEST && op->phase == PHASE_SENT && op->sandbox->op_timer)
+                (void) arm_op_timer(op->sandbox, 1);
+}
+
+/* ---- environments -------------------------------------------------------------- */
+
+static void prepare_free(SandboxPrepare *p) {
+        if (!p)
+                return;
+        if (p->sandbox && p->sandbox->prepare == p)
+                p->sandbox->prepare = NULL;
+        script_analysis_cancel(p->analysis);
+        envstore_waiter_cancel(p->env_waiter);
+        sandbox_op_cancel(p->restart);
+        sd_event_source_disable_unref(p->defer);
+        script_plan_free(p->plan);
+        free(p->error);
+        free(p);
+}
+
+void sandbox_prepare_cancel(SandboxPrepare *p) {
+        prepare_free(p);
+}
+
+static void prepare_done(SandboxPrepare *p, const char *error) {
+        Sandbox *sb = p->sandbox;
+        SandboxPreparedFunc cb = p->cb;
+        void *ud = p->userdata;
+        _cleanup_free_ char *e = error ? strdup(error) : NULL;
+
+        p->restart = NULL;
+        prepare_free(p);
+        if (cb)
+                cb(sb, error ? (e ?: "failed") : NULL, ud);
+}
+
+static void on_restarted(Sandbox *sb, const SandboxOpOutcome *o, void *userdata) {
+        SandboxPrepare *p = userdata;
+        p->restart = NULL;
+        prepare_done(p, o->error);
+}
+
+static void use_env(SandboxPrepare *p, const char *path) {
+        Sandbox *sb = p->sandbox;
+        ScriptPlan *plan = p->plan;
+
+        if (!sb->started) {
+                sb->python = plan->python;
+                sb->base_env = strdup(path);
+                sb->env = strdup(path);
+                sb->base_reqs = plan->requirements;
+                plan->requirements = (RequirementList) {};
+                for (size_t i = 0; i < sb->base_reqs.n; i++)
+                        (void) requirement_list_append(&sb->reqs, sb->base_reqs.items[i].canonical, NULL);
+                if (!sb->base_env || !sb->env)
+                        return prepare_done(p, "out of memory");
+                int k = sandbox_spawn(sb);
+                if (k == -EPERM)
+                        return prepare_done(p, runtime_sandbox_error(registry->runtime));
+                if (k < 0)
+                        return prepare_done(p, "the sandbox could not be started");
+                return prepare_done(p, NULL);
+        }
+
+        if (streq(path, sb->env))
+                return prepare_done(p, NULL);   /* nothing new */
+        free(sb->next_env);
+        sb->next_env = strdup(path);
+        requirement_list_done(&sb->next_reqs);
+        sb->next_reqs = plan->requirements;
+        plan->requirements = (RequirementList) {};
+        SandboxOp *op = calloc(1, sizeof(*op));
+        if (!op || !sb->next_env) {
+                free(op);
+                return prepare_done(p, "out of memory");
+        }
+        *op = (SandboxOp) { .kind = OP_RESTART, .keep_files = true, .cb = on_restarted, .userdata = p };
+        p->restart = op;
+        (void) op_queue(sb, op, false, NULL);
+}
+
+static void on_env_ready(const EnvResult *res, void *userdata) {
+        SandboxPrepare *p = userdata;
+        _cleanup_free_ char *m = NULL;
+
+        p->env_waiter = NULL;
+        if (res->error < 0) {
+                if (asprintf(&m, "installing the packages failed:\n%s", strempty(res->message)) < 0)
+                        m = NULL;
+                return prepare_done(p, m ?: "installing the packages failed");
+        }
+        use_env(p, res->path);
+}
+
+static void on_plan(ScriptPlan *plan, void *userdata) {
+        SandboxPrepare *p = userdata;
+        EnvStore *store = runtime_envstore(registry->runtime);
+        _cleanup_free_ char *path = NULL;
+
+        p->analysis = NULL;
+        p->plan = plan;
+        if (plan->error)
+                return prepare_done(p, plan->error);
+        if (runtime_sandbox_error(registry->runtime))
+                return prepare_done(p, runtime_sandbox_error(registry->runtime));
+        if (p->sandbox->started && plan->python != p->sandbox->python)
+                return prepare_done(p, "the sandbox's Python is no longer available");
+        path = envstore_lookup(store, plan->key);
+        if (path)
+                return use_env(p, path);
+        int k = envstore_prepare(store, plan->key, plan->python, &plan->requirements, on_env_ready, p, &p->env_waiter);
+        if (k < 0)
+                prepare_done(p, "the environment could not be prepared");
+}
+
+int sandbox_prepare(Sandbox *sb, json_object *requirements, const char *python_version, SandboxPreparedFunc cb,
+                    void *userdata, SandboxPrepare **ret) {
+        SandboxPrepare *p;
+        int k;
+
+        if (sb->prepare)
+                return -EBUSY;
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        *p = (SandboxPrepare) { .sandbox = sb, .cb = cb, .userdata = userdata };
+        k = script_analyze(registry->runtime, "", 0, requirements,
+                           sb->started ? sb->python->version : python_version, on_plan, p, &p->analysis);
+        if (k < 0) {
+                free(p);
+                return k;
+        }
+        sb->prepare = p;
+        if (ret)
+                *ret = p;
+        return 0;
+}
+
+/* ---- facts ---------------------------------------------------------------------- */
+
+const char *sandbox_id(const Sandbox *sb) {
+        return sb->id;
+}
+uid_t sandbox_uid(const Sandbox *sb) {
+        return sb->uid;
+}
+const char *sandbox_python_version(const Sandbox *sb) {
+        return sb->python ? sb->python->version : NULL;
+}
+const char *sandbox_env_path(const Sandbox *sb) {
+        return sb->env;
+}
+const RequirementList *sandbox_requirements(const Sandbox *sb) {
+        return &sb->reqs;
+}
+bool sandbox_is_busy(const Sandbox *sb) {
+        return sb->ops != NULL || sb->prepare != NULL;
+}
+const char *sandbox_state(const Sandbox *sb) {
+        if (sb->broken)
+                return "broken";
+        if (!sb->started || !sb->ready)
+                return "starting";
+        return sb->ops ? "busy" : "idle";
+}
+uint64_t sandbox_age_usec(const Sandbox *sb) {
+        return now_usec() - sb->created_usec;
+}
+uint64_t sandbox_idle_usec(const Sandbox *sb) {
+        return sb->ops ? 0 : now_usec() - sb->used_usec;
+}
+uint64_t sandbox_expires_in_usec(const Sandbox *sb) {
+        const Config *c = registry->config;
+        uint64_t now = now_usec(), when = UINT64_MAX;
+
+        if (c->sandbox_idle_timeout_usec > 0)
+                when = sb->used_usec + c->sandbox_idle_timeout_usec;
+        if (sb->ttl_usec > 0)
+                when = MIN(when, sb->created_usec + sb->ttl_usec);
+        return when == UINT64_MAX ? 0 : when > now ? when - now : 0;
+}
+uint64_t sandbox_output_cap(const Sandbox *sb) {
+        return registry->config->output_cap;
+}
+uint64_t sandbox_default_timeout_usec(const Sandbox *sb) {
+        return registry->config->default_timeout_usec;
+}
+uint64_t sandbox_max_timeout_usec(const Sandbox *sb) {
+        return registry->config->max_timeout_usec;
+}
+
+int64_t sandbox_memory_kib(const Sandbox *sb) {
+        _cleanup_free_ char *s = NULL;
+        char p[64];
+        pid_t pid = -1;
+        int k;
+
+        if (sb->worker_pidfd < 0 || pidfd_signal(sb->worker_pidfd, 0) < 0 || !sb->proc)
+                return -ESRCH;
+        /* The pid behind our pidfd, from its fdinfo: no guessing. */
+        snprintf(p, sizeof(p), "/proc/self/fdinfo/%d", sb->worker_pidfd);
+        if (read_small_file(p, 4096, &s) < 0)
+                return -ESRCH;
+        char *l = strstr(s, "Pid:");
+        if (!l || (pid = (pid_t) strtol(l + 4, NULL, 10)) <= 0)
+                return -ESRCH;
+        free(s);
+        s = NULL;
+        snprintf(p, sizeof(p), "/proc/%d/status", pid);
+        k = read_small_file(p, 16384, &s);
+        if (k < 0)
+                return k;
+        l = strstr(s, "\nVmRSS:");
+        if (!l)
+                return -ENODATA;
+        return strtoll(l + 7, NULL, 10);
+}
+
+json_object *sandbox_installed_packages(const Sandbox *sb) {
+        json_object *o = json_object_new_object();
+        _cleanup_free_ char *lib = NULL;
+        DIR *d;
+        struct dirent *de;
+
+        if (!sb->env || asprintf(&lib, "%s/lib", sb->env) < 0)
+                return o;
+        d = opendir(lib);
+        while (d && (de = readdir(d))) {
+                if (!startswith(de->d_name, "python"))
+                        continue;
+                _cleanup_free_ char *sp = NULL;
+                if (asprintf(&sp, "%s/%s/site-packages", lib, de->d_name) < 0)
+                        continue;
+                DIR *s = opendir(sp);
+                struct dirent *e;
+                while (s && (e = readdir(s))) {
+                        size_t n = strlen(e->d_name);
+                        if (n < 11 || !streq(e->d_name + n - 10, ".dist-info"))
+                                continue;
+                        _cleanup_free_ char *base = strndup(e->d_name, n - 10);
+                        char *dash = base ? strchr(base, '-') : NULL;
+                        if (!dash)
+                                continue;
+                        *dash = 0;
+                        json_add_string(o, base, dash + 1);
+                }
+                if (s)
+                        closedir(s);
+        }
+        if (d)
+                closedir(d);
+        return o;
+}

@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/* execute_code: one cell in a persistent sandbox's interpreter. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "macro.h"
+#include "sandbox-common.h"
+#include "tools.h"
+
+#define MAX_IMAGES 8
+#define MAX_IMAGE_BYTES (4 * 1024 * 1024)
+
+static void append(char **buf, size_t *len, const char *format, ...) __attribute__((format(printf, 3, 4)));
+static void append(char **buf, size_t *len, const char *format, ...) {
+        char *s = NULL;
+        va_list ap;
+        int n;
+
+        va_start(ap, format);
+        n = vasprintf(&s, format, ap);
+        va_end(ap);
+        if (n < 0)
+                return;
+        char *nb = realloc(*buf, *len + (size_t) n + 1);
+        if (nb) {
+                memcpy(nb + *len, s, (size_t) n + 1);
+                *buf = nb;
+                *len += (size_t) n;
+        }
+        free(s);
+}
+
+static void section(char **buf, size_t *len, const char *name, const char *text) {
+        if (!text || !*text)
+                return;
+        append(buf, len, "--- %s ---\n%s%s", name, text, text[strlen(text) - 1] == '\n' ? "" : "\n");
+}
+
+static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        json_object *r = o->reply;
+        json_object *st = json_object_new_object(), *content = json_object_new_array(), *names = json_object_new_array();
+        const char *error = o->error ?: (r && !json_object_get_boolean(json_get(r, "ok", json_type_boolean))
+                                                 ? json_get_string(r, "error") ?: "failed"
+                                                 : NULL);
+        const char *exc = json_get_string(r, "error");
+        bool ok_reply = r && json_object_get_boolean(json_get(r, "ok", json_type_boolean));
+        int64_t count = 0, timeout_s = (int64_t) (c->timeout_usec / USEC_PER_SEC);
+        bool is_error;
+
+        if (ok_reply)
+                exc = json_get_string(r, "error");   /* the cell's exception, a traceback */
+        else
+                exc = NULL;
+        (void) json_get_int64(r, "execution_count", &count);
+
+        if (ok_reply) {
+                section(&text, &len, "stdout", json_get_string(r, "stdout"));
+                section(&text, &len, "stderr", json_get_string(r, "stderr"));
+                if (json_get_string(r, "result"))
+                        append(&text, &len, "--- result ---\nOut[%" PRId64 "]: %s\n", count, json_get_string(r, "result"));
+                section(&text, &len, "error", exc);
+        } else if (error)
+                section(&text, &len, "error", error);
+
+        if (o->timed_out) {
+                if (o->interrupted)
+                        append(&text, &len,
+                               "The cell was interrupted after %" PRId64 "s, the time limit (KeyboardInterrupt). "
+                               "Variables and files are kept.\n",
+                               timeout_s);
+                else if (o->restarted)
+                        append(&text, &len,
+                               "The cell did not stop when interrupted after %" PRId64 "s, so the interpreter was "
+                               "restarted: all variables and imports are lost; files in /work are kept.\n",
+                               timeout_s);
+                else if (o->reset)
+                        append(&text, &len,
+                               "The cell could not be stopped after %" PRId64 "s, so the sandbox was started afresh: "
+                               "variables and files in /work are lost.\n",
+                               timeout_s);
+        } else if (o->restarted)
+                append(&text, &len, "The interpreter was restarted: all variables and imports are lost; files in /work "
+                                    "are kept.\n");
+        else if (o->reset)
+                append(&text, &len, "The sandbox was started afresh: variables and files in /work are lost.\n");
+        if (c->timeout_clamped)
+                append(&text, &len, "--- timeout_clamped: %" PRId64 "s (the server's maximum) ---\n", timeout_s);
+        append(&text, &len, "--- execution_count: %" PRId64 " ---\n--- duration_ms: %" PRIu64 " ---\n", count,
+               (sb_now_usec() - c->t_start) / USEC_PER_MSEC);
+
+        json_object_array_add(content, content_text_new(text ?: ""));
+
+        /* Figures: a text line naming each (some clients drop images), then the image. */
+        json_object *images = json_get(r, "images", json_type_array);
+        for (size_t i = 0; images && i < json_object_array_length(images) && i < MAX_IMAGES * 2; i++) {
+                json_object *img = json_object_array_get_idx(images, i);
+                const char *name = json_get_string(img, "name") ?: "figure.png";
+                const char *data = json_get_string(img, "data");
+                _cleanup_free_ char *line = NULL;
+                int64_t bytes = 0;
+
+                (void) json_get_int64(img, "bytes", &bytes);
+                if (!data || strlen(data) > (size_t) MAX_IMAGE_BYTES / 3 * 4 + 4) {
+                        if (asprintf(&line, "[image %s %s]", name,
+                                     json_get_string(img, "error") ?: "not returned") >= 0)
+                                json_object_array_add(content, content_text_new(line));
+                        continue;
+                }
+                if (asprintf(&line, "[image %s: PNG, %" PRId64 " bytes, follows]", name, bytes) >= 0)
+                        json_object_array_add(content, content_text_new(line));
+                json_object *b = json_object_new_object();
+                json_add_string(b, "type", "image");
+                json_add_string(b, "data", data);
+                json_add_string(b, "mimeType", "image/png");
+                json_object_array_add(content, b);
+                json_object_array_add(names, json_object_new_string(name));
+        }
+
+        json_add_string(st, "sandbox_id", sandbox_id(c->sandbox));
+        json_add_int(st, "execution_count", count);
+        json_add_string(st, "stdout", strempty(json_get_string(r, "stdout")));
+        json_add_string(st, "stderr", strempty(json_get_string(r, "stderr")));
+        if (json_get_string(r, "result"))
+                json_add_string(st, "result", json_get_string(r, "result"));
+        else
+                json_add(st, "result", json_object_new_null());
+        if (exc || error)
+                json_add_string(st, "error", exc ?: error);
+        else
+                json_add(st, "error", json_object_new_null());
+        json_add_bool(st, "timed_out", o->timed_out);
+        json_add_bool(st, "interrupted", o->interrupted || json_object_get_boolean(json_get(r, "interrupted", json_type_boolean)));
+        json_add_bool(st, "state_lost", o->restarted || o->reset);
+        json_add_bool(st, "files_lost", o->reset);
+        json_add(st, "images", names);
+        json_add_int(st, "duration_ms", (int64_t) ((sb_now_usec() - c->t_start) / USEC_PER_MSEC));
+        json_add_int(st, "timeout_seconds", timeout_s);
+
+        is_error = exc || error || o->timed_out;
+        tool_call_finish(c->call, content, st, is_error);
+}
+
+static int execute_code_call(ToolCall *call, json_object *args) {
+        Sandbox *sb = sb_lookup(call, args);
+        int64_t want = 0;
+
+        if (!sb)
+                return 0;
+        SbCall *c = sb_call_new(call, sb);
+        if (!c)
+                return -ENOMEM;
+        c->timeout_usec = sandbox_default_timeout_usec(sb);
+        if (json_get_int64(args, "timeout_seconds", &want)) {
+                uint64_t w = (uint64_t) MAX(want, (int64_t) 1) * USEC_PER_SEC;
+                c->timeout_clamped = w > sandbox_max_timeout_usec(sb);
+                c->timeout_usec = MIN(w, sandbox_max_timeout_usec(sb));
+        }
+
+        _cleanup_json_ json_object *req = json_object_new_object();
+        json_add_string(req, "op", "exec");
+        json_add_string(req, "code", json_get_string(args, "code"));
+        json_add_int(req, "out_cap", (int64_t) sandbox_output_cap(sb));
+        json_add_int(req, "max_images", MAX_IMAGES);
+        json_add_int(req, "max_image_bytes", MAX_IMAGE_BYTES);
+        int k = sb_call_request(c, req, c->timeout_usec, on_cell);
+        if (k < 0) {
+                sb_call_free(c);
+                return k;
+        }
+        return 0;
+}
+
+static const char input_schema[] =
+        "{\"type\":\"object\",\"properties\":{"
+        "\"sandbox_id\":{\"type\":\"string\",\"maxLength\":64,\"description\":\"From create_sandbox\"},"
+        "\"code\":{\"type\":\"string\",\"description\":\"Python statements. Like a notebook cell: the value of a final "
+        "expression is shown; variables and imports stay for the next call.\"},"
+        "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,\"description\":\"Time limit "
+        "(default 30). When it is reached the cell is interrupted (KeyboardInterrupt) and the state is kept; a cell "
+        "that does not stop is killed with the interpreter's state.\"}"
+        "},\"required\":[\"sandbox_id\",\"code\"],\"additionalProperties\":false}";
+
+const Tool tool_execute_code = {
+        .name = "execute_code",
+        .title = "Run code in a persistent sandbox",
+        .description =
+                "Run Python code in a sandbox made by create_sandbox, like a notebook cell: variables, functions and "
+                "imports persist between calls, the value of the last expression is shown, stdout and stderr are "
+                "captured, and matplotlib figures left open are returned as PNG images. The working directory is "
+                "/work (private, persists with the sandbox). No network access unless the administrator allows it. "
+                "Install packages with install_package, not pip.",
+        .input_schema = input_schema,
+        .open_world_hint = false,
+        .call = execute_code_call,
+};

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* What the persistent-sandbox tools share: finding the caller's sandbox, one request in flight, answers. */
+
+#include <json-c/json.h>
+#include <stdint.h>
+
+#include "mcp/tool.h"
+#include "sandboxes/sandboxes.h"
+
+typedef struct SbCall SbCall;
+typedef void (*SbReplyFunc)(SbCall *c, const SandboxOpOutcome *o);
+
+struct SbCall {
+        ToolCall *call;
+        Sandbox *sandbox;
+        SandboxOp *op;
+        SandboxPrepare *prepare;
+        SbReplyFunc reply;
+        uint64_t t_start;
+        uint64_t timeout_usec;
+        bool timeout_clamped;
+};
+
+uint64_t sb_now_usec(void);
+/* The caller's sandbox named by arguments.sandbox_id; else answers the call with an error and returns NULL. */
+Sandbox *sb_lookup(ToolCall *call, json_object *args);
+/* Answer with isError and {"error": message}. */
+void sb_fail(ToolCall *call, const char *format, ...) __attribute__((format(printf, 2, 3)));
+/* A new SbCall holding a reference to call, with a cancel hook. */
+SbCall *sb_call_new(ToolCall *call, Sandbox *sb);
+SbCall *sb_call_free(SbCall *c);
+/* Send request to the sandbox's driver; c->reply runs with the outcome, then c is freed. */
+int sb_call_request(SbCall *c, json_object *request, uint64_t timeout_usec, SbReplyFunc reply);
+/* A driver reply's error (ok: false) or the outcome's, else NULL. */
+const char *sb_outcome_error(const SandboxOpOutcome *o);
+/* {"sandbox_id": ..., "python": ..., "packages": [...]}: the summary most answers carry. */
+json_object *sb_summary(Sandbox *sb);
+/* Text for an answer: JSON pretty-printed. */
+void sb_finish_json(ToolCall *call, json_object *structured, const char *headline, bool is_error);

@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * list_files, read_file, write_file: carried out by the driver inside the
+ * sandbox (as the sandbox's user, within its mounts), so the daemon never
+ * opens a path the sandbox's code could have redirected.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "macro.h"
+#include "sandbox-common.h"
+#include "tools.h"
+
+#define FILE_OP_TIMEOUT_USEC (20 * USEC_PER_SEC)
+
+static void on_list(SbCall *c, const SandboxOpOutcome *o) {
+        const char *e = sb_outcome_error(o);
+        if (e)
+                return sb_fail(c->call, "%s", e);
+
+        json_object *st = json_object_new_object();
+        json_object *entries = json_get(o->reply, "entries", json_type_array);
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+
+        json_add_string(st, "sandbox_id", sandbox_id(c->sandbox));
+        json_add(st, "entries", json_object_get(entries) ?: json_object_new_array());
+        json_add_bool(st, "truncated", json_object_get_boolean(json_get(o->reply, "truncated", json_type_boolean)));
+        if (f) {
+                size_t n = entries ? json_object_array_length(entries) : 0;
+                fprintf(f, "%zu entr%s in /work%s\n", n, n == 1 ? "y" : "ies",
+                        json_object_get_boolean(json_get(o->reply, "truncated", json_type_boolean)) ? " (truncated)" : "");
+                for (size_t i = 0; i < n; i++) {
+                        json_object *x = json_object_array_get_idx(entries, i);
+                        int64_t size = 0;
+                        (void) json_get_int64(x, "size", &size);
+                        fprintf(f, "%-9s %10lld  %s%s%s\n", strempty(json_get_string(x, "type")), (long long) size,
+                                strempty(json_get_string(x, "path")), json_get_string(x, "target") ? " -> " : "",
+                                strempty(json_get_string(x, "target")));
+                }
+                fclose(f);
+        }
+        json_object *content = json_object_new_array();
+        json_object_array_add(content, content_text_new(text ?: ""));
+        tool_call_finish(c->call, content, st, false);
+}
+
+static void on_read(SbCall *c, const SandboxOpOutcome *o) {
+        const char *e = sb_outcome_error(o);
+        if (e)
+                return sb_fail(c->call, "%s", e);
+
+        json_object *st = json_object_new_object();
+        const char *content_s = strempty(json_get_string(o->reply, "content"));
+        json_add_string(st, "sandbox_id", sandbox_id(c->sandbox));
+        json_add_string(st, "encoding", strempty(json_get_string(o->reply, "encoding")));
+        json_add(st, "size", json_object_get(json_get(o->reply, "size", json_type_int)) ?: json_object_new_int(0));
+        json_add_string(st, "content", content_s);
+        json_object *content = json_object_new_array();
+        json_object_array_add(content, content_text_new(content_s));
+        tool_call_finish(c->call, content, st, false);
+}
+
+static void on_write(SbCall *c, const SandboxOpOutcome *o) {
+        const char *e = sb_outcome_error(o);
+        if (e)
+                return sb_fail(c->call, "%s", e);
+
+        json_object *st = json_object_new_object();
+        int64_t size = 0;
+        _cleanup_free_ char *text = NULL;
+        (void) json_get_int64(o->reply, "size", &size);
+        json_add_string(st, "sandbox_id", sandbox_id(c->sandbox));
+        json_add_string(st, "path", strempty(json_get_string(o->reply, "path")));
+        json_add_int(st, "size", size);
+        if (asprintf(&text, "Wrote %lld bytes to /work/%s.", (long long) size,
+                     strempty(json_get_string(o->reply, "path"))) < 0)
+                text = NULL;
+        json_object *content = json_object_new_array();
+        json_object_array_add(content, content_text_new(text ?: "written"));
+        tool_call_finish(c->call, content, st, false);
+}
+
+static int file_call(ToolCall *call, json_object *args, const char *op, SbReplyFunc reply) {
+        Sandbox *sb = sb_lookup(call, args);
+        if (!sb)
+                return 0;
+
+        const char *enc = json_get_string(args, "encoding");
+        if (enc && !streq(enc, "text") && !streq(enc, "base64")) {
+                sb_fail(call, "encoding must be \"text\" or \"base64\"");
+                return 0;
+        }
+        _cleanup_json_ json_object *req = json_object_new_object();
+        json_add_string(req, "op", op);
+        json_add_string(req, "path", json_get_string(args, "path") ?: ".");
+        json_add_string(req, "encoding", enc ?: "text");
+        json_add_int(req, "max_bytes", SANDBOX_FILE_MAX);
+        if (json_get(args, "recursive", json_type_boolean))
+                json_add_bool(req, "recursive", json_object_get_boolean(json_get(args, "recursive", json_type_boolean)));
+        if (json_get(args, "append", json_type_boolean))
+                json_add_bool(req, "append", json_object_get_boolean(json_get(args, "append", json_type_boolean)));
+        if (json_get_string(args, "content")) {
+                size_t n = strlen(json_get_string(args, "content"));
+                if (n > (size_t) SANDBOX_FILE_MAX / 3 * 4 + 8) {
+                        sb_fail(call, "the content is larger than write_file's cap of %d bytes", SANDBOX_FILE_MAX);
+                        return 0;
+                }
+                json_add_string(req, "content", json_get_string(args, "content"));
+        }
+
+        SbCall *c = sb_call_new(call, sb);
+        if (!c)
+                return -ENOMEM;
+        int k = sb_call_request(c, req, FILE_OP_TIMEOUT_USEC, reply);
+        if (k < 0) {
+                sb_call_free(c);
+                return k;
+        }
+        return 0;
+}
+
+static int list_files_call(ToolCall *call, json_object *args) {
+        return file_call(call, args, "list_files", on_list);
+}
+static int read_file_call(ToolCall *call, json_object *args) {
+        return file_call(call, args, "read_file", on_read);
+}
+static int write_file_call(ToolCall *call, json_object *args) {
+        return file_call(call, args, "write_file", on_write);
+}
+
+static const char list_schema[] =
+        "{\"type\":\"object\",\"properties\":{"
+        "\"sandbox_id\":{\"type\":\"string\",\"maxLength\":64},"
+        "\"path\":{\"type\":\"string\",\"maxLength\":4096,\"description\":\"A directory relative to /work "
+        "(default: /work itself)\"},"
+        "\"recursive\":{\"type\":\"boolean\"}"
+        "},\"required\":[\"sandbox_id\"],\"additionalProperties\":false}";
+
+static const char read_schema[] =
+        "{\"type\":\"object\",\"properties\":{"
+        "\"sandbox_id\":{\"type\":\"string\",\"maxLength\":64},"
+        "\"path\":{\"type\":\"string\",\"maxLength\":4096,\"description\":\"Relative to /work\"},"
+        "\"encoding\":{\"type\":\"string\",\"enum\":[\"text\",\"base64\"],\"description\":\"text (UTF-8, the "
+        "default) or base64 for binary files\"}"
+        "},\"required\":[\"sandbox_id\",\"path\"],\"additionalProperties\":false}";
+
+static const char write_schema[] =
+        "{\"type\":\"object\",\"properties\":{"
+        "\"sandbox_id\":{\"type\":\"string\",\"maxLength\":64},"
+        "\"path\":{\"type\":\"string\",\"maxLength\":4096,\"description\":\"Relative to /work; missing "
+        "directories are created\"},"
+        "\"content\":{\"type\":\"string\"},"
+        "\"encoding\":{\"type\":\"string\",\"enum\":[\"text\",\"base64\"]},"
+        "\"append\":{\"type\":\"boolean\"}"
+        "},\"required\":[\"sandbox_id\",\"path\",\"content\"],\"additionalProperties\":false}";
+
+const Tool tool_list_files = {
+        .name = "list_files",
+        .title = "List files in a sandbox",
+        .description = "List the files in a persistent sandbox's work directory /work (or a directory in it), with "
+                       "types and sizes.",
+        .input_schema = list_schema,
+        .read_only_hint = true,
+        .idempotent_hint = true,
+        .call = list_files_call,
+};
+
+const Tool tool_read_file = {
+        .name = "read_file",
+        .title = "Read a file from a sandbox",
+        .description = "Read a file from a persistent sandbox's work directory /work, as UTF-8 text or base64 "
+                       "(encoding \"base64\" for binary files). At most 1 MiB. Paths are relative to /work; '..' and "
+                       "links leading out of it are refused.",
+        .input_schema = read_schema,
+        .read_only_hint = true,
+        .idempotent_hint = true,
+        .call = read_file_call,
+};
+
+const Tool tool_write_file = {
+        .name = "write_file",
+        .title = "Write a file into a sandbox",
+        .description = "Write a file into a persistent sandbox's work directory /work, from text or base64 "
+                       "(encoding \"base64\"). At most 1 MiB. Paths are relative to /work; '..' and links leading "
+                       "out of it are refused.",
+        .input_schema = write_schema,
+        .destructive_hint = true,
+        .idempotent_hint = true,
+        .call = write_file_call,
+};
