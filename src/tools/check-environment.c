@@ -12,6 +12,7 @@
 #include "json-util.h"
 #include "macro.h"
 #include "mcp/mcp.h"
+#include "sandbox/limits.h"
 #include "strv.h"
 #include "tools.h"
 
@@ -83,7 +84,15 @@ static void check_env_finish(CheckEnv *c) {
         if (sandbox_error)
                 json_add_string(o, "error", sandbox_error);
         json_add_bool(o, "network", cfg->network);
+        json_add_string(o, "limits", sandbox_limits_mechanism());
+        json_add_string(o, "limits_detail", sandbox_limits_mechanism_detail());
         json_add(st, "sandbox", o);
+        o = json_object_new_object();
+        json_add_int(o, "memory_bytes", (int64_t) cfg->max_memory);
+        json_add_int(o, "processes", (int64_t) cfg->max_processes);
+        json_add_int(o, "file_size_bytes", (int64_t) (cfg->max_file_size ?: cfg->tmpfs_size));
+        json_add_int(o, "open_files", (int64_t) cfg->max_open_files);
+        json_add(st, "limits", o);
 
         o = json_object_new_object();
         json_add_string(o, "path", runtime_uv_path(r) ?: cfg->uv_path);
@@ -136,7 +145,11 @@ static void check_env_finish(CheckEnv *c) {
         appendf(&text, "Default timeout: %" PRIu64 "s", cfg->default_timeout_usec / USEC_PER_SEC);
         appendf(&text, "Max timeout: %" PRIu64 "s", cfg->max_timeout_usec / USEC_PER_SEC);
         appendf(&text, "Max output: %" PRIu64 " bytes (head and tail kept)", cfg->output_cap);
-        appendf(&text, "Limits: the timeout; work dir and /tmp capped at %" PRIu64 " MiB each", cfg->tmpfs_size >> 20);
+        appendf(&text, "Limits (%s): memory %" PRIu64 " MiB, %" PRIu64 " processes, files up to %" PRIu64
+                " MiB, %" PRIu64 " open files; work dir and /tmp capped at %" PRIu64 " MiB each",
+                sandbox_limits_mechanism(), cfg->max_memory >> 20, cfg->max_processes,
+                (cfg->max_file_size ?: cfg->tmpfs_size) >> 20, cfg->max_open_files, cfg->tmpfs_size >> 20);
+        appendf(&text, "Limits mechanism: %s", sandbox_limits_mechanism_detail());
         appendf(&text, "Package index: %s%s", cfg->index_url && *cfg->index_url ? cfg->index_url : "PyPI",
                 cfg->offline ? " (offline: cache only)" : "");
         if (c->sizes_known)
@@ -233,7 +246,9 @@ static const char output_schema[] =
         "\"protocol_versions\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
         "\"bwrap\":{\"type\":\"object\"},"
         "\"sandbox\":{\"type\":\"object\",\"properties\":{\"working\":{\"type\":\"boolean\"},"
-        "\"error\":{\"type\":\"string\"},\"network\":{\"type\":\"boolean\"}}},"
+        "\"error\":{\"type\":\"string\"},\"network\":{\"type\":\"boolean\"},"
+        "\"limits\":{\"type\":\"string\",\"enum\":[\"cgroup\",\"rlimit\"]},\"limits_detail\":{\"type\":\"string\"}}},"
+        "\"limits\":{\"type\":\"object\"},"
         "\"uv\":{\"type\":\"object\"},"
         "\"pythons\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
         "\"default_timeout_seconds\":{\"type\":\"integer\"},"
