@@ -54,6 +54,7 @@ typedef struct Config {
         char **warmup;                  /* requirement sets, "a b c" each */
         uint64_t store_max_size;        /* bytes, 0 = no limit */
         uint64_t store_max_age_usec;    /* unused environments older than this are removed */
+        uint64_t uv_prune_delay_usec;   /* uv cache prune after builds go quiet this long; 0: never */
 
         /* Persistent sandboxes */
         uint64_t sandbox_idle_timeout_usec;     /* reaped after this long unused */

@@ -22,8 +22,6 @@
 #define MARKER ".mcp-python-sandbox-env.json"
 /* An environment used this recently may be mounted by a running script: never collected. */
 #define GC_GRACE_SEC (3600)
-/* After a build, once no build has run for this long, let uv drop what its cache no longer needs. */
-#define PRUNE_DELAY_USEC (10 * 60 * USEC_PER_SEC)
 
 typedef struct Build Build;
 
@@ -359,15 +357,20 @@ static int on_prune_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         return 0;
 }
 
+/* After a build, once no build has run for a while, let uv drop what its cache no longer needs. */
 static void envstore_prune_later(EnvStore *s) {
+        uint64_t delay = s->config->uv_prune_delay_usec;
+
+        if (delay == 0)
+                return;
         if (!s->prune_timer) {
-                if (sd_event_add_time_relative(s->event, &s->prune_timer, CLOCK_MONOTONIC, PRUNE_DELAY_USEC,
+                if (sd_event_add_time_relative(s->event, &s->prune_timer, CLOCK_MONOTONIC, delay,
                                                USEC_PER_SEC, on_prune_timer, s) < 0)
                         return;
                 (void) sd_event_source_set_enabled(s->prune_timer, SD_EVENT_ONESHOT);
                 return;
         }
-        (void) sd_event_source_set_time_relative(s->prune_timer, PRUNE_DELAY_USEC);
+        (void) sd_event_source_set_time_relative(s->prune_timer, delay);
         (void) sd_event_source_set_enabled(s->prune_timer, SD_EVENT_ONESHOT);
 }
 

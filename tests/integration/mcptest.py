@@ -429,6 +429,40 @@ def need_uv():
     return p
 
 
+class UvLog:
+    """A uv for the daemon that logs each run's arguments, then execs the real uv.
+
+    delay: seconds to sleep before running (to catch the daemon mid-build);
+    delay_on: only before runs whose first two arguments are these (e.g. "pip install").
+    """
+
+    def __init__(self, delay=0, delay_on=None):
+        real = need_uv()
+        d = tempfile.mkdtemp(prefix="mcptest-uvwrap-")
+        self.dir = d
+        self.path = os.path.join(d, "uv")
+        self.log = os.path.join(d, "uv.log")
+        open(self.log, "w").close()
+        with open(self.path, "w") as f:
+            f.write(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{self.log}'\n")
+            if delay and delay_on:
+                f.write(f'case "$1 $2" in "{delay_on}") sleep {delay};; esac\n')
+            elif delay:
+                f.write(f"sleep {delay}\n")
+            f.write(f"exec '{real}' \"$@\"\n")
+        os.chmod(self.path, 0o755)
+
+    def lines(self):
+        with open(self.log) as f:
+            return f.read().splitlines()
+
+    def installs(self, since=0):
+        return [line for line in self.lines()[since:] if line.startswith("pip install")]
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 def default_daemon_args():
     """Arguments every test daemon gets: where the test Pythons and uv are on this machine."""
     args = []

@@ -26,7 +26,7 @@ import threading
 import time
 import uuid
 
-from mcptest import (Daemon, check, children, eq, main, need_pythons, need_uv, rss_kib, skip, stdio_client,
+from mcptest import (Daemon, UvLog, check, children, eq, main, need_pythons, need_uv, rss_kib, skip, stdio_client,
                      test, test_pythons, uv_path)
 from wheels import build_wheel
 
@@ -53,27 +53,6 @@ def scratch(prefix):
     return d
 
 
-class UvLog:
-    """A wrapper the daemon takes as its uv: it logs its arguments, then execs the real uv."""
-
-    def __init__(self):
-        real = need_uv()
-        d = scratch("mcptest-uvwrap-")
-        self.path = os.path.join(d, "uv")
-        self.log = os.path.join(d, "uv.log")
-        open(self.log, "w").close()
-        with open(self.path, "w") as f:
-            f.write(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{self.log}'\nexec '{real}' \"$@\"\n")
-        os.chmod(self.path, 0o755)
-
-    def lines(self):
-        with open(self.log) as f:
-            return f.read().splitlines()
-
-    def installs(self, since=0):
-        return [line for line in self.lines()[since:] if line.startswith("pip install")]
-
-
 def shared_daemon(name, args, env=None, packages=True):
     """One daemon per configuration for the whole file (a warm cache is what we test, too).
 
@@ -85,6 +64,8 @@ def shared_daemon(name, args, env=None, packages=True):
         need_sandbox(d)
         return d
     uvlog = UvLog() if packages or uv_path() else None
+    if uvlog:
+        _CLEANUP.append(uvlog.close)
     d = Daemon(args=([f"--uv={uvlog.path}"] if uvlog else []) + list(args), env=env)
     d.uvlog = uvlog
     _STATE[name] = d

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The environment store: warm-up, garbage collection, uv cache pruning,
+builds that fail or are interrupted, and a store that survives restarts.
+
+Packages come from wheels this test builds (--find-links, --offline), so
+every case is deterministic; uv is a wrapper that logs what it is asked.
+"""
+
+import glob
+import json
+import os
+import shutil
+import signal
+import tempfile
+import time
+
+from mcptest import Daemon, UvLog, check, eq, main, need_pythons, test
+from wheels import build_wheel
+
+WHEELS = tempfile.mkdtemp(prefix="mcptest-store-wheels-")
+for name in ("mcpt-store-a", "mcpt-store-b", "mcpt-store-c", "mcpt-store-slow"):
+    build_wheel(WHEELS, name, "1.0")
+
+
+def store_daemon(cache, uvlog, *args):
+    need_pythons("3.11")
+    return Daemon(cache_dir=cache, args=[f"--uv={uvlog.path}", f"--find-links={WHEELS}", "--offline", *args])
+
+
+def run(c, deps, script="print('ok')"):
+    r = c.call_tool("execute_python", {"script": script, "dependencies": deps}, timeout=120)
+    return r, r.get("structuredContent", {})
+
+
+def envs(cache):
+    d = os.path.join(cache, "envs")
+    # Built environments only: builds in progress are dot-directories.
+    return sorted(n for n in os.listdir(d) if not n.startswith(".")) if os.path.isdir(d) else []
+
+
+def wait_until(what, cond, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def age_env(cache, key, days):
+    """Pretend an environment was last used days ago (the store orders by the marker's mtime)."""
+    marker = os.path.join(cache, "envs", key, ".mcp-python-sandbox-env.json")
+    t = time.time() - days * 86400
+    os.utime(marker, (t, t))
+
+
+@test
+def warmup_prepares_in_background_without_delaying_ready():
+    cache = tempfile.mkdtemp(prefix="mcptest-store-")
+    uvlog = UvLog(delay=3)   # every uv run takes 3 s more
+    t0 = time.monotonic()
+    with store_daemon(cache, uvlog, "--warmup=mcpt-store-a") as d:
+        d.wait_notify("READY=1", timeout=10)
+        ready_after = time.monotonic() - t0
+        check(ready_after < 2.5, f"READY=1 came {ready_after:.1f}s after start: the warm-up delayed it")
+        # Nobody asked for anything, yet the environment gets built.
+        wait_until("the warm-up build", lambda: uvlog.installs() and len(envs(cache)) == 1)
+        check("mcpt-store-a" in uvlog.installs()[0], uvlog.installs())
+        c = d.client()
+        c.initialize()
+        v = c.call_tool("validate_script", {"script": "import mcpt_store_a", "dependencies": ["mcpt-store-a"]})
+        eq(v["structuredContent"]["warm"], True, "warm after warm-up")
+        before = len(uvlog.lines())
+        r, st = run(c, ["mcpt-store-a"], "import mcpt_store_a; print('imported')")
+        check(not r["isError"], c.text(r))
+        eq(st["environment"]["warm"], True, "the run used the warmed environment")
+        eq(len(uvlog.lines()), before, "no uv process for a warm run")
+        c.close()
+    uvlog.close()
+    shutil.rmtree(cache, ignore_errors=True)
+
+
+@test
+def store_survives_restart_and_failed_builds_leave_nothing():
+    cache = tempfile.mkdtemp(prefix="mcptest-store-")
+    uvlog = UvLog()
+    with store_daemon(cache, uvlog) as d:
+        c = d.client()
+        c.initialize()
+        r, st = run(c, ["mcpt-store-b"])
+        check(not r["isError"], c.text(r))
+        key = st["environment"]["key"]
+        r, st = run(c, ["mcpt-store-missing-package"])
+        check(r["isError"], "a package that does not exist must fail")
+        eq(st["failed_phase"], "prepare", "phase")
+        c.close()
+    # Only the good environment, and no half-built directory.
+    eq(envs(cache), [key], "store after one good and one failed build")
+    eq(glob.glob(os.path.join(cache, "envs", ".build-*")), [], "leftover build directories")
+
+    with store_daemon(cache, uvlog) as d:
+        c = d.client()
+        c.initialize()
+        before = len(uvlog.lines())
+        r, st = run(c, ["mcpt-store-b"])
+        check(not r["isError"], c.text(r))
+        eq(st["environment"]["warm"], True, "warm across a restart")
+        eq(len(uvlog.lines()), before, "no uv process after a restart")
+        c.close()
+    uvlog.close()
+    shutil.rmtree(cache, ignore_errors=True)
+
+
+@test
+def interrupted_build_leaves_nothing_behind():
+    cache = tempfile.mkdtemp(prefix="mcptest-store-")
+    slow = UvLog(delay=30, delay_on="pip install")
+    d = store_daemon(cache, slow)
+    try:
+        c = d.client()
+        c.initialize()
+        c.send({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+                "params": {"name": "execute_python",
+                           "arguments": {"script": "print(1)", "dependencies": ["mcpt-store-slow"]}}})
+        wait_until("a build directory", lambda: glob.glob(os.path.join(cache, "envs", ".build-*")), 30)
+        # The daemon dies hard in the middle of the build.
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait(10)
+        c.kill()
+        check(glob.glob(os.path.join(cache, "envs", ".build-*")), "the interrupted build left its directory")
+    finally:
+        d.close()
+    fast = UvLog()
+    with store_daemon(cache, fast) as d:
+        c = d.client()
+        c.initialize()
+        # Start-up removes what the interrupted build left; nothing half-built is ever used.
+        c.call_tool("check_environment")
+        eq(glob.glob(os.path.join(cache, "envs", ".build-*")), [], "leftovers after restart")
+        eq(envs(cache), [], "no environment from the interrupted build")
+        r, st = run(c, ["mcpt-store-slow"], "import mcpt_store_slow; print('fine')")
+        check(not r["isError"], c.text(r))
+        eq(st["environment"]["warm"], False, "built anew")
+        c.close()
+    slow.close()
+    fast.close()
+    shutil.rmtree(cache, ignore_errors=True)
+
+
+@test
+def unused_environments_are_collected_by_age_and_budget():
+    cache = tempfile.mkdtemp(prefix="mcptest-store-")
+    uvlog = UvLog()
+    with store_daemon(cache, uvlog, "--store-max-age=1d") as d:
+        c = d.client()
+        c.initialize()
+        _, a = run(c, ["mcpt-store-a"])
+        _, b = run(c, ["mcpt-store-b"])
+        age_env(cache, a["environment"]["key"], 3)
+        # The next build collects what is past the age limit, and nothing else.
+        _, cc = run(c, ["mcpt-store-c"])
+        eq(envs(cache), sorted([b["environment"]["key"], cc["environment"]["key"]]), "after age collection")
+        r, again = run(c, ["mcpt-store-a"])
+        check(not r["isError"], c.text(r))
+        eq(again["environment"]["warm"], False, "a collected environment is rebuilt")
+        c.close()
+
+    with store_daemon(cache, uvlog, "--store-max-size=1", "--store-max-age=0") as d:
+        c = d.client()
+        c.initialize()
+        keys = envs(cache)
+        for k in keys:
+            age_env(cache, k, 2)
+        # Over the budget: the least recently used go, the one just built stays.
+        r, st = run(c, ["mcpt-store-a", "mcpt-store-b"])
+        check(not r["isError"], c.text(r))
+        eq(envs(cache), [st["environment"]["key"]], "after budget collection")
+        c.close()
+    uvlog.close()
+    shutil.rmtree(cache, ignore_errors=True)
+
+
+@test
+def uv_cache_is_pruned_once_builds_go_quiet():
+    cache = tempfile.mkdtemp(prefix="mcptest-store-")
+    uvlog = UvLog()
+    with store_daemon(cache, uvlog, "--uv-prune-delay=1s") as d:
+        c = d.client()
+        c.initialize()
+        r, _ = run(c, ["mcpt-store-c"])
+        check(not r["isError"], c.text(r))
+        wait_until("uv cache prune", lambda: any(line.startswith("cache prune") for line in uvlog.lines()), 20)
+        check("Pruned the uv cache" in d.log() or "uv cache prune failed" not in d.log(), d.log())
+        # The environment keeps working after the prune (it does not depend on the cache).
+        r, st = run(c, ["mcpt-store-c"], "import mcpt_store_c; print('still here')")
+        check(not r["isError"] and "still here" in c.text(r), c.text(r))
+        eq(st["environment"]["warm"], True, "still warm")
+        c.close()
+    uvlog.close()
+    shutil.rmtree(cache, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        shutil.rmtree(WHEELS, ignore_errors=True)
