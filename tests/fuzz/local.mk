@@ -35,5 +35,4 @@ fuzz: $(FUZZ_TARGETS)
 		status=$$?; tail -n 4 $$t.log; \
 		if [ $$status -ne 0 ]; then cat $$t.log; exit 1; fi; \
 	done
-.PHONY: fuzz
 endif
