@@ -703,6 +703,7 @@ int runtime_parse_toml(Runtime *r, const char *toml, TomlParsedFunc cb, void *us
         SandboxData data = { .fd = fd, .dest = SANDBOX_WORK_DIR "/metadata.toml" };
         char *prefix[] = { py->prefix, NULL };
         char *command[] = { py->executable, (char *) "-I", (char *) "-S", (char *) "-c", (char *) toml_helper, NULL };
+        log_debug("Reading a metadata block (%.12s) with %s's tomllib in the sandbox.", q->hash, command[0]);
         k = runtime_spawn_sandboxed(r, NULL, streq(py->prefix, "/usr") ? NULL : prefix, &data, 1, command,
                                     15 * USEC_PER_SEC, NULL, 1024 * 1024, 0, on_toml_done, q, &q->proc);
         if (k < 0) {

@@ -149,6 +149,27 @@ def interrupted_build_leaves_nothing_behind():
 
 
 @test
+def a_metadata_block_seen_before_costs_no_process():
+    cache = tempfile.mkdtemp(prefix="mcptest-store-")
+    uvlog = UvLog()
+    block = "# /// script\n# dependencies = ['mcpt-store-a']\n# requires-python = '>=3.11'\n# ///\n"
+    with store_daemon(cache, uvlog) as d:
+        c = d.client()
+        c.initialize()
+        for i in range(3):
+            v = c.call_tool("validate_script", {"script": block + f"print({i})"})
+            check(not v["isError"], c.text(v))
+            eq(v["structuredContent"]["dependencies"], ["mcpt-store-a"], "dependencies read from the block")
+        r, _ = run(c, [], block + "import mcpt_store_a\nprint('ran')")
+        check(not r["isError"] and "ran" in c.text(r), c.text(r))
+        reads = d.log().count("Reading a metadata block")
+        eq(reads, 1, "sandboxed TOML reads for one block used four times")
+        c.close()
+    uvlog.close()
+    shutil.rmtree(cache, ignore_errors=True)
+
+
+@test
 def unused_environments_are_collected_by_age_and_budget():
     cache = tempfile.mkdtemp(prefix="mcptest-store-")
     uvlog = UvLog()
