@@ -293,6 +293,14 @@ int config_set(Config *c, const char *key, const char *value, char **ret_error) 
         *ret_error = NULL;
         if (!st || st->cli_only)
                 return set_error(ret_error, "unknown setting \"%s\"", key);
+        if (st->type == SETTING_STRV || st->type == SETTING_STRV_LINES) {
+                size_t idx = (size_t) (st - settings);
+                /* The first occurrence in the files replaces the built-in default; later ones add. */
+                if (idx < ELEMENTSOF(c->lists_seen) && !c->lists_seen[idx]) {
+                        c->lists_seen[idx] = true;
+                        (void) setting_apply(c, st, "", ret_error);
+                }
+        }
         return setting_apply(c, st, value, ret_error);
 }
 

@@ -60,6 +60,10 @@ typedef struct Config {
         uint64_t sandbox_idle_timeout_usec;     /* reaped after this long unused */
         uint64_t max_sandboxes_per_user;
         uint64_t max_sandboxes;
+
+        /* Private: which list settings a configuration file has set (the first
+         * occurrence replaces the default, later ones add). */
+        bool lists_seen[64];
 } Config;
 
 void config_init(Config *c);

@@ -490,6 +490,25 @@ START_TEST(test_load_missing) {
 }
 END_TEST
 
+START_TEST(test_file_list_replaces_default) {
+        _cleanup_(config_done) Config c;
+        _cleanup_free_ char *log = NULL;
+
+        config_init(&c);
+        ck_assert_int_ge(strv_length(c.python_search_path), 1);
+        /* The first occurrence replaces the built-in default; the next one adds. */
+        ck_assert_int_eq(parse_text(&c, "a.conf", "python-search-path = /opt/a\npython-search-path = /opt/b\n", &log), 0);
+        ck_assert_int_eq(strv_length(c.python_search_path), 2);
+        ck_assert_str_eq(c.python_search_path[0], "/opt/a");
+        ck_assert_str_eq(c.python_search_path[1], "/opt/b");
+        /* A later file (a drop-in) adds to what the files said so far. */
+        free(log);
+        log = NULL;
+        ck_assert_int_eq(parse_text(&c, "b.conf", "python-search-path = /opt/c\n", &log), 0);
+        ck_assert_int_eq(strv_length(c.python_search_path), 3);
+}
+END_TEST
+
 START_TEST(test_load_errors) {
         _cleanup_(config_done) Config c;
         char dir[] = "/tmp/test-config-XXXXXX", main_conf[PATH_MAX], dropins[PATH_MAX];
@@ -725,6 +744,7 @@ static Suite *config_suite(void) {
         tcase_add_test(tc, test_load_dropins);
         tcase_add_test(tc, test_load_missing);
         tcase_add_test(tc, test_load_errors);
+        tcase_add_test(tc, test_file_list_replaces_default);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("command-line");
