@@ -547,3 +547,68 @@ int config_parse_argv(Config *c, int argc, char **argv, const char **ret_config_
         }
         return 0;
 }
+
+/* Read once at start-up: a change takes a restart. */
+static const char *const restart_only[] = {
+        "cache-dir", "uv", "python-search-path", "python-versions", "max-runs", "warmup", "max-calls-per-connection",
+};
+
+static bool is_restart_only(const Setting *st) {
+        for (size_t i = 0; i < ELEMENTSOF(restart_only); i++)
+                if (streq(st->name, restart_only[i]))
+                        return true;
+        return st->cli_only;
+}
+
+static char *value_text(const Config *c, const Setting *st) {
+        char *text = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&text, &size);
+
+        if (!f)
+                return NULL;
+        print_value(c, st, f);
+        fclose(f);
+        return text;
+}
+
+int config_apply_reload(Config *live, Config *fresh) {
+        int n = 0;
+
+        for (size_t i = 0; i < ELEMENTSOF(settings); i++) {
+                const Setting *st = &settings[i];
+                _cleanup_free_ char *a = value_text(live, st), *b = value_text(fresh, st);
+                size_t size;
+
+                if (a && b && streq(a, b))
+                        continue;
+                if (is_restart_only(st)) {
+                        log_warning("%s changed, but takes effect only after a restart.", st->name);
+                        continue;
+                }
+                switch (st->type) {
+                case SETTING_STRING:
+                case SETTING_STRV:
+                case SETTING_STRV_LINES:
+                        size = sizeof(void *);
+                        break;
+                case SETTING_BOOL:
+                        size = sizeof(bool);
+                        break;
+                case SETTING_LOG_LEVEL:
+                        size = sizeof(int);
+                        break;
+                default:
+                        size = sizeof(uint64_t);
+                }
+                /* Swap, so the old value is freed with the fresh configuration. */
+                char tmp[sizeof(uint64_t)];
+                memcpy(tmp, (char *) live + st->offset, size);
+                memcpy((char *) live + st->offset, (char *) fresh + st->offset, size);
+                memcpy((char *) fresh + st->offset, tmp, size);
+                log_info("%s changed.", st->name);
+                n++;
+        }
+        return n;
+}
+

@@ -81,6 +81,8 @@ void config_dump(const Config *c, FILE *out);
 int config_set(Config *c, const char *key, const char *value, char **ret_error);
 
 void config_help(FILE *out, const char *program);
+/* SIGHUP: take over what changed and can change while running; warn about the rest. Returns how many changed. */
+int config_apply_reload(Config *live, Config *fresh);
 
 int parse_size(const char *s, uint64_t *ret);
 int parse_seconds(const char *s, uint64_t *ret_usec);

@@ -56,6 +56,9 @@ static int run(int argc, char **argv) {
         r = manager_new(&m, &config);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up: %m");
+        m->argc = argc;
+        m->argv = argv;
+        m->config_file = config_file ?: DEFAULT_CONFIG_FILE;
         r = manager_listen(m);
         if (r < 0)
                 return r;

@@ -321,11 +321,32 @@ static int on_stop_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         return sd_event_exit(m->event, 0);
 }
 
+static void manager_reload(Manager *m) {
+        _cleanup_(config_done) Config fresh;
+        const char *file = NULL;
+        bool check = false;
+        int n;
+
+        log_info("SIGHUP: reloading %s.", m->config_file);
+        config_init(&fresh);
+        if (config_load(&fresh, m->config_file) < 0 ||
+            config_parse_argv(&fresh, m->argc, m->argv, &file, &check) != 0) {
+                log_error("The configuration has errors (above); keeping the running one.");
+                return;
+        }
+        n = config_apply_reload(m->config, &fresh);
+        log_set_max_level(m->config->log_level);
+        manager_set_accepting(m);
+        log_info("Reloaded: %d setting%s changed.", n, n == 1 ? "" : "s");
+        /* The sandbox may work now, or not any more. */
+        runtime_reload(m->runtime);
+}
+
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Manager *m = userdata;
 
         if (si->ssi_signo == SIGHUP) {
-                runtime_reload(m->runtime);
+                manager_reload(m);
                 return 0;
         }
         if (m->stopping)

@@ -40,6 +40,11 @@ typedef struct Manager {
         uint64_t start_usec;
 
         Runtime *runtime;          /* script execution services (src/daemon/runtime.c) */
+
+        /* For SIGHUP: how the configuration was made. */
+        int argc;
+        char **argv;
+        const char *config_file;
 } Manager;
 
 int manager_new(Manager **ret, Config *config);

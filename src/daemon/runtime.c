@@ -455,7 +455,7 @@ bool runtime_is_idle(const Runtime *r) {
 }
 
 void runtime_reload(Runtime *r) {
-        log_info("SIGHUP: re-running the sandbox self-test.");
+        log_debug("Re-running the sandbox self-test.");
         (void) start_self_test(r);
 }
 
