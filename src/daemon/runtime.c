@@ -516,7 +516,7 @@ static char *new_run_cgroup(const SandboxLimits *limits) {
 int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
                             size_t n_data, char *const *command, uint64_t timeout_usec, const SandboxLimits *limits,
                             size_t head_max, size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
-        _cleanup_strv_free_ char **argv = NULL, **binds = strv_new(), **env = strv_new();
+        _cleanup_strv_free_ char **argv = NULL, **binds = strv_new(), **env = sandbox_run_env(env_dir);
         static char *bwrap_env[] = { (char *) "PATH=/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
         _cleanup_close_ int seccomp_fd = -EBADF;
         _cleanup_free_ char *cgroup = NULL;
@@ -541,16 +541,6 @@ int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_pat
         if (env_dir)
                 strv_extend(&binds, env_dir);
         strv_extend_strv(&binds, ro_paths);
-        strv_extendf(&env, "PATH=%s%s/usr/local/bin:/usr/bin:/bin", strempty(env_dir), env_dir ? "/bin:" : "");
-        strv_extend(&env, "HOME=" SANDBOX_WORK_DIR);
-        strv_extend(&env, "TMPDIR=/tmp");
-        strv_extend(&env, "USER=nobody");
-        strv_extend(&env, "LANG=C.UTF-8");
-        strv_extend(&env, "PYTHONUNBUFFERED=1");
-        strv_extend(&env, "PYTHONDONTWRITEBYTECODE=1");
-        strv_extend(&env, "MPLBACKEND=Agg");
-        if (env_dir)
-                strv_extendf(&env, "VIRTUAL_ENV=%s", env_dir);
         if (!binds || !env)
                 return -ENOMEM;
 

@@ -49,6 +49,23 @@ static int add_tmpfs(char ***argv, const char *path, uint64_t size) {
         return add3(argv, "--perms", "0755", "--tmpfs") < 0 || add(argv, path) < 0 ? -ENOMEM : 0;
 }
 
+char **sandbox_run_env(const char *env_dir) {
+        char **env = strv_new();
+
+        strv_extendf(&env, "PATH=%s%s/usr/local/bin:/usr/bin:/bin", strempty(env_dir), env_dir ? "/bin:" : "");
+        strv_extend(&env, "HOME=" SANDBOX_WORK_DIR);
+        strv_extend(&env, "TMPDIR=/tmp");
+        strv_extend(&env, "USER=nobody");
+        strv_extend(&env, "LANG=C.UTF-8");
+        strv_extend(&env, "PYTHONUNBUFFERED=1");
+        strv_extend(&env, "PYTHONDONTWRITEBYTECODE=1");
+        strv_extend(&env, "MPLBACKEND=Agg");
+        strv_extend(&env, "MPLCONFIGDIR=/tmp/.matplotlib");
+        if (env_dir)
+                strv_extendf(&env, "VIRTUAL_ENV=%s", env_dir);
+        return env;
+}
+
 int sandbox_build_argv(const SandboxPolicy *p, char ***ret) {
         _cleanup_strv_free_ char **argv = strv_new();
         int r = 0;

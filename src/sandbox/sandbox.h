@@ -33,6 +33,10 @@ typedef struct SandboxPolicy {
         char *const *command;           /* what runs inside, argv[0] an absolute path */
 } SandboxPolicy;
 
+/* The environment variables a run sees: PATH (with env_dir/bin first), HOME=/work, TMPDIR, LANG,
+ * unbuffered output, no bytecode writes, a headless matplotlib. env_dir may be NULL. A strv. */
+char **sandbox_run_env(const char *env_dir);
+
 /* Build the bwrap argv (a strv). */
 int sandbox_build_argv(const SandboxPolicy *p, char ***ret);
 

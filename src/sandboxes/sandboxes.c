@@ -639,7 +639,7 @@ static void on_bwrap_exit(Process *p, void *userdata) {
 static int sandbox_spawn(Sandbox *sb) {
         Runtime *r = registry->runtime;
         const Config *c = registry->config;
-        _cleanup_strv_free_ char **argv = NULL, **env = strv_new(), **binds = strv_new();
+        _cleanup_strv_free_ char **argv = NULL, **env = NULL, **binds = strv_new();
         _cleanup_free_ char *python = NULL, *etc = NULL;
         _cleanup_close_ int theirs = -EBADF, seccomp_fd = -EBADF;
         ProcessLimit rlimits[SANDBOX_N_RLIMITS];
@@ -669,16 +669,7 @@ static int sandbox_spawn(Sandbox *sb) {
         strv_extend(&binds, sb->env);
         if (!streq(sb->python->prefix, "/usr"))
                 strv_extend(&binds, sb->python->prefix);
-        strv_extendf(&env, "PATH=%s/bin:/usr/local/bin:/usr/bin:/bin", sb->env);
-        strv_extend(&env, "HOME=" SANDBOX_WORK_DIR);
-        strv_extend(&env, "TMPDIR=/tmp");
-        strv_extend(&env, "USER=nobody");
-        strv_extend(&env, "LANG=C.UTF-8");
-        strv_extend(&env, "PYTHONUNBUFFERED=1");
-        strv_extend(&env, "PYTHONDONTWRITEBYTECODE=1");
-        strv_extend(&env, "MPLBACKEND=Agg");
-        strv_extend(&env, "MPLCONFIGDIR=/tmp/.matplotlib");
-        strv_extendf(&env, "VIRTUAL_ENV=%s", sb->env);
+        env = sandbox_run_env(sb->env);
         snprintf(fdstr, sizeof(fdstr), "%d", theirs);
         char *command[] = { python, (char *) "-I", (char *) "-u", (char *) "-c", (char *) sandbox_driver_code, fdstr,
                             NULL };

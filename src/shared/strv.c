@@ -115,3 +115,27 @@ char *strv_join(char *const *l, const char *separator) {
         *p = 0;
         return r;
 }
+
+int strextendf_len(char **s, size_t *len, const char *format, ...) {
+        size_t have = len ? *len : (*s ? strlen(*s) : 0);
+        char *add = NULL, *n;
+        va_list ap;
+        int k;
+
+        va_start(ap, format);
+        k = vasprintf(&add, format, ap);
+        va_end(ap);
+        if (k < 0)
+                return -ENOMEM;
+        n = realloc(*s, have + (size_t) k + 1);
+        if (!n) {
+                free(add);
+                return -ENOMEM;
+        }
+        memcpy(n + have, add, (size_t) k + 1);
+        free(add);
+        *s = n;
+        if (len)
+                *len = have + (size_t) k;
+        return 0;
+}

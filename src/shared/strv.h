@@ -21,3 +21,7 @@ int strv_extendf(char ***l, const char *format, ...) __attribute__((format(print
 bool strv_contains(char *const *l, const char *s);
 /* Join with a separator; malloc'd. */
 char *strv_join(char *const *l, const char *separator);
+
+/* Append formatted text to a malloc'd string (NULL to start one); *len tracks its length. */
+int strextendf_len(char **s, size_t *len, const char *format, ...) __attribute__((format(printf, 3, 4)));
+#define strextendf(s, ...) strextendf_len((s), NULL, __VA_ARGS__)

@@ -16,6 +16,9 @@
 #include "strv.h"
 #include "tools.h"
 
+/* One line of the report. */
+#define appendf(s, format, ...) strextendf(s, format "\n", ##__VA_ARGS__)
+
 /*
  * Live facts, gathered when the tool is called: the sandbox self-test runs
  * again and the store's size is measured (by du, in a child process, so a
@@ -40,21 +43,6 @@ static void check_env_free(CheckEnv *c) {
         free(c);
 }
 
-static void appendf(char **s, const char *format, ...) __attribute__((format(printf, 2, 3)));
-static void appendf(char **s, const char *format, ...) {
-        char *line = NULL, *n = NULL;
-        va_list ap;
-
-        va_start(ap, format);
-        if (vasprintf(&line, format, ap) < 0)
-                line = NULL;
-        va_end(ap);
-        if (line && asprintf(&n, "%s%s\n", strempty(*s), line) >= 0) {
-                free(*s);
-                *s = n;
-        }
-        free(line);
-}
 
 static void check_env_finish(CheckEnv *c) {
         Runtime *r = c->manager->runtime;

@@ -10,35 +10,17 @@
 #include "json-util.h"
 #include "macro.h"
 #include "sandbox-common.h"
+#include "strv.h"
 #include "tools.h"
 
 #define MAX_IMAGES 8
 #define MAX_IMAGE_BYTES (4 * 1024 * 1024)
 
-static void append(char **buf, size_t *len, const char *format, ...) __attribute__((format(printf, 3, 4)));
-static void append(char **buf, size_t *len, const char *format, ...) {
-        char *s = NULL;
-        va_list ap;
-        int n;
-
-        va_start(ap, format);
-        n = vasprintf(&s, format, ap);
-        va_end(ap);
-        if (n < 0)
-                return;
-        char *nb = realloc(*buf, *len + (size_t) n + 1);
-        if (nb) {
-                memcpy(nb + *len, s, (size_t) n + 1);
-                *buf = nb;
-                *len += (size_t) n;
-        }
-        free(s);
-}
 
 static void section(char **buf, size_t *len, const char *name, const char *text) {
         if (!text || !*text)
                 return;
-        append(buf, len, "--- %s ---\n%s%s", name, text, text[strlen(text) - 1] == '\n' ? "" : "\n");
+        strextendf_len(buf, len, "--- %s ---\n%s%s", name, text, text[strlen(text) - 1] == '\n' ? "" : "\n");
 }
 
 static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
@@ -64,35 +46,35 @@ static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
                 section(&text, &len, "stdout", json_get_string(r, "stdout"));
                 section(&text, &len, "stderr", json_get_string(r, "stderr"));
                 if (json_get_string(r, "result"))
-                        append(&text, &len, "--- result ---\nOut[%" PRId64 "]: %s\n", count, json_get_string(r, "result"));
+                        strextendf_len(&text, &len, "--- result ---\nOut[%" PRId64 "]: %s\n", count, json_get_string(r, "result"));
                 section(&text, &len, "error", exc);
         } else if (error)
                 section(&text, &len, "error", error);
 
         if (o->timed_out) {
                 if (o->interrupted)
-                        append(&text, &len,
+                        strextendf_len(&text, &len,
                                "The cell was interrupted after %" PRId64 "s, the time limit (KeyboardInterrupt). "
                                "Variables and files are kept.\n",
                                timeout_s);
                 else if (o->restarted)
-                        append(&text, &len,
+                        strextendf_len(&text, &len,
                                "The cell did not stop when interrupted after %" PRId64 "s, so the interpreter was "
                                "restarted: all variables and imports are lost; files in /work are kept.\n",
                                timeout_s);
                 else if (o->reset)
-                        append(&text, &len,
+                        strextendf_len(&text, &len,
                                "The cell could not be stopped after %" PRId64 "s, so the sandbox was started afresh: "
                                "variables and files in /work are lost.\n",
                                timeout_s);
         } else if (o->restarted)
-                append(&text, &len, "The interpreter was restarted: all variables and imports are lost; files in /work "
+                strextendf_len(&text, &len, "The interpreter was restarted: all variables and imports are lost; files in /work "
                                     "are kept.\n");
         else if (o->reset)
-                append(&text, &len, "The sandbox was started afresh: variables and files in /work are lost.\n");
+                strextendf_len(&text, &len, "The sandbox was started afresh: variables and files in /work are lost.\n");
         if (c->timeout_clamped)
-                append(&text, &len, "--- timeout_clamped: %" PRId64 "s (the server's maximum) ---\n", timeout_s);
-        append(&text, &len, "--- execution_count: %" PRId64 " ---\n--- duration_ms: %" PRIu64 " ---\n", count,
+                strextendf_len(&text, &len, "--- timeout_clamped: %" PRId64 "s (the server's maximum) ---\n", timeout_s);
+        strextendf_len(&text, &len, "--- execution_count: %" PRId64 " ---\n--- duration_ms: %" PRIu64 " ---\n", count,
                (sb_now_usec() - c->t_start) / USEC_PER_MSEC);
 
         json_object_array_add(content, content_text_new(text ?: ""));

@@ -127,33 +127,11 @@ static json_object *text_json(const char *s, size_t n) {
         return clean ? json_object_new_string_len(clean, (int) l) : json_object_new_string("");
 }
 
-static void append(char **buf, size_t *len, const char *format, ...) __attribute__((format(printf, 3, 4)));
-static void append(char **buf, size_t *len, const char *format, ...) {
-        char *s = NULL;
-        va_list ap;
-        int n;
-
-        va_start(ap, format);
-        n = vasprintf(&s, format, ap);
-        va_end(ap);
-        if (n < 0)
-                return;
-        char *nb = realloc(*buf, *len + (size_t) n + 1);
-        if (!nb) {
-                free(s);
-                return;
-        }
-        *buf = nb;
-        memcpy(*buf + *len, s, (size_t) n + 1);
-        *len += (size_t) n;
-        free(s);
-}
 
 static void append_section(char **buf, size_t *len, const char *name, const char *text, size_t n) {
         if (n == 0)
                 return;
-        append(buf, len, "--- %s ---\n", name);
-        append(buf, len, "%s", "");
+        strextendf_len(buf, len, "--- %s ---\n", name);
         char *nb = realloc(*buf, *len + n + 2);
         if (!nb)
                 return;
@@ -282,7 +260,7 @@ static void job_fail(Job *j, Phase phase, const char *format, ...) {
 
         json_object *st = base_structured(j, phase_names[phase]);
         json_add_string(st, "error", msg ?: "failed");
-        append(&text, &len, "--- error ---\n%s\n--- phase: %s ---\n--- duration_ms: %" PRIu64 " ---\n",
+        strextendf_len(&text, &len, "--- error ---\n%s\n--- phase: %s ---\n--- duration_ms: %" PRIu64 " ---\n",
                msg ?: "failed", phase_names[phase], (now_usec() - j->t_start) / USEC_PER_MSEC);
 
         log_info("execute_python for uid " UID_FMT " failed in phase %s: %s", j->call->uid, phase_names[phase],
@@ -346,26 +324,26 @@ static void on_run_done(Process *p, void *userdata) {
         /* The layout users of the Python servers already parse. */
         append_section(&text, &len, "stdout", out_clean ?: "", ol);
         append_section(&text, &len, "stderr", err_clean ?: "", el);
-        append(&text, &len, "--- exit_code: %d ---\n", exit_code);
-        append(&text, &len, "--- duration_ms: %" PRIu64 " ---\n", (now_usec() - j->t_start) / USEC_PER_MSEC);
+        strextendf_len(&text, &len, "--- exit_code: %d ---\n", exit_code);
+        strextendf_len(&text, &len, "--- duration_ms: %" PRIu64 " ---\n", (now_usec() - j->t_start) / USEC_PER_MSEC);
         if (p->timed_out)
-                append(&text, &len, "--- timed_out: true ---\n");
+                strextendf_len(&text, &len, "--- timed_out: true ---\n");
         if (j->timeout_clamped)
-                append(&text, &len, "--- timeout_clamped: %" PRIu64 "s (the server's maximum) ---\n",
+                strextendf_len(&text, &len, "--- timeout_clamped: %" PRIu64 "s (the server's maximum) ---\n",
                        j->timeout_usec / USEC_PER_SEC);
         if (p->timed_out)
-                append(&text, &len, "The script was stopped after %" PRIu64 "s, the timeout.\n",
+                strextendf_len(&text, &len, "The script was stopped after %" PRIu64 "s, the timeout.\n",
                        j->timeout_usec / USEC_PER_SEC);
         else if (p->signal)
-                append(&text, &len, "The script was killed by signal %d (%s).\n", p->signal, strsignal(p->signal));
+                strextendf_len(&text, &len, "The script was killed by signal %d (%s).\n", p->signal, strsignal(p->signal));
         if (limit) {
-                append(&text, &len, "--- limit: %s ---\n", limit);
+                strextendf_len(&text, &len, "--- limit: %s ---\n", limit);
                 if (limit_sentence(limit))
-                        append(&text, &len, "%s\n", limit_sentence(limit));
+                        strextendf_len(&text, &len, "%s\n", limit_sentence(limit));
         }
         for (size_t i = 0; i < ELEMENTSOF(limit_args); i++)
                 if (j->limits_lowered & limit_args[i].bit)
-                        append(&text, &len, "--- limits.%s lowered to %" PRIu64 " (the server's maximum) ---\n",
+                        strextendf_len(&text, &len, "--- limits.%s lowered to %" PRIu64 " (the server's maximum) ---\n",
                                limit_args[i].name, limit_get_units(&j->limits, i));
 
         log_debug("execute_python for uid " UID_FMT ": exit %d, %" PRIu64 " ms.", j->call->uid, exit_code,

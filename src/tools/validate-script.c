@@ -10,6 +10,7 @@
 #include "json-util.h"
 #include "macro.h"
 #include "script.h"
+#include "strv.h"
 #include "tools.h"
 
 typedef struct Validation {
@@ -23,21 +24,6 @@ static void validation_free(Validation *v) {
         free(v);
 }
 
-static void appendf(char **s, const char *format, ...) __attribute__((format(printf, 2, 3)));
-static void appendf(char **s, const char *format, ...) {
-        char *line = NULL, *n = NULL;
-        va_list ap;
-
-        va_start(ap, format);
-        if (vasprintf(&line, format, ap) < 0)
-                line = NULL;
-        va_end(ap);
-        if (line && asprintf(&n, "%s%s", strempty(*s), line) >= 0) {
-                free(*s);
-                *s = n;
-        }
-        free(line);
-}
 
 static void on_plan(ScriptPlan *plan, void *userdata) {
         Validation *v = userdata;
@@ -51,23 +37,23 @@ static void on_plan(ScriptPlan *plan, void *userdata) {
                 json_object_array_add(warnings, json_object_new_string(p->warnings[i]));
 
         if (p->error) {
-                appendf(&text, "INVALID: %s\n", p->error);
+                strextendf(&text, "INVALID: %s\n", p->error);
                 json_add_bool(st, "valid", false);
                 json_add_string(st, "error", p->error);
         } else {
-                appendf(&text, "VALID\n");
+                strextendf(&text, "VALID\n");
                 if (p->requires_python)
-                        appendf(&text, "requires-python: %s\n", p->requires_python);
+                        strextendf(&text, "requires-python: %s\n", p->requires_python);
                 if (p->requirements.n == 0)
-                        appendf(&text, "dependencies: none\n");
+                        strextendf(&text, "dependencies: none\n");
                 else
-                        appendf(&text, "dependencies (%zu):\n", p->requirements.n);
+                        strextendf(&text, "dependencies (%zu):\n", p->requirements.n);
                 for (size_t i = 0; i < p->requirements.n; i++) {
-                        appendf(&text, "  - %s\n", p->requirements.items[i].canonical);
+                        strextendf(&text, "  - %s\n", p->requirements.items[i].canonical);
                         json_object_array_add(deps, json_object_new_string(p->requirements.items[i].canonical));
                 }
-                appendf(&text, "python: %s\n", p->python->version);
-                appendf(&text, "environment: %s\n",
+                strextendf(&text, "python: %s\n", p->python->version);
+                strextendf(&text, "environment: %s\n",
                         p->warm ? "warm (already prepared: the run starts at once)"
                                 : "not prepared yet (the first run installs the dependencies)");
                 json_add_bool(st, "valid", true);
@@ -76,7 +62,7 @@ static void on_plan(ScriptPlan *plan, void *userdata) {
                 json_add_bool(st, "warm", p->warm);
         }
         for (size_t i = 0; p->warnings && p->warnings[i]; i++)
-                appendf(&text, "warning: %s\n", p->warnings[i]);
+                strextendf(&text, "warning: %s\n", p->warnings[i]);
 
         if (p->requires_python)
                 json_add_string(st, "requires_python", p->requires_python);
