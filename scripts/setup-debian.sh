@@ -17,7 +17,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 PACKAGES="build-essential autoconf automake pkg-config libsystemd-dev libjson-c-dev check
-libseccomp-dev bubblewrap systemd python3 python3-venv mandoc valgrind"
+libseccomp-dev bubblewrap systemd python3 python3-venv mandoc valgrind clang libclang-rt-14-dev"
 
 missing=
 for p in $PACKAGES; do

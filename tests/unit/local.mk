@@ -50,3 +50,15 @@ TESTS += test-sandbox
 test_sandbox_SOURCES = tests/unit/test-sandbox.c
 test_sandbox_CFLAGS = $(UNIT_CFLAGS)
 test_sandbox_LDADD = $(UNIT_LIBS)
+
+# Every unit suite under valgrind, in one process (CK_FORK=no): no errors, no leaks.
+check-valgrind: $(check_PROGRAMS)
+	@for t in $(filter test-%,$(check_PROGRAMS)); do \
+		printf '%s ' "valgrind $$t:"; \
+		if CK_FORK=no valgrind -q --error-exitcode=1 --leak-check=full \
+			--show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect \
+			./$$t > $$t.valgrind.log 2>&1; then echo ok; \
+		else echo FAILED; cat $$t.valgrind.log; exit 1; fi; \
+	done
+.PHONY: check-valgrind
+CLEANFILES += *.valgrind.log
