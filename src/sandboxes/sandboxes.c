@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
 #include <errno.h>
+#include <sys/stat.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -237,6 +239,12 @@ static void reap_arm(Sandbox *sb) {
 
 void sandbox_touch(Sandbox *sb) {
         sb->used_usec = now_usec();
+        /* Tell the store the environment is in use, so its collection (least recently used first) spares it. */
+        if (sb->env) {
+                char marker[PATH_MAX];
+                snprintf(marker, sizeof(marker), "%s/.mcp-python-sandbox-env.json", sb->env);
+                (void) utimensat(AT_FDCWD, marker, NULL, 0);
+        }
 }
 
 int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
