@@ -128,6 +128,8 @@ void jsonrpc_classify(json_object *msg, JsonrpcMessage *ret) {
         if (!json_object_is_type(method, json_type_string))
                 return set_invalid(ret, JSONRPC_INVALID_REQUEST, "Invalid request: \"method\" must be a string");
         ret->method = json_object_get_string(method);
+        /* "ping\u0000x" is not ping: no method has a NUL in its name. */
+        ret->method_has_nul = strlen(ret->method) != (size_t) json_object_get_string_len(method);
 
         if (has_id && !ret->id)
                 return set_invalid(ret, JSONRPC_INVALID_REQUEST,

@@ -31,6 +31,7 @@ typedef enum JsonrpcKind {
 typedef struct JsonrpcMessage {
         JsonrpcKind kind;
         const char *method;        /* borrowed from the message */
+        bool method_has_nul;       /* the name goes on past a NUL: it is no method of ours */
         json_object *id;           /* borrowed; NULL when absent or unusable */
         json_object *params;       /* borrowed; NULL when absent */
         int error_code;            /* for JSONRPC_INVALID */

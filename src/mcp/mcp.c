@@ -552,6 +552,10 @@ static void handle_modern(McpSession *s, McpBatch *b, const JsonrpcMessage *m, j
 static void handle_request(McpSession *s, McpBatch *b, const JsonrpcMessage *m) {
         json_object *meta = json_get(m->params, "_meta", json_type_object);
 
+        if (m->method_has_nul)
+                return reply_error(s, b, m->id, JSONRPC_METHOD_NOT_FOUND,
+                                   "Method not found: the name contains a NUL character", NULL);
+
         /* initialize is the legacy handshake whatever else the request carries. */
         if (streq(m->method, "initialize")) {
                 if (b)
@@ -599,6 +603,8 @@ static void cancel_call(McpSession *s, ToolCall *c) {
 }
 
 static void handle_notification(McpSession *s, const JsonrpcMessage *m) {
+        if (m->method_has_nul)
+                return;
         if (streq(m->method, "notifications/initialized")) {
                 s->initialized = true;
                 return;

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "json-util.h"
 #include "schema.h"
@@ -113,6 +114,10 @@ static int check(json_object *schema, json_object *v, const char *path, char **r
                 if (!isfinite(d))
                         return fail(ret_error, "%s must be a finite number", path);
         }
+
+        if (json_object_is_type(v, json_type_string) &&
+            memchr(json_object_get_string(v), 0, (size_t) json_object_get_string_len(v)))
+                return fail(ret_error, "%s must not contain NUL characters", *path ? path : "the value");
 
         if (json_object_is_type(v, json_type_string)) {
                 int64_t n;

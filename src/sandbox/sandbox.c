@@ -117,6 +117,8 @@ int sandbox_build_argv(const SandboxPolicy *p, char ***ret) {
         r |= add2(&argv, "--dev", "/dev");
         /* POSIX shared memory (multiprocessing) lives here: size-capped like /tmp. */
         r |= add_tmpfs(&argv, "/dev/shm", p->tmpfs_size);
+        /* /dev itself is a tmpfs bwrap made, without a size: nothing may be written there. */
+        r |= add2(&argv, "--remount-ro", "/dev");
 
         /* A minimal /etc: nobody's passwd and group, localhost, and what TLS and ld.so need. */
         r |= add3(&argv, "--perms", "0755", "--dir");

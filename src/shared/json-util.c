@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "json-util.h"
 
@@ -20,7 +21,15 @@ json_object *json_get(json_object *obj, const char *key, json_type type) {
 
 const char *json_get_string(json_object *obj, const char *key) {
         json_object *v = json_get(obj, key, json_type_string);
-        return v ? json_object_get_string(v) : NULL;
+        const char *s;
+
+        if (!v)
+                return NULL;
+        /* A string with an escaped NUL ("a\u0000b") would read as "a" in C: not a string we take. */
+        s = json_object_get_string(v);
+        if (strlen(s) != (size_t) json_object_get_string_len(v))
+                return NULL;
+        return s;
 }
 
 bool json_is_integer(json_object *j) {

@@ -19,6 +19,8 @@ INTEGRATION_TESTS = \
 	tests/integration/test-store.py \
 	tests/integration/test-reload.py \
 	tests/integration/test-limits.py \
-	tests/integration/test-sandboxes.py
+	tests/integration/test-sandboxes.py \
+	tests/integration/test-security.py \
+	tests/integration/test-hostile.py
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/mcptest.py tests/integration/wheels.py
