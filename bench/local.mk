@@ -1,0 +1,20 @@
+# SPDX-License-Identifier: MIT
+# Benchmark: our service against the reference server (mcp-python-exec-sandbox
+# from PyPI), side by side. Not part of "make check": it prints, it never fails
+# on a timing. BENCH_QUICK=1 for a smoke run. Results land in the source tree:
+# bench/RESULTS.md, bench/results/latest.json, bench/results/latest.svg.
+BENCH_WORK = $(abs_top_builddir)/bench-work
+
+bench: mcp-python-sandboxd$(EXEEXT) mcp-python-sandbox$(EXEEXT)
+	$(PYTHON3) $(top_srcdir)/bench/run.py \
+		--daemon $(abs_top_builddir)/mcp-python-sandboxd$(EXEEXT) \
+		--shim $(abs_top_builddir)/mcp-python-sandbox$(EXEEXT) \
+		--work $(BENCH_WORK) \
+		--out $(abs_top_srcdir)/bench
+
+bench-clean:
+	-rm -rf $(BENCH_WORK)
+
+.PHONY: bench bench-clean
+
+EXTRA_DIST += bench/run.py bench/mcpclient.py bench/README.md

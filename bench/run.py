@@ -1,0 +1,1550 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Benchmark: mcp-python-sandboxd against the reference server, side by side.
+
+    make bench                      # full run (a few minutes)
+    BENCH_QUICK=1 make bench        # smoke run (small counts)
+
+Both servers are driven by the same stdlib MCP client (bench/mcpclient.py)
+over stdio: ours through the shim `mcp-python-sandbox` connected to a running
+daemon (and, for comparison, straight on the socket), the reference
+(mcp-python-exec-sandbox from PyPI, installed into a throwaway venv under the
+work dir) as its own stdio process. Timings are printed and written to
+bench/results/latest.json, bench/results/latest.svg and bench/RESULTS.md.
+Nothing here fails on a timing: a benchmark reports, it does not judge.
+
+Environment knobs:
+  BENCH_QUICK=1              small counts, short throughput windows
+  BENCH_N=300                warm hello-world calls per server
+  BENCH_N_DEPS=30            warm calls with dependencies
+  BENCH_COLD_REPS=5          cold starts per mode
+  BENCH_TP_SECONDS=10        length of each throughput window
+  BENCH_SKIP_REFERENCE=1     measure ours only
+  BENCH_REF_PYTHON=PATH      Python >= 3.13 that runs the reference server
+  BENCH_REF_PYTHON_VERSION   --python-version given to the reference (default:
+                             the version our daemon runs scripts with)
+  BENCH_NO_COLD_DEPS=1       skip the first-run-with-new-dependencies tests
+                             (they download from PyPI)
+"""
+
+import argparse
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mcpclient import Client, MCPError, result_ok, result_text  # noqa: E402
+
+REFERENCE_PACKAGE = "mcp-python-exec-sandbox"
+REFERENCE_VERSION = "0.1.8"
+HELLO = "print('hello')"
+SIX = "import six; print(six.__version__)"
+NUMPY = "import numpy; print(numpy.__version__)"
+HUMANIZE = "import humanize; print(humanize.naturalsize(1000000))"
+
+QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
+
+
+def knob(name, full, quick):
+    v = os.environ.get(name)
+    return type(full)(v) if v else (quick if QUICK else full)
+
+
+N_HELLO = knob("BENCH_N", 300, 30)
+N_DEPS = knob("BENCH_N_DEPS", 30, 5)
+COLD_REPS = knob("BENCH_COLD_REPS", 5, 2)
+TP_SECONDS = knob("BENCH_TP_SECONDS", 10.0, 3.0)
+WARMUP = 3 if QUICK else 10
+N_IDLE_CONNECTIONS = 50
+CLIENTS = (1, 4, 16)
+
+started = []            # every process this script started (Popen or pid), ended by pid at exit
+notes = []              # things worth saying in the output
+
+
+def note(msg):
+    notes.append(msg)
+    print("  note: " + msg, flush=True)
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+# ---- small helpers ---------------------------------------------------------
+
+def pct(values, p):
+    """Percentile by linear interpolation (numpy's default)."""
+    v = sorted(values)
+    if not v:
+        return None
+    k = (len(v) - 1) * p / 100.0
+    f = int(k)
+    c = min(f + 1, len(v) - 1)
+    return v[f] + (v[c] - v[f]) * (k - f)
+
+
+def summary(values_s):
+    """Seconds in, a dict of milliseconds out."""
+    ms = [x * 1000.0 for x in values_s]
+    if not ms:
+        return None
+    return {"n": len(ms), "p50": pct(ms, 50), "p95": pct(ms, 95), "p99": pct(ms, 99),
+            "min": min(ms), "max": max(ms), "mean": sum(ms) / len(ms)}
+
+
+def rss_kb(pid, field="VmRSS"):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def pss_kb(pid):
+    try:
+        with open("/proc/%d/smaps_rollup" % pid) as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def children_map():
+    kids = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+            ppid = int(st[st.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError):
+            continue
+        kids.setdefault(ppid, []).append(int(d))
+    return kids
+
+
+def tree_rss_kb(roots):
+    kids = children_map()
+    total, todo, seen = 0, list(roots), set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        total += rss_kb(p) or 0
+        todo.extend(kids.get(p, []))
+    return total
+
+
+def cpu_ticks(pid):
+    """utime + stime of a process itself (its children's time does not reliably
+    come back through bwrap's pid namespace, so it is left out)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read()
+        v = st[st.rindex(")") + 2:].split()
+        return sum(int(x) for x in v[11:13])
+    except (OSError, ValueError):
+        return 0
+
+
+def machine_busy():
+    """(busy, total) jiffies of all CPUs from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v) - idle, sum(v)
+
+
+def run_text(argv, env=None):
+    try:
+        return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                              text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as e:
+        return "unavailable (%s)" % e
+
+
+def read_first(path, pattern=None):
+    try:
+        with open(path) as f:
+            for line in f:
+                if pattern is None or line.startswith(pattern):
+                    return line.split(":", 1)[1].strip() if pattern else line.strip()
+    except OSError:
+        pass
+    return None
+
+
+def wait_socket(path, proc=None, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError("the daemon exited (status %s)" % proc.returncode)
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(path)
+            s.close()
+            return
+        except OSError:
+            time.sleep(0.01)
+    raise RuntimeError("no socket at %s after %.0f s" % (path, timeout))
+
+
+def stop(proc, sig=signal.SIGTERM, wait=10.0):
+    """End one process we started, by its pid."""
+    if proc is None:
+        return
+    if isinstance(proc, int):
+        try:
+            os.kill(proc, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(proc, os.WNOHANG)[0] == proc:
+                    return
+            except ChildProcessError:
+                return
+            time.sleep(0.01)
+        try:
+            os.kill(proc, signal.SIGKILL)
+            os.waitpid(proc, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        return
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# ---- our daemon ------------------------------------------------------------
+
+class Ours:
+    def __init__(self, args, work):
+        self.daemon = args.daemon
+        self.shim = args.shim
+        self.uv = args.uv
+        self.work = work
+        self.conf = os.path.join(work, "empty.conf")
+        open(self.conf, "w").close()
+        self.logs = os.path.join(work, "logs")
+        os.makedirs(self.logs, exist_ok=True)
+        self.proc = None
+        self.sock = None
+        self.cache = None
+
+    def daemon_args(self, cache, extra=()):
+        return [self.daemon, "--config=" + self.conf, "--cache-dir=" + cache, "--uv=" + self.uv,
+                "--log-level=info"] + list(extra)
+
+    def start(self, cache, name, extra=()):
+        """A daemon of our own with --listen; returns (Popen, socket path)."""
+        sock = os.path.join(self.work, name + ".sock")
+        if os.path.exists(sock):
+            os.unlink(sock)
+        err = open(os.path.join(self.logs, name + ".log"), "w")
+        proc = subprocess.Popen(self.daemon_args(cache, extra) + ["--listen=" + sock],
+                                stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        started.append(proc)
+        wait_socket(sock, proc)
+        return proc, sock
+
+    def shim_env(self):
+        env = dict(os.environ)
+        env.pop("MCP_PYTHON_SANDBOX_SOCKET", None)
+        env["MCP_PYTHON_SANDBOXD"] = self.daemon
+        rt = os.path.join(self.work, "xdg-runtime")
+        os.makedirs(rt, exist_ok=True)
+        env["XDG_RUNTIME_DIR"] = rt
+        env["XDG_CACHE_HOME"] = os.path.join(self.work, "xdg-cache")
+        return env
+
+    def client_shim(self, sock):
+        c = Client.spawn([self.shim, "--socket=" + sock, "--no-fallback", "-q"], env=self.shim_env())
+        started.append(c.proc)
+        return c
+
+
+def activation_cold_start(ours, cache, tag):
+    """systemd-style socket activation: connect + initialize to a socket nobody
+    serves yet; on the first connection start the daemon with LISTEN_FDS."""
+    path = os.path.join(ours.work, "activate-%s.sock" % tag)
+    if os.path.exists(path):
+        os.unlink(path)
+    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lsock.bind(path)
+    lsock.listen(128)
+    lfd = lsock.fileno()
+    log_fd = os.open(os.path.join(ours.logs, "activate-%s.log" % tag), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    argv = ours.daemon_args(cache)
+    env = dict(os.environ)
+
+    t0 = time.monotonic()
+    c = Client.connect(path)
+    rid = c.start_request("initialize", Client.INITIALIZE_PARAMS)
+    # The "service manager": the listening socket turns readable, start the service.
+    import select
+    select.select([lfd], [], [], 10)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.dup2(lfd, 3)
+            os.set_inheritable(3, True)
+            null = os.open("/dev/null", os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(log_fd, 1)
+            os.dup2(log_fd, 2)
+            os.closerange(4, 4096)
+            env["LISTEN_FDS"] = "1"
+            env["LISTEN_PID"] = str(os.getpid())
+            env["LISTEN_FDNAMES"] = "mcp-python-sandboxd.socket"
+            os.execve(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    started.append(pid)
+    try:
+        c.wait_reply(rid, "initialize", timeout=60)
+        t1 = time.monotonic()
+    finally:
+        c.close()
+        lsock.close()
+        os.close(log_fd)
+    return t1 - t0, pid
+
+
+# ---- the reference server --------------------------------------------------
+
+class Reference:
+    def __init__(self, work, uv):
+        self.work = work
+        self.uv = uv
+        self.venv = os.path.join(work, "venv")
+        self.bin = os.path.join(self.venv, "bin", "mcp-python-exec-sandbox")
+        self.home = os.path.join(work, "home")
+        self.python_version = None
+        self.error = None
+        self.server_python = None
+
+    def uv_env(self):
+        env = dict(os.environ)
+        env["UV_SYSTEM_CERTS"] = "1"
+        env["UV_PYTHON_DOWNLOADS"] = "never"
+        return env
+
+    def find_python(self):
+        cand = [os.environ.get("BENCH_REF_PYTHON")]
+        cand += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[3-9]*/bin/python3.1[3-9]")), reverse=True)
+        cand += sorted(glob.glob("/root/.pyenv/versions/3.1[3-9]*/bin/python3.1[3-9]"), reverse=True)
+        cand += [shutil.which("python3.14"), shutil.which("python3.13")]
+        for c in cand:
+            if c and os.access(c, os.X_OK):
+                return c
+        return None
+
+    def install(self):
+        if os.access(self.bin, os.X_OK):
+            return True
+        py = self.find_python()
+        if not py:
+            self.error = ("no Python >= 3.13 found (the reference needs one; set BENCH_REF_PYTHON)")
+            return False
+        shutil.rmtree(self.venv, ignore_errors=True)
+        log("  installing %s==%s into %s (Python %s)" % (REFERENCE_PACKAGE, REFERENCE_VERSION, self.venv, py))
+        for argv in ([self.uv, "venv", "-q", "--python", py, self.venv],
+                     [self.uv, "pip", "install", "-q", "--python", os.path.join(self.venv, "bin", "python"),
+                      "%s==%s" % (REFERENCE_PACKAGE, REFERENCE_VERSION)]):
+            p = subprocess.run(argv, env=self.uv_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if p.returncode != 0:
+                self.error = "installing the reference failed: %s: %s" % (" ".join(argv), p.stdout.strip()[-800:])
+                return False
+        return True
+
+    def env(self, home=None):
+        home = home or self.home
+        # Its bwrap wrapper binds ~/.cache/uv and fails when that does not exist.
+        os.makedirs(os.path.join(home, ".cache", "uv"), exist_ok=True)
+        return {"PATH": "%s:/usr/local/bin:/usr/bin:/bin" % os.path.dirname(self.uv), "HOME": home,
+                "LANG": "C.UTF-8", "UV_SYSTEM_CERTS": "1"}
+
+    def argv(self, python_version=None):
+        return [self.bin, "--sandbox-backend", "native", "--python-version", python_version or self.python_version,
+                "--uv-path", self.uv, "--no-warm-cache"]
+
+    def client(self, home=None, python_version=None, stderr_name="reference"):
+        err = open(os.path.join(self.work, stderr_name + ".log"), "a")
+        c = Client.spawn(self.argv(python_version), env=self.env(home), stderr=err)
+        started.append(c.proc)
+        return c
+
+    @staticmethod
+    def deps_script(body):
+        # Its runs get a clean environment without UV_SYSTEM_CERTS, and this
+        # machine's TLS-inspecting proxy needs the system CA store: the
+        # reference passes [tool.uv] from script metadata through to uv.
+        return "# /// script\n# [tool.uv]\n# system-certs = true\n# ///\n" + body
+
+
+# ---- measurements ----------------------------------------------------------
+
+def warm_latency(client, script, n, deps=None, warmup=WARMUP, expect=None):
+    """Per-call round-trip times (s) of n execute_python calls after warm-up."""
+    failures, last = 0, None
+    for _ in range(warmup):
+        last = client.execute_python(script, deps)
+    if not result_ok(last, expect):
+        raise MCPError("warm-up call failed: %s" % result_text(last)[:600])
+    times, server = [], []
+    for _ in range(n):
+        t0 = time.monotonic()
+        r = client.execute_python(script, deps)
+        times.append(time.monotonic() - t0)
+        if not result_ok(r, expect):
+            failures += 1
+        sc = r.get("structuredContent") if isinstance(r, dict) else None
+        if isinstance(sc, dict):
+            server.append((sc.get("prepare_ms"), sc.get("run_ms"), sc.get("duration_ms")))
+    s = summary(times)
+    s["failures"] = failures
+    if server:
+        s["server_prepare_ms_mean"] = sum(x[0] or 0 for x in server) / len(server)
+        s["server_run_ms_mean"] = sum(x[1] or 0 for x in server) / len(server)
+        s["server_duration_ms_mean"] = sum(x[2] or 0 for x in server) / len(server)
+    return s
+
+
+def interleaved_latency(contenders, n, chunk=10, warmup=WARMUP):
+    """Latency of several contenders (name, call() -> ok), measured in
+    alternating chunks so that other load on the machine hits them alike."""
+    times = {name: [] for name, _ in contenders}
+    fails = {name: 0 for name, _ in contenders}
+    dead = set()
+    for name, call in contenders:
+        ok = False
+        for _ in range(warmup):
+            ok = call()
+        if not ok:
+            note("%s: the warm-up call failed; not measured" % name)
+            dead.add(name)
+    done = 0
+    while done < n:
+        k = min(chunk, n - done)
+        for name, call in contenders:
+            if name in dead:
+                continue
+            for _ in range(k):
+                t0 = time.monotonic()
+                ok = call()
+                times[name].append(time.monotonic() - t0)
+                if not ok:
+                    fails[name] += 1
+        done += k
+    out = {}
+    for name, _ in contenders:
+        s = summary(times[name])
+        if s:
+            s["failures"] = fails[name]
+        out[name] = s
+    return out
+
+
+def mcp_call(c, script, expect):
+    def call():
+        r = c.execute_python(script)
+        if not result_ok(r, expect):
+            call.last_error = result_text(r)[:400]
+            return False
+        return True
+    return call
+
+
+def ref_python_version(ref, our_pyver):
+    """Which --python-version can the reference use here? Its runs see only /usr, /bin,
+    /lib, /sbin, ~/.cache/uv and the script dir, so a Python outside /usr is invisible."""
+    want = os.environ.get("BENCH_REF_PYTHON_VERSION")
+    if want:
+        return want
+    want = ".".join(our_pyver.split(".")[:2])
+    if QUICK:
+        return want
+    c = ref.client(stderr_name="probe-3.13", python_version="3.13")
+    c.initialize()
+    _, ok, r = one_call(c, HELLO, expect="hello")
+    c.close()
+    if ok:
+        return "3.13"
+    first_err = next((l for l in result_text(r).splitlines() if "error" in l or "cause" in l), result_text(r)[:200])
+    note("the reference with `--python-version 3.13` cannot run a script here: its sandbox shows only /usr, /bin, "
+         "/lib, /sbin, ~/.cache/uv and the script dir, no Python 3.13 lives there, and uv's download of one fails "
+         "(`%s`); even where a download works it would land on the sandbox's throwaway root and repeat on every "
+         "call. Both servers therefore run scripts with the system Python %s; the reference server itself runs "
+         "on Python 3.13." % (first_err.strip(), our_pyver))
+    return want
+
+
+def loadavg():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return None
+
+
+def one_call(client, script, deps=None, expect=None):
+    t0 = time.monotonic()
+    r = client.execute_python(script, deps, timeout=900)
+    dt = time.monotonic() - t0
+    return dt, result_ok(r, expect), r
+
+
+def throughput(make_client, n_clients, seconds, server_pids_fn, script=HELLO):
+    """n_clients sessions call hello world in a loop for `seconds`; returns runs/s
+    and peak RSS of the server process(es) and of their whole process trees."""
+    clients = [make_client(i) for i in range(n_clients)]
+    for c in clients:
+        c.initialize()
+        c.execute_python(script)          # warm
+    counts = [0] * n_clients
+    fails = [0] * n_clients
+    lat = [[] for _ in range(n_clients)]
+    go = threading.Event()
+    t_end = [0.0]
+
+    def worker(i):
+        go.wait()
+        c = clients[i]
+        while time.monotonic() < t_end[0]:
+            t0 = time.monotonic()
+            r = c.execute_python(script)
+            lat[i].append(time.monotonic() - t0)
+            if result_ok(r, "hello"):
+                counts[i] += 1
+            else:
+                fails[i] += 1
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(n_clients)]
+    for t in threads:
+        t.start()
+    pids = server_pids_fn()
+    peak_rss, peak_tree, samples = 0, 0, 0
+    cpu0 = sum(cpu_ticks(p) for p in pids)
+    busy0 = machine_busy()
+    t_start = time.monotonic()
+    t_end[0] = t_start + seconds
+    go.set()
+    next_tree = t_start
+    while any(t.is_alive() for t in threads):
+        peak_rss = max(peak_rss, sum(rss_kb(p) or 0 for p in pids))
+        if time.monotonic() >= next_tree:
+            peak_tree = max(peak_tree, tree_rss_kb(pids))
+            next_tree = time.monotonic() + 0.5
+        samples += 1
+        time.sleep(0.1)
+    elapsed = time.monotonic() - t_start
+    cpu1 = sum(cpu_ticks(p) for p in pids)
+    busy1 = machine_busy()
+    for c in clients:
+        c.close()
+    done = sum(counts)
+    hz = os.sysconf("SC_CLK_TCK")
+    alll = [x for l in lat for x in l]
+    return {"clients": n_clients, "runs": done, "failures": sum(fails), "seconds": elapsed,
+            "runs_per_s": done / elapsed, "latency_ms": summary(alll),
+            "peak_server_rss_kb": peak_rss, "peak_tree_rss_kb": peak_tree,
+            "server_cpu_ms_per_run": (cpu1 - cpu0) * 1000.0 / hz / done if done else None,
+            "machine_cpu_busy": (busy1[0] - busy0[0]) / float(max(1, busy1[1] - busy0[1]))}
+
+
+# ---- the floor: bwrap + Python with exactly our argv -------------------------
+
+CAPTURE_WRAPPER = r"""#!/bin/sh
+# Written by bench/run.py: record the bwrap argv (and the fds it reads) of the
+# daemon, then run the real bwrap with it unchanged.
+f="%(dir)s/$$"
+printf '%%s\0' "$@" > "$f.argv"
+prev=
+for a in "$@"; do
+        case "$prev" in
+        --seccomp|--ro-bind-data|--bind-data|--file) cp "/proc/self/fd/$a" "$f.fd$a" 2>/dev/null ;;
+        esac
+        prev=$a
+done
+exec %(bwrap)s "$@"
+"""
+
+
+def capture_argv(ours, cache, bwrap):
+    """Run one warm execute_python through a daemon whose bwrap is a recording
+    wrapper; return (argv, {fd: saved file}) of the run's bwrap."""
+    cap = os.path.join(ours.work, "argv-capture")
+    shutil.rmtree(cap, ignore_errors=True)
+    os.makedirs(cap)
+    wrapper = os.path.join(ours.work, "bwrap-capture.sh")
+    with open(wrapper, "w") as f:
+        f.write(CAPTURE_WRAPPER % {"dir": cap, "bwrap": bwrap})
+    os.chmod(wrapper, 0o755)
+    proc, sock = ours.start(cache, "capture", ["--bwrap=" + wrapper])
+    try:
+        c = Client.connect(sock)
+        c.initialize()
+        c.execute_python(HELLO)
+        for f in glob.glob(os.path.join(cap, "*")):
+            os.unlink(f)
+        r = c.execute_python(HELLO)
+        c.close()
+        if not result_ok(r, "hello"):
+            raise RuntimeError("hello world through the capture wrapper failed: " + result_text(r)[:400])
+    finally:
+        stop(proc)
+    for a in glob.glob(os.path.join(cap, "*.argv")):
+        with open(a, "rb") as f:
+            argv = [x.decode() for x in f.read().split(b"\0")[:-1]]
+        if any(x.endswith("/script.py") for x in argv):
+            base = a[:-len(".argv")]
+            fds = {}
+            for fdfile in glob.glob(base + ".fd*"):
+                fds[int(fdfile.rsplit(".fd", 1)[1])] = fdfile
+            # "$@" holds the arguments only: put the real bwrap in front.
+            return [bwrap] + argv, fds, result_text(r)
+    raise RuntimeError("the capture wrapper saw no run")
+
+
+def run_captured(argv, fds):
+    """Run the captured argv with fresh fds holding the same contents."""
+    opened, new = {}, list(argv)
+    try:
+        for i in range(1, len(argv)):
+            if argv[i - 1] in ("--seccomp", "--ro-bind-data", "--bind-data", "--file") and argv[i].isdigit():
+                old = int(argv[i])
+                fd = os.open(fds[old], os.O_RDONLY)
+                opened[old] = fd
+                new[i] = str(fd)
+        p = subprocess.run(new, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           pass_fds=tuple(opened.values()), env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
+        return p
+    finally:
+        for fd in opened.values():
+            os.close(fd)
+
+
+def drop(argv, flag, nargs, prefix=()):
+    """argv without every `flag` and its nargs arguments (and an immediately
+    preceding run of prefix options such as --size N --perms M)."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == flag and (not out or out[-1] != "--"):
+            i += 1 + nargs
+            while len(out) >= 2 and out[-2] in prefix:
+                del out[-2:]
+            continue
+        if argv[i] == "--":
+            out.extend(argv[i:])
+            break
+        out.append(argv[i])
+        i += 1
+    return out
+
+
+def drop_tmpfs(argv, path):
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == "--tmpfs" and argv[i + 1] == path:
+            while len(out) >= 2 and out[-2] in ("--size", "--perms"):
+                del out[-2:]
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
+def drop_etc(argv):
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in ("--ro-bind", "--ro-bind-try") and i + 2 < len(argv) and argv[i + 2].startswith("/etc/"):
+            i += 3
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
+def ablations(argv):
+    """What each part of our sandbox argv costs: the argv with one part removed."""
+    no_net = []
+    for a in argv:
+        if a == "--unshare-all" and not no_net.count("--"):
+            no_net += ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+        else:
+            no_net.append(a)
+    return [
+        ("network namespace (--unshare-all vs. all but net)", no_net),
+        ("seccomp filter", drop(argv, "--seccomp", 1)),
+        ("--disable-userns", drop(argv, "--disable-userns", 0)),
+        ("tmpfs on /tmp and /dev/shm", drop_tmpfs(drop_tmpfs(argv, "/tmp"), "/dev/shm")),
+        ("--remount-ro /", drop(argv, "--remount-ro", 1)),
+        ("--proc /proc", drop(argv, "--proc", 1)),
+        ("--dev /dev", drop(argv, "--dev", 1)),
+        ("/etc files (--ro-bind-try /etc/…, passwd, group, hosts)", drop_etc(argv)),
+        ("--new-session --die-with-parent", drop(drop(argv, "--new-session", 0), "--die-with-parent", 0)),
+    ]
+
+
+def measure_ablations(argv, fds, n):
+    fixed = ablations(argv)
+    contenders = [("full", lambda: run_captured(argv, fds).returncode == 0)]
+    for name, av in fixed:
+        contenders.append((name, (lambda av=av: run_captured(av, fds).returncode == 0)))
+    res = interleaved_latency(contenders, n, chunk=1, warmup=2)
+    full = res.get("full")
+    out = []
+    for name, _ in contenders[1:]:
+        r = res.get(name)
+        if r and full:
+            out.append({"part": name, "p50_without_ms": r["p50"], "saves_ms": full["p50"] - r["p50"]})
+    return {"full_p50_ms": full and full["p50"], "parts": out}
+
+
+# ---- where the milliseconds go: strace one warm run ---------------------------
+
+STRACE_LINE = re.compile(r"^(\d+)\s+(\d+\.\d+)\s+(\w+)\((.*)$")
+
+
+def profile_warm_run(daemon_pid, sock, out_path):
+    if not shutil.which("strace"):
+        return {"error": "strace not installed"}
+    c = Client.connect(sock)
+    c.initialize()
+    c.execute_python(HELLO)
+    st = subprocess.Popen(["strace", "-f", "-ttt", "-qq", "-s", "48", "-o", out_path,
+                           "-e", "trace=execve,clone,clone3,fork,vfork,wait4,waitid,exit_group,"
+                                 "recvmsg,sendmsg,recvfrom,sendto,memfd_create,read",
+                           "-p", str(daemon_pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started.append(st)
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    r = c.execute_python(HELLO)
+    straced_ms = (time.monotonic() - t0) * 1000
+    time.sleep(0.2)
+    stop(st, signal.SIGINT)
+    c.close()
+    ev = []
+    with open(out_path, errors="replace") as f:
+        for line in f:
+            m = STRACE_LINE.match(line)
+            if m:
+                ev.append((int(m.group(1)), float(m.group(2)), m.group(3), m.group(4)))
+    d = daemon_pid
+
+    def first(cond, after=0.0):
+        for e in ev:
+            if e[1] >= after and cond(e):
+                return e
+        return None
+
+    req = first(lambda e: e[0] == d and e[2] in ("read", "recvmsg", "recvfrom") and "tools/call" in e[3])
+    if not req:
+        return {"error": "the request was not seen in the trace", "straced_ms": straced_ms}
+    fork = first(lambda e: e[0] == d and e[2] in ("clone", "clone3", "fork", "vfork"), req[1])
+    bw = first(lambda e: e[2] == "execve" and "bwrap" in e[3], req[1])
+    py = first(lambda e: e[2] == "execve" and "/bin/python" in e[3], req[1])
+    pyexit = None
+    if py:
+        pyexit = first(lambda e: e[0] == py[0] and e[2] == "exit_group", py[1])
+    reap = first(lambda e: e[0] == d and e[2] in ("waitid", "wait4"), pyexit[1] if pyexit else req[1])
+    reply = first(lambda e: e[0] == d and e[2] in ("write", "sendmsg", "sendto") and "result" in e[3],
+                  pyexit[1] if pyexit else req[1])
+    pts = [("request read", req), ("fork", fork), ("execve bwrap", bw), ("execve python", py),
+           ("python exit_group", pyexit), ("daemon reaps", reap), ("reply written", reply)]
+    pts = [(n, e[1]) for n, e in pts if e]
+    segs = []
+    for (n0, t0_), (n1, t1_) in zip(pts, pts[1:]):
+        segs.append({"from": n0, "to": n1, "ms": (t1_ - t0_) * 1000})
+    n_daemon_syscalls = sum(1 for e in ev if e[0] == d and req[1] <= e[1] <= (reply[1] if reply else 1e18))
+    return {"straced_ms": straced_ms, "segments": segs, "total_ms": (pts[-1][1] - pts[0][1]) * 1000,
+            "daemon_syscalls_traced": n_daemon_syscalls, "ok": result_ok(r, "hello")}
+
+
+def perf_cpu_split(daemon_pid, sock, n, out_path):
+    """CPU samples of the daemon and everything it starts, by command name, over n warm runs."""
+    if not shutil.which("perf"):
+        return {"error": "perf not installed"}
+    c = Client.connect(sock)
+    c.initialize()
+    c.execute_python(HELLO)
+    pf = subprocess.Popen(["perf", "record", "-q", "-g", "-F", "2999", "-o", out_path, "-p", str(daemon_pid)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    started.append(pf)
+    time.sleep(0.5)
+    for _ in range(n):
+        c.execute_python(HELLO)
+    stop(pf, signal.SIGINT)
+    c.close()
+    rep = run_text(["perf", "report", "-i", out_path, "--no-children", "--sort", "comm", "--stdio", "-g", "none"])
+    split = {}
+    for line in rep.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+(\S.*)$", line)
+        if m:
+            split[m.group(2).strip()] = float(m.group(1))
+    rep = run_text(["perf", "report", "-i", out_path, "--comms", "bwrap", "--children", "--sort", "sym", "--stdio",
+                    "-g", "none"])
+    mi = None
+    for line in rep.splitlines():
+        if "show_mountinfo" in line:
+            mi = float(line.split("%")[0])
+            break
+    return {"runs": n, "cpu_share_by_command_pct": split, "bwrap_show_mountinfo_pct_of_all": mi}
+
+
+# ---- output: SVG, Markdown ---------------------------------------------------
+
+def esc(s):
+    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def svg_panel(x, y, w, title, rows, unit, fmt="%.1f"):
+    """Horizontal bars: rows = [(label, value, colour)]. Returns (svg, height)."""
+    out = ['<text x="%d" y="%d" font-size="14" font-weight="bold">%s</text>' % (x, y + 14, esc(title))]
+    rows = [r for r in rows if r[1] is not None]
+    vmax = max([r[1] for r in rows] or [1]) or 1
+    label_w, bar_w = 250, w - 250 - 90
+    yy = y + 26
+    for label, v, colour in rows:
+        bw = max(1.0, bar_w * v / vmax)
+        out.append('<text x="%d" y="%d" font-size="12" text-anchor="end">%s</text>' % (x + label_w - 6, yy + 12, esc(label)))
+        out.append('<rect x="%d" y="%d" width="%.1f" height="16" fill="%s"/>' % (x + label_w, yy, bw, colour))
+        out.append('<text x="%.1f" y="%d" font-size="12">%s %s</text>' % (x + label_w + bw + 4, yy + 12, fmt % v, esc(unit)))
+        yy += 22
+    return "\n".join(out), yy - y + 14
+
+
+OURS_C, OURS2_C, REF_C, FLOOR_C = "#2b7bb9", "#7fb3dc", "#d9534f", "#8c8c8c"
+
+
+def write_svg(path, R):
+    W = 760
+    panels = []
+    w = R.get("warm_hello", {})
+    rows = []
+    for key, label, col in (("ours_shim", "ours (shim, stdio)", OURS_C), ("ours_socket", "ours (socket)", OURS2_C),
+                            ("reference", "reference", REF_C)):
+        s = w.get(key)
+        if s:
+            rows.append((label + " p50", s["p50"], col))
+            rows.append((label + " p99", s["p99"], col))
+    fl = R.get("floor", {})
+    for key, label in (("bwrap_python", "floor: bwrap + python (our argv)"), ("python", "floor: python -I -c pass")):
+        if fl.get(key):
+            rows.append((label + " p50", fl[key]["p50"], FLOOR_C))
+    panels.append(("Warm execute_python hello world (ms, lower is better)", rows, "ms", "%.1f"))
+    cs = R.get("cold_start", {})
+    rows = []
+    for key, label, col in (("ours_socket_activation", "ours: socket activation", OURS_C),
+                            ("ours_shim_fallback", "ours: shim --stdio fallback", OURS2_C),
+                            ("ours_shim_to_running_daemon", "ours: shim, daemon running", OURS2_C),
+                            ("reference", "reference: spawn", REF_C)):
+        if cs.get(key):
+            rows.append((label + " p50", cs[key]["p50"], col))
+    panels.append(("Cold start to initialize answered (ms)", rows, "ms", "%.1f"))
+    rows = []
+    for srv, label, col in (("ours", "ours", OURS_C), ("reference", "reference", REF_C)):
+        for t in R.get("throughput", {}).get(srv, []):
+            rows.append(("%s, %d client%s" % (label, t["clients"], "s" if t["clients"] > 1 else ""), t["runs_per_s"], col))
+    panels.append(("Throughput, hello world (runs/s, higher is better)", rows, "runs/s", "%.1f"))
+    rows = []
+    d = R.get("warm_deps", {})
+    for key, label in (("six", "six"), ("numpy", "numpy")):
+        for srv, col in (("ours", OURS_C), ("reference", REF_C)):
+            s = d.get(key, {}).get(srv)
+            if s:
+                rows.append(("%s: %s p50" % (srv, label), s["p50"], col))
+    panels.append(("Warm runs with dependencies (ms)", rows, "ms", "%.1f"))
+    body, y = [], 40
+    for title, rows, unit, fmt in panels:
+        svg, h = svg_panel(10, y, W - 20, title, rows, unit, fmt)
+        body.append(svg)
+        y += h + 10
+    head = ('<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif">\n'
+            '<rect width="100%%" height="100%%" fill="white"/>\n'
+            '<text x="10" y="24" font-size="16" font-weight="bold">mcp-python-sandboxd vs %s %s — %s</text>\n'
+            % (W, y + 10, REFERENCE_PACKAGE, REFERENCE_VERSION, esc(R["date"])))
+    with open(path, "w") as f:
+        f.write(head + "\n".join(body) + "\n</svg>\n")
+
+
+def fmt_ms(s, key="p50"):
+    return "—" if not s or s.get(key) is None else "%.1f" % s[key]
+
+
+def ratio(a, b):
+    return None if not a or not b else a / b
+
+
+def fmt_x(x):
+    return "—" if x is None else "%.2f×" % x
+
+
+def table_lines(R):
+    L = []
+    w, fl, cs = R.get("warm_hello", {}), R.get("floor", {}), R.get("cold_start", {})
+    L.append("| measurement | ours | reference | floor | ours vs reference |")
+    L.append("|---|---:|---:|---:|---:|")
+    ours, ref = w.get("ours_shim"), w.get("reference")
+    for k in ("p50", "p95", "p99"):
+        L.append("| warm hello world %s (ms) | %s | %s | %s | %s |" % (
+            k, fmt_ms(ours, k), fmt_ms(ref, k), fmt_ms(fl.get("bwrap_python"), k),
+            fmt_x(ratio(ref and ref[k], ours and ours[k]))))
+    so = w.get("ours_socket")
+    L.append("| warm hello world p50, ours on the socket without the shim (ms) | %s | | | |" % fmt_ms(so))
+    L.append("| floor: `python -I -c pass` p50 (ms) | | | %s | |" % fmt_ms(fl.get("python")))
+    L.append("| floor: bwrap with our exact argv + the same hello world p50 (ms) | | | %s | |" % fmt_ms(fl.get("bwrap_python")))
+    L.append("| floor: minimal bwrap (only /usr) + `python -I -c pass` p50 (ms) | | | %s | |" % fmt_ms(fl.get("bwrap_minimal")))
+    L.append("| **warm hello p50 / bwrap floor p50** | %s | %s | 1.00× | |" % (
+        fmt_x(ratio(ours and ours["p50"], fl.get("bwrap_python", {}).get("p50"))),
+        fmt_x(ratio(ref and ref["p50"], fl.get("bwrap_python", {}).get("p50")))))
+    ca, cf, cr = cs.get("ours_socket_activation"), cs.get("ours_shim_fallback"), cs.get("reference")
+    L.append("| cold start, socket activation → initialize p50 (ms) | %s | | | %s |" % (fmt_ms(ca), fmt_x(ratio(cr and cr["p50"], ca and ca["p50"]))))
+    L.append("| cold start, shim `--stdio` fallback → initialize p50 (ms) | %s | | | %s |" % (fmt_ms(cf), fmt_x(ratio(cr and cr["p50"], cf and cf["p50"]))))
+    L.append("| session start, shim → running daemon → initialize p50 (ms) | %s | | | |" % fmt_ms(cs.get("ours_shim_to_running_daemon")))
+    L.append("| cold start, process spawn → initialize p50 (ms) | | %s | | |" % fmt_ms(cr))
+    for key, label in (("six", "six"), ("numpy", "numpy")):
+        d = R.get("warm_deps", {}).get(key, {})
+        o, r = d.get("ours"), d.get("reference")
+        L.append("| warm run with %s p50 / p95 (ms) | %s / %s | %s / %s | | %s |" % (
+            label, fmt_ms(o), fmt_ms(o, "p95"), fmt_ms(r), fmt_ms(r, "p95"), fmt_x(ratio(r and r["p50"], o and o["p50"]))))
+    for key, c in R.get("cold_deps", {}).items():
+        o, r = c.get("ours"), c.get("reference")
+        L.append("| %s (ms) | %s | %s | | %s |" % (
+            c["label"], "%.0f" % o["ms"] if o and o.get("ok") else ("failed" if o else "—"),
+            "%.0f" % r["ms"] if r and r.get("ok") else ("failed" if r else "—"),
+            fmt_x(ratio(r and r.get("ok") and r["ms"], o and o.get("ok") and o["ms"]))))
+    tp = R.get("throughput", {})
+    for i, n in enumerate(CLIENTS):
+        o = next((t for t in tp.get("ours", []) if t["clients"] == n), None)
+        r = next((t for t in tp.get("reference", []) if t["clients"] == n), None)
+        L.append("| throughput, %d client%s (runs/s; p50 latency ms) | %s | %s | | %s |" % (
+            n, "s" if n > 1 else "",
+            "%.1f; %.0f" % (o["runs_per_s"], o["latency_ms"]["p50"]) if o and o["latency_ms"] else "—",
+            "%.1f; %.0f" % (r["runs_per_s"], r["latency_ms"]["p50"]) if r and r["latency_ms"] else "—",
+            fmt_x(ratio(o and o["runs_per_s"], r and r["runs_per_s"]))))
+    o = next((t for t in tp.get("ours", []) if t["clients"] == 1), None)
+    r = next((t for t in tp.get("reference", []) if t["clients"] == 1), None)
+    L.append("| CPU time of the server process itself per hello world run, 1 client (ms) | %s | %s | | %s |" % (
+        "%.2f" % o["server_cpu_ms_per_run"] if o and o.get("server_cpu_ms_per_run") else "—",
+        "%.2f" % r["server_cpu_ms_per_run"] if r and r.get("server_cpu_ms_per_run") else "—",
+        fmt_x(ratio(r and r.get("server_cpu_ms_per_run"), o and o.get("server_cpu_ms_per_run")))))
+    m = R.get("memory", {})
+    L.append("| server RSS idle, fresh (KiB) | %s | %s | | |" % (m.get("ours_idle_fresh_rss_kb", "—"), m.get("reference_idle_rss_kb", "—")))
+    L.append("| server RSS idle, after the warm runs (KiB) | %s | %s | | |" % (m.get("ours_idle_after_runs_rss_kb", "—"), m.get("reference_idle_after_runs_rss_kb", "—")))
+    L.append("| RSS per extra connection (KiB; reference: one process each) | %s | %s | | |" % (
+        "%.1f" % m["ours_per_connection_kb"] if "ours_per_connection_kb" in m else "—", m.get("reference_idle_rss_kb", "—")))
+    L.append("| server RSS peak, 16 clients (KiB; reference: sum of 16 servers) | %s | %s | | |" % (
+        m.get("ours_load16_rss_kb", "—"), m.get("reference_load16_rss_kb", "—")))
+    L.append("| whole process tree RSS peak, 16 clients (KiB) | %s | %s | | |" % (
+        m.get("ours_load16_tree_rss_kb", "—"), m.get("reference_load16_tree_rss_kb", "—")))
+    L.append("| shim RSS, connected and idle (KiB) | %s | | | |" % m.get("shim_rss_kb", "—"))
+    b = R.get("binaries", {})
+    L.append("| binary size daemon / shim (bytes, as built; stripped) | %s / %s; %s / %s | | | |" % (
+        b.get("daemon"), b.get("shim"), b.get("daemon_stripped"), b.get("shim_stripped")))
+    return L
+
+
+def goals(R):
+    g = []
+    w, fl, cs, m = R.get("warm_hello", {}), R.get("floor", {}), R.get("cold_start", {}), R.get("memory", {})
+    ours, ref, flo = w.get("ours_shim"), w.get("reference"), fl.get("bwrap_python")
+    x = ratio(ours and ours["p50"], flo and flo["p50"])
+    g.append(("warm hello world within 1.3× of the bwrap + Python floor", x is not None and x <= 1.3,
+              "p50 %s ms vs floor %s ms = %s" % (fmt_ms(ours), fmt_ms(flo), fmt_x(x))))
+    x = ratio(ref and ref["p50"], ours and ours["p50"])
+    g.append(("≥10× faster than the reference on warm hello world", x is not None and x >= 10,
+              "reference p50 %s ms / ours %s ms = %s" % (fmt_ms(ref), fmt_ms(ours), fmt_x(x)) if ref else "reference not measured"))
+    ca, cf, cr = cs.get("ours_socket_activation"), cs.get("ours_shim_fallback"), cs.get("reference")
+    xa = ratio(cr and cr["p50"], ca and ca["p50"])
+    xf = ratio(cr and cr["p50"], cf and cf["p50"])
+    g.append(("≥20× faster than the reference on cold start", xa is not None and xa >= 20,
+              "socket activation %s (%s ms), shim fallback %s (%s ms), reference %s ms" % (
+                  fmt_x(xa), fmt_ms(ca), fmt_x(xf), fmt_ms(cf), fmt_ms(cr)) if cr else "reference not measured"))
+    idle = m.get("ours_idle_fresh_rss_kb")
+    idle2 = m.get("ours_idle_after_runs_rss_kb")
+    g.append(("daemon idle RSS ≤ 4 MB", idle is not None and max(idle, idle2 or 0) <= 4096,
+              "%s KiB fresh, %s KiB after the runs" % (idle, idle2)))
+    tp = {t["clients"]: t["runs_per_s"] for t in R.get("throughput", {}).get("ours", [])}
+    ncpu = R["machine"]["nproc"]
+    if 1 in tp and 4 in tp:
+        sc = tp[4] / tp[1]
+        busy1 = next((t.get("machine_cpu_busy") for t in R["throughput"]["ours"] if t["clients"] == 1), None)
+        g.append(("throughput scales with cores", sc >= 0.8 * min(ncpu, 4),
+                  "1→4 clients: %.1f → %.1f runs/s (%.2f×) on %d CPUs; 16 clients %.1f runs/s%s" % (
+                      tp[1], tp[4], sc, ncpu, tp.get(16, 0),
+                      "; the machine was already %.0f%% busy with 1 client (other work included), so there was "
+                      "little idle CPU to scale into" % (100 * busy1) if busy1 and busy1 > 0.6 else "")))
+    return g
+
+
+def write_markdown(path, R, table, goal_rows):
+    M = R["machine"]
+    V = R["versions"]
+    L = ["# Benchmark results", "",
+         "Produced by `make bench` (bench/run.py) on %s%s. Numbers are from one run on this machine; "
+         "they are not a test and nothing fails on them. Raw data: `bench/results/latest.json`; "
+         "plot: `bench/results/latest.svg`." % (R["date"], " (BENCH_QUICK=1, small counts)" if R["quick"] else ""), "",
+         "![results](results/latest.svg)", "",
+         "## Machine", "",
+         "- CPUs: %s × %s" % (M["nproc"], M["cpu"]),
+         "- Memory: %s" % M.get("memory"),
+         "- Kernel: %s" % M["kernel"],
+         "- Debian: %s" % M["debian"],
+         "- Load average (1, 5, 15 min) at the start / end of the run: %s / %s" % (R.get("loadavg_start"), R.get("loadavg_end")), "",
+         "## Versions", ""]
+    for k, v in V.items():
+        L.append("- %s: %s" % (k, v))
+    L += ["", "## Setup", ""]
+    for s in R["setup"]:
+        L.append("- " + s)
+    L += ["", "## Results", ""] + table + ["", "Ratios in the last column are reference ÷ ours for times and ours ÷ reference "
+                                           "for throughput: above 1× means ours is better.", "", "## Goals", "",
+                                           "| goal | met | numbers |", "|---|---|---|"]
+    for name, ok, detail in goal_rows:
+        L.append("| %s | %s | %s |" % (name, "yes" if ok else "**no**", detail))
+    L += ["", "## Where the milliseconds go (one warm hello world)", ""]
+    P = R.get("profile", {})
+    fl = R.get("floor", {})
+    w = R.get("warm_hello", {})
+    if P.get("segments"):
+        L.append("`strace -f -ttt` attached to the daemon (tracing slows every step; read the shares, "
+                 "not the absolute values): the traced call took %.1f ms end to end at the client." % P["straced_ms"])
+        L.append("")
+        L.append("| from | to | ms (traced) |")
+        L.append("|---|---|---:|")
+        for s in P["segments"]:
+            L.append("| %s | %s | %.2f |" % (s["from"], s["to"], s["ms"]))
+        L.append("")
+    elif P.get("error"):
+        L.append("Profile: %s." % P["error"])
+    ours, so = w.get("ours_shim"), w.get("ours_socket")
+    if ours and fl.get("python") and fl.get("bwrap_python"):
+        py, bw, bm = fl["python"]["p50"], fl["bwrap_python"]["p50"], (fl.get("bwrap_minimal") or {}).get("p50")
+        L.append("Untraced, from the floors measured in the same run (p50):")
+        L.append("")
+        L.append("- Python start-up and the script (`python -I`, host): %.1f ms" % py)
+        if bm:
+            L.append("- bubblewrap with a minimal argv (user + mount namespace, /usr only): +%.1f ms" % (bm - py))
+            L.append("- our full sandbox argv (all namespaces, tmpfs mounts, seccomp, …) over the minimal bwrap: +%.1f ms" % (bw - bm))
+        else:
+            L.append("- bubblewrap with our argv: +%.1f ms" % (bw - py))
+        if so:
+            L.append("- the daemon (request parsing, environment lookup, fork, reaping, reply) and the "
+                     "client round trip on the socket: +%.1f ms" % (so["p50"] - bw))
+            L.append("- the shim's stdio ↔ socket pump: %+.1f ms" % (ours["p50"] - so["p50"]))
+        if so and so.get("server_run_ms_mean") is not None:
+            L.append("- the daemon's own accounting (structuredContent means): prepare %.2f ms, run %.2f ms, "
+                     "duration %.2f ms" % (so["server_prepare_ms_mean"], so["server_run_ms_mean"], so["server_duration_ms_mean"]))
+        L.append("")
+    CS = R.get("cpu_split", {})
+    if CS.get("cpu_share_by_command_pct"):
+        sh = CS["cpu_share_by_command_pct"]
+        L.append("Where the CPU goes over %d warm hello worlds (`perf record -p <daemon>`, children included, "
+                 "share of samples by command): %s." % (CS["runs"], ", ".join(
+                     "%s %.0f%%" % (k.replace("mcp-python-sand", "daemon (and its child before exec)"), v)
+                     for k, v in sorted(sh.items(), key=lambda kv: -kv[1]) if v >= 0.5)))
+        if CS.get("bwrap_show_mountinfo_pct_of_all"):
+            L.append("Of all samples, %.1f%% are the kernel formatting /proc/self/mountinfo for bwrap, which "
+                     "re-reads it for every bind mount it makes read-only." % CS["bwrap_show_mountinfo_pct_of_all"])
+        L.append("")
+    AC = R.get("argv_costs")
+    if AC and AC.get("parts"):
+        L.append("What each part of our bwrap argv costs: the captured argv replayed with that part removed, "
+                 "interleaved call by call, p50 (full argv: %.1f ms; differences under ~1 ms are within the noise on a shared 2-CPU machine):" % AC["full_p50_ms"])
+        L.append("")
+        L.append("| part removed | p50 without it (ms) | cost (ms) |")
+        L.append("|---|---:|---:|")
+        for a in sorted(AC["parts"], key=lambda a: -a["saves_ms"]):
+            L.append("| %s | %.1f | %+.1f |" % (a["part"], a["p50_without_ms"], a["saves_ms"]))
+        L.append("")
+    for a in R.get("analysis", []):
+        L.append("- " + a)
+    L += ["", "## Notes", ""]
+    for n in R["notes"]:
+        L.append("- " + n)
+    L.append("")
+    with open(path, "w") as f:
+        f.write("\n".join(L))
+
+
+# ---- main --------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--daemon", required=True)
+    ap.add_argument("--shim", required=True)
+    ap.add_argument("--work", required=True, help="work dir (caches the reference venv and our store)")
+    ap.add_argument("--out", required=True, help="bench/ directory that receives RESULTS.md and results/")
+    ap.add_argument("--uv", default=None,
+                    help="uv for the reference and for our daemon (default: /usr/local/bin/uv, else PATH); the "
+                         "reference runs it inside its sandbox, so it must live under /usr")
+    ap.add_argument("--bwrap", default=shutil.which("bwrap") or "/usr/bin/bwrap")
+    ap.add_argument("--render-only", action="store_true",
+                    help="re-write RESULTS.md and the plot from results/latest.json, measure nothing")
+    args = ap.parse_args()
+    if args.render_only:
+        return render(json.load(open(os.path.join(args.out, "results", "latest.json"))), args.out)
+    if not args.uv:
+        args.uv = "/usr/local/bin/uv" if os.access("/usr/local/bin/uv", os.X_OK) else (shutil.which("uv") or "uv")
+    args.daemon, args.shim = os.path.abspath(args.daemon), os.path.abspath(args.shim)
+    work = os.path.abspath(args.work)
+    os.makedirs(work, exist_ok=True)
+    ours_work = os.path.join(work, "ours")
+    os.makedirs(ours_work, exist_ok=True)
+    ref_work = os.path.join(work, "reference")
+    os.makedirs(ref_work, exist_ok=True)
+    t_begin = time.monotonic()
+
+    R = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "quick": QUICK,
+         "counts": {"warm_hello": N_HELLO, "warm_deps": N_DEPS, "cold_reps": COLD_REPS,
+                    "throughput_seconds": TP_SECONDS, "idle_connections": N_IDLE_CONNECTIONS},
+         "notes": notes, "setup": []}
+    R["loadavg_start"] = loadavg()
+    mem = read_first("/proc/meminfo", "MemTotal")
+    R["machine"] = {"nproc": os.cpu_count(), "cpu": read_first("/proc/cpuinfo", "model name"),
+                    "kernel": platform.release(), "debian": read_first("/etc/debian_version") or "n/a",
+                    "memory": mem}
+    R["versions"] = {
+        "mcp-python-sandboxd": run_text([args.daemon, "--version"]).splitlines()[0],
+        "reference": "%s %s (PyPI)" % (REFERENCE_PACKAGE, REFERENCE_VERSION),
+        "uv": run_text([args.uv, "--version"]),
+        "bwrap": run_text([args.bwrap, "--version"]),
+        "bench client Python": platform.python_version(),
+    }
+    log("mcp-python-sandbox benchmark%s — %s, %s CPUs, kernel %s" % (" (quick)" if QUICK else "", R["machine"]["cpu"],
+                                                                       R["machine"]["nproc"], R["machine"]["kernel"]))
+    ours = Ours(args, ours_work)
+    cache = os.path.join(ours_work, "cache")
+    daemon = None
+    ref = Reference(ref_work, args.uv)
+    do_ref = os.environ.get("BENCH_SKIP_REFERENCE", "") in ("", "0")
+    ref_ok = False
+    try:
+        # -- the reference: install, find how it can run here ---------------------
+        if do_ref:
+            log("[reference] setting up")
+            ref_ok = ref.install()
+            if not ref_ok:
+                note("the reference cannot run here: " + ref.error)
+            else:
+                R["versions"]["reference server Python"] = run_text([os.path.join(ref.venv, "bin", "python"), "--version"])
+        else:
+            note("BENCH_SKIP_REFERENCE set: the reference was not measured")
+
+        # -- capture our bwrap argv; floors ----------------------------------------
+        log("[floor] capturing the daemon's bwrap argv")
+        argv, fds, text = capture_argv(ours, cache, args.bwrap)
+        R["sandbox_argv"] = argv
+        py = next((a for a in argv if a.endswith("/bin/python")), None)
+        py_real = os.path.realpath(py) if py else sys.executable
+        our_pyver = run_text([py_real, "-c", "import platform; print(platform.python_version())"])
+        R["versions"]["Python running the scripts (ours)"] = "%s (%s)" % (our_pyver, py_real)
+        log("  interpreter %s (%s), %d argv words" % (py_real, our_pyver, len(argv)))
+        # Minimal bwrap: a user + mount namespace, /usr and the /lib, /bin symlinks, nothing else.
+        minimal = [args.bwrap, "--ro-bind", "/usr", "/usr"]
+        for i, a in enumerate(argv):
+            if a == "--symlink":
+                minimal += argv[i:i + 3]
+        minimal += [py_real, "-I", "-c", "pass"]
+        R["floor_minimal_argv"] = minimal
+
+        def floor_call(fn, expect=None):
+            def call():
+                p = fn()
+                return p.returncode == 0 and (expect is None or expect in p.stdout)
+            return call
+        floors = [
+            ("floor_bwrap_python", floor_call(lambda: run_captured(argv, fds), b"hello")),
+            ("floor_python", floor_call(lambda: subprocess.run([py_real, "-I", "-c", "pass"], stdout=subprocess.PIPE,
+                                                               stderr=subprocess.PIPE))),
+            ("floor_bwrap_minimal", floor_call(lambda: subprocess.run(minimal, stdout=subprocess.PIPE,
+                                                                      stderr=subprocess.PIPE))),
+        ]
+        if not floors[0][1]():
+            raise RuntimeError("replaying the captured bwrap argv failed: %s" % run_captured(argv, fds).stderr[-400:])
+        R["setup"].append("Floor: the interpreter our runs use (`%s`), `-I -c pass` on the host; then the exact bwrap "
+                          "argv the daemon ran for a warm hello world (captured with `--bwrap=` pointing at a "
+                          "recording wrapper, seccomp program and script fds replayed from copies), started from "
+                          "Python's subprocess like the other contenders' processes; and a minimal bwrap (user and "
+                          "mount namespaces, /usr only) around `python -I -c pass`. The floors are timed in the same "
+                          "interleaved loop as the servers' warm hello world." % py_real)
+
+        # -- cold start ------------------------------------------------------------
+        log("[cold start] ours, socket activation (%d)" % COLD_REPS)
+        R["cold_start"] = {}
+        times = []
+        for i in range(COLD_REPS + 1):
+            dt, pid = activation_cold_start(ours, cache, str(i))
+            stop(pid)
+            if i > 0:        # the first one warms the page cache
+                times.append(dt)
+        R["cold_start"]["ours_socket_activation"] = summary(times)
+        log("  p50 %.1f ms" % R["cold_start"]["ours_socket_activation"]["p50"])
+
+        log("[cold start] ours, shim --stdio fallback (%d)" % COLD_REPS)
+        times = []
+        for i in range(COLD_REPS + 1):
+            t0 = time.monotonic()
+            c = Client.spawn([args.shim], env=ours.shim_env(),
+                             stderr=open(os.path.join(ours.logs, "shim-fallback.log"), "a"))
+            started.append(c.proc)
+            c.initialize()
+            dt = time.monotonic() - t0
+            c.close()
+            if i > 0:
+                times.append(dt)
+        R["cold_start"]["ours_shim_fallback"] = summary(times)
+        log("  p50 %.1f ms" % R["cold_start"]["ours_shim_fallback"]["p50"])
+        R["setup"].append("Cold start, ours: (a) a harness plays systemd: it binds the socket, the client connects "
+                          "and sends `initialize`, the harness sees the socket readable and starts the daemon with "
+                          "LISTEN_FDS=1/LISTEN_PID; timed from connect to the `initialize` reply; (b) the shim with "
+                          "no daemon reachable execs `mcp-python-sandboxd --stdio`; timed from spawn to the reply. "
+                          "One untimed start first, so the page cache is warm for both servers.")
+
+        # -- our daemon, running ----------------------------------------------------
+        log("[ours] starting the daemon (--listen)")
+        daemon, sock = ours.start(cache, "main")
+        time.sleep(1.0)    # start-up work (self-test, interpreter probe) done
+        R["memory"] = {"ours_idle_fresh_rss_kb": rss_kb(daemon.pid), "ours_idle_fresh_pss_kb": pss_kb(daemon.pid)}
+
+        times = []
+        for i in range(COLD_REPS + 1):
+            t0 = time.monotonic()
+            c = ours.client_shim(sock)
+            c.initialize()
+            dt = time.monotonic() - t0
+            if i == 0:
+                R["memory"]["shim_rss_kb"] = rss_kb(c.proc.pid)
+            c.close()
+            if i > 0:
+                times.append(dt)
+        R["cold_start"]["ours_shim_to_running_daemon"] = summary(times)
+
+        clients = [("ours_shim", ours.client_shim(sock)), ("ours_socket", Client.connect(sock))]
+        ref_client = None
+        if do_ref and ref_ok:
+            ref.python_version = ref_python_version(ref, our_pyver)
+            ref_client = ref.client()
+            clients.append(("reference", ref_client))
+        for _, x in clients:
+            x.initialize()
+        if ref_client:
+            time.sleep(0.5)
+            R["memory"]["reference_idle_rss_kb"] = rss_kb(ref_client.proc.pid)
+            R["memory"]["reference_idle_pss_kb"] = pss_kb(ref_client.proc.pid)
+        contenders = [(n, mcp_call(x, HELLO, "hello")) for n, x in clients] + floors
+        log("[warm] hello world, %d calls each, interleaved in chunks of 10: %s" % (
+            N_HELLO, ", ".join(n for n, _ in contenders)))
+        res = interleaved_latency(contenders, N_HELLO)
+        for n, call in contenders:
+            if getattr(call, "last_error", None):
+                note("%s: a call failed: %s" % (n, call.last_error))
+        R["warm_hello"] = {k: v for k, v in res.items() if not k.startswith("floor_")}
+        R["floor"] = {k[len("floor_"):]: v for k, v in res.items() if k.startswith("floor_")}
+        if ref_client:
+            R["memory"]["reference_idle_after_runs_rss_kb"] = rss_kb(ref_client.proc.pid)
+            ref_client.close()
+        clients[0][1].close()
+        c = clients[1][1]
+        for k, v in list(R["warm_hello"].items()) + list(R["floor"].items()):
+            if v:
+                log("  %-12s p50 %.1f  p95 %.1f  p99 %.1f ms  (%d failures)" % (k, v["p50"], v["p95"], v["p99"], v["failures"]))
+
+        log("[ours] warm runs with dependencies (%d each)" % N_DEPS)
+        R["warm_deps"] = {"six": {}, "numpy": {}}
+        c2 = ours.client_shim(sock)
+        c2.initialize()
+        R["warm_deps"]["six"]["ours"] = warm_latency(c2, SIX, N_DEPS, deps=["six"], warmup=2, expect="1.")
+        R["warm_deps"]["numpy"]["ours"] = warm_latency(c2, NUMPY, N_DEPS, deps=["numpy"], warmup=2, expect=".")
+        c2.close()
+        log("  six p50 %.1f ms, numpy p50 %.1f ms" % (R["warm_deps"]["six"]["ours"]["p50"],
+                                                      R["warm_deps"]["numpy"]["ours"]["p50"]))
+
+        log("[ours] memory: %d idle connections" % N_IDLE_CONNECTIONS)
+        c.close()
+        time.sleep(0.3)
+        R["memory"]["ours_idle_after_runs_rss_kb"] = rss_kb(daemon.pid)
+        base = rss_kb(daemon.pid)
+        conns = []
+        for _ in range(N_IDLE_CONNECTIONS):
+            x = Client.connect(sock)
+            x.initialize()
+            conns.append(x)
+        time.sleep(0.3)
+        after = rss_kb(daemon.pid)
+        R["memory"]["ours_per_connection_kb"] = (after - base) / float(N_IDLE_CONNECTIONS)
+        R["memory"]["ours_with_50_connections_rss_kb"] = after
+        for x in conns:
+            x.close()
+
+        log("[ours] throughput")
+        R["throughput"] = {"ours": []}
+        for n in CLIENTS:
+            t = throughput(lambda i: ours.client_shim(sock), n, TP_SECONDS, lambda: [daemon.pid])
+            R["throughput"]["ours"].append(t)
+            log("  %2d clients: %.1f runs/s (p50 %.0f ms, %d failures), peak daemon RSS %d KiB, daemon CPU %.2f ms/run, "
+                "machine %.0f%% busy" % (n, t["runs_per_s"], t["latency_ms"]["p50"] if t["latency_ms"] else 0,
+                                         t["failures"], t["peak_server_rss_kb"], t["server_cpu_ms_per_run"] or 0,
+                                         100 * t["machine_cpu_busy"]))
+        R["memory"]["ours_load16_rss_kb"] = R["throughput"]["ours"][-1]["peak_server_rss_kb"]
+        R["memory"]["ours_load16_tree_rss_kb"] = R["throughput"]["ours"][-1]["peak_tree_rss_kb"]
+
+        n_abl = 10 if QUICK else 100
+        log("[floor] what each part of the sandbox argv costs (%d runs each, interleaved)" % n_abl)
+        R["argv_costs"] = measure_ablations(argv, fds, n_abl)
+        for a in R["argv_costs"]["parts"]:
+            log("  %-55s %+.1f ms" % (a["part"], a["saves_ms"]))
+
+        log("[ours] profiling one warm run with strace")
+        R["profile"] = profile_warm_run(daemon.pid, sock, os.path.join(ours_work, "strace.txt"))
+        for s in R["profile"].get("segments", []):
+            log("  %-18s → %-18s %7.2f ms" % (s["from"], s["to"], s["ms"]))
+        log("[ours] CPU split of warm runs with perf")
+        R["cpu_split"] = perf_cpu_split(daemon.pid, sock, 50 if QUICK else 200, os.path.join(ours_work, "perf.data"))
+        log("  " + json.dumps(R["cpu_split"]))
+        stop(daemon)
+        daemon = None
+
+        # -- first run with new dependencies ------------------------------------------
+        R["cold_deps"] = {}
+        if os.environ.get("BENCH_NO_COLD_DEPS", "") in ("", "0"):
+            log("[ours] first run with new dependencies (fresh cache dir)")
+            for key, script, deps in (("humanize", HUMANIZE, ["humanize"]), ("numpy", NUMPY, ["numpy"])):
+                fresh = os.path.join(ours_work, "cache-cold-" + key)
+                shutil.rmtree(fresh, ignore_errors=True)
+                d, s = ours.start(fresh, "cold-" + key)
+                c = ours.client_shim(s)
+                c.initialize()
+                c.execute_python(HELLO)      # the daemon and the bare env are ready: only the deps are cold
+                dt, ok, r = one_call(c, script, deps)
+                entry = R["cold_deps"].setdefault("cold_" + key, {"label": "first run with %s, empty caches" % key})
+                entry["ours"] = {"ms": dt * 1000, "ok": ok}
+                if not ok:
+                    entry["ours"]["error"] = result_text(r)[:600]
+                # The same packages again under a new requirement set: a new environment from cached wheels.
+                dt2, ok2, r2 = one_call(c, script, [deps[0] + ">=0"])
+                e2 = R["cold_deps"].setdefault("newenv_" + key, {"label": "new environment for %s, wheels cached" % key})
+                e2["ours"] = {"ms": dt2 * 1000, "ok": ok2}
+                c.close()
+                stop(d)
+                shutil.rmtree(fresh, ignore_errors=True)
+                log("  %s: %.0f ms%s; new env from cached wheels %.0f ms" % (key, dt * 1000, "" if ok else " FAILED", dt2 * 1000))
+            R["setup"].append("First run with new dependencies, ours: a daemon on a new, empty --cache-dir (no uv cache, "
+                              "no environments), warmed with one hello world, then the first call needing the package "
+                              "(uv resolves and downloads from PyPI, installs into a new environment, then the run); "
+                              "\"wheels cached\": the same package under another requirement set (`pkg>=0`), "
+                              "a new environment built from the uv cache.")
+
+        # -- the reference ---------------------------------------------------------------
+        if do_ref and ref_ok:
+            R["versions"]["Python running the scripts (reference)"] = "--python-version %s" % ref.python_version
+            R["setup"].append("Reference: `%s` with HOME=%s (its uv cache is $HOME/.cache/uv), PATH with uv and bwrap, "
+                              "UV_SYSTEM_CERTS=1. `--no-warm-cache` because its cache warming runs `uv pip download`, "
+                              "which does not exist, and would only add a failing background process."
+                              % (" ".join(ref.argv()), ref.home))
+            R["setup"].append("Reference runs with dependencies carry `[tool.uv] system-certs = true` in a PEP 723 "
+                              "block: the reference gives uv a clean environment without UV_SYSTEM_CERTS, and this "
+                              "machine's TLS-inspecting proxy needs the system CAs. Packages go in its `dependencies` "
+                              "argument, as for ours.")
+
+            log("[reference] cold start (%d)" % COLD_REPS)
+            times = []
+            for i in range(COLD_REPS + 1):
+                t0 = time.monotonic()
+                c = ref.client()
+                c.initialize()
+                dt = time.monotonic() - t0
+                c.close()
+                if i > 0:
+                    times.append(dt)
+            R["cold_start"]["reference"] = summary(times)
+            log("  p50 %.1f ms" % R["cold_start"]["reference"]["p50"])
+
+            c = ref.client()
+            c.initialize()
+            log("[reference] warm runs with dependencies (%d each)" % N_DEPS)
+            for key, body, deps in (("six", SIX, ["six"]), ("numpy", NUMPY, ["numpy"])):
+                try:
+                    R["warm_deps"][key]["reference"] = warm_latency(c, ref.deps_script(body), N_DEPS, deps=deps,
+                                                                    warmup=2, expect=".")
+                    log("  %s p50 %.1f ms" % (key, R["warm_deps"][key]["reference"]["p50"]))
+                except MCPError as e:
+                    note("reference warm run with %s failed: %s" % (key, e))
+            c.close()
+
+            if os.environ.get("BENCH_NO_COLD_DEPS", "") in ("", "0"):
+                log("[reference] first run with new dependencies (fresh uv cache)")
+                for key, body, deps in (("humanize", HUMANIZE, ["humanize"]), ("numpy", NUMPY, ["numpy"])):
+                    home = os.path.join(ref_work, "home-cold-" + key)
+                    shutil.rmtree(home, ignore_errors=True)
+                    c = ref.client(home=home)
+                    c.initialize()
+                    c.execute_python(HELLO)
+                    dt, ok, r = one_call(c, ref.deps_script(body), deps)
+                    R["cold_deps"].setdefault("cold_" + key, {"label": "first run with %s, empty caches" % key})["reference"] = {
+                        "ms": dt * 1000, "ok": ok, **({} if ok else {"error": result_text(r)[:600]})}
+                    dt2, ok2, r2 = one_call(c, ref.deps_script(body), [deps[0] + ">=0"])
+                    R["cold_deps"].setdefault("newenv_" + key, {"label": "new environment for %s, wheels cached" % key})["reference"] = {
+                        "ms": dt2 * 1000, "ok": ok2}
+                    c.close()
+                    shutil.rmtree(home, ignore_errors=True)
+                    log("  %s: %.0f ms%s; new requirement set %.0f ms" % (key, dt * 1000, "" if ok else " FAILED", dt2 * 1000))
+                R["setup"].append("First run with new dependencies, reference: a new server with HOME on a new, empty "
+                                  "directory, so `uv cache dir` and the ~/.cache/uv it binds are empty; one hello world "
+                                  "first (uv's interpreter discovery is then cached), then the first call needing the "
+                                  "package; \"wheels cached\": the same package as `pkg>=0`. The reference builds a "
+                                  "fresh ephemeral environment for every call (uv run --script), so its warm runs with "
+                                  "dependencies are partly this too.")
+
+            log("[reference] throughput (one server process per client, as it is deployed)")
+            R["throughput"]["reference"] = []
+            for n in CLIENTS:
+                servers = []
+
+                def mk(i, servers=servers):
+                    cl = ref.client()
+                    servers.append(cl.proc.pid)
+                    return cl
+                t = throughput(mk, n, TP_SECONDS, lambda servers=servers: list(servers))
+                R["throughput"]["reference"].append(t)
+                log("  %2d clients: %.1f runs/s (p50 %.0f ms, %d failures), peak RSS of the servers %d KiB, "
+                    "server CPU %.2f ms/run, machine %.0f%% busy" % (
+                        n, t["runs_per_s"], t["latency_ms"]["p50"] if t["latency_ms"] else 0, t["failures"],
+                        t["peak_server_rss_kb"], t["server_cpu_ms_per_run"] or 0, 100 * t["machine_cpu_busy"]))
+            R["memory"]["reference_load16_rss_kb"] = R["throughput"]["reference"][-1]["peak_server_rss_kb"]
+            R["memory"]["reference_load16_tree_rss_kb"] = R["throughput"]["reference"][-1]["peak_tree_rss_kb"]
+
+        # -- sizes ---------------------------------------------------------------------
+        R["binaries"] = {"daemon": os.path.getsize(args.daemon), "shim": os.path.getsize(args.shim)}
+        if shutil.which("strip"):
+            for k, p in (("daemon", args.daemon), ("shim", args.shim)):
+                with tempfile.NamedTemporaryFile(dir=work) as tf:
+                    if subprocess.run(["strip", "-o", tf.name, p]).returncode == 0:
+                        R["binaries"][k + "_stripped"] = os.path.getsize(tf.name)
+    finally:
+        stop(daemon)
+        for p in started:
+            stop(p, wait=5)
+
+    R["loadavg_end"] = loadavg()
+    try:
+        if float(R["loadavg_start"].split()[0]) > 0.5 or float(R["loadavg_end"].split()[0]) > 2.5:
+            note("the machine was not idle (load average %s at the start, %s at the end; the bench itself adds "
+                 "up to ~2): other work shares these %d CPUs, so read the numbers with that in mind — the warm "
+                 "hello world of both servers was measured interleaved so such load hits them alike."
+                 % (R["loadavg_start"], R["loadavg_end"], os.cpu_count()))
+    except (AttributeError, ValueError):
+        pass
+
+    R["elapsed_s"] = time.monotonic() - t_begin
+    return render(R, args.out)
+
+
+def render(R, out):
+    global notes
+    notes = R["notes"]
+    # -- analysis ----------------------------------------------------------------------
+    A = []
+    w, fl = R.get("warm_hello", {}), R.get("floor", {})
+    so, sh = w.get("ours_socket"), w.get("ours_shim")
+    if so and fl.get("bwrap_python"):
+        A.append("Our warm hello world spends %.1f ms (p50) beyond the bwrap + Python floor (%.1f ms): that is "
+                 "the daemon's own work plus the socket round trip%s." % (
+                     so["p50"] - fl["bwrap_python"]["p50"], fl["bwrap_python"]["p50"],
+                     "; the shim adds %.1f ms more" % (sh["p50"] - so["p50"]) if sh else ""))
+    P = R.get("profile", {})
+    segs = {(s["from"], s["to"]): s["ms"] for s in P.get("segments", [])}
+    if segs:
+        pre = segs.get(("request read", "fork"))
+        if pre is not None:
+            A.append("In the daemon before the fork (parse, environment lookup, seccomp export, argv, memfd): "
+                     "%.2f ms traced." % pre)
+        bws = segs.get(("execve bwrap", "execve python"))
+        if bws is not None:
+            A.append("bwrap's set-up (namespaces, mounts, tmpfs, seccomp) before Python starts: %.2f ms traced." % bws)
+        pys = segs.get(("execve python", "python exit_group"))
+        if pys is not None:
+            A.append("Python from execve to exit: %.2f ms traced." % pys)
+    # What could be removed next.
+    ref = w.get("reference")
+    if sh and fl.get("python") and fl.get("bwrap_python"):
+        AC = R.get("argv_costs", {}).get("parts", [])
+        big = [a for a in sorted(AC, key=lambda a: -a["saves_ms"]) if a["saves_ms"] >= 1.0]
+        A.append("Next to remove: the daemon is not where the time goes (≈%.1f ms of %.1f ms); Python's own start-up "
+                 "(%.1f ms) and bwrap (%.1f ms over bare Python%s) are. Within one run per sandbox, bwrap's cost "
+                 "could shrink by making fewer mounts (one prepared /etc bind instead of eight binds, since bwrap "
+                 "re-reads /proc/self/mountinfo per bind), but the big step is to take sandbox and interpreter "
+                 "start-up off the request path: keep one pre-started sandbox per warm environment (bwrap + "
+                 "`python -I` blocked reading the script from a pipe), hand it the script on a request and start "
+                 "its replacement right after — still one throwaway sandbox per run. Hello world would then cost "
+                 "the script plus the round trip (a few ms), which is what ≥10× over the reference (%s) needs."
+                 % (max(0.0, sh["p50"] - fl["bwrap_python"]["p50"]), sh["p50"], fl["python"]["p50"],
+                    fl["bwrap_python"]["p50"] - fl["python"]["p50"],
+                    "; biggest parts by ablation: " + ", ".join("%s %+.1f ms" % (a["part"], a["saves_ms"]) for a in big[:4])
+                    if big else "",
+                    "%.1f ms / 10 = %.1f ms" % (ref["p50"], ref["p50"] / 10) if ref else "not measured"))
+    cd = R.get("cold_deps", {})
+    worse = [(v["label"], v["ours"]["ms"], v["reference"]["ms"]) for v in cd.values()
+             if v.get("ours", {}).get("ok") and v.get("reference", {}).get("ok") and v["ours"]["ms"] > v["reference"]["ms"]]
+    if worse:
+        A.append("First runs with new dependencies are slower than the reference's (%s): our environment build runs "
+                 "`uv venv`, then `uv pip install --no-build --compile-bytecode` into a new store directory and renames "
+                 "it into place, all before the run; the reference lets `uv run --script` install into its cache "
+                 "without compiling bytecode. Compiling is what makes our later numpy imports fast (the read-only "
+                 "environment cannot take .pyc files later), so the trade is deliberate, but the environment "
+                 "build could overlap: compile in the background after the first run, or run the first script "
+                 "as soon as the install is done." % "; ".join("%s: %.0f vs %.0f ms" % x for x in worse))
+    R["analysis"] = A
+    table = table_lines(R)
+    goal_rows = goals(R)
+    R["goals"] = [{"goal": n, "met": ok, "detail": d} for n, ok, d in goal_rows]
+
+    out_dir = os.path.abspath(out)
+    res_dir = os.path.join(out_dir, "results")
+    os.makedirs(res_dir, exist_ok=True)
+    with open(os.path.join(res_dir, "latest.json"), "w") as f:
+        json.dump(R, f, indent=2, sort_keys=True)
+    write_svg(os.path.join(res_dir, "latest.svg"), R)
+    write_markdown(os.path.join(out_dir, "RESULTS.md"), R, table, goal_rows)
+
+    log("")
+    for line in table:
+        log(line)
+    log("")
+    log("Goals:")
+    for n, ok, d in goal_rows:
+        log("  [%s] %s — %s" % ("met" if ok else "NOT met", n, d))
+    log("")
+    log("Wrote %s, %s and %s (%.0f s)." % (os.path.join(out_dir, "RESULTS.md"), os.path.join(res_dir, "latest.json"),
+                                            os.path.join(res_dir, "latest.svg"), R["elapsed_s"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
