@@ -17,7 +17,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 PACKAGES="build-essential autoconf automake pkg-config libsystemd-dev libjson-c-dev check
-libseccomp-dev bubblewrap systemd python3 python3-venv mandoc valgrind clang libclang-rt-14-dev"
+libseccomp-dev bubblewrap systemd python3 python3-venv mandoc valgrind clang libclang-rt-14-dev
+debhelper debootstrap"
 
 missing=
 for p in $PACKAGES; do

@@ -21,6 +21,11 @@ INTEGRATION_TESTS = \
 	tests/integration/test-limits.py \
 	tests/integration/test-sandboxes.py \
 	tests/integration/test-security.py \
-	tests/integration/test-hostile.py
+	tests/integration/test-hostile.py \
+	tests/integration/test-outputs.py
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/mcptest.py tests/integration/wheels.py
+
+# The .deb built and installed on a clean Debian 12 (debootstrap), serving a script.
+TESTS += tests/integration/test-packages.sh
+EXTRA_DIST += tests/integration/test-packages.sh
