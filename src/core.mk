@@ -22,6 +22,7 @@ libcore_a_SOURCES = \
 	src/tools/sandbox-common.c src/tools/sandbox-common.h \
 	src/tools/sandbox-lifecycle.c \
 	src/tools/execute-code.c \
+	src/tools/outputs.c src/tools/outputs.h \
 	src/tools/sandbox-packages.c \
 	src/tools/sandbox-files.c \
 	src/sandboxes/sandboxes.c src/sandboxes/sandboxes.h \

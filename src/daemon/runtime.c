@@ -516,6 +516,14 @@ static char *new_run_cgroup(const SandboxLimits *limits) {
 int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
                             size_t n_data, char *const *command, uint64_t timeout_usec, const SandboxLimits *limits,
                             size_t head_max, size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
+        return runtime_spawn_sandboxed_with_fd(r, env_dir, ro_paths, data, n_data, -EBADF, command, timeout_usec,
+                                               limits, head_max, tail_max, done, userdata, ret);
+}
+
+int runtime_spawn_sandboxed_with_fd(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
+                                    size_t n_data, int pass_fd, char *const *command, uint64_t timeout_usec,
+                                    const SandboxLimits *limits, size_t head_max, size_t tail_max,
+                                    ProcessDoneFunc done, void *userdata, Process **ret) {
         _cleanup_strv_free_ char **argv = NULL, **binds = strv_new(), **env = sandbox_run_env(env_dir);
         static char *bwrap_env[] = { (char *) "PATH=/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
         _cleanup_close_ int seccomp_fd = -EBADF;
@@ -523,9 +531,10 @@ int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_pat
         ProcessLimit rlimits[SANDBOX_N_RLIMITS];
         SandboxLimits configured;
         int keep[9];
+        size_t n_keep = 0;
         int k;
 
-        if (n_data + 1 > ELEMENTSOF(keep))
+        if (n_data + 2 > ELEMENTSOF(keep))
                 return -E2BIG;
         if (r->sandbox_error && ret != &r->self_test)
                 return -EPERM;
@@ -561,14 +570,16 @@ int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_pat
                 return k;
 
         for (size_t i = 0; i < n_data; i++)
-                keep[i] = data[i].fd;
-        keep[n_data] = seccomp_fd;
+                keep[n_keep++] = data[i].fd;
+        keep[n_keep++] = seccomp_fd;
+        if (pass_fd >= 0)
+                keep[n_keep++] = pass_fd;
         cgroup = new_run_cgroup(limits);
         ProcessOptions o = {
                 .argv = argv,
                 .env = bwrap_env,
                 .keep_fds = keep,
-                .n_keep_fds = n_data + 1,
+                .n_keep_fds = n_keep,
                 .stdin_fd = -EBADF,
                 .timeout_usec = timeout_usec,
                 .head_max = head_max,

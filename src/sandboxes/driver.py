@@ -94,6 +94,7 @@ class Worker:
         self.count += 1
         name = "<cell-%d>" % self.count
         linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+        before = self.out_files()
         out, err = self.io.StringIO(), self.io.StringIO()
         old = sys.stdout, sys.stderr
         result = None
@@ -142,7 +143,46 @@ class Worker:
             "stdout_omitted": out_omitted, "stderr_omitted": err_omitted,
             "result": result, "error": error, "interrupted": interrupted,
             "images": self.figures(int(req.get("max_images", 8)), int(req.get("max_image_bytes", 4 << 20))),
+            "files": self.changed_files(before, int(req.get("max_files", 16)), int(req.get("max_file_bytes", 4 << 20)),
+                                        int(req.get("max_files_total", 10 << 20))),
         }
+
+    # ---- output files: new or modified in /work/out during a cell -------------
+    def out_files(self):
+        found = {}
+        for root, dirs, names in os.walk("/work/out"):
+            dirs.sort()
+            for n in sorted(names):
+                p = os.path.join(root, n)
+                try:
+                    st = os.lstat(p)
+                except OSError:
+                    continue
+                if st.st_mode & 0o170000 == 0o100000:
+                    found[p[len("/work/out/"):]] = (st.st_mtime_ns, st.st_size, st.st_ino)
+        return found
+
+    def changed_files(self, before, max_files, max_bytes, max_total):
+        import base64
+        files = []
+        for name, key in self.out_files().items():
+            if before.get(name) == key:
+                continue
+            size = key[1]
+            entry = {"name": name, "bytes": size}
+            if max_files > 0 and size <= max_bytes and size <= max_total:
+                try:
+                    with open(os.path.join("/work/out", name), "rb") as f:
+                        data = f.read(max_bytes + 1)
+                except OSError:
+                    data = None
+                if data is not None and len(data) <= max_bytes and len(data) <= max_total:
+                    entry["bytes"] = len(data)
+                    entry["data"] = base64.b64encode(data).decode()
+                    max_files -= 1
+                    max_total -= len(data)
+            files.append(entry)
+        return files
 
     def figures(self, max_images, max_bytes):
         plt = sys.modules.get("matplotlib.pyplot")

@@ -9,6 +9,7 @@
 
 #include "json-util.h"
 #include "macro.h"
+#include "outputs.h"
 #include "sandbox-common.h"
 #include "strv.h"
 #include "tools.h"
@@ -105,6 +106,22 @@ static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
                 json_object_array_add(names, json_object_new_string(name));
         }
 
+        /* Files new or changed in /work/out during the cell: inline text or resources, capped like execute_python's. */
+        _cleanup_(outputs_freep) Outputs *outputs = NULL;
+        json_object *files = json_get(r, "files", json_type_array);
+        if (outputs_new(&outputs) >= 0) {
+                for (size_t i = 0; files && i < json_object_array_length(files); i++) {
+                        json_object *f = json_object_array_get_idx(files, i);
+                        const char *name = json_get_string(f, "name");
+                        int64_t bytes = 0;
+
+                        if (!name || !*name || !json_get_int64(f, "bytes", &bytes) || bytes < 0)
+                                continue;
+                        outputs_add_base64(outputs, OUTPUT_FILE, name, (uint64_t) bytes, json_get_string(f, "data"));
+                }
+                outputs_append_content(outputs, content);
+        }
+
         json_add_string(st, "sandbox_id", sandbox_id(c->sandbox));
         json_add_int(st, "execution_count", count);
         json_add_string(st, "stdout", strempty(json_get_string(r, "stdout")));
@@ -122,6 +139,7 @@ static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
         json_add_bool(st, "state_lost", o->restarted || o->reset);
         json_add_bool(st, "files_lost", o->reset);
         json_add(st, "images", names);
+        json_add(st, "files", outputs_files_json(outputs));
         json_add_int(st, "duration_ms", (int64_t) ((sb_now_usec() - c->t_start) / USEC_PER_MSEC));
         json_add_int(st, "timeout_seconds", timeout_s);
 
@@ -151,6 +169,9 @@ static int execute_code_call(ToolCall *call, json_object *args) {
         json_add_int(req, "out_cap", (int64_t) sandbox_output_cap(sb));
         json_add_int(req, "max_images", MAX_IMAGES);
         json_add_int(req, "max_image_bytes", MAX_IMAGE_BYTES);
+        json_add_int(req, "max_files", OUTPUTS_MAX_FILES);
+        json_add_int(req, "max_file_bytes", OUTPUTS_MAX_BYTES);
+        json_add_int(req, "max_files_total", OUTPUTS_MAX_TOTAL);
         int k = sb_call_request(c, req, c->timeout_usec, on_cell);
         if (k < 0) {
                 sb_call_free(c);
@@ -175,8 +196,11 @@ const Tool tool_execute_code = {
         .description =
                 "Run Python code in a sandbox made by create_sandbox, like a notebook cell: variables, functions and "
                 "imports persist between calls, the value of the last expression is shown, stdout and stderr are "
-                "captured, and matplotlib figures left open are returned as PNG images. The working directory is "
-                "/work (private, persists with the sandbox). No network access unless the administrator allows it. "
+                "captured, and matplotlib figures left open are returned as PNG images. Files the cell writes or changes "
+                "in /work/out/ come back too (create the directory first: os.makedirs(\"/work/out\", "
+                "exist_ok=True)): small text files inline, others as embedded resources (at most 16 files, 4 MiB "
+                "each, 10 MiB in all). The working directory is /work (private, persists with the "
+                "sandbox). No network access unless the administrator allows it. "
                 "Install packages with install_package, not pip.",
         .input_schema = input_schema,
         .open_world_hint = false,

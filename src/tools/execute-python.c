@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -7,18 +8,187 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "daemon/manager.h"
 #include "daemon/runtime.h"
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
+#include "outputs.h"
 #include "script.h"
 #include "strv.h"
 #include "tools.h"
 #include "utf8.h"
 
 #define PROGRESS_INTERVAL_USEC (2 * USEC_PER_SEC)
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/*
+ * `python -I -u -B -c BOOT FD /work/script.py` runs the script as
+ * `python -I -u -B /work/script.py` would: byte for byte, in a fresh __main__
+ * module with __file__ set, tracebacks starting at the script's frames, exit
+ * status 1 on an uncaught exception, SystemExit passed through. At every
+ * plt.show() and at the end it writes the open matplotlib figures as PNG to FD,
+ * then the files in /work/out (records as outputs.h describes). matplotlib is
+ * only touched when the script imported pyplot (an import hook patches show()
+ * then), and MORE, the code that does this, is compiled only when needed:
+ * a hello world pays for little more than compile() itself.
+ */
+static const char boot_code[] =
+        "import sys\n"
+        "def _boot():\n"
+        "    import os\n"
+        "    fd = int(sys.argv[1])\n"
+        "    path = sys.argv[2]\n"
+        "    del sys.argv[:2]\n"
+        "    os.set_inheritable(fd, False)\n"
+        "    try:\n"
+        "        os.mkdir(\"/work/out\")\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "    ns = {\"fd\": fd, \"pid\": os.getpid(), \"sys\": sys, \"os\": os}\n"
+        "    def more():\n"
+        "        if \"collect\" not in ns:\n"
+        "            exec(MORE, ns)\n"
+        "        return ns\n"
+        "    class Finder:\n"
+        "        def find_spec(self, name, path=None, target=None):\n"
+        "            if name == \"matplotlib.pyplot\":\n"
+        "                return more()[\"hook\"](self, name)\n"
+        "    sys.meta_path.insert(0, Finder())\n"
+        "    main = type(sys)(\"__main__\")\n"
+        "    main.__file__ = path\n"
+        "    main.__cached__ = None\n"
+        "    main.__annotations__ = {}\n"
+        "    main.__builtins__ = __builtins__\n"
+        "    main.__loader__ = sys.modules[\"_frozen_importlib_external\"].SourceFileLoader(\"__main__\", path)\n"
+        "    sys.modules[\"__main__\"] = main\n"
+        "    status = None\n"
+        "    try:\n"
+        "        with open(path, \"rb\") as f:\n"
+        "            source = f.read()\n"
+        "        exec(compile(source, path, \"exec\", dont_inherit=True), main.__dict__)\n"
+        "    except SystemExit:\n"
+        "        raise\n"
+        "    except BaseException as e:\n"
+        "        status = 1\n"
+        "        tb = e.__traceback__.tb_next\n"
+        "        sys.excepthook(type(e), e.with_traceback(tb), tb)\n"
+        "        e = tb = None\n"
+        "    finally:\n"
+        "        try:\n"
+        "            if \"matplotlib.pyplot\" in sys.modules or os.listdir(\"/work/out\"):\n"
+        "                more()[\"collect\"]()\n"
+        "        except BaseException:\n"
+        "            pass\n"
+        "        try:\n"
+        "            os.close(fd)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    if status:\n"
+        "        sys.exit(status)\n"
+        "MORE = '''\n"
+        "left = [" STR(OUTPUTS_MAX_FIGURES) ", " STR(OUTPUTS_MAX_TOTAL) ", False]\n"
+        "done = []\n"
+        "def send(kind, name, size, data=b\"\"):\n"
+        "    if os.getpid() != pid or left[2]:\n"
+        "        return\n"
+        "    n = name.encode(\"utf-8\", \"surrogateescape\")\n"
+        "    v = memoryview(kind + len(n).to_bytes(4, \"big\") + size.to_bytes(8, \"big\") + n + data)\n"
+        "    try:\n"
+        "        while v:\n"
+        "            v = v[os.write(fd, v):]\n"
+        "    except OSError:\n"
+        "        left[2] = True\n"
+        "def figures():\n"
+        "    plt = sys.modules.get(\"matplotlib.pyplot\")\n"
+        "    if plt is None or os.getpid() != pid:\n"
+        "        return\n"
+        "    try:\n"
+        "        from matplotlib._pylab_helpers import Gcf\n"
+        "        figs = [m.canvas.figure for m in Gcf.get_all_fig_managers()]\n"
+        "    except Exception:\n"
+        "        figs = [plt.figure(n) for n in plt.get_fignums()]\n"
+        "    for f in figs:\n"
+        "        seen = any(f is d for d in done)\n"
+        "        if seen and not f.stale:\n"
+        "            continue\n"
+        "        if not seen:\n"
+        "            done.append(f)\n"
+        "        name = \"Figure %s\" % getattr(f, \"number\", len(done))\n"
+        "        if left[0] <= 0:\n"
+        "            f.stale = False\n"
+        "            send(b\"f\", name, 0)\n"
+        "            continue\n"
+        "        try:\n"
+        "            import io\n"
+        "            b = io.BytesIO()\n"
+        "            f.savefig(b, format=\"png\")\n"
+        "            data = b.getvalue()\n"
+        "        except Exception:\n"
+        "            send(b\"f\", name, 0)\n"
+        "            continue\n"
+        "        f.stale = False   # sent as it is now; drawing on it again makes it stale\n"
+        "        if len(data) > " STR(OUTPUTS_MAX_BYTES) " or len(data) > left[1]:\n"
+        "            send(b\"f\", name, len(data))\n"
+        "            continue\n"
+        "        left[0] -= 1\n"
+        "        left[1] -= len(data)\n"
+        "        send(b\"F\", name, len(data), data)\n"
+        "def files():\n"
+        "    n = " STR(OUTPUTS_MAX_FILES) "\n"
+        "    for root, dirs, names in os.walk(\"/work/out\"):\n"
+        "        dirs.sort()\n"
+        "        for name in sorted(names):\n"
+        "            p = os.path.join(root, name)\n"
+        "            rel = p[len(\"/work/out/\"):]\n"
+        "            try:\n"
+        "                st = os.lstat(p)\n"
+        "                if st.st_mode & 0o170000 != 0o100000:\n"
+        "                    continue\n"
+        "                if n <= 0 or st.st_size > " STR(OUTPUTS_MAX_BYTES) " or st.st_size > left[1]:\n"
+        "                    send(b\"o\", rel, st.st_size)\n"
+        "                    continue\n"
+        "                with open(p, \"rb\") as f:\n"
+        "                    data = f.read(" STR(OUTPUTS_MAX_BYTES) " + 1)\n"
+        "            except OSError:\n"
+        "                continue\n"
+        "            if len(data) > " STR(OUTPUTS_MAX_BYTES) " or len(data) > left[1]:\n"
+        "                send(b\"o\", rel, len(data))\n"
+        "                continue\n"
+        "            n -= 1\n"
+        "            left[1] -= len(data)\n"
+        "            send(b\"O\", rel, len(data), data)\n"
+        "def collect():\n"
+        "    figures()\n"
+        "    files()\n"
+        "def show(*args, **kwargs):\n"
+        "    \"\"\"Return the open figures to the MCP client; they stay open.\"\"\"\n"
+        "    try:\n"
+        "        figures()\n"
+        "    except Exception:\n"
+        "        pass\n"
+        "def hook(finder, name):\n"
+        "    try:\n"
+        "        sys.meta_path.remove(finder)\n"
+        "    except ValueError:\n"
+        "        pass\n"
+        "    import importlib.util\n"
+        "    spec = importlib.util.find_spec(name)\n"
+        "    loader = getattr(spec, \"loader\", None)\n"
+        "    real = getattr(loader, \"exec_module\", None)\n"
+        "    if real is None:\n"
+        "        return spec\n"
+        "    def exec_module(module):\n"
+        "        real(module)\n"
+        "        module.show = show\n"
+        "    loader.exec_module = exec_module\n"
+        "    return spec\n"
+        "'''\n"
+        "_boot()\n";
+
 
 typedef enum Phase {
         PHASE_VALIDATE,
@@ -52,6 +222,9 @@ typedef struct Job {
         WaitEntry *slot_waiter;
         bool has_slot;
         Process *proc;
+        Outputs *outputs;               /* figures and files, read from out_fd as the run goes */
+        int out_fd;
+        sd_event_source *out_source;
         char *env_path;
         bool built_now;
 
@@ -72,6 +245,9 @@ static Job *job_free(Job *j) {
         envstore_waiter_cancel(j->env_waiter);
         waitq_cancel(j->slot_waiter);
         process_free(j->proc);
+        sd_event_source_disable_unref(j->out_source);
+        safe_close(j->out_fd);
+        outputs_free(j->outputs);
         if (j->has_slot)
                 runtime_release_slot(j->runtime);
         sd_event_source_disable_unref(j->progress_timer);
@@ -243,6 +419,9 @@ static json_object *base_structured(Job *j, const char *failed_phase) {
         for (size_t i = 0; j->plan && j->plan->warnings && j->plan->warnings[i]; i++)
                 json_object_array_add(w, json_object_new_string(j->plan->warnings[i]));
         json_add(st, "warnings", w);
+        json_add(st, "figures", json_object_new_array());
+        json_add(st, "files", json_object_new_array());
+        json_add_int(st, "outputs_unlisted", 0);
         return st;
 }
 
@@ -271,6 +450,38 @@ static void job_fail(Job *j, Phase phase, const char *format, ...) {
         job_free(j);
 }
 
+/* Read what the pipe holds, at most max bytes. false: the pipe is finished (EOF or an error). */
+static bool job_read_outputs(Job *j, size_t max) {
+        char buf[65536];
+
+        while (max > 0) {
+                ssize_t n = read(j->out_fd, buf, MIN(sizeof(buf), max));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN)
+                        return true;
+                if (n <= 0)
+                        return false;
+                outputs_feed(j->outputs, buf, (size_t) n);
+                max -= (size_t) n;
+        }
+        return true;
+}
+
+static void job_close_outputs(Job *j) {
+        j->out_source = sd_event_source_disable_unref(j->out_source);
+        j->out_fd = safe_close(j->out_fd);
+}
+
+static int on_outputs(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        Job *j = userdata;
+
+        /* One pipe's worth at a time, so a chatty sandbox cannot hold up the loop. */
+        if (!job_read_outputs(j, 65536))
+                job_close_outputs(j);
+        return 0;
+}
+
 static void on_run_done(Process *p, void *userdata) {
         Job *j = userdata;
         _cleanup_free_ char *out = NULL, *err = NULL, *text = NULL;
@@ -280,6 +491,11 @@ static void on_run_done(Process *p, void *userdata) {
         bool failed = p->exit_code != 0 || p->signal || p->timed_out;
 
         j->proc = NULL;
+        /* The sandbox is gone: what is left in the pipe is all there is (bounded, should anything linger). */
+        if (j->out_fd >= 0) {
+                (void) job_read_outputs(j, 2 * OUTPUTS_MAX_TOTAL);
+                job_close_outputs(j);
+        }
         out = capture_text(&p->out, &out_len);
         err = capture_text(&p->err, &err_len);
         out_clean = utf8_sanitize(strempty(out), out ? out_len : 0, &ol);
@@ -349,16 +565,23 @@ static void on_run_done(Process *p, void *userdata) {
         log_debug("execute_python for uid " UID_FMT ": exit %d, %" PRIu64 " ms.", j->call->uid, exit_code,
                   process_duration_usec(p) / USEC_PER_MSEC);
 
+        json_add(st, "figures", outputs_figures_json(j->outputs));
+        json_add(st, "files", outputs_files_json(j->outputs));
+        json_add_int(st, "outputs_unlisted", (int64_t) outputs_n_unlisted(j->outputs));
+
         json_object *content = json_object_new_array();
         json_object_array_add(content, content_text_new(text ?: ""));
+        outputs_append_content(j->outputs, content);
         process_free(p);
         tool_call_finish(j->call, content, st, failed);
         job_free(j);
 }
 
 static void job_run(Job *j) {
-        _cleanup_close_ int fd = -EBADF;
+        _cleanup_close_ int fd = -EBADF, out_w = -EBADF;
         _cleanup_free_ char *python = NULL;
+        int pipe_fds[2];
+        char out_fd[16];
         Runtime *r = j->runtime;
         const Config *c = runtime_config(r);
         int k;
@@ -372,19 +595,36 @@ static void job_run(Job *j) {
         if (asprintf(&python, "%s/bin/python", j->env_path) < 0)
                 return job_fail(j, PHASE_RUN, "out of memory");
 
+        /* Figures and files come back through a pipe, read as the run goes. */
+        if (outputs_new(&j->outputs) < 0)
+                return job_fail(j, PHASE_RUN, "out of memory");
+        if (pipe2(pipe_fds, O_CLOEXEC) < 0)
+                return job_fail(j, PHASE_RUN, "the sandbox could not be started: %s", strerror(errno));
+        j->out_fd = pipe_fds[0];
+        out_w = pipe_fds[1];
+        (void) fcntl(j->out_fd, F_SETFL, O_NONBLOCK);
+        snprintf(out_fd, sizeof(out_fd), "%d", out_w);
+
         SandboxData data = { .fd = fd, .dest = SANDBOX_WORK_DIR "/script.py" };
         const char *prefix = j->plan->python->prefix;
         char *ro[] = { (char *) prefix, NULL };
-        /* -I: no user site, no PYTHON* variables, no script dir on sys.path; -u unbuffered; -B no .pyc. */
-        char *command[] = { python, (char *) "-I", (char *) "-u", (char *) "-B", (char *) SANDBOX_WORK_DIR "/script.py",
-                            NULL };
+        /* -I: no user site, no PYTHON* variables, no script dir on sys.path; -u unbuffered; -B no .pyc.
+         * boot_code runs the script as `python /work/script.py` would. */
+        char *command[] = { python,      (char *) "-I", (char *) "-u",  (char *) "-B", (char *) "-c",
+                            (char *) boot_code, out_fd, (char *) SANDBOX_WORK_DIR "/script.py", NULL };
         size_t cap = c->output_cap / 2;   /* per stream */
-        k = runtime_spawn_sandboxed(r, j->env_path, streq(prefix, "/usr") ? NULL : ro, &data, 1, command,
-                                    j->timeout_usec, &j->limits, cap / 4, cap - cap / 4, on_run_done, j, &j->proc);
+        k = runtime_spawn_sandboxed_with_fd(r, j->env_path, streq(prefix, "/usr") ? NULL : ro, &data, 1, out_w,
+                                            command, j->timeout_usec, &j->limits, cap / 4, cap - cap / 4, on_run_done,
+                                            j, &j->proc);
         if (k == -EPERM)
                 return job_fail(j, PHASE_RUN, "%s", strempty(runtime_sandbox_error(r)));
         if (k < 0)
                 return job_fail(j, PHASE_RUN, "the sandbox could not be started: %s", strerror(-k));
+        /* Only the sandbox writes: EOF when it is gone. */
+        out_w = safe_close(out_w);
+        k = sd_event_add_io(runtime_event(r), &j->out_source, j->out_fd, EPOLLIN, on_outputs, j);
+        if (k < 0)   /* nobody would read the pipe, and a full pipe would stall the script */
+                return job_fail(j, PHASE_RUN, "the sandbox could not be watched: %s", strerror(-k));
 }
 
 static void on_slot(void *userdata) {
@@ -470,6 +710,7 @@ static int execute_python_call(ToolCall *call, json_object *args) {
                 return -ENOMEM;
         j->call = tool_call_ref(call);
         j->runtime = m->runtime;
+        j->out_fd = -EBADF;
         j->t_start = now_usec();
         j->phase = PHASE_VALIDATE;
 
@@ -576,6 +817,13 @@ static const char output_schema[] =
         "\"warm\":{\"type\":\"boolean\"},\"requirements\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}},"
         "\"failed_phase\":{\"type\":[\"string\",\"null\"],\"enum\":[\"validate\",\"prepare\",\"run\",null]},"
         "\"error\":{\"type\":\"string\"},"
+        "\"figures\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+        "\"name\":{\"type\":\"string\"},\"width\":{\"type\":\"integer\"},\"height\":{\"type\":\"integer\"},"
+        "\"bytes\":{\"type\":\"integer\"},\"included\":{\"type\":\"boolean\"},\"left_out\":{\"type\":\"string\"}}}},"
+        "\"files\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+        "\"name\":{\"type\":\"string\"},\"bytes\":{\"type\":\"integer\"},\"mime_type\":{\"type\":\"string\"},"
+        "\"included\":{\"type\":\"boolean\"},\"left_out\":{\"type\":\"string\"}}}},"
+        "\"outputs_unlisted\":{\"type\":\"integer\"},"
         "\"warnings\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}"
         "},\"required\":[\"exit_code\",\"timed_out\",\"stdout\",\"stderr\",\"duration_ms\",\"failed_phase\"]}";
 
@@ -590,6 +838,11 @@ const Tool tool_execute_python = {
                 "writable working directory and /tmp, no access to the user's files, and a time limit "
                 "(timeout_seconds, default 30). stdin is empty. Output longer than the cap keeps its beginning and "
                 "end. Nothing persists between calls.\n\n"
+                "Plots and files come back: matplotlib figures (shown with plt.show() or still open at the end) "
+                "are returned as PNG images, and files the script writes to the output directory /work/out/ "
+                "(it exists; the working directory is /work) are returned with the result, small text files "
+                "inline and others as embedded resources. At most 8 figures and 16 files, 4 MiB each and 10 MiB "
+                "in all; the result says what was left out.\n\n"
                 "Example with inline metadata:\n"
                 "# /// script\n# dependencies = [\"requests<3\", \"rich\"]\n# requires-python = \">=3.11\"\n# ///\n"
                 "import rich; rich.print(\"[bold]hello[/bold]\")\n\n"

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * Outputs: the figures and files a run hands back, turned into MCP content
+ * blocks. Figures become image content, each after a text line that names it
+ * (some clients drop images); files in the output directory come back inline
+ * when they are small UTF-8 text, else as embedded resources. Counts and
+ * sizes are capped here, whatever the sandbox sends: what does not fit is
+ * listed as left out, with the reason.
+ *
+ * execute_python's sandbox writes records to a pipe, fed in as they arrive
+ * with outputs_feed(); a malformed stream is dropped from there on. Each
+ * record is: kind (1 byte), name length (4 bytes, big-endian), size (8 bytes,
+ * big-endian), the name, then size bytes of payload for the upper-case kinds:
+ *   'F' a figure, a PNG         'f' a figure the sandbox left out (no payload)
+ *   'O' a file in the output    'o' a file the sandbox left out (no payload;
+ *       directory                   size is the file's)
+ */
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define OUTPUTS_DIR "/work/out"
+#define OUTPUTS_MAX_FIGURES 8
+#define OUTPUTS_MAX_FILES 16
+#define OUTPUTS_MAX_BYTES (4 * 1024 * 1024)            /* one figure or file */
+#define OUTPUTS_MAX_TOTAL (10 * 1024 * 1024)           /* all of them */
+#define OUTPUTS_INLINE_TEXT_MAX (64 * 1024)            /* text files up to this size come inline */
+#define OUTPUTS_MAX_LISTED 64                          /* left-out entries named one by one */
+
+typedef struct Outputs Outputs;
+
+typedef enum OutputKind {
+        OUTPUT_FIGURE,
+        OUTPUT_FILE,
+} OutputKind;
+
+int outputs_new(Outputs **ret);
+Outputs *outputs_free(Outputs *o);
+static inline void outputs_freep(Outputs **o) {
+        if (*o)
+                outputs_free(*o);
+}
+
+/* Stream records from the sandbox (format above). Bounded memory whatever arrives. */
+void outputs_feed(Outputs *o, const void *p, size_t n);
+
+/* One item. data NULL: the sender left it out (size is what it would have been). */
+void outputs_add(Outputs *o, OutputKind kind, const char *name, size_t name_len, uint64_t size, const void *data);
+/* Same, with the data as base64 (the persistent sandbox's JSON replies). */
+void outputs_add_base64(Outputs *o, OutputKind kind, const char *name, uint64_t size, const char *b64);
+
+bool outputs_empty(const Outputs *o);
+/* Append the content blocks: named images, inline text files, resources, then a note on what was left out. */
+void outputs_append_content(const Outputs *o, json_object *content);
+/* For structuredContent: [{"name","width","height","bytes","included"[,"left_out"]}] */
+json_object *outputs_figures_json(const Outputs *o);
+/* [{"name","bytes","mime_type","included"[,"left_out"]}] */
+json_object *outputs_files_json(const Outputs *o);
+/* Items not even listed, past OUTPUTS_MAX_LISTED. */
+uint64_t outputs_n_unlisted(const Outputs *o);
+
+/* For tests and the driver: the MIME type a name suggests, or NULL. */
+const char *outputs_mime_type(const char *name);
+/* Standard base64 of n bytes, NUL-terminated. */
+char *outputs_base64(const void *p, size_t n);

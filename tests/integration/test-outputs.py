@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Integration test: plots and files come back from execute_python and execute_code.
+
+Through the real shim against the real daemon: matplotlib figures as PNG image
+content with a naming text line (shown with plt.show() or left open), files in
+/work/out inline (text) or as embedded resources (binary), caps on count and
+size with what was left out said, and the script still running as
+`python /work/script.py` would: its own line numbers in tracebacks and no
+wrapper frames, __name__ == "__main__", __file__, sys.exit() codes, and no
+matplotlib import unless the script asked for it.
+
+Needs $DAEMON and $SHIM, bubblewrap, uv and a pyenv Python >= 3.11; the
+matplotlib tests need pypi.org (matplotlib is installed once, and the daemon
+and its cache are shared by all tests). Exit status: 0 pass, 1 fail, 77 skip.
+"""
+
+import atexit
+import base64
+import socket
+import struct
+
+from mcptest import Daemon, check, eq, main, need_pythons, need_uv, skip, test
+
+_STATE = {}
+_CLEANUP = []
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@atexit.register
+def _cleanup():
+    for fn in reversed(_CLEANUP):
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+def client(version="2025-11-25"):
+    """One daemon for all tests (its cache keeps matplotlib's environment); a client per version."""
+    d = _STATE.get("daemon")
+    if d is None or not d.alive():
+        need_pythons("3.12")
+        need_uv()
+        d = Daemon("activate")
+        _CLEANUP.append(d.close)
+        _STATE["daemon"] = d
+    c = _STATE.get(version)
+    if c is None or c.proc.poll() is not None:
+        c = d.client()
+        c.initialize(version)
+        _CLEANUP.append(lambda: c.proc.poll() is None and c.kill())
+        _STATE[version] = c
+    return c
+
+
+def need_pypi():
+    if "pypi" not in _STATE:
+        try:
+            socket.create_connection(("pypi.org", 443), timeout=5).close()
+            _STATE["pypi"] = None
+        except OSError as e:
+            _STATE["pypi"] = str(e)
+    if _STATE["pypi"]:
+        skip(f"pypi.org is not reachable: {_STATE['pypi']}")
+
+
+def run(script, version="2025-11-25", timeout=600, **args):
+    c = client(version)
+    return c.call_tool("execute_python", {"script": script, **args}, timeout=timeout)
+
+
+def run_mpl(script, **kw):
+    need_pypi()
+    return run(script, dependencies=["matplotlib"], timeout_seconds=120, **kw)
+
+
+def blocks(r, kind):
+    return [b for b in r["content"] if b["type"] == kind]
+
+
+def texts(r):
+    return [b["text"] for b in blocks(r, "text")]
+
+
+def png_size(data):
+    png = base64.b64decode(data)
+    eq(png[:8], PNG_SIGNATURE, "PNG signature")
+    eq(png[12:16], b"IHDR", "IHDR first")
+    return struct.unpack(">II", png[16:24])
+
+
+def ok(r, what="the run"):
+    st = r["structuredContent"]
+    check(not r["isError"] and st["exit_code"] == 0, f"{what} failed: {r['content'][0]['text'][:2000]}")
+    return st
+
+
+# ---- figures -----------------------------------------------------------------
+
+
+@test
+def shown_figure_is_an_image():
+    r = run_mpl("import matplotlib.pyplot as plt\n"
+                "fig = plt.figure(figsize=(4, 3), dpi=50)\n"
+                "plt.plot([1, 2, 3])\n"
+                "plt.show()\n"
+                "print('plotted')\n")
+    st = ok(r)
+    images = blocks(r, "image")
+    eq(len(images), 1, "one image (shown once, not again at the end)")
+    eq(images[0]["mimeType"], "image/png", "mime type")
+    eq(png_size(images[0]["data"]), (200, 150), "figure size in pixels")
+    # the naming line comes right before the image
+    i = r["content"].index(images[0])
+    eq(r["content"][i - 1], {"type": "text", "text": "Figure 1 (200x150 PNG)"}, "the line naming it")
+    eq(len(st["figures"]), 1, "structured figures")
+    f = st["figures"][0]
+    eq((f["name"], f["width"], f["height"], f["included"]), ("Figure 1", 200, 150, True), "structured figure")
+    check("plotted" in st["stdout"], "stdout kept")
+    check("non-interactive" not in st["stderr"], f"no Agg warning: {st['stderr']}")
+
+
+@test
+def open_shown_and_closed_figures_all_come_back():
+    r = run_mpl("import matplotlib.pyplot as plt\n"
+                "plt.figure(figsize=(4, 3), dpi=50); plt.plot([1, 2])\n"
+                "plt.show()\n"
+                "plt.figure(figsize=(2, 2), dpi=50); plt.plot([2, 1])\n"      # left open
+                "f3 = plt.figure(figsize=(3, 2), dpi=50); plt.plot([0, 0])\n"
+                "plt.show()\n"
+                "plt.close(f3)\n"                                               # shown, then closed
+                "plt.figure(1); plt.title('changed after show')\n")             # stale again: sent again
+    st = ok(r)
+    sizes = [png_size(b["data"]) for b in blocks(r, "image")]
+    eq(sizes, [(200, 150), (100, 100), (150, 100), (200, 150)], "figures in order")
+    eq([f["name"] for f in st["figures"]], ["Figure 1", "Figure 2", "Figure 3", "Figure 1"], "names")
+
+
+@test
+def figures_over_the_cap_are_listed():
+    r = run_mpl("import matplotlib.pyplot as plt\n"
+                "for i in range(10):\n"
+                "    plt.figure(figsize=(1, 1), dpi=20)\n")
+    st = ok(r)
+    eq(len(blocks(r, "image")), 8, "at most 8 images")
+    eq(len(st["figures"]), 10, "all listed")
+    eq([f["included"] for f in st["figures"]], [True] * 8 + [False] * 2, "included")
+    check("more figures" in st["figures"][9]["left_out"], st["figures"][9])
+    check(any("--- left out ---" in t and "Figure 10" in t for t in texts(r)), f"a note: {texts(r)}")
+
+
+@test
+def figure_after_an_exception_still_comes_back():
+    r = run_mpl("import matplotlib.pyplot as plt\n"
+                "plt.figure(figsize=(2, 1), dpi=50)\n"
+                "raise RuntimeError('late')\n")
+    st = r["structuredContent"]
+    eq(st["exit_code"], 1, "exit code")
+    eq([png_size(b["data"]) for b in blocks(r, "image")], [(100, 50)], "the figure")
+    check('File "/work/script.py", line 3, in <module>' in st["stderr"], st["stderr"])
+
+
+@test
+def no_matplotlib_no_cost():
+    # matplotlib is in the environment, but a script that does not import it must not load it.
+    r = run_mpl("import sys\nprint('matplotlib' in sys.modules, 'matplotlib.pyplot' in sys.modules)\n")
+    st = ok(r)
+    eq(st["stdout"], "False False\n", "matplotlib not imported")
+    eq([b["type"] for b in r["content"]], ["text"], "one text block, nothing else")
+    eq((st["figures"], st["files"]), ([], []), "no outputs")
+    # and a plain hello world stays plain
+    r = run("print('hello')")
+    st = ok(r)
+    eq([b["type"] for b in r["content"]], ["text"], "hello: one text block")
+    eq(st["stdout"], "hello\n", "hello")
+
+
+@test
+def legacy_clients_get_images_too():
+    r = run_mpl("import matplotlib.pyplot as plt\nplt.figure(figsize=(4, 3), dpi=50)\n", version="2024-11-05")
+    check(not r["isError"], r["content"][0]["text"])
+    check("structuredContent" not in r, "no structuredContent before 2025-06-18")
+    eq([png_size(b["data"]) for b in blocks(r, "image")], [(200, 150)], "the image")
+    check("Figure 1 (200x150 PNG)" in texts(r), texts(r))
+
+
+# ---- files -------------------------------------------------------------------
+
+
+@test
+def files_come_back():
+    payload = bytes(range(256)) * 3
+    r = run("import os\n"
+            "assert os.path.isdir('/work/out')\n"
+            "with open('/work/out/data.csv', 'w') as f:\n"
+            "    f.write('x,y\\n1,2\\n3,4\\n')\n"
+            f"open('out/blob.bin', 'wb').write({payload!r})\n"
+            "os.makedirs('out/sub')\n"
+            "open('out/sub/notes.txt', 'w').write('n\u00e9e')\n"
+            "os.symlink('/etc/passwd', 'out/link')\n")
+    st = ok(r)
+    check("--- file out/data.csv (12 bytes) ---\nx,y\n1,2\n3,4\n" in texts(r), f"CSV inline: {texts(r)}")
+    check("--- file out/sub/notes.txt (4 bytes) ---\nn\u00e9e\n" in texts(r), "text in a subdirectory inline")
+    res = blocks(r, "resource")
+    eq(len(res), 1, "one resource")
+    eq(res[0]["resource"]["uri"], "file:///work/out/blob.bin", "uri")
+    eq(res[0]["resource"]["mimeType"], "application/octet-stream", "mime type")
+    eq(base64.b64decode(res[0]["resource"]["blob"]), payload, "the same bytes")
+    check(any("out/blob.bin (768 bytes" in t for t in texts(r)), "a line names the resource")
+    files = {f["name"]: f for f in st["files"]}
+    eq(sorted(files), ["blob.bin", "data.csv", "sub/notes.txt"], "files listed (no symlink)")
+    eq((files["data.csv"]["bytes"], files["data.csv"]["mime_type"], files["data.csv"]["included"]),
+       (12, "text/csv", True), "csv entry")
+
+
+@test
+def files_over_the_caps_are_listed():
+    r = run("import os\n"
+            "open('out/big.bin', 'wb').write(b'x' * (5 << 20))\n"        # over 4 MiB
+            "for i in range(3):\n"
+            "    open(f'out/c{i}.bin', 'wb').write(bytes([i + 1]) * ((4 << 20) - 1))\n"  # 3rd: over 10 MiB in all
+            "for i in range(20):\n"
+            "    open(f'out/t{i:02}.txt', 'w').write(str(i))\n",
+            limits={"max_file_size_mb": 8})
+    st = ok(r)
+    files = {f["name"]: f for f in st["files"]}
+    eq(len(files), 24, "all listed")
+    check(not files["big.bin"]["included"] and "4 MiB" in files["big.bin"]["left_out"], files["big.bin"])
+    eq([files[f"c{i}.bin"]["included"] for i in range(3)], [True, True, False], "total cap")
+    check("10 MiB" in files["c2.bin"]["left_out"], files["c2.bin"])
+    included = [n for n, f in files.items() if f["included"]]
+    eq(len(included), 16, "at most 16 files")
+    eq(len(blocks(r, "resource")), 2, "the two binary files that fit")
+    note = [t for t in texts(r) if t.startswith("--- left out ---")]
+    eq(len(note), 1, "one note on what was left out")
+    check("out/big.bin (5 MiB): larger than" in note[0] and "out/t19.txt" in note[0], note[0])
+
+
+# ---- the script runs as `python script.py` would -------------------------------------
+
+
+@test
+def traceback_shows_the_script_only():
+    r = run("# line 1\n"
+            "def f():\n"
+            "    raise ValueError('boom')\n"
+            "\n"
+            "f()\n")
+    st = r["structuredContent"]
+    eq(st["exit_code"], 1, "exit code")
+    check(r["isError"], "isError")
+    err = st["stderr"]
+    check(err.startswith("Traceback (most recent call last):\n  File \"/work/script.py\", line 5, in <module>"),
+          f"starts at the script's frame: {err}")
+    check('File "/work/script.py", line 3, in f' in err and err.rstrip().endswith("ValueError: boom"), err)
+    check("<string>" not in err and "_boot" not in err and "exec(" not in err, f"no wrapper frames: {err}")
+    # a syntax error names the script's line, without a traceback header
+    st = run("x = 1\ny = (\n")["structuredContent"]
+    eq(st["exit_code"], 1, "syntax error exit code")
+    check(st["stderr"].startswith('  File "/work/script.py", line 2') and "SyntaxError" in st["stderr"],
+          st["stderr"])
+
+
+@test
+def main_guard_exit_codes_and_file():
+    st = ok(run("import sys\n"
+                "print(__name__, __file__, sys.argv)\n"
+                "print(open(__file__).read().splitlines()[0])\n"
+                "import __main__; print(__main__.__file__, hasattr(__main__, 'sys'))\n"
+                "if __name__ == '__main__':\n"
+                "    print('guarded')\n"))
+    eq(st["stdout"], "__main__ /work/script.py ['/work/script.py']\nimport sys\n/work/script.py True\nguarded\n",
+       "stdout")
+    st = run("import sys\nprint('bye')\nsys.exit(3)\n")["structuredContent"]
+    eq((st["exit_code"], st["stdout"]), (3, "bye\n"), "sys.exit(3)")
+    st = run("raise SystemExit('why')\n")["structuredContent"]
+    eq((st["exit_code"], st["stderr"]), (1, "why\n"), "SystemExit with a message")
+    # classes defined in the script pickle (they live in the real __main__)
+    st = ok(run("import pickle\nclass P:\n    pass\nprint(type(pickle.loads(pickle.dumps(P()))).__name__)\n"))
+    eq(st["stdout"], "P\n", "pickle")
+
+
+# ---- execute_code ---------------------------------------------------------------
+
+
+@test
+def execute_code_returns_new_and_changed_files():
+    c = client()
+    r = c.call_tool("create_sandbox", {}, timeout=180)
+    check(not r.get("isError"), c.text(r))
+    sid = r["structuredContent"]["sandbox_id"]
+
+    def cell(code):
+        r = c.call_tool("execute_code", {"sandbox_id": sid, "code": code}, timeout=120)
+        check(not r["isError"], c.text(r))
+        return r
+
+    r = cell("import os\nos.makedirs('/work/out')\n"
+             "open('/work/out/a.csv', 'w').write('a,b\\n1,2\\n')\n"
+             "open('out/b.bin', 'wb').write(bytes(range(10)))")
+    check("--- file out/a.csv (8 bytes) ---\na,b\n1,2\n" in texts(r), texts(r))
+    res = blocks(r, "resource")
+    eq([base64.b64decode(b["resource"]["blob"]) for b in res], [bytes(range(10))], "binary as a resource")
+    eq(sorted(f["name"] for f in r["structuredContent"]["files"]), ["a.csv", "b.bin"], "structured")
+    r = cell("x = 1")
+    eq([b["type"] for b in r["content"]], ["text"], "nothing changed: nothing returned")
+    eq(r["structuredContent"]["files"], [], "no files")
+    r = cell("open('out/a.csv', 'a').write('3,4\\n')")
+    eq([f["name"] for f in r["structuredContent"]["files"]], ["a.csv"], "only the changed file")
+    c.call_tool("close_sandbox", {"sandbox_id": sid})
+
+
+if __name__ == "__main__":
+    main()
