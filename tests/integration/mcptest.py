@@ -487,6 +487,16 @@ def rss_kib(pid):
     return 0
 
 
+def sanitized(pid):
+    """Whether the process runs with AddressSanitizer: its quarantine keeps freed
+    memory, so RSS says nothing about leaks there (LeakSanitizer does that)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return "libasan" in f.read()
+    except OSError:
+        return False
+
+
 def children(pid):
     """All descendants of pid."""
     out = []
