@@ -41,6 +41,8 @@ static const Setting settings[] = {
         CLI("stdio", SETTING_BOOL, stdio, "Serve one MCP session on stdin/stdout; exit at end of input"),
         S("exit-idle-time", SETTING_SECONDS, exit_idle_usec, "Exit after this long without a connection (0: never)"),
         S("max-connections", SETTING_UINT, max_connections, "Connections served at once; more wait in the backlog"),
+        S("allowed-users", SETTING_STRV, allowed_users, "Users (names or uids) who may connect (empty: anyone the socket lets in)"),
+        S("allowed-groups", SETTING_STRV, allowed_groups, "Groups (names or gids) whose members may connect"),
         S("max-message-size", SETTING_SIZE, max_message_size, "Largest JSON-RPC message (line) accepted"),
         S("max-calls-per-connection", SETTING_UINT, max_calls_per_connection, "Tool calls in flight per connection"),
         S("log-level", SETTING_LOG_LEVEL, log_level, "Log level: err, warning, notice, info, debug"),
@@ -98,6 +100,8 @@ void config_init(Config *c) {
         *c = (Config) {
                 .exit_idle_usec = 0,
                 .max_connections = 256,
+                .allowed_users = strv_new(),
+                .allowed_groups = strv_new(),
                 .max_message_size = 16 * 1024 * 1024,
                 .max_calls_per_connection = 64,
                 .log_level = LOG_INFO,

@@ -16,6 +16,8 @@ typedef struct Config {
         bool stdio;                     /* --stdio: one session on stdin/stdout */
         uint64_t exit_idle_usec;        /* 0: never */
         uint64_t max_connections;
+        char **allowed_users;           /* names or uids; with allowed_groups empty too: anyone who can connect */
+        char **allowed_groups;          /* names or gids (primary or supplementary) */
         uint64_t max_message_size;
         uint64_t max_calls_per_connection;
         int log_level;

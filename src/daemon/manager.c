@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -14,6 +16,7 @@
 
 #include "log.h"
 #include "macro.h"
+#include "strv.h"
 #include "manager.h"
 #include "runtime.h"
 #include "sandboxes/sandboxes.h"
@@ -178,6 +181,51 @@ static void manager_pause_accepting(Manager *m) {
                 manager_set_accepting(m);
 }
 
+static bool id_listed(char *const *list, unsigned long id, const char *name) {
+        char num[32];
+
+        snprintf(num, sizeof(num), "%lu", id);
+        for (size_t i = 0; list && list[i]; i++)
+                if (streq(list[i], num) || (name && streq(list[i], name)))
+                        return true;
+        return false;
+}
+
+/* allowed-users / allowed-groups: who the kernel says the peer is, against the lists. */
+static bool peer_allowed(Manager *m, int fd, uid_t *ret_uid) {
+        char *const *users = m->config->allowed_users, *const *groups = m->config->allowed_groups;
+        struct ucred cred = {};
+        socklen_t l = sizeof(cred);
+        struct passwd *pw;
+
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &l) < 0)
+                return false;
+        *ret_uid = cred.uid;
+        if (strv_length(users) == 0 && strv_length(groups) == 0)
+                return true;
+
+        pw = getpwuid(cred.uid);
+        if (id_listed(users, cred.uid, pw ? pw->pw_name : NULL))
+                return true;
+        if (strv_length(groups) == 0)
+                return false;
+
+        struct group *gr = getgrgid(cred.gid);
+        if (id_listed(groups, cred.gid, gr ? gr->gr_name : NULL))
+                return true;
+        if (pw) {
+                gid_t list[256];
+                int n = ELEMENTSOF(list);
+                if (getgrouplist(pw->pw_name, pw->pw_gid, list, &n) >= 0)
+                        for (int i = 0; i < n; i++) {
+                                gr = getgrgid(list[i]);
+                                if (id_listed(groups, list[i], gr ? gr->gr_name : NULL))
+                                        return true;
+                        }
+        }
+        return false;
+}
+
 static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
         Manager *m = userdata;
         int cfd, r;
@@ -190,6 +238,12 @@ static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userd
                         manager_pause_accepting(m);
                 } else if (!IN_SET_ERRNO(errno, EAGAIN, EINTR, ECONNABORTED))
                         log_warning_errno(errno, "Failed to accept a connection: %m");
+                return 0;
+        }
+        uid_t uid = (uid_t) -1;
+        if (!peer_allowed(m, cfd, &uid)) {
+                log_notice("Refusing a connection from uid " UID_FMT ": not in allowed-users or allowed-groups.", uid);
+                safe_close(cfd);
                 return 0;
         }
         r = manager_add_session(m, cfd, cfd);

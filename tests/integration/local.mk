@@ -19,6 +19,7 @@ INTEGRATION_TESTS = \
 	tests/integration/test-store.py \
 	tests/integration/test-reload.py \
 	tests/integration/test-failclosed.py \
+	tests/integration/test-access.py \
 	tests/integration/test-limits.py \
 	tests/integration/test-sandboxes.py \
 	tests/integration/test-security.py \
