@@ -207,16 +207,6 @@ int parse_seconds(const char *s, uint64_t *ret_usec) {
         return parse_number_suffix(s, suf, fac, ELEMENTSOF(suf), ret_usec);
 }
 
-static int set_error(char **ret_error, const char *format, ...) __attribute__((format(printf, 2, 3)));
-static int set_error(char **ret_error, const char *format, ...) {
-        va_list ap;
-
-        va_start(ap, format);
-        if (vasprintf(ret_error, format, ap) < 0)
-                *ret_error = NULL;
-        va_end(ap);
-        return -EINVAL;
-}
 
 static int setting_apply(Config *c, const Setting *st, const char *value, char **ret_error) {
         void *p = (char *) c + st->offset;
@@ -235,12 +225,12 @@ static int setting_apply(Config *c, const Setting *st, const char *value, char *
         }
         case SETTING_BOOL:
                 if (parse_bool(value, &b) < 0)
-                        return set_error(ret_error, "%s: \"%s\" is not a boolean (use yes or no)", st->name, value);
+                        return error_setf(ret_error, "%s: \"%s\" is not a boolean (use yes or no)", st->name, value);
                 *(bool *) p = b;
                 return 0;
         case SETTING_SIZE:
                 if (parse_size(value, &u) < 0)
-                        return set_error(ret_error, "%s: \"%s\" is not a size (e.g. 512K, 16M, 2G)", st->name, value);
+                        return error_setf(ret_error, "%s: \"%s\" is not a size (e.g. 512K, 16M, 2G)", st->name, value);
                 *(uint64_t *) p = u;
                 return 0;
         case SETTING_UINT: {
@@ -248,20 +238,20 @@ static int setting_apply(Config *c, const Setting *st, const char *value, char *
                 errno = 0;
                 u = strtoull(value, &end, 10);
                 if (errno || !isdigit((unsigned char) value[0]) || *end)
-                        return set_error(ret_error, "%s: \"%s\" is not a whole number", st->name, value);
+                        return error_setf(ret_error, "%s: \"%s\" is not a whole number", st->name, value);
                 *(uint64_t *) p = u;
                 return 0;
         }
         case SETTING_SECONDS:
                 if (parse_seconds(value, &u) < 0)
-                        return set_error(ret_error, "%s: \"%s\" is not a duration (e.g. 30, 30s, 500ms, 5min)", st->name,
+                        return error_setf(ret_error, "%s: \"%s\" is not a duration (e.g. 30, 30s, 500ms, 5min)", st->name,
                                          value);
                 *(uint64_t *) p = u;
                 return 0;
         case SETTING_LOG_LEVEL:
                 r = log_level_from_string(value);
                 if (r < 0)
-                        return set_error(ret_error, "%s: \"%s\" is not a log level (err, warning, notice, info, debug)",
+                        return error_setf(ret_error, "%s: \"%s\" is not a log level (err, warning, notice, info, debug)",
                                          st->name, value);
                 *(int *) p = r;
                 return 0;
@@ -296,7 +286,7 @@ int config_set(Config *c, const char *key, const char *value, char **ret_error) 
 
         *ret_error = NULL;
         if (!st || st->cli_only)
-                return set_error(ret_error, "unknown setting \"%s\"", key);
+                return error_setf(ret_error, "unknown setting \"%s\"", key);
         if (st->type == SETTING_STRV || st->type == SETTING_STRV_LINES) {
                 size_t idx = (size_t) (st - settings);
                 /* The first occurrence in the files replaces the built-in default; later ones add. */

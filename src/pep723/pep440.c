@@ -9,37 +9,12 @@
 #include <strings.h>
 
 #include "macro.h"
+#include "strv.h"
 #include "pep440.h"
 
 /* Longest normalized version text: epoch, release, pre, post, dev, local, NUL. */
 #define VERSION_STRING_MAX (21 + PEP440_RELEASE_MAX * 21 + 23 + 26 + 25 + PEP440_LOCAL_MAX + 1)
 
-static int set_error(char **ret_error, const char *fmt, ...) _printf_(2, 3);
-static int set_error(char **ret_error, const char *fmt, ...) {
-        va_list ap;
-        char *m;
-        int n;
-
-        if (!ret_error)
-                return -EINVAL;
-
-        va_start(ap, fmt);
-        n = vsnprintf(NULL, 0, fmt, ap);
-        va_end(ap);
-        if (n < 0)
-                return -ENOMEM;
-
-        m = malloc((size_t) n + 1);
-        if (!m)
-                return -ENOMEM;
-
-        va_start(ap, fmt);
-        (void) vsnprintf(m, (size_t) n + 1, fmt, ap);
-        va_end(ap);
-
-        *ret_error = m;
-        return -EINVAL;
-}
 
 static bool is_digit(char c) {
         return c >= '0' && c <= '9';
@@ -446,7 +421,7 @@ static int specifier_parse(const char *clause, Pep440Specifier *ret, char **ret_
                 }
         }
         if (!p)
-                return set_error(ret_error,
+                return error_setf(ret_error,
                                  "'%s' is not a valid version specifier: it must start with one of ~= == != <= >= < > ===",
                                  clause);
 
@@ -454,13 +429,13 @@ static int specifier_parse(const char *clause, Pep440Specifier *ret, char **ret_
                 p++;
         version = p;
         if (!*version)
-                return set_error(ret_error,
+                return error_setf(ret_error,
                                  "'%s' is not a valid version specifier: the version after '%s' is missing",
                                  clause, operator_text(s.op));
 
         for (p = version; *p; p++)
                 if (*p == ' ' || *p == '\t')
-                        return set_error(ret_error,
+                        return error_setf(ret_error,
                                          "'%s' is not a valid version specifier: '%s' is not a valid version",
                                          clause, version);
 
@@ -468,7 +443,7 @@ static int specifier_parse(const char *clause, Pep440Specifier *ret, char **ret_
                 /* Arbitrary equality compares text; allow only characters a version could have. */
                 for (p = version; *p; p++)
                         if (!is_alnum(*p) && !strchr("-_.*+!", *p))
-                                return set_error(ret_error,
+                                return error_setf(ret_error,
                                                  "'%s' is not a valid version specifier: '%c' is not allowed in a version",
                                                  clause, *p);
                 s.arbitrary = strdup(version);
@@ -481,7 +456,7 @@ static int specifier_parse(const char *clause, Pep440Specifier *ret, char **ret_
         n = strlen(version);
         if (n >= 2 && streq(version + n - 2, ".*")) {
                 if (s.op != PEP440_OP_EQUAL && s.op != PEP440_OP_NOT_EQUAL)
-                        return set_error(ret_error,
+                        return error_setf(ret_error,
                                          "'%s' is not a valid version specifier: '.*' is only allowed after == and !=",
                                          clause);
                 s.wildcard = true;
@@ -494,23 +469,23 @@ static int specifier_parse(const char *clause, Pep440Specifier *ret, char **ret_
 
         r = pep440_version_parse(text, &s.version);
         if (r < 0)
-                return set_error(ret_error,
+                return error_setf(ret_error,
                                  "'%s' is not a valid version specifier: '%s' is not a valid version",
                                  clause, version);
 
         if (s.wildcard && (s.version.pre_kind != PEP440_PRE_NONE || s.version.has_post ||
                            s.version.has_dev || s.version.local[0]))
-                return set_error(ret_error,
+                return error_setf(ret_error,
                                  "'%s' is not a valid version specifier: '.*' may only follow release numbers, as in ==3.12.*",
                                  clause);
 
         if (s.version.local[0] && s.op != PEP440_OP_EQUAL && s.op != PEP440_OP_NOT_EQUAL)
-                return set_error(ret_error,
+                return error_setf(ret_error,
                                  "'%s' is not a valid version specifier: a local version label (+...) is only allowed after == and !=",
                                  clause);
 
         if (s.op == PEP440_OP_COMPATIBLE && s.version.n_release < 2)
-                return set_error(ret_error,
+                return error_setf(ret_error,
                                  "'%s' is not a valid version specifier: '~=' needs a version with at least two parts, as in ~=3.11",
                                  clause);
 
@@ -544,12 +519,12 @@ int pep440_specifier_set_parse(const char *s, Pep440SpecifierSet **ret, char **r
 
         len = strlen(s);
         if (len > PEP440_SPECIFIER_SET_MAX)
-                return set_error(ret_error,
+                return error_setf(ret_error,
                                  "the version specifier '%.40s...' is longer than %d bytes",
                                  s, PEP440_SPECIFIER_SET_MAX);
         for (p = s; *p; p++)
                 if ((unsigned char) *p < 0x20 ? *p != '\t' : *p == 0x7f)
-                        return set_error(ret_error,
+                        return error_setf(ret_error,
                                          "the version specifier contains a control character");
                 else if (*p == ',')
                         n_clauses++;
@@ -581,7 +556,7 @@ int pep440_specifier_set_parse(const char *s, Pep440SpecifierSet **ret, char **r
                 while (b > a && is_blank(b[-1]))
                         b--;
                 if (a == b)
-                        return set_error(ret_error,
+                        return error_setf(ret_error,
                                          "'%s' is not a valid version specifier: it has an empty clause between commas",
                                          s);
 

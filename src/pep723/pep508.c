@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "macro.h"
+#include "strv.h"
 #include "pep440.h"
 #include "pep508.h"
 
@@ -71,16 +72,6 @@ static int vset_error(char **ret_error, const char *prefix, const char *fmt, va_
         return -EINVAL;
 }
 
-static int set_error(char **ret_error, const char *fmt, ...) _printf_(2, 3);
-static int set_error(char **ret_error, const char *fmt, ...) {
-        va_list ap;
-        int r;
-
-        va_start(ap, fmt);
-        r = vset_error(ret_error, "", fmt, ap);
-        va_end(ap);
-        return r;
-}
 
 static bool is_digit(char c) {
         return c >= '0' && c <= '9';
@@ -185,7 +176,7 @@ static bool name_is_archive(const char *s, size_t n) {
 }
 
 static int direct_reference_error(char **ret_error, const char *spec) {
-        return set_error(ret_error,
+        return error_setf(ret_error,
                          "direct references (name @ URL, VCS or local paths) are not allowed: %s",
                          spec);
 }
@@ -601,11 +592,11 @@ static int parse_extras(Parser *P, Str *out) {
                                 e++;
                         if (!name_is_valid(p, (size_t) (e - p))) {
                                 if (e == p)
-                                        r = set_error(P->ret_error,
+                                        r = error_setf(P->ret_error,
                                                       "'%s' is not a valid dependency: expected an extra name at '%s'",
                                                       P->spec, p);
                                 else
-                                        r = set_error(P->ret_error,
+                                        r = error_setf(P->ret_error,
                                                       "'%s' is not a valid dependency: '%.*s' is not a valid extra name",
                                                       P->spec, (int) (e - p), p);
                                 goto finish;
@@ -631,7 +622,7 @@ static int parse_extras(Parser *P, Str *out) {
                         if (*p == ']')
                                 break;
                         if (*p != ',') {
-                                r = set_error(P->ret_error,
+                                r = error_setf(P->ret_error,
                                               "'%s' is not a valid dependency: expected ',' or ']' in the extras at '%s'",
                                               P->spec, *p ? p : "the end");
                                 goto finish;
@@ -676,12 +667,12 @@ static int parse_versions(Parser *P, const char *start, size_t len, Str *out) {
 
         r = pep440_specifier_set_parse(text, &set, &error);
         if (r == -EINVAL)
-                return set_error(P->ret_error, "'%s' is not a valid dependency: %s",
+                return error_setf(P->ret_error, "'%s' is not a valid dependency: %s",
                                  P->spec, strempty(error));
         if (r < 0)
                 return r;
         if (set->n == 0)
-                return set_error(P->ret_error, "'%s' is not a valid dependency: the version specifier is empty",
+                return error_setf(P->ret_error, "'%s' is not a valid dependency: the version specifier is empty",
                                  P->spec);
 
         r = pep440_specifier_set_to_string(set, &canonical);
@@ -712,7 +703,7 @@ int pep508_parse(const char *spec, Requirement *ret, char **ret_error) {
 
         len = strnlen(spec, PEP508_SPEC_MAX + 1);
         if (len > PEP508_SPEC_MAX)
-                return set_error(ret_error, "the dependency specifier '%.40s...' is longer than %d bytes",
+                return error_setf(ret_error, "the dependency specifier '%.40s...' is longer than %d bytes",
                                  spec, PEP508_SPEC_MAX);
 
         for (p = spec; *p; p++) {
@@ -722,11 +713,11 @@ int pep508_parse(const char *spec, Requirement *ret, char **ret_error) {
                         char buf[ECHO_MAX + 4];
 
                         sanitize_for_message(spec, buf);
-                        return set_error(ret_error, "the dependency specifier '%s' contains a control character",
+                        return error_setf(ret_error, "the dependency specifier '%s' contains a control character",
                                          buf);
                 }
                 if (c >= 0x80)
-                        return set_error(ret_error, "the dependency specifier '%s' contains a non-ASCII character",
+                        return error_setf(ret_error, "the dependency specifier '%s' contains a non-ASCII character",
                                          spec);
         }
 
@@ -735,7 +726,7 @@ int pep508_parse(const char *spec, Requirement *ret, char **ret_error) {
         while (e > p && is_wsp(e[-1]))
                 e--;
         if (p == e)
-                return set_error(ret_error, "a dependency specifier is empty");
+                return error_setf(ret_error, "a dependency specifier is empty");
 
         trimmed = strndup(p, (size_t) (e - p));
         if (!trimmed)
@@ -750,12 +741,12 @@ int pep508_parse(const char *spec, Requirement *ret, char **ret_error) {
         for (e = p; is_name_char(*e); e++)
                 ;
         if (e == p)
-                return set_error(ret_error, "'%s' is not a valid dependency: it must start with a package name",
+                return error_setf(ret_error, "'%s' is not a valid dependency: it must start with a package name",
                                  trimmed);
         if (name_is_archive(p, (size_t) (e - p)))
                 return direct_reference_error(ret_error, trimmed);
         if (!name_is_valid(p, (size_t) (e - p)))
-                return set_error(ret_error,
+                return error_setf(ret_error,
                                  "'%s' is not a valid dependency: the name '%.*s' must start and end with a letter or digit",
                                  trimmed, (int) (e - p), p);
 
@@ -782,7 +773,7 @@ int pep508_parse(const char *spec, Requirement *ret, char **ret_error) {
         if (*p == '(') {
                 e = strchr(p, ')');
                 if (!e)
-                        return set_error(ret_error, "'%s' is not a valid dependency: the '(' has no matching ')'",
+                        return error_setf(ret_error, "'%s' is not a valid dependency: the '(' has no matching ')'",
                                          trimmed);
                 r = parse_versions(&P, p + 1, (size_t) (e - p - 1), &out);
                 if (r < 0)
@@ -805,7 +796,7 @@ int pep508_parse(const char *spec, Requirement *ret, char **ret_error) {
                 if (r < 0)
                         return r;
         } else if (*p)
-                return set_error(ret_error,
+                return error_setf(ret_error,
                                  "'%s' is not a valid dependency: unexpected '%s' after the name",
                                  trimmed, p);
 

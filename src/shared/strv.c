@@ -139,3 +139,19 @@ int strextendf_len(char **s, size_t *len, const char *format, ...) {
                 *len = have + (size_t) k;
         return 0;
 }
+
+int error_setf(char **ret_error, const char *format, ...) {
+        va_list ap;
+        int k;
+
+        if (!ret_error)
+                return -EINVAL;
+        va_start(ap, format);
+        k = vasprintf(ret_error, format, ap);
+        va_end(ap);
+        if (k < 0) {
+                *ret_error = NULL;
+                return -ENOMEM;
+        }
+        return -EINVAL;
+}

@@ -25,3 +25,7 @@ char *strv_join(char *const *l, const char *separator);
 /* Append formatted text to a malloc'd string (NULL to start one); *len tracks its length. */
 int strextendf_len(char **s, size_t *len, const char *format, ...) __attribute__((format(printf, 3, 4)));
 #define strextendf(s, ...) strextendf_len((s), NULL, __VA_ARGS__)
+
+/* For "char **ret_error" APIs: store a formatted message (if ret_error is not NULL), return -EINVAL
+ * (-ENOMEM when the message could not be made). */
+int error_setf(char **ret_error, const char *format, ...) __attribute__((format(printf, 2, 3)));
