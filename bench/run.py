@@ -604,7 +604,8 @@ def capture_argv(ours, cache, bwrap):
     with open(wrapper, "w") as f:
         f.write(CAPTURE_WRAPPER % {"dir": cap, "bwrap": bwrap})
     os.chmod(wrapper, 0o755)
-    proc, sock = ours.start(cache, "capture", ["--bwrap=" + wrapper])
+    # No pre-started sandboxes here: the capture must see the argv of a plain run.
+    proc, sock = ours.start(cache, "capture", ["--bwrap=" + wrapper, "--prestart=0"])
     try:
         c = Client.connect(sock)
         c.initialize()

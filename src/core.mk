@@ -12,6 +12,7 @@ libcore_a_SOURCES = \
 	src/config/config.c src/config/config.h \
 	src/executor/capture.c src/executor/capture.h \
 	src/executor/process.c src/executor/process.h \
+	src/executor/pool.c src/executor/pool.h \
 	src/daemon/manager.c src/daemon/manager.h \
 	src/daemon/runtime.c src/daemon/runtime.h \
 	src/tools/tools.c src/tools/tools.h \

@@ -54,6 +54,8 @@ static const Setting settings[] = {
         S("output-cap", SETTING_SIZE, output_cap, "Bytes of stdout+stderr kept per run (head and tail)"),
         S("max-runs", SETTING_UINT, max_runs, "Scripts running at once (0: number of CPUs)"),
         S("max-queue", SETTING_UINT, max_queue, "Runs waiting for a slot before calls are refused"),
+        S("prestart", SETTING_UINT, prestart,
+          "Sandboxes kept started ahead for each recently used environment (0: none)"),
         S("tmpfs-size", SETTING_SIZE, tmpfs_size, "Size of a run's writable work dir and of its /tmp"),
         S("network", SETTING_BOOL, network, "Give scripts network access"),
         /* Without a delegated cgroup: RLIMIT_AS, which counts address space per process (numpy's thread pools
@@ -114,6 +116,7 @@ void config_init(Config *c) {
                 .output_cap = 24 * 1024,
                 .max_runs = 0,
                 .max_queue = 64,
+                .prestart = 1,
                 .tmpfs_size = 128 * 1024 * 1024,
                 .network = false,
                 /* RLIMIT_AS counts reserved address space, not memory in use: numpy with OpenBLAS reserves

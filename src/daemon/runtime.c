@@ -77,6 +77,9 @@ struct Runtime {
 
         unsigned running, max_runs;
         WaitQueue slots;
+
+        /* Sandboxes started ahead (prestart=); they count neither as running nor against idleness. */
+        Pool *pool;
 };
 
 static char *find_in_path(const char *name) {
@@ -136,6 +139,11 @@ int runtime_new(Runtime **ret, Manager *m) {
                 runtime_free(r);
                 return -ENOMEM;
         }
+        k = pool_new(&r->pool, m->event, (unsigned) MIN(m->config->prestart, 16u));
+        if (k < 0) {
+                runtime_free(r);
+                return k;
+        }
         k = mkdir_p(m->config->cache_dir, 0755);
         if (k >= 0)
                 k = sandbox_write_etc(r->etc_dir);
@@ -153,6 +161,8 @@ int runtime_new(Runtime **ret, Manager *m) {
 Runtime *runtime_free(Runtime *r) {
         if (!r)
                 return NULL;
+        /* The waiting sandboxes die with the daemon. */
+        pool_free(r->pool);
         while (r->toml_requests)
                 runtime_toml_cancel(r->toml_requests);
         for (size_t i = 0; i < TOML_CACHE_SIZE; i++)
@@ -409,7 +419,29 @@ static void on_warm(const EnvResult *res, void *userdata) {
         (void) userdata;
 }
 
+/* The bare environment of the default Python, when it is built: the first hello world gets a sandbox ready. */
+static void prestart_bare(Runtime *r) {
+        _cleanup_free_ char *err = NULL, *path = NULL;
+        const Python *py;
+        char key[65];
+        int k;
+
+        if (r->config->prestart == 0 || r->sandbox_error)
+                return;
+        py = pythons_choose(&r->pythons, NULL, NULL, &err);
+        if (!py)
+                return;
+        envstore_key(r->store, py, &(RequirementList) {}, key);
+        path = envstore_lookup(r->store, key);
+        if (!path)
+                return;
+        k = execute_python_prestart(r, path, py->prefix);
+        if (k < 0)
+                log_debug_errno(k, "Failed to start a sandbox ahead for the bare environment: %m");
+}
+
 static void warm_up(Runtime *r) {
+        prestart_bare(r);
         for (size_t i = 0; r->config->warmup[i]; i++) {
                 _cleanup_strv_free_ char **specs = strv_split(r->config->warmup[i], " \t");
                 _cleanup_(requirement_list_done) RequirementList reqs = {};
@@ -455,6 +487,12 @@ bool runtime_is_idle(const Runtime *r) {
 }
 
 void runtime_reload(Runtime *r) {
+        /* Started under the old settings: their policy may not be the one that holds now. */
+        if (pool_n_ready(r->pool) > 0)
+                log_debug("Stopping %u pre-started sandbox%s.", pool_n_ready(r->pool),
+                          pool_n_ready(r->pool) == 1 ? "" : "es");
+        pool_flush(r->pool);
+        pool_set_size(r->pool, (unsigned) MIN(r->config->prestart, 16u));
         log_debug("Re-running the sandbox self-test.");
         (void) start_self_test(r);
 }
@@ -482,6 +520,9 @@ const Config *runtime_config(const Runtime *r) {
 }
 sd_event *runtime_event(const Runtime *r) {
         return r->event;
+}
+Pool *runtime_pool(const Runtime *r) {
+        return r->pool;
 }
 
 /* ---- the sandbox -------------------------------------------------------- */
@@ -524,6 +565,15 @@ int runtime_spawn_sandboxed_with_fd(Runtime *r, const char *env_dir, char *const
                                     size_t n_data, int pass_fd, char *const *command, uint64_t timeout_usec,
                                     const SandboxLimits *limits, size_t head_max, size_t tail_max,
                                     ProcessDoneFunc done, void *userdata, Process **ret) {
+        return runtime_spawn_sandboxed_with_fds(r, env_dir, ro_paths, data, n_data, &pass_fd, pass_fd >= 0 ? 1 : 0,
+                                                command, timeout_usec, limits, head_max, tail_max, done, userdata,
+                                                ret);
+}
+
+int runtime_spawn_sandboxed_with_fds(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
+                                     size_t n_data, const int *pass_fds, size_t n_pass, char *const *command,
+                                     uint64_t timeout_usec, const SandboxLimits *limits, size_t head_max,
+                                     size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
         _cleanup_strv_free_ char **argv = NULL, **binds = strv_new(), **env = sandbox_run_env(env_dir);
         static char *bwrap_env[] = { (char *) "PATH=/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
         _cleanup_close_ int seccomp_fd = -EBADF;
@@ -534,7 +584,7 @@ int runtime_spawn_sandboxed_with_fd(Runtime *r, const char *env_dir, char *const
         size_t n_keep = 0;
         int k;
 
-        if (n_data + 2 > ELEMENTSOF(keep))
+        if (n_data + n_pass + 1 > ELEMENTSOF(keep))
                 return -E2BIG;
         if (r->sandbox_error && ret != &r->self_test)
                 return -EPERM;
@@ -572,8 +622,8 @@ int runtime_spawn_sandboxed_with_fd(Runtime *r, const char *env_dir, char *const
         for (size_t i = 0; i < n_data; i++)
                 keep[n_keep++] = data[i].fd;
         keep[n_keep++] = seccomp_fd;
-        if (pass_fd >= 0)
-                keep[n_keep++] = pass_fd;
+        for (size_t i = 0; i < n_pass; i++)
+                keep[n_keep++] = pass_fds[i];
         cgroup = new_run_cgroup(limits);
         ProcessOptions o = {
                 .argv = argv,

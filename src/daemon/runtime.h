@@ -14,6 +14,7 @@
 
 #include "envstore/envstore.h"
 #include "envstore/pythons.h"
+#include "executor/pool.h"
 #include "executor/process.h"
 #include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
@@ -45,6 +46,10 @@ const Pythons *runtime_pythons(const Runtime *r);
 EnvStore *runtime_envstore(const Runtime *r);
 const Config *runtime_config(const Runtime *r);
 sd_event *runtime_event(const Runtime *r);
+/* Sandboxes started ahead for recently used environments (execute_python fills and takes them). */
+Pool *runtime_pool(const Runtime *r);
+/* Keep a sandbox started ahead for runs in this environment (defined by the execute_python tool). */
+int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix);
 
 /* Parse TOML text (a PEP 723 block) into JSON; cached by content hash. */
 typedef void (*TomlParsedFunc)(json_object *doc, const char *error, void *userdata);
@@ -75,5 +80,10 @@ int runtime_spawn_sandboxed_with_fd(Runtime *r, const char *env_dir, char *const
                                     size_t n_data, int pass_fd, char *const *command, uint64_t timeout_usec,
                                     const SandboxLimits *limits, size_t head_max, size_t tail_max,
                                     ProcessDoneFunc done, void *userdata, Process **ret);
+/* The same with several such fds. */
+int runtime_spawn_sandboxed_with_fds(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
+                                     size_t n_data, const int *pass_fds, size_t n_pass, char *const *command,
+                                     uint64_t timeout_usec, const SandboxLimits *limits, size_t head_max,
+                                     size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret);
 /* A memfd holding data, positioned at its start. */
 int memfd_with(const char *name, const void *data, size_t n);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,12 +36,22 @@
  * only touched when the script imported pyplot (an import hook patches show()
  * then), and MORE, the code that does this, is compiled only when needed:
  * a hello world pays for little more than compile() itself.
+ *
+ * A pre-started sandbox (prestart=, executor/pool.h) runs the same program
+ * with FD:IN for FD: it starts, sets up all the above, and blocks reading the
+ * script from the pipe IN until the daemon hands one over and closes it. It
+ * then writes the script to /work/script.py (a new file, mode 0444, in the
+ * run's private /work tmpfs; the script could chmod or replace it, which only
+ * changes its own throwaway copy) and goes on exactly as a fresh run reads the
+ * file bound there: same __file__, compile() under the same path, tracebacks
+ * with the script's lines, and code that reads its own source finds it.
  */
 static const char boot_code[] =
         "import sys\n"
         "def _boot():\n"
         "    import os\n"
-        "    fd = int(sys.argv[1])\n"
+        "    fd, _, src = sys.argv[1].partition(\":\")\n"
+        "    fd = int(fd)\n"
         "    path = sys.argv[2]\n"
         "    del sys.argv[:2]\n"
         "    os.set_inheritable(fd, False)\n"
@@ -65,6 +76,22 @@ static const char boot_code[] =
         "    main.__builtins__ = __builtins__\n"
         "    main.__loader__ = sys.modules[\"_frozen_importlib_external\"].SourceFileLoader(\"__main__\", path)\n"
         "    sys.modules[\"__main__\"] = main\n"
+        "    if src:\n"
+        "        src = int(src)\n"
+        "        chunks = []\n"
+        "        while True:\n"
+        "            b = os.read(src, 1 << 20)\n"
+        "            if not b:\n"
+        "                break\n"
+        "            chunks.append(b)\n"
+        "        os.close(src)\n"
+        "        v = memoryview(b\"\".join(chunks))\n"
+        "        w = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)\n"
+        "        while v:\n"
+        "            v = v[os.write(w, v):]\n"
+        "        os.close(w)\n"
+        "        del chunks, v, w, b\n"
+        "    del src\n"
         "    status = None\n"
         "    try:\n"
         "        with open(path, \"rb\") as f:\n"
@@ -227,6 +254,8 @@ typedef struct Job {
         sd_event_source *out_source;
         char *env_path;
         bool built_now;
+        char *pool_key;                 /* the run may use, and refills, a pre-started sandbox of this key */
+        bool prestarted;                /* it did */
 
         uint64_t t_start, t_prepare, t_run_start;
         sd_event_source *progress_timer;
@@ -254,6 +283,7 @@ static Job *job_free(Job *j) {
         script_plan_free(j->plan);
         tool_call_unref(j->call);
         free(j->env_path);
+        free(j->pool_key);
         free(j->script);
         free(j);
         return NULL;
@@ -411,6 +441,7 @@ static json_object *base_structured(Job *j, const char *failed_phase) {
         else
                 json_add(st, "python", json_object_new_null());
         json_add(st, "environment", environment_json(j));
+        json_add_bool(st, "prestarted", j->prestarted);
         if (failed_phase)
                 json_add_string(st, "failed_phase", failed_phase);
         else
@@ -480,6 +511,198 @@ static int on_outputs(sd_event_source *s, int fd, uint32_t revents, void *userda
         if (!job_read_outputs(j, 65536))
                 job_close_outputs(j);
         return 0;
+}
+
+/* ---- pre-started sandboxes ------------------------------------------------- */
+
+/*
+ * What a pre-started sandbox is: all that decides its policy. It is started exactly as a run's sandbox (the
+ * same argv builder, limits, cgroup, system call filter), only without the script, and used for one run. The
+ * timeout starts at the hand-over; RLIMIT_CPU cannot be reset, so the CPU Python spent starting (a few ms,
+ * against a limit counted in seconds) counts towards it, as the memory it holds counts towards memory.max.
+ */
+typedef struct Prestart {
+        Runtime *runtime;
+        char *env_path, *python, *prefix;
+        dev_t dev;
+        ino_t ino;
+        SandboxLimits limits;
+        size_t head_max, tail_max;
+} Prestart;
+
+static void prestart_free(void *userdata) {
+        Prestart *ps = userdata;
+
+        if (!ps)
+                return;
+        free(ps->env_path);
+        free(ps->python);
+        free(ps->prefix);
+        free(ps);
+}
+
+/* The environment it binds is still the one in the store (not collected, not rebuilt). */
+static bool prestart_check(void *userdata) {
+        Prestart *ps = userdata;
+        struct stat st;
+
+        return stat(ps->env_path, &st) >= 0 && st.st_dev == ps->dev && st.st_ino == ps->ino;
+}
+
+static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userdata, PoolItem *ret) {
+        Prestart *ps = userdata;
+        _cleanup_close_ int out_r = -EBADF, out_w = -EBADF, in_r = -EBADF, in_w = -EBADF;
+        int fds[2];
+        char arg[32];
+        int k;
+
+        if (pipe2(fds, O_CLOEXEC) < 0)
+                return -errno;
+        out_r = fds[0];
+        out_w = fds[1];
+        if (pipe2(fds, O_CLOEXEC) < 0)
+                return -errno;
+        in_r = fds[0];
+        in_w = fds[1];
+        snprintf(arg, sizeof(arg), "%d:%d", out_w, in_r);
+
+        char *ro[] = { ps->prefix, NULL };
+        char *command[] = { ps->python,         (char *) "-I", (char *) "-u",
+                            (char *) "-B",      (char *) "-c", (char *) boot_code,
+                            arg,                (char *) SANDBOX_WORK_DIR "/script.py", NULL };
+        int pass[] = { out_w, in_r };
+        k = runtime_spawn_sandboxed_with_fds(ps->runtime, ps->env_path, streq(ps->prefix, "/usr") ? NULL : ro, NULL,
+                                             0, pass, ELEMENTSOF(pass), command, 0, &ps->limits, ps->head_max,
+                                             ps->tail_max, done, done_userdata, &ret->proc);
+        if (k < 0)
+                return k;
+        (void) fcntl(out_r, F_SETFL, O_NONBLOCK);
+        (void) fcntl(in_w, F_SETFL, O_NONBLOCK);
+        ret->in_fd = TAKE_FD(in_w);
+        ret->out_fd = TAKE_FD(out_r);
+        return 0;
+}
+
+static const PoolTargetOps prestart_ops = {
+        .spawn = prestart_spawn,
+        .check = prestart_check,
+        .free_spec = prestart_free,
+};
+
+static void output_caps(const Config *c, size_t *ret_head, size_t *ret_tail) {
+        size_t cap = c->output_cap / 2;   /* per stream */
+
+        *ret_head = cap / 4;
+        *ret_tail = cap - cap / 4;
+}
+
+/* What decides a pre-started sandbox beyond the settings (a reload flushes the pool): NULL if none fits. */
+static char *prestart_key(const Config *c, const char *env_path, const char *prefix, const struct stat *st) {
+        size_t head, tail;
+        char *key = NULL;
+
+        output_caps(c, &head, &tail);
+        if (asprintf(&key, "%s\n%s\n%" PRIu64 ":%" PRIu64 "\n%zu:%zu", env_path, prefix, (uint64_t) st->st_dev,
+                     (uint64_t) st->st_ino, head, tail) < 0)
+                return NULL;
+        return key;
+}
+
+int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix) {
+        const Config *c = runtime_config(r);
+        _cleanup_free_ char *key = NULL;
+        Prestart *ps;
+        struct stat st;
+
+        if (pool_size(runtime_pool(r)) == 0)
+                return 0;
+        if (stat(env_path, &st) < 0)
+                return -errno;
+        key = prestart_key(c, env_path, prefix, &st);
+        ps = calloc(1, sizeof(*ps));
+        if (!key || !ps) {
+                free(ps);
+                return -ENOMEM;
+        }
+        ps->runtime = r;
+        ps->env_path = strdup(env_path);
+        ps->prefix = strdup(prefix);
+        if (asprintf(&ps->python, "%s/bin/python", env_path) < 0)
+                ps->python = NULL;
+        if (!ps->env_path || !ps->prefix || !ps->python) {
+                prestart_free(ps);
+                return -ENOMEM;
+        }
+        ps->dev = st.st_dev;
+        ps->ino = st.st_ino;
+        sandbox_limits_from_config(c, &ps->limits);
+        output_caps(c, &ps->head_max, &ps->tail_max);
+        return pool_refill(runtime_pool(r), key, &prestart_ops, ps);
+}
+
+/* A run with the configured limits may use a pre-started sandbox: set j->pool_key. */
+static void job_pool_key(Job *j) {
+        const Config *c = runtime_config(j->runtime);
+        SandboxLimits configured;
+        struct stat st;
+
+        if (pool_size(runtime_pool(j->runtime)) == 0)
+                return;
+        sandbox_limits_from_config(c, &configured);
+        if (memcmp(&configured, &j->limits, sizeof(configured)) != 0 || stat(j->env_path, &st) < 0)
+                return;
+        j->pool_key = prestart_key(c, j->env_path, j->plan->python->prefix, &st);
+}
+
+/* The environment was just used: keep a sandbox for it started (again). */
+static void job_refill(Job *j) {
+        int k;
+
+        if (!j->pool_key)
+                return;
+        k = execute_python_prestart(j->runtime, j->env_path, j->plan->python->prefix);
+        if (k < 0)
+                log_debug_errno(k, "Failed to start a sandbox ahead for the next run: %m");
+}
+
+static int on_outputs(sd_event_source *s, int fd, uint32_t revents, void *userdata);
+static void on_run_done(Process *p, void *userdata);
+
+/* Hand the script to a pre-started sandbox: true when it runs there now. */
+static bool job_take_prestarted(Job *j) {
+        Runtime *r = j->runtime;
+        PoolItem it = { .in_fd = -EBADF, .out_fd = -EBADF };
+        ssize_t n;
+        int size;
+
+        /* A script larger than a pipe holds goes to a fresh sandbox: the hand-over is one write. */
+        if (!j->pool_key || j->script_len > 65536 || pool_take(runtime_pool(r), j->pool_key, &it) <= 0)
+                return false;
+        /* The script must fit the pipe in one write: the loop never waits on a sandbox. Else a fresh one. */
+        size = fcntl(it.in_fd, F_GETPIPE_SZ);
+        if (size < 0 || j->script_len > (size_t) size) {
+                pool_item_done(&it);
+                return false;
+        }
+        it.proc->done = on_run_done;
+        it.proc->userdata = j;
+        if (pool_item_start(&it, runtime_event(r), j->timeout_usec) < 0) {
+                pool_item_done(&it);
+                return false;
+        }
+        n = j->script_len > 0 ? write(it.in_fd, j->script, j->script_len) : 0;
+        if (n < 0 || (size_t) n != j->script_len ||
+            sd_event_add_io(runtime_event(r), &j->out_source, it.out_fd, EPOLLIN, on_outputs, j) < 0) {
+                j->out_source = sd_event_source_disable_unref(j->out_source);
+                pool_item_done(&it);
+                return false;
+        }
+        it.in_fd = safe_close(it.in_fd);   /* EOF: the script is all there */
+        j->proc = TAKE_PTR(it.proc);
+        j->out_fd = TAKE_FD(it.out_fd);
+        j->prestarted = true;
+        log_debug("execute_python for uid " UID_FMT ": running in a pre-started sandbox.", j->call->uid);
+        return true;
 }
 
 static void on_run_done(Process *p, void *userdata) {
@@ -574,6 +797,8 @@ static void on_run_done(Process *p, void *userdata) {
         outputs_append_content(j->outputs, content);
         process_free(p);
         tool_call_finish(j->call, content, st, failed);
+        /* The reply is out: start the replacement (or the first) sandbox for the next run now. */
+        job_refill(j);
         job_free(j);
 }
 
@@ -589,6 +814,12 @@ static void job_run(Job *j) {
         j->t_run_start = now_usec();
         job_set_phase(j, PHASE_RUN);
 
+        if (outputs_new(&j->outputs) < 0)
+                return job_fail(j, PHASE_RUN, "out of memory");
+        job_pool_key(j);
+        if (job_take_prestarted(j))
+                return;
+
         fd = memfd_with("script.py", j->script, j->script_len);
         if (fd < 0)
                 return job_fail(j, PHASE_RUN, "the script could not be handed to the sandbox: %s", strerror(-fd));
@@ -596,8 +827,6 @@ static void job_run(Job *j) {
                 return job_fail(j, PHASE_RUN, "out of memory");
 
         /* Figures and files come back through a pipe, read as the run goes. */
-        if (outputs_new(&j->outputs) < 0)
-                return job_fail(j, PHASE_RUN, "out of memory");
         if (pipe2(pipe_fds, O_CLOEXEC) < 0)
                 return job_fail(j, PHASE_RUN, "the sandbox could not be started: %s", strerror(errno));
         j->out_fd = pipe_fds[0];
@@ -612,10 +841,11 @@ static void job_run(Job *j) {
          * boot_code runs the script as `python /work/script.py` would. */
         char *command[] = { python,      (char *) "-I", (char *) "-u",  (char *) "-B", (char *) "-c",
                             (char *) boot_code, out_fd, (char *) SANDBOX_WORK_DIR "/script.py", NULL };
-        size_t cap = c->output_cap / 2;   /* per stream */
+        size_t head, tail;
+        output_caps(c, &head, &tail);
         k = runtime_spawn_sandboxed_with_fd(r, j->env_path, streq(prefix, "/usr") ? NULL : ro, &data, 1, out_w,
-                                            command, j->timeout_usec, &j->limits, cap / 4, cap - cap / 4, on_run_done,
-                                            j, &j->proc);
+                                            command, j->timeout_usec, &j->limits, head, tail, on_run_done, j,
+                                            &j->proc);
         if (k == -EPERM)
                 return job_fail(j, PHASE_RUN, "%s", strempty(runtime_sandbox_error(r)));
         if (k < 0)
@@ -815,6 +1045,7 @@ static const char output_schema[] =
         "\"python\":{\"type\":[\"string\",\"null\"]},"
         "\"environment\":{\"type\":\"object\",\"properties\":{\"key\":{\"type\":\"string\"},"
         "\"warm\":{\"type\":\"boolean\"},\"requirements\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}},"
+        "\"prestarted\":{\"type\":\"boolean\"},"
         "\"failed_phase\":{\"type\":[\"string\",\"null\"],\"enum\":[\"validate\",\"prepare\",\"run\",null]},"
         "\"error\":{\"type\":\"string\"},"
         "\"figures\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"

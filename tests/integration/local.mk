@@ -24,7 +24,8 @@ INTEGRATION_TESTS = \
 	tests/integration/test-sandboxes.py \
 	tests/integration/test-security.py \
 	tests/integration/test-hostile.py \
-	tests/integration/test-outputs.py
+	tests/integration/test-outputs.py \
+	tests/integration/test-pool.py
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/mcptest.py tests/integration/wheels.py
 

@@ -465,7 +465,10 @@ class UvLog:
 
 def default_daemon_args():
     """Arguments every test daemon gets: where the test Pythons and uv are on this machine."""
-    args = []
+    # The pool of pre-started sandboxes (on by default) keeps processes around
+    # between runs; tests that count a daemon's children or uv runs expect none.
+    # test-pool.py turns it on again.
+    args = ["--prestart=0"]
     pythons = test_pythons()
     if pythons:
         args.append("--python-search-path=" + " ".join(pythons[m] for m in sorted(pythons)))

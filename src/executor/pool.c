@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "macro.h"
+#include "pool.h"
+
+#define SWEEP_INTERVAL_USEC (5 * USEC_PER_SEC)
+#define MAX_FAILURES 3
+#define FAILURE_PAUSE_USEC (60 * USEC_PER_SEC)
+
+typedef struct PoolTarget PoolTarget;
+
+typedef struct PoolEntry {
+        PoolTarget *target;
+        PoolItem item;
+} PoolEntry;
+
+struct PoolTarget {
+        Pool *pool;
+        char *key;
+        PoolTargetOps ops;
+        void *spec;
+        uint64_t last_used;
+        PoolEntry **entries;
+        size_t n_entries;
+        unsigned failures;      /* in a row: a target whose processes die before use pauses refilling */
+        uint64_t failed_at;
+};
+
+struct Pool {
+        sd_event *event;
+        unsigned size;
+        PoolTarget *targets[POOL_MAX_TARGETS];
+        size_t n_targets;
+        sd_event_source *sweep;
+};
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+}
+
+void pool_item_done(PoolItem *it) {
+        if (!it)
+                return;
+        it->proc = process_free(it->proc);
+        it->in_fd = safe_close(it->in_fd);
+        it->out_fd = safe_close(it->out_fd);
+}
+
+static void entry_free(PoolEntry *e) {
+        if (!e)
+                return;
+        pool_item_done(&e->item);
+        free(e);
+}
+
+static void target_remove_entry(PoolTarget *t, PoolEntry *e) {
+        for (size_t i = 0; i < t->n_entries; i++)
+                if (t->entries[i] == e) {
+                        t->entries[i] = t->entries[--t->n_entries];
+                        break;
+                }
+}
+
+static void target_free(PoolTarget *t) {
+        if (!t)
+                return;
+        for (size_t i = 0; i < t->n_entries; i++)
+                entry_free(t->entries[i]);
+        free(t->entries);
+        if (t->ops.free_spec)
+                t->ops.free_spec(t->spec);
+        free(t->key);
+        free(t);
+}
+
+static void pool_drop_target(Pool *p, size_t i) {
+        target_free(p->targets[i]);
+        p->targets[i] = p->targets[--p->n_targets];
+        p->targets[p->n_targets] = NULL;
+}
+
+/* A waiting process ended before anyone took it: bwrap failed, or it was killed. */
+static void on_entry_died(Process *proc, void *userdata) {
+        PoolEntry *e = userdata;
+        PoolTarget *t = e->target;
+
+        t->failures++;
+        t->failed_at = now_usec();
+        target_remove_entry(t, e);
+        entry_free(e);
+}
+
+static int target_fill(PoolTarget *t) {
+        Pool *p = t->pool;
+
+        /* Sandboxes that keep dying unused (a broken environment, a policy that fails) are not restarted in a
+         * loop: after a few, wait a minute. */
+        if (t->failures >= MAX_FAILURES) {
+                if (now_usec() - t->failed_at < FAILURE_PAUSE_USEC)
+                        return 0;
+                t->failures = 0;
+        }
+        while (t->n_entries < p->size) {
+                PoolEntry *e = calloc(1, sizeof(*e)), **l;
+                int k;
+
+                if (!e)
+                        return -ENOMEM;
+                l = realloc(t->entries, (t->n_entries + 1) * sizeof(*l));
+                if (!l) {
+                        free(e);
+                        return -ENOMEM;
+                }
+                t->entries = l;
+                e->target = t;
+                e->item = (PoolItem) { .in_fd = -EBADF, .out_fd = -EBADF };
+                k = t->ops.spawn(t->spec, on_entry_died, e, &e->item);
+                if (k < 0) {
+                        free(e);
+                        t->failures++;
+                        t->failed_at = now_usec();
+                        return k;
+                }
+                t->entries[t->n_entries++] = e;
+        }
+        return 0;
+}
+
+static void pool_sweep(Pool *p) {
+        uint64_t now = now_usec();
+
+        for (size_t i = p->n_targets; i-- > 0;) {
+                PoolTarget *t = p->targets[i];
+                if (now - t->last_used > POOL_TARGET_IDLE_USEC || (t->ops.check && !t->ops.check(t->spec)))
+                        pool_drop_target(p, i);
+        }
+}
+
+static int on_sweep(sd_event_source *s, uint64_t usec, void *userdata) {
+        Pool *p = userdata;
+
+        pool_sweep(p);
+        if (p->n_targets == 0)
+                return sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        (void) sd_event_source_set_time_relative(s, SWEEP_INTERVAL_USEC);
+        return sd_event_source_set_enabled(s, SD_EVENT_ON);
+}
+
+int pool_new(Pool **ret, sd_event *e, unsigned size) {
+        Pool *p = calloc(1, sizeof(*p));
+
+        if (!p)
+                return -ENOMEM;
+        p->event = sd_event_ref(e);
+        p->size = size;
+        *ret = p;
+        return 0;
+}
+
+void pool_flush(Pool *p) {
+        if (!p)
+                return;
+        while (p->n_targets > 0)
+                pool_drop_target(p, p->n_targets - 1);
+}
+
+Pool *pool_free(Pool *p) {
+        if (!p)
+                return NULL;
+        pool_flush(p);
+        sd_event_source_disable_unref(p->sweep);
+        sd_event_unref(p->event);
+        free(p);
+        return NULL;
+}
+
+void pool_set_size(Pool *p, unsigned size) {
+        if (p->size != size)
+                pool_flush(p);
+        p->size = size;
+}
+
+unsigned pool_size(const Pool *p) {
+        return p ? p->size : 0;
+}
+
+static PoolTarget *pool_find(const Pool *p, const char *key, size_t *ret_index) {
+        for (size_t i = 0; i < p->n_targets; i++)
+                if (streq(p->targets[i]->key, key)) {
+                        if (ret_index)
+                                *ret_index = i;
+                        return p->targets[i];
+                }
+        return NULL;
+}
+
+int pool_refill(Pool *p, const char *key, const PoolTargetOps *ops, void *spec) {
+        PoolTarget *t;
+
+        if (!p || p->size == 0) {
+                if (ops->free_spec)
+                        ops->free_spec(spec);
+                return 0;
+        }
+        t = pool_find(p, key, NULL);
+        if (t) {
+                if (ops->free_spec)
+                        ops->free_spec(spec);
+        } else {
+                /* Room for it: the least recently used target goes. */
+                if (p->n_targets >= POOL_MAX_TARGETS) {
+                        size_t oldest = 0;
+                        for (size_t i = 1; i < p->n_targets; i++)
+                                if (p->targets[i]->last_used < p->targets[oldest]->last_used)
+                                        oldest = i;
+                        pool_drop_target(p, oldest);
+                }
+                t = calloc(1, sizeof(*t));
+                if (!t || !(t->key = strdup(key))) {
+                        free(t);
+                        if (ops->free_spec)
+                                ops->free_spec(spec);
+                        return -ENOMEM;
+                }
+                t->pool = p;
+                t->ops = *ops;
+                t->spec = spec;
+                p->targets[p->n_targets++] = t;
+        }
+        t->last_used = now_usec();
+
+        if (!p->sweep) {
+                if (sd_event_add_time_relative(p->event, &p->sweep, CLOCK_MONOTONIC, SWEEP_INTERVAL_USEC,
+                                               USEC_PER_SEC, on_sweep, p) >= 0)
+                        (void) sd_event_source_set_priority(p->sweep, SD_EVENT_PRIORITY_IDLE);
+        } else if (sd_event_source_get_enabled(p->sweep, NULL) == 0) {
+                (void) sd_event_source_set_time_relative(p->sweep, SWEEP_INTERVAL_USEC);
+                (void) sd_event_source_set_enabled(p->sweep, SD_EVENT_ON);
+        }
+        return target_fill(t);
+}
+
+int pool_take(Pool *p, const char *key, PoolItem *ret) {
+        PoolTarget *t;
+        size_t idx;
+
+        if (!p || p->size == 0)
+                return 0;
+        t = pool_find(p, key, &idx);
+        if (!t)
+                return 0;
+        if (t->ops.check && !t->ops.check(t->spec)) {
+                pool_drop_target(p, idx);
+                return 0;
+        }
+        t->last_used = now_usec();
+        while (t->n_entries > 0) {
+                PoolEntry *e = t->entries[0];
+                Process *proc = e->item.proc;
+
+                target_remove_entry(t, e);
+                /* Only a process still waiting, that has said nothing, is as good as a new one. */
+                if (!proc || proc->exited || proc->out.total > 0 || proc->err.total > 0) {
+                        entry_free(e);
+                        continue;
+                }
+                t->failures = 0;
+                proc->done = NULL;
+                proc->userdata = NULL;
+                *ret = e->item;
+                free(e);
+                return 1;
+        }
+        return 0;
+}
+
+unsigned pool_n_ready(const Pool *p) {
+        unsigned n = 0;
+
+        for (size_t i = 0; p && i < p->n_targets; i++)
+                n += (unsigned) p->targets[i]->n_entries;
+        return n;
+}
+
+unsigned pool_n_targets(const Pool *p) {
+        return p ? (unsigned) p->n_targets : 0;
+}
+
+static int on_item_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        Process *proc = userdata;
+
+        proc->timed_out = true;
+        process_kill(proc);
+        return 0;
+}
+
+int pool_item_start(PoolItem *it, sd_event *e, uint64_t timeout_usec) {
+        Process *proc = it->proc;
+
+        proc->start_usec = now_usec();
+        proc->timer_source = sd_event_source_disable_unref(proc->timer_source);
+        if (timeout_usec == 0)
+                return 0;
+        /* process_free() and the end of the process drop it, as they do the timer process_spawn() makes. */
+        return sd_event_add_time_relative(e, &proc->timer_source, CLOCK_MONOTONIC, timeout_usec, 0, on_item_timeout,
+                                          proc);
+}
