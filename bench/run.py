@@ -61,6 +61,8 @@ def knob(name, full, quick):
 
 
 N_HELLO = knob("BENCH_N", 300, 30)
+N_PACED = knob("BENCH_N_PACED", 60, 15)
+PACE_GAP_MS = 100
 N_DEPS = knob("BENCH_N_DEPS", 30, 5)
 COLD_REPS = knob("BENCH_COLD_REPS", 5, 2)
 TP_SECONDS = knob("BENCH_TP_SECONDS", 10.0, 3.0)
@@ -434,6 +436,19 @@ def warm_latency(client, script, n, deps=None, warmup=WARMUP, expect=None):
     return s
 
 
+def paced_latency(contenders, n, gap):
+    """Latency with a pause between calls, as an agent that reads each result
+    before its next call: our pre-started sandbox has time to be replaced."""
+    times = {name: [] for name, _ in contenders}
+    for i in range(n):
+        for name, call in contenders:
+            time.sleep(gap)
+            t0 = time.monotonic()
+            call()
+            times[name].append(time.monotonic() - t0)
+    return {name: summary(v) for name, v in times.items()}
+
+
 def interleaved_latency(contenders, n, chunk=10, warmup=WARMUP):
     """Latency of several contenders (name, call() -> ok), measured in
     alternating chunks so that other load on the machine hits them alike."""
@@ -641,6 +656,13 @@ def run_captured(argv, fds):
                 fd = os.open(fds[old], os.O_RDONLY)
                 opened[old] = fd
                 new[i] = str(fd)
+        # The run's bootstrap takes the fd of its figure/file pipe after "-c CODE": give it a sink.
+        if "-c" in argv:
+            k = argv.index("-c")
+            if k + 2 < len(argv) and argv[k + 2].split(":")[0].isdigit():
+                sink = os.open("/dev/null", os.O_WRONLY)
+                opened[-1] = sink
+                new[k + 2] = str(sink)
         p = subprocess.run(new, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            pass_fds=tuple(opened.values()), env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
         return p
@@ -918,6 +940,11 @@ def table_lines(R):
             fmt_x(ratio(ref and ref[k], ours and ours[k]))))
     so = w.get("ours_socket")
     L.append("| warm hello world p50, ours on the socket without the shim (ms) | %s | | | |" % fmt_ms(so))
+    wp = R.get("warm_hello_paced", {})
+    po, pr = wp.get("ours_shim"), wp.get("reference")
+    for k in ("p50", "p95"):
+        L.append("| warm hello world %s, calls %d ms apart (an agent's pace; ours: pre-started sandbox) (ms) | %s | %s | | %s |" % (
+            k, PACE_GAP_MS, fmt_ms(po, k), fmt_ms(pr, k), fmt_x(ratio(pr and pr[k], po and po[k]))))
     L.append("| floor: `python -I -c pass` p50 (ms) | | | %s | |" % fmt_ms(fl.get("python")))
     L.append("| floor: bwrap with our exact argv + the same hello world p50 (ms) | | | %s | |" % fmt_ms(fl.get("bwrap_python")))
     L.append("| floor: minimal bwrap (only /usr) + `python -I -c pass` p50 (ms) | | | %s | |" % fmt_ms(fl.get("bwrap_minimal")))
@@ -979,8 +1006,13 @@ def goals(R):
     g.append(("warm hello world within 1.3× of the bwrap + Python floor", x is not None and x <= 1.3,
               "p50 %s ms vs floor %s ms = %s" % (fmt_ms(ours), fmt_ms(flo), fmt_x(x))))
     x = ratio(ref and ref["p50"], ours and ours["p50"])
+    wp = R.get("warm_hello_paced", {})
+    po, pr = wp.get("ours_shim"), wp.get("reference")
+    xp = ratio(pr and pr["p50"], po and po["p50"])
     g.append(("≥10× faster than the reference on warm hello world", x is not None and x >= 10,
-              "reference p50 %s ms / ours %s ms = %s" % (fmt_ms(ref), fmt_ms(ours), fmt_x(x)) if ref else "reference not measured"))
+              ("back to back: reference p50 %s ms / ours %s ms = %s; at an agent's pace (%d ms apart): %s ms / %s ms = %s"
+               % (fmt_ms(ref), fmt_ms(ours), fmt_x(x), PACE_GAP_MS, fmt_ms(pr), fmt_ms(po), fmt_x(xp)))
+              if ref else "reference not measured"))
     ca, cf, cr = cs.get("ours_socket_activation"), cs.get("ours_shim_fallback"), cs.get("reference")
     xa = ratio(cr and cr["p50"], ca and ca["p50"])
     xf = ratio(cr and cr["p50"], cf and cf["p50"])
@@ -1267,6 +1299,9 @@ def main():
             if getattr(call, "last_error", None):
                 note("%s: a call failed: %s" % (n, call.last_error))
         R["warm_hello"] = {k: v for k, v in res.items() if not k.startswith("floor_")}
+        paced = [(n, call) for n, call in contenders if n in ("ours_shim", "reference")]
+        log("[warm] hello world at an agent's pace: %d calls each, %d ms apart" % (N_PACED, PACE_GAP_MS))
+        R["warm_hello_paced"] = paced_latency(paced, N_PACED, PACE_GAP_MS / 1000.0)
         R["floor"] = {k[len("floor_"):]: v for k, v in res.items() if k.startswith("floor_")}
         if ref_client:
             R["memory"]["reference_idle_after_runs_rss_kb"] = rss_kb(ref_client.proc.pid)
