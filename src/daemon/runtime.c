@@ -99,6 +99,16 @@ static char *find_in_path(const char *name) {
         return NULL;
 }
 
+SandboxPolicy runtime_sandbox_policy(const Runtime *r) {
+        return (SandboxPolicy) {
+                .bwrap = r->config->bwrap_path,
+                .network = r->config->network,
+                .tmpfs_size = r->config->tmpfs_size,
+                .etc_dir = r->etc_dir,
+                .seccomp_fd = -EBADF,
+        };
+}
+
 int memfd_with(const char *name, const void *data, size_t n) {
         _cleanup_close_ int fd = memfd_create(name, MFD_CLOEXEC);
         const char *p = data;
@@ -603,18 +613,13 @@ int runtime_spawn_sandboxed_with_fds(Runtime *r, const char *env_dir, char *cons
         if (!binds || !env)
                 return -ENOMEM;
 
-        SandboxPolicy policy = {
-                .bwrap = r->config->bwrap_path,
-                .network = r->config->network,
-                .tmpfs_size = r->config->tmpfs_size,
-                .etc_dir = r->etc_dir,
-                .ro_paths = binds,
-                .data = data,
-                .n_data = n_data,
-                .seccomp_fd = seccomp_fd,
-                .env = env,
-                .command = command,
-        };
+        SandboxPolicy policy = runtime_sandbox_policy(r);
+        policy.ro_paths = binds;
+        policy.data = data;
+        policy.n_data = n_data;
+        policy.seccomp_fd = seccomp_fd;
+        policy.env = env;
+        policy.command = command;
         k = sandbox_build_argv(&policy, &argv);
         if (k < 0)
                 return k;

@@ -85,5 +85,8 @@ int runtime_spawn_sandboxed_with_fds(Runtime *r, const char *env_dir, char *cons
                                      size_t n_data, const int *pass_fds, size_t n_pass, char *const *command,
                                      uint64_t timeout_usec, const SandboxLimits *limits, size_t head_max,
                                      size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret);
+/* The machine-wide part of a run's sandbox policy (bwrap, network, tmpfs size,
+ * /etc): every sandboxed process starts from it. */
+SandboxPolicy runtime_sandbox_policy(const Runtime *r);
 /* A memfd holding data, positioned at its start. */
 int memfd_with(const char *name, const void *data, size_t n);

@@ -648,7 +648,7 @@ static int sandbox_spawn(Sandbox *sb) {
         Runtime *r = registry->runtime;
         const Config *c = registry->config;
         _cleanup_strv_free_ char **argv = NULL, **env = NULL, **binds = strv_new();
-        _cleanup_free_ char *python = NULL, *etc = NULL;
+        _cleanup_free_ char *python = NULL;
         _cleanup_close_ int theirs = -EBADF, seccomp_fd = -EBADF;
         ProcessLimit rlimits[SANDBOX_N_RLIMITS];
         SandboxLimits limits;
@@ -672,7 +672,7 @@ static int sandbox_spawn(Sandbox *sb) {
         theirs = pair[1];
         (void) fcntl(sb->sock, F_SETFL, O_NONBLOCK);
 
-        if (asprintf(&python, "%s/bin/python", sb->env) < 0 || asprintf(&etc, "%s/sandbox-etc", c->cache_dir) < 0)
+        if (asprintf(&python, "%s/bin/python", sb->env) < 0)
                 return -ENOMEM;
         strv_extend(&binds, sb->env);
         if (!streq(sb->python->prefix, "/usr"))
@@ -685,16 +685,11 @@ static int sandbox_spawn(Sandbox *sb) {
                 return -ENOMEM;
 
         /* The same policy as execute_python's runs (network, tmpfs size, read-only system). */
-        SandboxPolicy policy = {
-                .bwrap = c->bwrap_path,
-                .network = c->network,
-                .tmpfs_size = c->tmpfs_size,
-                .etc_dir = etc,
-                .ro_paths = binds,
-                .seccomp_fd = seccomp_fd,
-                .env = env,
-                .command = command,
-        };
+        SandboxPolicy policy = runtime_sandbox_policy(r);
+        policy.ro_paths = binds;
+        policy.seccomp_fd = seccomp_fd;
+        policy.env = env;
+        policy.command = command;
         k = sandbox_build_argv(&policy, &argv);
         if (k < 0)
                 return k;
