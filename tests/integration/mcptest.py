@@ -275,7 +275,7 @@ class Daemon:
                                          stdout=subprocess.DEVNULL, stderr=self._log)
             self.wait_for_path(self.socket)
         else:
-            raise ValueError(mode)
+            raise ValueError(self.mode)
 
     def wait_for_path(self, path, timeout=10):
         deadline = time.monotonic() + timeout
@@ -488,6 +488,34 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+def wait_until(pred, timeout=10, what="condition"):
+    """pred()'s first true value, polled until timeout seconds have passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def processes_with(marker):
+    """pids whose command line holds marker (zombies have none, so they do not count)."""
+    found = []
+    m = marker.encode()
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                if m in f.read():
+                    found.append(int(p))
+        except OSError:
+            pass
+    return found
 
 
 def sanitized(pid):

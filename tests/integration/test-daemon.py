@@ -25,6 +25,7 @@ import time
 
 from mcptest import (DAEMON, LEGACY, MODERN, SHIM, Client, Daemon, check, children, default_daemon_args, eq,
                      fd_count, main, modern_meta, rss_kib, skip, stdio_client, test)
+from mcptest import wait_until
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -60,17 +61,6 @@ def err_code(reply, code, what=""):
 def no_id(reply, what):
     """An error for a message whose id could not be read carries no id (or a null one)."""
     check(reply.get("id") is None, f"{what}: the reply names an id: {reply!r}"[:400])
-
-
-def wait_until(pred, timeout=10, what="condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def settled_fd_count(pid, quiet=0.5, timeout=15):

@@ -28,6 +28,7 @@ import uuid
 
 from mcptest import (Daemon, UvLog, check, children, eq, main, need_pythons, need_uv, rss_kib, skip, stdio_client,
                      test, test_pythons, uv_path)
+from mcptest import wait_until, processes_with
 from wheels import build_wheel
 
 # --- helpers -----------------------------------------------------------------
@@ -163,33 +164,6 @@ def failed(r, st, text, phase, what="call"):
     check(r.get("isError") is True, f"{what}: want isError true, got {r.get('isError')!r}: {text[:2000]}")
     eq(st.get("failed_phase"), phase, f"{what}: failed_phase ({text[:2000]})")
     return text
-
-
-def processes_with(marker):
-    """pids whose command line holds marker (zombies have none, so they do not count)."""
-    found = []
-    m = marker.encode()
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open(f"/proc/{p}/cmdline", "rb") as f:
-                if m in f.read():
-                    found.append(int(p))
-        except OSError:
-            pass
-    return found
-
-
-def wait_until(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def sleeper(mark, seconds=600):

@@ -27,6 +27,7 @@ import uuid
 
 from mcptest import (Daemon, UvLog, check, children, eq, fd_count, main, need_uv, rss_kib, sanitized, skip, test,
                      test_pythons)
+from mcptest import wait_until, processes_with
 from wheels import build_wheel
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
@@ -51,32 +52,6 @@ def newest_python():
     if not have:
         skip("no pyenv Python >= 3.11")
     return max(have, key=lambda v: tuple(map(int, v.split("."))))
-
-
-def wait_until(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
-
-
-def processes_with(marker):
-    m = marker.encode()
-    out = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open(f"/proc/{p}/cmdline", "rb") as f:
-                if m in f.read():
-                    out.append(int(p))
-        except OSError:
-            pass
-    return out
 
 
 def sleeper(mark, seconds=600):

@@ -25,6 +25,7 @@ import time
 import uuid
 
 from mcptest import Daemon, check, children, eq, main, test
+from mcptest import wait_until
 
 _STATE = {}
 
@@ -71,16 +72,6 @@ def bwraps(pid):
         except OSError:
             pass
     return sorted(out)
-
-
-def wait_until(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def warm(c, d):

@@ -34,6 +34,7 @@ import uuid
 
 import mcptest
 from mcptest import Daemon, check, children, eq, main, need_uv, skip, test, test_pythons
+from mcptest import wait_until, processes_with
 from wheels import build_wheel
 
 PROBE_OK = "PROBE-COMPLETED-" + uuid.uuid4().hex[:8]
@@ -169,32 +170,6 @@ def both(fn):
             fn(via)
         except AssertionError as e:
             raise AssertionError(f"[{via}] {e}") from None
-
-
-def processes_with(marker):
-    m = marker.encode()
-    out = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open(f"/proc/{p}/cmdline", "rb") as f:
-                if m in f.read():
-                    out.append(int(p))
-        except OSError:
-            pass
-    return out
-
-
-def wait_until(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def stubborn(mark, seconds=600):

@@ -16,6 +16,7 @@ import tempfile
 import time
 
 from mcptest import Daemon, UvLog, check, eq, main, need_pythons, test
+from mcptest import wait_until
 from wheels import build_wheel
 
 WHEELS = tempfile.mkdtemp(prefix="mcptest-store-wheels-")
@@ -39,15 +40,6 @@ def envs(cache):
     return sorted(n for n in os.listdir(d) if not n.startswith(".")) if os.path.isdir(d) else []
 
 
-def wait_until(what, cond, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def age_env(cache, key, days):
     """Pretend an environment was last used days ago (the store orders by the marker's mtime)."""
     marker = os.path.join(cache, "envs", key, ".mcp-python-sandbox-env.json")
@@ -65,7 +57,7 @@ def warmup_prepares_in_background_without_delaying_ready():
         ready_after = time.monotonic() - t0
         check(ready_after < 2.5, f"READY=1 came {ready_after:.1f}s after start: the warm-up delayed it")
         # Nobody asked for anything, yet the environment gets built.
-        wait_until("the warm-up build", lambda: uvlog.installs() and len(envs(cache)) == 1)
+        wait_until(lambda: uvlog.installs() and len(envs(cache)) == 1, 60, "the warm-up build")
         check("mcpt-store-a" in uvlog.installs()[0], uvlog.installs())
         c = d.client()
         c.initialize()
@@ -123,7 +115,7 @@ def interrupted_build_leaves_nothing_behind():
         c.send({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
                 "params": {"name": "execute_python",
                            "arguments": {"script": "print(1)", "dependencies": ["mcpt-store-slow"]}}})
-        wait_until("a build directory", lambda: glob.glob(os.path.join(cache, "envs", ".build-*")), 30)
+        wait_until(lambda: glob.glob(os.path.join(cache, "envs", ".build-*")), 30, "a build directory")
         # The daemon dies hard in the middle of the build.
         d.proc.send_signal(signal.SIGKILL)
         d.proc.wait(10)
@@ -211,7 +203,7 @@ def uv_cache_is_pruned_once_builds_go_quiet():
         c.initialize()
         r, _ = run(c, ["mcpt-store-c"])
         check(not r["isError"], c.text(r))
-        wait_until("uv cache prune", lambda: any(line.startswith("cache prune") for line in uvlog.lines()), 20)
+        wait_until(lambda: any(line.startswith("cache prune") for line in uvlog.lines()), 20, "uv cache prune")
         check("Pruned the uv cache" in d.log() or "uv cache prune failed" not in d.log(), d.log())
         # The environment keeps working after the prune (it does not depend on the cache).
         r, st = run(c, ["mcpt-store-c"], "import mcpt_store_c; print('still here')")
