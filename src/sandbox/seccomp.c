@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stdint.h>
@@ -84,9 +86,14 @@ static int build(scmp_filter_ctx ctx) {
         return 0;
 }
 
-int sandbox_seccomp_export(void) {
+/* The filter never changes while the daemon runs: build it once, hand each run a fresh copy. */
+static uint8_t *bpf;
+static size_t bpf_len;
+
+static int build_bpf(void) {
         _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
         _cleanup_close_ int fd = -EBADF;
+        struct stat st;
         int r;
 
         ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -95,14 +102,46 @@ int sandbox_seccomp_export(void) {
         r = build(ctx);
         if (r < 0)
                 return r;
-
         fd = memfd_create("seccomp-bpf", MFD_CLOEXEC);
         if (fd < 0)
                 return -errno;
         r = seccomp_export_bpf(ctx, fd);
         if (r < 0)
                 return r;
-        if (lseek(fd, 0, SEEK_SET) < 0)
+        if (fstat(fd, &st) < 0)
                 return -errno;
+        uint8_t *b = malloc((size_t) st.st_size);
+        if (!b)
+                return -ENOMEM;
+        if (pread(fd, b, (size_t) st.st_size, 0) != st.st_size) {
+                free(b);
+                return -EIO;
+        }
+        bpf = b;
+        bpf_len = (size_t) st.st_size;
+        return 0;
+}
+
+int sandbox_seccomp_export(void) {
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        if (!bpf) {
+                r = build_bpf();
+                if (r < 0)
+                        return r;
+        }
+        fd = memfd_create("seccomp-bpf", MFD_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        for (size_t done = 0; done < bpf_len;) {
+                ssize_t n = pwrite(fd, bpf + done, bpf_len - done, (off_t) done);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                done += (size_t) n;
+        }
         return TAKE_FD(fd);
 }
