@@ -1061,7 +1061,7 @@ static void on_plan(ScriptPlan *plan, void *userdata) {
                 return prepare_done(p, runtime_sandbox_error(registry->runtime));
         if (p->sandbox->started && plan->python != p->sandbox->python)
                 return prepare_done(p, "the sandbox's Python is no longer available");
-        path = envstore_lookup(store, plan->key);
+        path = TAKE_PTR(plan->env_path);
         if (path)
                 return use_env(p, path);
         int k = envstore_prepare(store, plan->key, plan->python, &plan->requirements, on_env_ready, p, &p->env_waiter);

@@ -911,7 +911,7 @@ static void on_plan(ScriptPlan *plan, void *userdata) {
         if (runtime_sandbox_error(j->runtime))
                 return job_fail(j, PHASE_RUN, "%s", runtime_sandbox_error(j->runtime));
 
-        j->env_path = envstore_lookup(store, plan->key);
+        j->env_path = TAKE_PTR(plan->env_path);
         if (j->env_path)
                 return job_queue(j);
 

@@ -28,6 +28,7 @@ ScriptPlan *script_plan_free(ScriptPlan *p) {
         pep723_block_done(&p->block);
         requirement_list_done(&p->requirements);
         free(p->requires_python);
+        free(p->env_path);
         strv_free(p->warnings);
         free(p->error);
         free(p);
@@ -93,8 +94,8 @@ static void finish_plan(ScriptAnalysis *a, RequirementList *inline_reqs) {
                 return fail(a, "%s", err ?: "no suitable Python");
 
         envstore_key(runtime_envstore(r), p->python, &p->requirements, p->key);
-        _cleanup_free_ char *path = envstore_lookup(runtime_envstore(r), p->key);
-        p->warm = path != NULL;
+        p->env_path = envstore_lookup(runtime_envstore(r), p->key);
+        p->warm = p->env_path != NULL;
         deliver(a);
 }
 

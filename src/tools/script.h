@@ -25,6 +25,7 @@ typedef struct ScriptPlan {
         const Python *python;
         char key[65];
         bool warm;
+        char *env_path;                 /* the built environment when warm (looked up once) */
         char *error;                    /* set when the script or arguments are invalid */
 } ScriptPlan;
 
