@@ -10,13 +10,8 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build="${1:-$top/build}"
 
-"$top/scripts/setup-debian.sh"
-cd "$top"
-[ -x configure ] || ./autogen.sh >/dev/null
-mkdir -p "$build"
+"$top/scripts/build.sh" "$build"
 cd "$build"
-[ -f Makefile ] || "$top/configure" --quiet
-make -j"$(nproc)" --no-print-directory >/dev/null
 
 run=$(mktemp -d)
 trap 'kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; rm -rf "$run"' EXIT

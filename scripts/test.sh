@@ -10,14 +10,8 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build="${1:-$top/build}"
 
-"$top/scripts/setup-debian.sh"
-
-cd "$top"
-[ -x configure ] || ./autogen.sh >/dev/null
-mkdir -p "$build"
+"$top/scripts/build.sh" "$build"
 cd "$build"
-[ -f Makefile ] || "$top/configure" --enable-werror --quiet
-make -j"$(nproc)" --no-print-directory >/dev/null
 
 if [ "${CI:-}" = true ]; then
         MCP_SANDBOX_REQUIRE_ALL=1
