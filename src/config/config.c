@@ -58,6 +58,8 @@ static const Setting settings[] = {
           "Sandboxes kept started ahead for each recently used environment (0: none)"),
         S("tmpfs-size", SETTING_SIZE, tmpfs_size, "Size of a run's writable work dir and of its /tmp"),
         S("network", SETTING_BOOL, network, "Give scripts network access"),
+        S("unsafe-no-sandbox", SETTING_BOOL, unsafe_no_sandbox,
+          "Run scripts WITHOUT a sandbox, as the daemon's user (development only)"),
         /* Without a delegated cgroup: RLIMIT_AS, which counts address space per process (numpy's thread pools
          * reserve much more than they use: keep it at 1G or more), and RLIMIT_NPROC, which counts all of the
          * service user's processes and does not bind root. */
@@ -119,6 +121,7 @@ void config_init(Config *c) {
                 .prestart = 1,
                 .tmpfs_size = 128 * 1024 * 1024,
                 .network = false,
+                .unsafe_no_sandbox = false,
                 /* RLIMIT_AS counts reserved address space, not memory in use: numpy with OpenBLAS reserves
                  * buffers per thread and glibc 64 MiB arenas per thread, so much less than 2G breaks imports
                  * on many-core machines while little of it is ever resident. */

@@ -36,6 +36,7 @@ typedef struct Config {
         uint64_t prestart;              /* sandboxes started ahead per recently used environment; 0: none */
         uint64_t tmpfs_size;
         bool network;
+        bool unsafe_no_sandbox;         /* development only: scripts run as the daemon's user, no bwrap */
         uint64_t max_memory;            /* bytes per run; 0 = no limit */
         uint64_t max_processes;         /* processes and threads per run; 0 = no limit */
         uint64_t max_cpu_time_usec;     /* CPU time per run; 0 = max-timeout plus 10 s */

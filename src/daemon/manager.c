@@ -33,12 +33,28 @@ static const char instructions[] =
         "environments are cached, so repeated runs with the same packages start fast. Use validate_script "
         "to check metadata without running anything, and check_environment to see what is available.";
 
+/* unsafe-no-sandbox=yes: nothing may suggest a sandbox. */
+static const char instructions_unsandboxed[] =
+        "A development server: it runs Python scripts WITHOUT a sandbox (unsafe-no-sandbox=yes), as the server's "
+        "user, with access to its files and the network; only resource limits, timeouts and a temporary work "
+        "directory remain, and persistent sandboxes are not available. Declare third-party packages inline with a "
+        "PEP 723 block (# /// script ... dependencies = [\"requests\"] ... # ///) or the dependencies argument. "
+        "Use validate_script to check metadata without running anything, and check_environment to see what is "
+        "available.";
+
+static const char *manager_instructions(const Manager *m) {
+        return m->config->unsafe_no_sandbox ? instructions_unsandboxed : instructions;
+}
+
 static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
 
         if (!m->stopping)
-                (void) sd_notifyf(false, "STATUS=Serving %u connection%s (%" PRIu64 " since start)", m->n_sessions,
-                                  m->n_sessions == 1 ? "" : "s", m->total_sessions);
+                (void) sd_notifyf(false, "STATUS=Serving %u connection%s (%" PRIu64 " since start)%s", m->n_sessions,
+                                  m->n_sessions == 1 ? "" : "s", m->total_sessions,
+                                  m->config->unsafe_no_sandbox
+                                          ? "; scripts run WITHOUT a sandbox (unsafe-no-sandbox=yes)"
+                                          : "");
         return 0;
 }
 
@@ -394,6 +410,9 @@ static void manager_reload(Manager *m) {
         log_info("Reloaded: %d setting%s changed.", n, n == 1 ? "" : "s");
         /* The sandbox may work now, or not any more. */
         runtime_reload(m->runtime);
+        m->server.instructions = manager_instructions(m);
+        /* It says whether scripts run without the sandbox. */
+        manager_update_status(m);
 }
 
 static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -453,7 +472,7 @@ int manager_new(Manager **ret, Config *config) {
         m->server = (McpServer) {
                 .name = "mcp-python-sandbox",
                 .version = PACKAGE_VERSION,
-                .instructions = instructions,
+                .instructions = manager_instructions(m),
                 .tools = tools_all,
                 .page_size = 50,
                 .max_calls = (unsigned) MIN(config->max_calls_per_connection, 100000u),

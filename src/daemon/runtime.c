@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pwd.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fs-util.h"
@@ -22,11 +25,11 @@
 
 #define TOML_CACHE_SIZE 256
 
-/* Reads a PEP 723 block with the interpreter's own TOML parser, inside the sandbox. */
+/* Reads a PEP 723 block with the interpreter's own TOML parser, inside the sandbox; the file is argv[1]. */
 static const char toml_helper[] =
-        "import json, tomllib\n"
+        "import json, sys, tomllib\n"
         "try:\n"
-        "    with open('/work/metadata.toml', 'rb') as f:\n"
+        "    with open(sys.argv[1], 'rb') as f:\n"
         "        doc = tomllib.load(f)\n"
         "except tomllib.TOMLDecodeError as e:\n"
         "    print(json.dumps({'error': str(e)}))\n"
@@ -70,6 +73,11 @@ struct Runtime {
         Process *self_test;
         char *sandbox_error;
         WaitQueue self_test_waiters;
+
+        /* unsafe-no-sandbox */
+        char *user;                     /* who the daemon, and then every script, runs as */
+        char *unsandboxed_banner;
+        bool unsandboxed;               /* as last announced in the log */
 
         TomlCacheEntry toml_cache[TOML_CACHE_SIZE];
         size_t toml_cache_next;
@@ -130,6 +138,18 @@ int memfd_with(const char *name, const void *data, size_t n) {
         return TAKE_FD(fd);
 }
 
+/* The daemon's user: without the sandbox, every script's. */
+static char *user_name(void) {
+        struct passwd *pw = getpwuid(geteuid());
+        char *s = NULL;
+
+        if (pw)
+                return strdup(pw->pw_name);
+        if (asprintf(&s, "uid %u", (unsigned) geteuid()) < 0)
+                return NULL;
+        return s;
+}
+
 int runtime_new(Runtime **ret, Manager *m) {
         Runtime *r = calloc(1, sizeof(*r));
         long ncpu;
@@ -144,6 +164,16 @@ int runtime_new(Runtime **ret, Manager *m) {
         ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         r->max_runs = m->config->max_runs > 0 ? (unsigned) MIN(m->config->max_runs, 4096u)
                                               : (unsigned) (ncpu > 0 ? ncpu : 1);
+        r->user = user_name();
+        if (!r->user || asprintf(&r->unsandboxed_banner,
+                                 "WARNING: this run was not sandboxed: the server runs with unsafe-no-sandbox=yes "
+                                 "(development only); the script ran as %s with access to the host's files and "
+                                 "network.",
+                                 r->user) < 0) {
+                r->unsandboxed_banner = NULL;
+                runtime_free(r);
+                return -ENOMEM;
+        }
 
         if (asprintf(&r->etc_dir, "%s/sandbox-etc", m->config->cache_dir) < 0) {
                 runtime_free(r);
@@ -190,6 +220,8 @@ Runtime *runtime_free(Runtime *r) {
         free(r->uv_version);
         free(r->bwrap_version);
         free(r->sandbox_error);
+        free(r->user);
+        free(r->unsandboxed_banner);
         free(r->etc_dir);
         sd_event_unref(r->event);
         free(r);
@@ -322,6 +354,31 @@ static void discover_pythons(Runtime *r) {
 
 /* ---- sandbox self-test ------------------------------------------------ */
 
+/* Whether the sandbox works decides whether scripts run, unless they run without it anyway. */
+static void log_sandbox_broken(Runtime *r) {
+        if (runtime_unsandboxed(r))
+                log_info("The sandbox does not work (%s); scripts run without it anyway (unsafe-no-sandbox=yes).",
+                         strempty(r->sandbox_error));
+        else
+                log_error("Refusing to run scripts: %s.", strempty(r->sandbox_error));
+}
+
+/* Loud, at start-up and whenever a reload turns it on: nobody should run this way by accident. */
+static void announce_unsandboxed(Runtime *r) {
+        bool on = runtime_unsandboxed(r);
+
+        if (on && !r->unsandboxed)
+                log_warning("Running scripts WITHOUT a sandbox (unsafe-no-sandbox=yes): for development only, never "
+                            "on a shared machine. Scripts run as %s with the daemon's files and the host's network; "
+                            "no namespaces, no read-only root, no system call filter. Only resource limits, timeouts "
+                            "and a private temporary work directory remain.",
+                            strempty(r->user));
+        else if (!on && r->unsandboxed)
+                log_notice("unsafe-no-sandbox turned off: scripts run in the sandbox again%s.",
+                           r->sandbox_error ? " once its self-test passes" : "");
+        r->unsandboxed = on;
+}
+
 static char *explain_sandbox_failure(const char *bwrap, const char *stderr_text, int exit_code) {
         const char *t = strempty(stderr_text);
         const char *fix;
@@ -354,7 +411,7 @@ static void on_self_test(Process *p, void *userdata) {
                 if (err)
                         err[strcspn(err, "\n")] = 0;
                 r->sandbox_error = explain_sandbox_failure(r->config->bwrap_path, err, p->exit_code);
-                log_error("Refusing to run scripts: %s.", strempty(r->sandbox_error));
+                log_sandbox_broken(r);
         } else
                 log_debug("Sandbox self-test passed.");
         r->self_test = NULL;   /* freed by the owner below */
@@ -400,12 +457,14 @@ void runtime_start(Runtime *r) {
         char *bwrap_argv[] = { r->config->bwrap_path, (char *) "--version", NULL };
 
         envstore_cleanup(r->store);
+        announce_unsandboxed(r);
 
+        /* Also without the sandbox: check_environment tells whether it would work. */
         r->pending = 1;   /* the self-test */
         if (start_self_test(r) < 0) {
                 r->pending--;
                 r->started = true;
-                log_error("Refusing to run scripts: %s.", strempty(r->sandbox_error));
+                log_sandbox_broken(r);
         }
         if (spawn_probe(r, bwrap_argv, on_bwrap_probe) < 0)
                 log_warning("Failed to ask bwrap for its version.");
@@ -436,7 +495,7 @@ static void prestart_bare(Runtime *r) {
         char key[65];
         int k;
 
-        if (r->config->prestart == 0 || r->sandbox_error)
+        if (r->config->prestart == 0 || runtime_sandbox_error(r))
                 return;
         py = pythons_choose(&r->pythons, NULL, NULL, &err);
         if (!py)
@@ -497,7 +556,8 @@ bool runtime_is_idle(const Runtime *r) {
 }
 
 void runtime_reload(Runtime *r) {
-        /* Started under the old settings: their policy may not be the one that holds now. */
+        announce_unsandboxed(r);
+        /* Started under the old settings (sandboxed or not, too): their policy may not be the one that holds now. */
         if (pool_n_ready(r->pool) > 0)
                 log_debug("Stopping %u pre-started sandbox%s.", pool_n_ready(r->pool),
                           pool_n_ready(r->pool) == 1 ? "" : "es");
@@ -517,7 +577,19 @@ const char *runtime_bwrap_version(const Runtime *r) {
         return r->bwrap_version;
 }
 const char *runtime_sandbox_error(const Runtime *r) {
+        return runtime_unsandboxed(r) ? NULL : r->sandbox_error;
+}
+const char *runtime_self_test_error(const Runtime *r) {
         return r->sandbox_error;
+}
+bool runtime_unsandboxed(const Runtime *r) {
+        return r->config->unsafe_no_sandbox;
+}
+const char *runtime_unsandboxed_banner(const Runtime *r) {
+        return runtime_unsandboxed(r) ? r->unsandboxed_banner : NULL;
+}
+const char *runtime_user(const Runtime *r) {
+        return r->user;
 }
 const Pythons *runtime_pythons(const Runtime *r) {
         return &r->pythons;
@@ -564,6 +636,203 @@ static char *new_run_cgroup(const SandboxLimits *limits) {
         return path;
 }
 
+/* ---- without the sandbox (unsafe-no-sandbox) ---------------------------------- */
+
+/* When path is the directory from or below it: 1, and *ret the same path below to. Else 0. */
+static int path_moved(const char *path, const char *from, const char *to, char **ret) {
+        const char *rest = startswith(path, from);
+
+        if (!rest || (*rest && *rest != '/'))
+                return 0;
+        if (asprintf(ret, "%s%s", to, rest) < 0)
+                return -ENOMEM;
+        return 1;
+}
+
+/* A private directory for one run: top (mode 0700, in $TMPDIR) holding work, which stands for /work, and tmp,
+ * which stands for /tmp. On failure nothing is left behind. */
+static int make_run_dir(char **ret_top, char **ret_work, char **ret_tmp) {
+        _cleanup_free_ char *top = NULL, *work = NULL, *tmp = NULL;
+        const char *base = getenv("TMPDIR");
+        int k;
+
+        if (!base || base[0] != '/')
+                base = "/tmp";
+        if (asprintf(&top, "%s/mcp-python-sandbox-run-XXXXXX", base) < 0)
+                return -ENOMEM;
+        if (!mkdtemp(top))
+                return -errno;
+        if (asprintf(&work, "%s/work", top) < 0 || asprintf(&tmp, "%s/tmp", top) < 0)
+                k = -ENOMEM;
+        else
+                k = mkdir(work, 0700) < 0 || mkdir(tmp, 0700) < 0 ? -errno : 0;
+        if (k < 0) {
+                (void) rm_rf_untrusted(top);
+                return k;
+        }
+        *ret_top = TAKE_PTR(top);
+        *ret_work = TAKE_PTR(work);
+        *ret_tmp = TAKE_PTR(tmp);
+        return 0;
+}
+
+/* A data file of the sandbox, written into the run's work directory (nothing runs there yet): the contents of
+ * its fd from the current offset, read-only (0444) like the sandbox's. -EINVAL: not a plain path below /work. */
+static int write_data_file(const char *work, const SandboxData *d) {
+        const char *rel = startswith(d->dest, SANDBOX_WORK_DIR "/");
+        _cleanup_free_ char *path = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        char *slash;
+        int k;
+
+        if (!rel || !*rel)
+                return -EINVAL;
+        for (const char *c = rel; *c;) {
+                size_t l = strcspn(c, "/");
+                if (l == 0 || (l == 1 && c[0] == '.') || (l == 2 && c[0] == '.' && c[1] == '.'))
+                        return -EINVAL;
+                c += l;
+                if (*c == '/' && !*++c)
+                        return -EINVAL;
+        }
+        if (asprintf(&path, "%s/%s", work, rel) < 0)
+                return -ENOMEM;
+        slash = strrchr(path, '/');
+        if (slash - path > (ptrdiff_t) strlen(work)) {
+                *slash = 0;
+                k = mkdir_p(path, 0755);
+                *slash = '/';
+                if (k < 0)
+                        return k;
+        }
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+        if (fd < 0)
+                return -errno;
+        for (;;) {
+                char buf[65536];
+                ssize_t n = read(d->fd, buf, sizeof(buf));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        return 0;
+                for (char *p = buf; n > 0;) {
+                        ssize_t w = write(fd, p, (size_t) n);
+                        if (w < 0 && errno == EINTR)
+                                continue;
+                        if (w < 0)
+                                return -errno;
+                        p += w;
+                        n -= w;
+                }
+        }
+}
+
+/* The run's environment: the sandbox's, with /work and /tmp where they are for this run, and the real user.
+ * PATH and VIRTUAL_ENV name the environment where it is on the host (also when that is below /tmp): they stay. */
+static char **unsandboxed_env(const Runtime *r, const char *env_dir, const char *work, const char *tmp) {
+        _cleanup_strv_free_ char **env = sandbox_run_env(env_dir), **ret = strv_new();
+
+        if (!env || !ret)
+                return NULL;
+        for (size_t i = 0; env[i]; i++) {
+                const char *eq = strchr(env[i], '=');
+                _cleanup_free_ char *v = NULL;
+                int k;
+
+                if (!eq)
+                        continue;
+                if (startswith(env[i], "PATH=") || startswith(env[i], "VIRTUAL_ENV=")) {
+                        if (strv_extend(&ret, env[i]) < 0)
+                                return NULL;
+                        continue;
+                }
+                k = path_moved(eq + 1, SANDBOX_WORK_DIR, work, &v);
+                if (k == 0)
+                        k = path_moved(eq + 1, "/tmp", tmp, &v);
+                if (k < 0)
+                        return NULL;
+                if (startswith(env[i], "USER="))
+                        k = strv_extendf(&ret, "USER=%s", r->user);
+                else if (k > 0)
+                        k = strv_extendf(&ret, "%.*s=%s", (int) (eq - env[i]), env[i], v);
+                else
+                        k = strv_extend(&ret, env[i]);
+                if (k < 0)
+                        return NULL;
+        }
+        return TAKE_PTR(ret);
+}
+
+/* The command as the sandbox would run it, as the daemon's user, in a private directory that goes with the
+ * Process: no namespaces, no read-only root, no system call filter, no tmpfs size; the same resource limits. */
+static int spawn_in_run_dir(Runtime *r, const char *top, const char *work, const char *tmp, const char *env_dir,
+                            const SandboxData *data, size_t n_data, const int *pass_fds, size_t n_pass,
+                            char *const *command, uint64_t timeout_usec, const SandboxLimits *limits,
+                            size_t head_max, size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
+        _cleanup_strv_free_ char **argv = strv_new(), **env = NULL;
+        _cleanup_free_ char *cgroup = NULL;
+        ProcessLimit rlimits[SANDBOX_N_RLIMITS];
+        int k;
+
+        for (size_t i = 0; i < n_data; i++) {
+                k = write_data_file(work, &data[i]);
+                if (k < 0)
+                        return k;
+        }
+        /* Not the program: that is a host path, the same inside the sandbox (and may be below a host's /work). */
+        for (size_t i = 0; command[i]; i++) {
+                _cleanup_free_ char *a = NULL;
+                k = i == 0 ? 0 : path_moved(command[i], SANDBOX_WORK_DIR, work, &a);
+                if (k < 0 || strv_extend(&argv, k > 0 ? a : command[i]) < 0)
+                        return -ENOMEM;
+        }
+        env = unsandboxed_env(r, env_dir, work, tmp);
+        if (!argv || !env)
+                return -ENOMEM;
+
+        cgroup = new_run_cgroup(limits);
+        ProcessOptions o = {
+                .argv = argv,
+                .env = env,
+                .cwd = work,
+                .keep_fds = pass_fds,
+                .n_keep_fds = n_pass,
+                .stdin_fd = -EBADF,
+                .timeout_usec = timeout_usec,
+                .head_max = head_max,
+                .tail_max = tail_max,
+                .limits = rlimits,
+                .n_limits = sandbox_limits_rlimits(limits, cgroup != NULL, rlimits),
+                .cgroup = cgroup,
+                .remove_dir = top,
+        };
+        k = process_spawn(r->event, &o, done, userdata, ret);
+        if (k < 0 && cgroup)
+                (void) rmdir(cgroup);
+        return k;
+}
+
+static int spawn_unsandboxed(Runtime *r, const char *env_dir, const SandboxData *data, size_t n_data,
+                             const int *pass_fds, size_t n_pass, char *const *command, uint64_t timeout_usec,
+                             const SandboxLimits *limits, size_t head_max, size_t tail_max, ProcessDoneFunc done,
+                             void *userdata, Process **ret) {
+        _cleanup_free_ char *top = NULL, *work = NULL, *tmp = NULL;
+        int k;
+
+        k = make_run_dir(&top, &work, &tmp);
+        if (k < 0)
+                return k;
+        k = spawn_in_run_dir(r, top, work, tmp, env_dir, data, n_data, pass_fds, n_pass, command, timeout_usec,
+                             limits, head_max, tail_max, done, userdata, ret);
+        if (k < 0)
+                (void) rm_rf_untrusted(top);
+        return k;
+}
+
+/* ---- in the sandbox ------------------------------------------------------------ */
+
 int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
                             size_t n_data, char *const *command, uint64_t timeout_usec, const SandboxLimits *limits,
                             size_t head_max, size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
@@ -590,18 +859,23 @@ int runtime_spawn_sandboxed_with_fds(Runtime *r, const char *env_dir, char *cons
         _cleanup_free_ char *cgroup = NULL;
         ProcessLimit rlimits[SANDBOX_N_RLIMITS];
         SandboxLimits configured;
+        bool self_test = ret == &r->self_test;
         int keep[9];
         size_t n_keep = 0;
         int k;
 
         if (n_data + n_pass + 1 > ELEMENTSOF(keep))
                 return -E2BIG;
-        if (r->sandbox_error && ret != &r->self_test)
-                return -EPERM;
         if (!limits) {
                 sandbox_limits_from_config(r->config, &configured);
                 limits = &configured;
         }
+        /* The self-test always tries the real thing. */
+        if (runtime_unsandboxed(r) && !self_test)
+                return spawn_unsandboxed(r, env_dir, data, n_data, pass_fds, n_pass, command, timeout_usec, limits,
+                                         head_max, tail_max, done, userdata, ret);
+        if (r->sandbox_error && !self_test)
+                return -EPERM;
         /* No filter, no run: the sandbox never starts with less than it promises. */
         seccomp_fd = sandbox_seccomp_export();
         if (seccomp_fd < 0)
@@ -758,8 +1032,11 @@ int runtime_parse_toml(Runtime *r, const char *toml, TomlParsedFunc cb, void *us
         }
         SandboxData data = { .fd = fd, .dest = SANDBOX_WORK_DIR "/metadata.toml" };
         char *prefix[] = { py->prefix, NULL };
-        char *command[] = { py->executable, (char *) "-I", (char *) "-S", (char *) "-c", (char *) toml_helper, NULL };
-        log_debug("Reading a metadata block (%.12s) with %s's tomllib in the sandbox.", q->hash, command[0]);
+        char *command[] = { py->executable, (char *) "-I",        (char *) "-S",
+                            (char *) "-c",  (char *) toml_helper, (char *) data.dest,
+                            NULL };
+        log_debug("Reading a metadata block (%.12s) with %s's tomllib %s.", q->hash, command[0],
+                  runtime_unsandboxed(r) ? "without a sandbox" : "in the sandbox");
         k = runtime_spawn_sandboxed(r, NULL, streq(py->prefix, "/usr") ? NULL : prefix, &data, 1, command,
                                     15 * USEC_PER_SEC, NULL, 1024 * 1024, 0, on_toml_done, q, &q->proc);
         if (k < 0) {

@@ -40,8 +40,19 @@ WaitEntry *runtime_self_test(Runtime *r, WaitFunc cb, void *userdata);
 const char *runtime_uv_path(const Runtime *r);
 const char *runtime_uv_version(const Runtime *r);
 const char *runtime_bwrap_version(const Runtime *r);
-/* NULL when the sandbox works; else the cause and the fix. */
+/* NULL when scripts can run: the sandbox works, or runs go without it (unsafe-no-sandbox); else the cause and
+ * the fix. */
 const char *runtime_sandbox_error(const Runtime *r);
+/* What the last sandbox self-test found (NULL: it passed), also when it does not decide. */
+const char *runtime_self_test_error(const Runtime *r);
+/* unsafe-no-sandbox=yes: runs go without bwrap (see runtime_spawn_sandboxed()). A reload may turn it on or off. */
+bool runtime_unsandboxed(const Runtime *r);
+/* Unsandboxed: one line that says so, for every result of a run; NULL when runs are sandboxed. Take it when
+ * the run is spawned (or handed a pre-started process): a reload may flip the switch while it runs. The
+ * string lives as long as the Runtime. */
+const char *runtime_unsandboxed_banner(const Runtime *r);
+/* The name of the user the daemon runs as (unsandboxed, every script too). */
+const char *runtime_user(const Runtime *r);
 const Pythons *runtime_pythons(const Runtime *r);
 EnvStore *runtime_envstore(const Runtime *r);
 const Config *runtime_config(const Runtime *r);
@@ -66,10 +77,19 @@ unsigned runtime_max_runs(const Runtime *r);
 /*
  * Spawn a command in the run sandbox. env_dir (the virtual environment, may be
  * NULL) and ro_paths are bound read-only, data files are created from their
- * fds. Without a working sandbox this fails with -EPERM: there is no
+ * fds. Without a working sandbox this fails with -EPERM: there is no silent
  * unsandboxed fallback. limits: the run's resource limits, NULL for the
  * configured ones (see sandbox/limits.h for what enforces them); the system
  * call filter of sandbox/seccomp.h always applies.
+ *
+ * With unsafe-no-sandbox=yes the command runs directly instead, as the
+ * daemon's user, in a private directory made for it in $TMPDIR and removed
+ * when the Process is freed: RUN/work stands for /work (the cwd and HOME;
+ * each argument after the program that is /work or below it is rewritten;
+ * data files are written there, read-only, and a dest outside /work is
+ * -EINVAL), RUN/tmp for /tmp (TMPDIR). The resource limits, the cgroup and
+ * pass_fds are the same; there are no namespaces, no read-only root and no
+ * system call filter.
  */
 int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data, size_t n_data,
                             char *const *command, uint64_t timeout_usec, const SandboxLimits *limits, size_t head_max,

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fs-util.h"
 #include "macro.h"
 #include "process.h"
 
@@ -159,6 +160,10 @@ Process *process_free(Process *p) {
                 (void) rmdir(p->cgroup);
                 free(p->cgroup);
         }
+        if (p->remove_dir) {
+                (void) rm_rf_untrusted(p->remove_dir);
+                free(p->remove_dir);
+        }
         sd_event_unref(p->event);
         free(p);
         return NULL;
@@ -232,6 +237,11 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
         p->stdout_fd = p->stderr_fd = -EBADF;
         p->done = done;
         p->userdata = userdata;
+        if (o->remove_dir) {
+                p->remove_dir = strdup(o->remove_dir);
+                if (!p->remove_dir)
+                        return -ENOMEM;
+        }
 
         r = capture_init(&p->out, o->head_max, o->tail_max);
         if (r < 0)

@@ -38,6 +38,8 @@ typedef struct ProcessOptions {
         size_t n_limits;
         const char *cgroup;        /* a cgroup v2 directory the child enters before it execs; removed at
                                     * process_free() (NULL: stay in ours) */
+        const char *remove_dir;    /* removed with all it holds (rm_rf_untrusted()) at process_free(), after the
+                                    * child is reaped; when process_spawn() fails, the caller removes it */
 } ProcessOptions;
 
 struct Process {
@@ -48,6 +50,7 @@ struct Process {
         Capture out, err;
         uint64_t start_usec, end_usec;
         char *cgroup;              /* from ProcessOptions */
+        char *remove_dir;          /* from ProcessOptions */
 
         bool exited;
         int exit_code;             /* when exited normally */

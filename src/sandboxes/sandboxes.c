@@ -253,6 +253,10 @@ int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
         Sandbox *sb;
         int k;
 
+        /* The driver and the file tools hold on to /work and a sandbox around it: without one, no persistent
+         * sandbox. Those started before a reload turned unsafe-no-sandbox on stay sandboxed. */
+        if (runtime_unsandboxed(m->runtime))
+                return -EOPNOTSUPP;
         k = sandboxes_setup(m);
         if (k < 0)
                 return k;
@@ -657,7 +661,8 @@ static int sandbox_spawn(Sandbox *sb) {
         char fdstr[16];
         int k;
 
-        if (runtime_sandbox_error(r))
+        /* Always in bwrap, also when runs go without it (unsafe-no-sandbox): what the self-test found decides. */
+        if (runtime_self_test_error(r))
                 return -EPERM;
         /* The runs' limits and system call filter; no CPU time limit: this interpreter lives on, the cells' time
          * limits bound each one. */
@@ -1012,7 +1017,7 @@ static void use_env(SandboxPrepare *p, const char *path) {
                         return prepare_done(p, "out of memory");
                 int k = sandbox_spawn(sb);
                 if (k == -EPERM)
-                        return prepare_done(p, runtime_sandbox_error(registry->runtime));
+                        return prepare_done(p, runtime_self_test_error(registry->runtime));
                 if (k < 0)
                         return prepare_done(p, "the sandbox could not be started");
                 return prepare_done(p, NULL);
@@ -1057,8 +1062,8 @@ static void on_plan(ScriptPlan *plan, void *userdata) {
         p->plan = plan;
         if (plan->error)
                 return prepare_done(p, plan->error);
-        if (runtime_sandbox_error(registry->runtime))
-                return prepare_done(p, runtime_sandbox_error(registry->runtime));
+        if (runtime_self_test_error(registry->runtime))
+                return prepare_done(p, runtime_self_test_error(registry->runtime));
         if (p->sandbox->started && plan->python != p->sandbox->python)
                 return prepare_done(p, "the sandbox's Python is no longer available");
         path = TAKE_PTR(plan->env_path);

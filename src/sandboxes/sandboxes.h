@@ -50,7 +50,8 @@ void sandboxes_free(void);
 /* Any sandbox alive: the daemon should not exit for idleness. */
 bool sandboxes_busy(void);
 
-/* Register a new sandbox for uid (not started yet). -EDQUOT: the uid's cap; -EUSERS: the total cap. */
+/* Register a new sandbox for uid (not started yet). -EDQUOT: the uid's cap; -EUSERS: the total cap;
+ * -EOPNOTSUPP: runs go without the sandbox (unsafe-no-sandbox). */
 int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret);
 /* The sandbox with this id if it belongs to uid, else NULL. */
 Sandbox *sandbox_find(const char *id, uid_t uid);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #define _XOPEN_SOURCE 700
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -45,6 +46,136 @@ int rm_rf(const char *path) {
         if (nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0 && errno != ENOENT)
                 return -errno;
         return access(path, F_OK) == 0 ? -ENOTEMPTY : 0;
+}
+
+typedef struct RmTree {
+        int top_fd;             /* the directory being emptied */
+        dev_t dev;              /* its file system: no other is entered */
+        unsigned moved;         /* subtrees too deep, moved up into top_fd (names made from this) */
+        bool again;             /* something was moved: another pass */
+} RmTree;
+
+static int rm_dir_at(RmTree *t, int dfd, const char *name, unsigned depth);
+
+/* What the directory fd (which this takes) holds. */
+static int rm_children(RmTree *t, int fd, unsigned depth) {
+        struct dirent *de;
+        DIR *d;
+        int r = 0;
+
+        d = fdopendir(fd);
+        if (!d) {
+                r = -errno;
+                safe_close(fd);
+                return r;
+        }
+        while ((errno = 0, de = readdir(d))) {
+                struct stat st;
+                int k = 0;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        k = errno == ENOENT ? 0 : -errno;
+                else if (!S_ISDIR(st.st_mode))
+                        k = unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT ? -errno : 0;
+                else if (st.st_dev != t->dev)
+                        k = -EXDEV;
+                else if (depth < RM_RF_MAX_DEPTH)
+                        k = rm_dir_at(t, dirfd(d), de->d_name, depth + 1);
+                else {
+                        /* Deeper than we keep directories open for: move it up, for the next pass. */
+                        for (unsigned tries = 0; tries < 64; tries++) {
+                                char up[32];
+                                snprintf(up, sizeof(up), ".rm-deep-%u", ++t->moved);
+                                k = renameat2(dirfd(d), de->d_name, t->top_fd, up, RENAME_NOREPLACE) < 0 ? -errno : 0;
+                                if (k != -EEXIST)
+                                        break;
+                        }
+                        if (k >= 0)
+                                t->again = true;
+                }
+                if (k < 0 && r == 0)
+                        r = k;
+        }
+        if (errno != 0 && r == 0)
+                r = -errno;
+        closedir(d);
+        return r;
+}
+
+/* A fresh open of the directory fd (its own read position). */
+static int reopen_dir(int fd) {
+        return openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+/* The directory name in dfd, with what it holds. A symlink put in its place meanwhile is not followed. */
+static int rm_dir_at(RmTree *t, int dfd, const char *name, unsigned depth) {
+        struct stat st;
+        int fd, r;
+
+        fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == EACCES && fchmodat(dfd, name, 0700, AT_SYMLINK_NOFOLLOW) >= 0)
+                fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+                if (errno == ENOENT)
+                        return 0;
+                /* Replaced by something else since it was looked at: remove that. */
+                if ((errno == ENOTDIR || errno == ELOOP) && unlinkat(dfd, name, 0) >= 0)
+                        return 0;
+                return -errno;
+        }
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                safe_close(fd);
+                return r;
+        }
+        if (st.st_dev != t->dev) {
+                safe_close(fd);
+                return -EXDEV;
+        }
+        /* Entries can only be removed from a directory we may write and search. */
+        if ((st.st_mode & 0700) != 0700)
+                (void) fchmod(fd, (st.st_mode & 07777) | 0700);
+        r = rm_children(t, fd, depth);
+        if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
+                r = -errno;
+        return r;
+}
+
+int rm_rf_untrusted(const char *path) {
+        _cleanup_close_ int fd = -EBADF;
+        RmTree t = {};
+        struct stat st;
+        int r = 0;
+
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+                if (errno == ENOENT)
+                        return 0;
+                if (errno == ENOTDIR || errno == ELOOP)
+                        return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
+                return -errno;
+        }
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if ((st.st_mode & 0700) != 0700)
+                (void) fchmod(fd, (st.st_mode & 07777) | 0700);
+        t = (RmTree) { .top_fd = fd, .dev = st.st_dev };
+        /* Each pass takes RM_RF_MAX_DEPTH levels off whatever was deeper; a bound on passes, should
+         * something keep adding. */
+        for (unsigned pass = 0; pass < 4096; pass++) {
+                int dup_fd = reopen_dir(fd);
+                if (dup_fd < 0)
+                        return -errno;
+                t.again = false;
+                r = rm_children(&t, dup_fd, 0);
+                if (!t.again)
+                        break;
+        }
+        if (rmdir(path) < 0 && errno != ENOENT && r == 0)
+                r = -errno;
+        return r;
 }
 
 static uint64_t usage_total;

@@ -8,6 +8,13 @@
 int mkdir_p(const char *path, mode_t mode);
 /* rm -rf without following symlinks or crossing mounts. */
 int rm_rf(const char *path);
+/* rm -rf of a tree an untrusted process filled, and may still be filling: every step is relative to an open
+ * directory, so a symlink is removed, never followed, whenever it appears; mounts are not crossed; directories
+ * are made readable and writable for their owner first (a chmod 0 directory of ours is no obstacle). At most
+ * RM_RF_MAX_DEPTH directories are open at once: what is deeper is moved up and removed in another pass.
+ * Returns the first error, having removed what it could. */
+#define RM_RF_MAX_DEPTH 64
+int rm_rf_untrusted(const char *path);
 /* Bytes used below path (st_blocks), not following symlinks. */
 int disk_usage(const char *path, uint64_t *ret);
 /* Read a small file (up to max bytes) into a NUL-terminated string. */

@@ -48,7 +48,8 @@ static void check_env_finish(CheckEnv *c) {
         Runtime *r = c->manager->runtime;
         const Config *cfg = c->manager->config;
         const Pythons *pys = runtime_pythons(r);
-        const char *sandbox_error = runtime_sandbox_error(r);
+        const char *sandbox_error = runtime_sandbox_error(r), *self_test_error = runtime_self_test_error(r);
+        bool unsandboxed = runtime_unsandboxed(r);
         EnvStore *store = runtime_envstore(r);
         _cleanup_free_ char *text = NULL, *list = pythons_list(pys);
         json_object *st = json_object_new_object(), *pv = json_object_new_array(), *o;
@@ -68,10 +69,22 @@ static void check_env_finish(CheckEnv *c) {
         json_add(st, "bwrap", o);
 
         o = json_object_new_object();
-        json_add_bool(o, "working", sandbox_error == NULL);
+        json_add_bool(o, "enabled", !unsandboxed);
+        json_add_string(o, "mode", unsandboxed ? "none" : "bwrap");
+        json_add_bool(o, "working", !unsandboxed && sandbox_error == NULL);
         if (sandbox_error)
                 json_add_string(o, "error", sandbox_error);
-        json_add_bool(o, "network", cfg->network);
+        if (unsandboxed) {
+                _cleanup_free_ char *w = NULL;
+                if (asprintf(&w,
+                             "scripts run without a sandbox (unsafe-no-sandbox=yes, for development only): as %s, "
+                             "with the host's files and network; only resource limits, timeouts and a private "
+                             "temporary work directory remain",
+                             strempty(runtime_user(r))) >= 0)
+                        json_add_string(o, "warning", w);
+                json_add_string(o, "bwrap_self_test", self_test_error ?: "passed");
+        }
+        json_add_bool(o, "network", cfg->network || unsandboxed);
         json_add_string(o, "limits", sandbox_limits_mechanism());
         json_add_string(o, "limits_detail", sandbox_limits_mechanism_detail());
         json_add(st, "sandbox", o);
@@ -123,20 +136,41 @@ static void check_env_finish(CheckEnv *c) {
         json_add_int(o, "max_queued", (int64_t) cfg->max_queue);
         json_add(st, "runs", o);
 
+        /* First, before anything that could make it look like a sandbox. */
+        if (unsandboxed)
+                appendf(&text,
+                        "No sandbox: this server runs scripts without any sandbox (unsafe-no-sandbox=yes), for "
+                        "development only. Scripts run as %s with access to the host's files and network; only "
+                        "resource limits, timeouts and a private temporary work directory remain.",
+                        strempty(runtime_user(r)));
         appendf(&text, "Daemon: mcp-python-sandboxd %s", PACKAGE_VERSION);
         appendf(&text, "Protocol versions: %s", json_object_to_json_string_ext(pv, JSON_C_TO_STRING_PLAIN));
-        appendf(&text, "Sandbox: %s", sandbox_error ? sandbox_error : "working (self-test passed just now)");
+        if (unsandboxed)
+                appendf(&text, "Sandbox: none (unsafe-no-sandbox=yes); bwrap self-test: %s",
+                        self_test_error ?: "passed just now");
+        else
+                appendf(&text, "Sandbox: %s", sandbox_error ? sandbox_error : "working (self-test passed just now)");
         appendf(&text, "bwrap: %s (%s)", runtime_bwrap_version(r) ?: "NOT AVAILABLE", cfg->bwrap_path);
         appendf(&text, "uv: %s (%s)", runtime_uv_version(r) ?: "NOT AVAILABLE", runtime_uv_path(r) ?: cfg->uv_path);
         appendf(&text, "Pythons: %s", pys->n ? list : "none found");
-        appendf(&text, "Network in sandbox: %s", cfg->network ? "allowed" : "disabled");
+        if (unsandboxed)
+                appendf(&text, "Network: the host's (no sandbox)");
+        else
+                appendf(&text, "Network in sandbox: %s", cfg->network ? "allowed" : "disabled");
         appendf(&text, "Default timeout: %" PRIu64 "s", cfg->default_timeout_usec / USEC_PER_SEC);
         appendf(&text, "Max timeout: %" PRIu64 "s", cfg->max_timeout_usec / USEC_PER_SEC);
         appendf(&text, "Max output: %" PRIu64 " bytes (head and tail kept)", cfg->output_cap);
-        appendf(&text, "Limits (%s): memory %" PRIu64 " MiB, %" PRIu64 " processes, files up to %" PRIu64
-                " MiB, %" PRIu64 " open files; work dir and /tmp capped at %" PRIu64 " MiB each",
-                sandbox_limits_mechanism(), cfg->max_memory >> 20, cfg->max_processes,
-                (cfg->max_file_size ?: cfg->tmpfs_size) >> 20, cfg->max_open_files, cfg->tmpfs_size >> 20);
+        {
+                _cleanup_free_ char *cap = NULL;
+                if (unsandboxed)
+                        cap = strdup("work dir and /tmp not size-capped (no sandbox)");
+                else if (asprintf(&cap, "work dir and /tmp capped at %" PRIu64 " MiB each", cfg->tmpfs_size >> 20) < 0)
+                        cap = NULL;
+                appendf(&text, "Limits (%s): memory %" PRIu64 " MiB, %" PRIu64 " processes, files up to %" PRIu64
+                        " MiB, %" PRIu64 " open files; %s",
+                        sandbox_limits_mechanism(), cfg->max_memory >> 20, cfg->max_processes,
+                        (cfg->max_file_size ?: cfg->tmpfs_size) >> 20, cfg->max_open_files, strempty(cap));
+        }
         appendf(&text, "Limits mechanism: %s", sandbox_limits_mechanism_detail());
         appendf(&text, "Package index: %s%s", cfg->index_url && *cfg->index_url ? cfg->index_url : "PyPI",
                 cfg->offline ? " (offline: cache only)" : "");
@@ -233,8 +267,10 @@ static const char output_schema[] =
         "\"daemon_version\":{\"type\":\"string\"},"
         "\"protocol_versions\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
         "\"bwrap\":{\"type\":\"object\"},"
-        "\"sandbox\":{\"type\":\"object\",\"properties\":{\"working\":{\"type\":\"boolean\"},"
-        "\"error\":{\"type\":\"string\"},\"network\":{\"type\":\"boolean\"},"
+        "\"sandbox\":{\"type\":\"object\",\"properties\":{\"enabled\":{\"type\":\"boolean\"},"
+        "\"mode\":{\"type\":\"string\",\"enum\":[\"bwrap\",\"none\"]},\"working\":{\"type\":\"boolean\"},"
+        "\"error\":{\"type\":\"string\"},\"warning\":{\"type\":\"string\"},"
+        "\"bwrap_self_test\":{\"type\":\"string\"},\"network\":{\"type\":\"boolean\"},"
         "\"limits\":{\"type\":\"string\",\"enum\":[\"cgroup\",\"rlimit\"]},\"limits_detail\":{\"type\":\"string\"}}},"
         "\"limits\":{\"type\":\"object\"},"
         "\"uv\":{\"type\":\"object\"},"

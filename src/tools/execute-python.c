@@ -32,7 +32,8 @@
  * module with __file__ set, tracebacks starting at the script's frames, exit
  * status 1 on an uncaught exception, SystemExit passed through. At every
  * plt.show() and at the end it writes the open matplotlib figures as PNG to FD,
- * then the files in /work/out (records as outputs.h describes). matplotlib is
+ * then the files in the output directory (out/ beside the script, /work/out in
+ * the sandbox); records as outputs.h describes. matplotlib is
  * only touched when the script imported pyplot (an import hook patches show()
  * then), and MORE, the code that does this, is compiled only when needed:
  * a hello world pays for little more than compile() itself.
@@ -53,13 +54,14 @@ static const char boot_code[] =
         "    fd, _, src = sys.argv[1].partition(\":\")\n"
         "    fd = int(fd)\n"
         "    path = sys.argv[2]\n"
+        "    out = os.path.join(os.path.dirname(path), \"out\")\n"
         "    del sys.argv[:2]\n"
         "    os.set_inheritable(fd, False)\n"
         "    try:\n"
-        "        os.mkdir(\"/work/out\")\n"
+        "        os.mkdir(out)\n"
         "    except OSError:\n"
         "        pass\n"
-        "    ns = {\"fd\": fd, \"pid\": os.getpid(), \"sys\": sys, \"os\": os}\n"
+        "    ns = {\"fd\": fd, \"pid\": os.getpid(), \"out\": out, \"sys\": sys, \"os\": os}\n"
         "    def more():\n"
         "        if \"collect\" not in ns:\n"
         "            exec(MORE, ns)\n"
@@ -106,7 +108,7 @@ static const char boot_code[] =
         "        e = tb = None\n"
         "    finally:\n"
         "        try:\n"
-        "            if \"matplotlib.pyplot\" in sys.modules or os.listdir(\"/work/out\"):\n"
+        "            if \"matplotlib.pyplot\" in sys.modules or os.listdir(out):\n"
         "                more()[\"collect\"]()\n"
         "        except BaseException:\n"
         "            pass\n"
@@ -166,11 +168,11 @@ static const char boot_code[] =
         "        send(b\"F\", name, len(data), data)\n"
         "def files():\n"
         "    n = " STR(OUTPUTS_MAX_FILES) "\n"
-        "    for root, dirs, names in os.walk(\"/work/out\"):\n"
+        "    for root, dirs, names in os.walk(out):\n"
         "        dirs.sort()\n"
         "        for name in sorted(names):\n"
         "            p = os.path.join(root, name)\n"
-        "            rel = p[len(\"/work/out/\"):]\n"
+        "            rel = os.path.relpath(p, out)\n"
         "            try:\n"
         "                st = os.lstat(p)\n"
         "                if st.st_mode & 0o170000 != 0o100000:\n"
@@ -256,6 +258,7 @@ typedef struct Job {
         bool built_now;
         char *pool_key;                 /* the run may use, and refills, a pre-started sandbox of this key */
         bool prestarted;                /* it did */
+        const char *banner;             /* unsafe-no-sandbox: the line every result starts with, from the spawn */
 
         uint64_t t_start, t_prepare, t_run_start;
         sd_event_source *progress_timer;
@@ -418,6 +421,11 @@ static const char *limit_sentence(const char *limit) {
         return NULL;
 }
 
+/* NULL when runs are sandboxed; else what every result says first. */
+static const char *job_banner(const Job *j) {
+        return j->banner ?: runtime_unsandboxed_banner(j->runtime);
+}
+
 /* Everything but the process outcome: shared by failures before the run. */
 static json_object *base_structured(Job *j, const char *failed_phase) {
         json_object *st = json_object_new_object();
@@ -442,6 +450,9 @@ static json_object *base_structured(Job *j, const char *failed_phase) {
                 json_add(st, "python", json_object_new_null());
         json_add(st, "environment", environment_json(j));
         json_add_bool(st, "prestarted", j->prestarted);
+        json_add_bool(st, "sandboxed", !job_banner(j));
+        if (job_banner(j))
+                json_add_string(st, "sandbox_warning", job_banner(j));
         if (failed_phase)
                 json_add_string(st, "failed_phase", failed_phase);
         else
@@ -470,6 +481,8 @@ static void job_fail(Job *j, Phase phase, const char *format, ...) {
 
         json_object *st = base_structured(j, phase_names[phase]);
         json_add_string(st, "error", msg ?: "failed");
+        if (job_banner(j))
+                strextendf_len(&text, &len, "%s\n", job_banner(j));
         strextendf_len(&text, &len, "--- error ---\n%s\n--- phase: %s ---\n--- duration_ms: %" PRIu64 " ---\n",
                msg ?: "failed", phase_names[phase], (now_usec() - j->t_start) / USEC_PER_MSEC);
 
@@ -760,7 +773,9 @@ static void on_run_done(Process *p, void *userdata) {
         json_add_int(tr, "stderr_bytes_omitted", (int64_t) capture_omitted(&p->err));
         json_add(st, "truncated", tr);
 
-        /* The layout users of the Python servers already parse. */
+        /* The layout users of the Python servers already parse, after the warning of a run without a sandbox. */
+        if (job_banner(j))
+                strextendf_len(&text, &len, "%s\n", job_banner(j));
         append_section(&text, &len, "stdout", out_clean ?: "", ol);
         append_section(&text, &len, "stderr", err_clean ?: "", el);
         strextendf_len(&text, &len, "--- exit_code: %d ---\n", exit_code);
@@ -812,6 +827,7 @@ static void job_run(Job *j) {
         int k;
 
         j->t_run_start = now_usec();
+        j->banner = runtime_unsandboxed_banner(r);
         job_set_phase(j, PHASE_RUN);
 
         if (outputs_new(&j->outputs) < 0)
@@ -1046,6 +1062,9 @@ static const char output_schema[] =
         "\"environment\":{\"type\":\"object\",\"properties\":{\"key\":{\"type\":\"string\"},"
         "\"warm\":{\"type\":\"boolean\"},\"requirements\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}},"
         "\"prestarted\":{\"type\":\"boolean\"},"
+        "\"sandboxed\":{\"type\":\"boolean\",\"description\":\"false only on a server set up for development "
+        "without a sandbox (unsafe-no-sandbox); sandbox_warning then says what that means\"},"
+        "\"sandbox_warning\":{\"type\":\"string\"},"
         "\"failed_phase\":{\"type\":[\"string\",\"null\"],\"enum\":[\"validate\",\"prepare\",\"run\",null]},"
         "\"error\":{\"type\":\"string\"},"
         "\"figures\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"

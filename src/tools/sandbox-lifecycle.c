@@ -98,6 +98,12 @@ static int create_call(ToolCall *call, json_object *args) {
                         m->config->max_sandboxes);
                 return 0;
         }
+        if (k == -EOPNOTSUPP) {
+                sb_fail(call,
+                        "persistent sandboxes need the sandbox; this server runs with unsafe-no-sandbox=yes "
+                        "(development only), so it has none: use execute_python, or turn unsafe-no-sandbox off");
+                return 0;
+        }
         if (k < 0)
                 return k;
 

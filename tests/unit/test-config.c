@@ -123,6 +123,7 @@ START_TEST(test_defaults) {
         ck_assert_uint_eq(c.default_timeout_usec, 30 * USEC_PER_SEC);
         ck_assert_int_eq(c.log_level, LOG_INFO);
         ck_assert(!c.network);
+        ck_assert(!c.unsafe_no_sandbox);
         ck_assert(c.system_certs);
         ck_assert_ptr_null(c.listen_path);
         ck_assert_ptr_nonnull(c.cache_dir);
@@ -256,6 +257,11 @@ START_TEST(test_set_each_type) {
         ck_assert(c.network);
         ck_assert_int_eq(config_set(&c, "network", "off", &error), 0);
         ck_assert(!c.network);
+
+        ck_assert_int_eq(config_set(&c, "unsafe-no-sandbox", "yes", &error), 0);
+        ck_assert(c.unsafe_no_sandbox);
+        ck_assert_int_eq(config_set(&c, "unsafe-no-sandbox", "no", &error), 0);
+        ck_assert(!c.unsafe_no_sandbox);
 
         ck_assert_int_eq(config_set(&c, "cache-dir", "/srv/cache", &error), 0);
         ck_assert_str_eq(c.cache_dir, "/srv/cache");

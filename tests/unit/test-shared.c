@@ -2,14 +2,17 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "buf.h"
+#include "fs-util.h"
 #include "macro.h"
 #include "strv.h"
 
@@ -373,6 +376,89 @@ START_TEST(test_strv_many) {
 }
 END_TEST
 
+/* ---- fs-util ------------------------------------------------------------- */
+
+static void write_file(const char *dir, const char *name) {
+        char p[PATH_MAX];
+        FILE *f;
+
+        snprintf(p, sizeof(p), "%s/%s", dir, name);
+        f = fopen(p, "we");
+        ck_assert_ptr_nonnull(f);
+        fputs("x", f);
+        fclose(f);
+}
+
+START_TEST(test_rm_rf_untrusted) {
+        char top[] = "/tmp/test-shared-rm-XXXXXX", outside[] = "/tmp/test-shared-keep-XXXXXX";
+        char p[512], q[1024];
+
+        ck_assert_ptr_nonnull(mkdtemp(top));
+        ck_assert_ptr_nonnull(mkdtemp(outside));
+        write_file(outside, "precious");
+
+        /* Files, a read-only file, symlinks to a directory and a file outside, a locked directory. */
+        write_file(top, "a");
+        write_file(top, "ro");
+        snprintf(p, sizeof(p), "%s/ro", top);
+        ck_assert_int_eq(chmod(p, 0444), 0);
+        snprintf(p, sizeof(p), "%s/link-dir", top);
+        ck_assert_int_eq(symlink(outside, p), 0);
+        snprintf(p, sizeof(p), "%s/link-file", top);
+        snprintf(q, sizeof(q), "%s/precious", outside);
+        ck_assert_int_eq(symlink(q, p), 0);
+        snprintf(p, sizeof(p), "%s/sub", top);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+        write_file(p, "b");
+        snprintf(q, sizeof(q), "%s/deeper", p);
+        ck_assert_int_eq(mkdir(q, 0755), 0);
+        write_file(q, "c");
+        ck_assert_int_eq(chmod(q, 0), 0);
+        ck_assert_int_eq(chmod(p, 0500), 0);
+
+        ck_assert_int_eq(rm_rf_untrusted(top), 0);
+        ck_assert_int_eq(access(top, F_OK), -1);
+        ck_assert_int_eq(errno, ENOENT);
+        /* Nothing behind the symlinks was touched. */
+        snprintf(q, sizeof(q), "%s/precious", outside);
+        ck_assert_int_eq(access(q, F_OK), 0);
+
+        /* Gone already, or never a directory: fine. */
+        ck_assert_int_eq(rm_rf_untrusted(top), 0);
+        snprintf(p, sizeof(p), "%s/link", outside);
+        ck_assert_int_eq(symlink(outside, p), 0);
+        ck_assert_int_eq(rm_rf_untrusted(p), 0);
+        ck_assert_int_eq(access(q, F_OK), 0);
+
+        ck_assert_int_eq(unlink(q), 0);
+        ck_assert_int_eq(rmdir(outside), 0);
+}
+END_TEST
+
+START_TEST(test_rm_rf_untrusted_depth) {
+        char top[] = "/tmp/test-shared-deep-XXXXXX";
+        int fd;
+
+        ck_assert_ptr_nonnull(mkdtemp(top));
+        fd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        /* Deeper than it keeps directories open for, several times over. */
+        for (unsigned i = 0; i < 3 * RM_RF_MAX_DEPTH + 10; i++) {
+                int next;
+                ck_assert_int_eq(mkdirat(fd, "d", 0755), 0);
+                next = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                ck_assert_int_ge(next, 0);
+                close(fd);
+                fd = next;
+        }
+        close(openat(fd, "bottom", O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+        close(fd);
+
+        ck_assert_int_eq(rm_rf_untrusted(top), 0);
+        ck_assert_int_eq(access(top, F_OK), -1);
+}
+END_TEST
+
 static Suite *shared_suite(void) {
         Suite *s = suite_create("shared");
         TCase *tc = tcase_create("buf");
@@ -397,6 +483,11 @@ static Suite *shared_suite(void) {
         tcase_add_test(tc, test_strv_contains);
         tcase_add_test(tc, test_strv_join);
         tcase_add_test(tc, test_strv_many);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("fs-util");
+        tcase_add_test(tc, test_rm_rf_untrusted);
+        tcase_add_test(tc, test_rm_rf_untrusted_depth);
         suite_add_tcase(s, tc);
         return s;
 }
