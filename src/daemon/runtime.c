@@ -201,8 +201,9 @@ int runtime_new(Runtime **ret, Manager *m) {
 Runtime *runtime_free(Runtime *r) {
         if (!r)
                 return NULL;
-        /* The waiting sandboxes die with the daemon. */
+        /* The waiting sandboxes die with the daemon; those of answered runs, still dying, are reaped now. */
         pool_free(r->pool);
+        process_free_detached();
         while (r->toml_requests)
                 runtime_toml_cancel(r->toml_requests);
         for (size_t i = 0; i < TOML_CACHE_SIZE; i++)

@@ -169,6 +169,69 @@ Process *process_free(Process *p) {
         return NULL;
 }
 
+void process_drain(Process *p, size_t max) {
+        for (int i = 0; i < 2; i++) {
+                int fd = i == 0 ? p->stdout_fd : p->stderr_fd;
+                size_t left = max;
+
+                while (fd >= 0 && left > 0) {
+                        char buf[65536];
+                        ssize_t n = read(fd, buf, MIN(sizeof(buf), left));
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n <= 0)
+                                break;
+                        capture_add(i == 0 ? &p->out : &p->err, buf, (size_t) n);
+                        left -= (size_t) n;
+                }
+        }
+}
+
+/* Detached processes until they are reaped: the list keeps them reachable, so nothing looks leaked. */
+static Process *detached;
+
+static void on_detached_done(Process *p, void *userdata) {
+        if (p->detached_prev)
+                p->detached_prev->detached_next = p->detached_next;
+        else
+                detached = p->detached_next;
+        if (p->detached_next)
+                p->detached_next->detached_prev = p->detached_prev;
+        process_free(p);
+}
+
+void process_detach(Process *p) {
+        if (!p)
+                return;
+        if (p->exited) {
+                process_free(p);
+                return;
+        }
+        if (!p->end_usec)
+                p->end_usec = now_usec();
+        p->killed = true;
+        kill_group(p);
+        close_pipe(p, &p->stdout_fd, &p->stdout_source);
+        close_pipe(p, &p->stderr_fd, &p->stderr_source);
+        p->timer_source = sd_event_source_disable_unref(p->timer_source);
+        p->done = on_detached_done;
+        p->userdata = NULL;
+        p->detached_prev = NULL;
+        p->detached_next = detached;
+        if (detached)
+                detached->detached_prev = p;
+        detached = p;
+}
+
+void process_free_detached(void) {
+        while (detached) {
+                Process *p = detached;
+
+                detached = p->detached_next;
+                process_free(p);   /* killed already: waits for it, then removes what it leaves */
+        }
+}
+
 _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w, int sync_r) {
         sigset_t all;
         int null_fd = -EBADF;

@@ -60,6 +60,7 @@ struct Process {
 
         ProcessDoneFunc done;
         void *userdata;
+        Process *detached_prev, *detached_next;   /* process_detach()'s list */
 };
 
 /* Start the child. On exec failure the child exits 127 and stderr says why. */
@@ -67,6 +68,12 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
 /* Kill the process group now; done still runs (unless the Process is freed). */
 void process_kill(Process *p);
 Process *process_free(Process *p);
+/* Read what stdout and stderr hold now, at most max bytes each, without waiting. */
+void process_drain(Process *p, size_t max);
+/* Done with it before it exited: kill it, stop reading it; it is reaped and freed in the background. */
+void process_detach(Process *p);
+/* At exit: reap and free the detached processes still dying (their cgroups and directories go with them). */
+void process_free_detached(void);
 static inline void process_freep(Process **p) {
         if (*p)
                 process_free(*p);

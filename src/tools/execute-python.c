@@ -23,6 +23,9 @@
 #include "utf8.h"
 
 #define PROGRESS_INTERVAL_USEC (2 * USEC_PER_SEC)
+/* At the end of a run, what is read from stdout and stderr at most: the pipes' contents, unless something the
+ * script left running floods them. */
+#define DRAIN_MAX (4 * 1024 * 1024)
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -30,16 +33,25 @@
  * `python -I -u -B -c BOOT FD /work/script.py` runs the script as
  * `python -I -u -B /work/script.py` would: byte for byte, in a fresh __main__
  * module with __file__ set, tracebacks starting at the script's frames, exit
- * status 1 on an uncaught exception, SystemExit passed through. At every
- * plt.show() and at the end it writes the open matplotlib figures as PNG to FD,
- * then the files in the output directory (out/ beside the script, /work/out in
- * the sandbox); records as outputs.h describes. matplotlib is
+ * status 1 on an uncaught exception, SystemExit handled as Python does. At
+ * every plt.show() and at the end it writes the open matplotlib figures as PNG
+ * to FD, then the files in the output directory (out/ beside the script,
+ * /work/out in the sandbox); records as outputs.h describes. matplotlib is
  * only touched when the script imported pyplot (an import hook patches show()
  * then), and MORE, the code that does this, is compiled only when needed:
  * a hello world pays for little more than compile() itself.
  *
+ * The end of a run is Python's own, done by hand: wait for the threads that
+ * are not daemons, run the atexit handlers, flush stdout and stderr. Then the
+ * exit status goes to FD as an 'X' record and the interpreter leaves with
+ * os._exit(): the daemon answers the call on that record, and does not wait
+ * for the interpreter's teardown and bubblewrap's exit, which take longer than
+ * a hello world. A process the script forked goes on as before and exits the
+ * usual way; it never writes the record.
+ *
  * A pre-started sandbox (prestart=, executor/pool.h) runs the same program
- * with FD:IN for FD: it starts, sets up all the above, and blocks reading the
+ * with FD:IN for FD: it starts, sets up all the above, compiles a first line
+ * (the compiler's own start-up is then paid ahead) and blocks reading the
  * script from the pipe IN until the daemon hands one over and closes it. It
  * then writes the script to /work/script.py (a new file, mode 0444, in the
  * run's private /work tmpfs; the script could chmod or replace it, which only
@@ -61,9 +73,10 @@ static const char boot_code[] =
         "        os.mkdir(out)\n"
         "    except OSError:\n"
         "        pass\n"
-        "    ns = {\"fd\": fd, \"pid\": os.getpid(), \"out\": out, \"sys\": sys, \"os\": os}\n"
+        "    pid = os.getpid()\n"
+        "    ns = {\"fd\": fd, \"pid\": pid, \"out\": out, \"sys\": sys, \"os\": os}\n"
         "    def more():\n"
-        "        if \"collect\" not in ns:\n"
+        "        if \"files\" not in ns:\n"
         "            exec(MORE, ns)\n"
         "        return ns\n"
         "    class Finder:\n"
@@ -78,7 +91,9 @@ static const char boot_code[] =
         "    main.__builtins__ = __builtins__\n"
         "    main.__loader__ = sys.modules[\"_frozen_importlib_external\"].SourceFileLoader(\"__main__\", path)\n"
         "    sys.modules[\"__main__\"] = main\n"
+        "    source = None\n"
         "    if src:\n"
+        "        compile(b\"pass\\n\", path, \"exec\", dont_inherit=True)\n"
         "        src = int(src)\n"
         "        chunks = []\n"
         "        while True:\n"
@@ -87,37 +102,59 @@ static const char boot_code[] =
         "                break\n"
         "            chunks.append(b)\n"
         "        os.close(src)\n"
-        "        v = memoryview(b\"\".join(chunks))\n"
+        "        source = b\"\".join(chunks)\n"
+        "        v = memoryview(source)\n"
         "        w = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)\n"
         "        while v:\n"
         "            v = v[os.write(w, v):]\n"
         "        os.close(w)\n"
         "        del chunks, v, w, b\n"
         "    del src\n"
-        "    status = None\n"
+        "    status = 0\n"
         "    try:\n"
-        "        with open(path, \"rb\") as f:\n"
-        "            source = f.read()\n"
-        "        exec(compile(source, path, \"exec\", dont_inherit=True), main.__dict__)\n"
-        "    except SystemExit:\n"
-        "        raise\n"
+        "        if source is None:\n"
+        "            with open(path, \"rb\") as f:\n"
+        "                source = f.read()\n"
+        "        code = compile(source, path, \"exec\", dont_inherit=True)\n"
+        "        del source\n"
+        "        exec(code, main.__dict__)\n"
+        "    except SystemExit as e:\n"
+        "        status = e.code\n"
+        "        if status is None:\n"
+        "            status = 0\n"
+        "        elif isinstance(status, int):\n"
+        "            status = status & 0xff if -(1 << 63) <= status < 1 << 63 else 255\n"
+        "        else:\n"
+        "            try:\n"
+        "                print(status, file=sys.stderr)\n"
+        "            except BaseException:\n"
+        "                pass\n"
+        "            status = 1\n"
         "    except BaseException as e:\n"
         "        status = 1\n"
         "        tb = e.__traceback__.tb_next\n"
         "        sys.excepthook(type(e), e.with_traceback(tb), tb)\n"
         "        e = tb = None\n"
-        "    finally:\n"
+        "    code = None\n"
+        "    if os.getpid() != pid:\n"
+        "        sys.exit(status)\n"
+        "    def quietly(f, *args):\n"
         "        try:\n"
-        "            if \"matplotlib.pyplot\" in sys.modules or os.listdir(out):\n"
-        "                more()[\"collect\"]()\n"
+        "            f(*args)\n"
         "        except BaseException:\n"
         "            pass\n"
-        "        try:\n"
-        "            os.close(fd)\n"
-        "        except OSError:\n"
-        "            pass\n"
-        "    if status:\n"
-        "        sys.exit(status)\n"
+        "    if \"matplotlib.pyplot\" in sys.modules:\n"
+        "        quietly(lambda: more()[\"figures\"]())\n"
+        "    t = sys.modules.get(\"threading\")\n"
+        "    if t is not None and hasattr(t, \"_shutdown\"):\n"
+        "        quietly(t._shutdown)\n"
+        "    import atexit\n"
+        "    quietly(atexit._run_exitfuncs)\n"
+        "    quietly(lambda: os.listdir(out) and more()[\"files\"]())\n"
+        "    for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):\n"
+        "        quietly(s.flush)\n"
+        "    quietly(os.write, fd, b\"X\\0\\0\\0\\1\" + status.to_bytes(8, \"big\") + b\"x\")\n"
+        "    os._exit(status)\n"
         "MORE = '''\n"
         "left = [" STR(OUTPUTS_MAX_FIGURES) ", " STR(OUTPUTS_MAX_TOTAL) ", False]\n"
         "done = []\n"
@@ -190,9 +227,7 @@ static const char boot_code[] =
         "            n -= 1\n"
         "            left[1] -= len(data)\n"
         "            send(b\"O\", rel, len(data), data)\n"
-        "def collect():\n"
-        "    figures()\n"
-        "    files()\n"
+
         "def show(*args, **kwargs):\n"
         "    \"\"\"Return the open figures to the MCP client; they stay open.\"\"\"\n"
         "    try:\n"
@@ -517,12 +552,20 @@ static void job_close_outputs(Job *j) {
         j->out_fd = safe_close(j->out_fd);
 }
 
+static void job_done(Job *j, Process *p, bool finished, int status);
+
 static int on_outputs(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         Job *j = userdata;
+        int status;
 
         /* One pipe's worth at a time, so a chatty sandbox cannot hold up the loop. */
         if (!job_read_outputs(j, 65536))
                 job_close_outputs(j);
+        if (j->proc && outputs_finished(j->outputs, &status)) {
+                /* All the script wrote to stdout and stderr was written before the record: it is in the pipes. */
+                process_drain(j->proc, DRAIN_MAX);
+                job_done(j, j->proc, true, status);
+        }
         return 0;
 }
 
@@ -718,13 +761,19 @@ static bool job_take_prestarted(Job *j) {
         return true;
 }
 
-static void on_run_done(Process *p, void *userdata) {
-        Job *j = userdata;
+/*
+ * The run is over: the sandbox exited (p reaped), or, finished, the script said so with its exit status (an 'X'
+ * record, see boot_code) and p is still tearing down. Answer the call.
+ */
+static void job_done(Job *j, Process *p, bool finished, int status) {
         _cleanup_free_ char *out = NULL, *err = NULL, *text = NULL;
         _cleanup_free_ char *out_clean = NULL, *err_clean = NULL;
         size_t out_len = 0, err_len = 0, ol = 0, el = 0, len = 0;
-        int exit_code = p->signal ? -p->signal : p->exit_code;
-        bool failed = p->exit_code != 0 || p->signal || p->timed_out;
+        int sig = finished ? 0 : p->signal;
+        bool timed_out = !finished && p->timed_out;
+        int code = finished ? status : p->exit_code;
+        int exit_code = sig ? -sig : code;
+        bool failed = code != 0 || sig || timed_out;
 
         j->proc = NULL;
         /* The sandbox is gone: what is left in the pipe is all there is (bounded, should anything linger). */
@@ -743,9 +792,9 @@ static void on_run_done(Process *p, void *userdata) {
                 if (p->cgroup)
                         (void) sandbox_cgroup_read_events(p->cgroup, &ev);
                 limit = sandbox_limit_hit(&(SandboxOutcome) {
-                        .exit_code = p->exit_code,
-                        .signal = p->signal,
-                        .timed_out = p->timed_out,
+                        .exit_code = code,
+                        .signal = sig,
+                        .timed_out = timed_out,
                         .stderr_text = err,
                         .oom_killed = ev.oom_kill > 0,
                         .pids_max = ev.pids_max > 0,
@@ -756,13 +805,13 @@ static void on_run_done(Process *p, void *userdata) {
         json_add_int(st, "exit_code", exit_code);
         if (limit)
                 json_add_string(st, "limit", limit);
-        if (p->signal) {
-                const char *abbrev = sigabbrev_np(p->signal);
+        if (sig) {
+                const char *abbrev = sigabbrev_np(sig);
                 char name[32];
                 snprintf(name, sizeof(name), "SIG%s", abbrev ?: "UNKNOWN");
                 json_add_string(st, "signal", name);
         }
-        json_add_bool(st, "timed_out", p->timed_out);
+        json_add_bool(st, "timed_out", timed_out);
         json_add(st, "stdout", text_json(out_clean ?: "", ol));
         json_add(st, "stderr", text_json(err_clean ?: "", el));
         json_add_int(st, "run_ms", (int64_t) (process_duration_usec(p) / USEC_PER_MSEC));
@@ -780,16 +829,16 @@ static void on_run_done(Process *p, void *userdata) {
         append_section(&text, &len, "stderr", err_clean ?: "", el);
         strextendf_len(&text, &len, "--- exit_code: %d ---\n", exit_code);
         strextendf_len(&text, &len, "--- duration_ms: %" PRIu64 " ---\n", (now_usec() - j->t_start) / USEC_PER_MSEC);
-        if (p->timed_out)
+        if (timed_out)
                 strextendf_len(&text, &len, "--- timed_out: true ---\n");
         if (j->timeout_clamped)
                 strextendf_len(&text, &len, "--- timeout_clamped: %" PRIu64 "s (the server's maximum) ---\n",
                        j->timeout_usec / USEC_PER_SEC);
-        if (p->timed_out)
+        if (timed_out)
                 strextendf_len(&text, &len, "The script was stopped after %" PRIu64 "s, the timeout.\n",
                        j->timeout_usec / USEC_PER_SEC);
-        else if (p->signal)
-                strextendf_len(&text, &len, "The script was killed by signal %d (%s).\n", p->signal, strsignal(p->signal));
+        else if (sig)
+                strextendf_len(&text, &len, "The script was killed by signal %d (%s).\n", sig, strsignal(sig));
         if (limit) {
                 strextendf_len(&text, &len, "--- limit: %s ---\n", limit);
                 if (limit_sentence(limit))
@@ -810,11 +859,18 @@ static void on_run_done(Process *p, void *userdata) {
         json_object *content = json_object_new_array();
         json_object_array_add(content, content_text_new(text ?: ""));
         outputs_append_content(j->outputs, content);
-        process_free(p);
+        if (!finished)
+                process_free(p);
         tool_call_finish(j->call, content, st, failed);
+        if (finished)
+                process_detach(p);   /* killed and reaped in the background: its teardown is not the caller's wait */
         /* The reply is out: start the replacement (or the first) sandbox for the next run now. */
         job_refill(j);
         job_free(j);
+}
+
+static void on_run_done(Process *p, void *userdata) {
+        job_done(userdata, p, false, 0);
 }
 
 static void job_run(Job *j) {

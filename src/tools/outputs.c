@@ -53,6 +53,8 @@ struct Outputs {
         char *payload;                  /* NULL: discarding this payload */
         uint64_t payload_want, payload_len;
         bool broken;
+        bool finished;                  /* the 'X' record came: nothing is read after it */
+        int exit_status;
 };
 
 int outputs_new(Outputs **ret) {
@@ -313,6 +315,12 @@ void outputs_feed(Outputs *o, const void *p, size_t n) {
                         o->payload_want = 0;
                         for (size_t i = 5; i < HEADER_BYTES; i++)
                                 o->payload_want = o->payload_want << 8 | o->header[i];
+                        if (o->kind == 'X') {
+                                o->finished = true;
+                                o->exit_status = (int) (o->payload_want & 0xff);
+                                o->broken = true;   /* the end */
+                                break;
+                        }
                         if (!strchr("FfOo", o->kind) || o->kind == 0 || o->name_want == 0 ||
                             o->name_want > NAME_MAX_BYTES) {
                                 o->broken = true;
@@ -362,6 +370,14 @@ void outputs_feed(Outputs *o, const void *p, size_t n) {
 }
 
 /* ---- results --------------------------------------------------------------- */
+
+bool outputs_finished(const Outputs *o, int *ret) {
+        if (!o || !o->finished)
+                return false;
+        if (ret)
+                *ret = o->exit_status;
+        return true;
+}
 
 bool outputs_empty(const Outputs *o) {
         return !o || (o->n_items == 0 && o->n_unlisted == 0);

@@ -16,6 +16,8 @@
  *   'F' a figure, a PNG         'f' a figure the sandbox left out (no payload)
  *   'O' a file in the output    'o' a file the sandbox left out (no payload;
  *       directory                   size is the file's)
+ *   'X' the script is done: size is its exit status (no payload); the stream
+ *       ends there
  */
 
 #include <json-c/json.h>
@@ -52,6 +54,9 @@ void outputs_feed(Outputs *o, const void *p, size_t n);
 void outputs_add(Outputs *o, OutputKind kind, const char *name, size_t name_len, uint64_t size, const void *data);
 /* Same, with the data as base64 (the persistent sandbox's JSON replies). */
 void outputs_add_base64(Outputs *o, OutputKind kind, const char *name, uint64_t size, const char *b64);
+
+/* The 'X' record came: true and *ret the exit status. */
+bool outputs_finished(const Outputs *o, int *ret);
 
 bool outputs_empty(const Outputs *o);
 /* Append the content blocks: named images, inline text files, resources, then a note on what was left out. */

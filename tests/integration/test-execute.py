@@ -21,6 +21,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -314,6 +315,117 @@ def stdin_is_empty():
     eq(res["data"], "", "what stdin holds")
     eq(res["eof"], True, "input() meets end of file")
     check(res["seconds"] < 2, f"reading stdin returned at once: {res}")
+    c.close()
+
+
+
+# The end of a run is the bootstrap's, done by hand so that the daemon can answer without waiting for the
+# interpreter's teardown (see boot_code in src/tools/execute-python.c). Each script here must end exactly as
+# `python -I -u -B script.py` ends on the host: the same exit status, stdout and stderr.
+END_OF_RUN_SCRIPTS = {
+    "thread": ("import threading, time\n"
+               "def late():\n"
+               "    time.sleep(0.3)\n"
+               "    print('from the thread after the script ended')\n"
+               "threading.Thread(target=late).start()\n"
+               "print('script done')\n"),
+    "pool": ("import time\n"
+             "from concurrent.futures import ThreadPoolExecutor\n"
+             "ex = ThreadPoolExecutor(2)\n"
+             "ex.submit(lambda: (time.sleep(0.3), print('pool task')))\n"),
+    "atexit": ("import atexit, sys\n"
+               "atexit.register(lambda: print('second handler'))\n"
+               "atexit.register(lambda: print('first handler', file=sys.stderr))\n"
+               "print('main')\n"),
+    "atexit-raises": ("import atexit\n"
+                      "def bad():\n"
+                      "    raise RuntimeError('in a handler')\n"
+                      "atexit.register(bad)\n"
+                      "print('main')\n"),
+    "buffered-stdout": ("import io, sys\n"
+                        "sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, 'w', closefd=False)))\n"
+                        "print('held in a buffer until the end')\n"),
+    "fork": ("import os\n"
+             "pid = os.fork()\n"
+             "if pid == 0:\n"
+             "    print('child')\n"
+             "else:\n"
+             "    os.waitpid(pid, 0)\n"
+             "    print('parent')\n"),
+    "fork-child-fails": ("import os, sys\n"
+                         "pid = os.fork()\n"
+                         "if pid == 0:\n"
+                         "    sys.exit(7)\n"
+                         "print('child status', os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"),
+    "exit-message": "import sys\nprint('x')\nsys.exit('goodbye')\n",
+    "exit-none": "import sys\nsys.exit()\n",
+    "exit-true": "import sys\nsys.exit(True)\n",
+    "exit-256": "import sys\nsys.exit(256)\n",
+    "exit-minus-one": "import sys\nsys.exit(-1)\n",
+    "exit-huge": "import sys\nsys.exit(1 << 70)\n",
+    "exit-in-atexit": "import atexit, sys\natexit.register(lambda: sys.exit(5))\nprint('main')\n",
+    "raise-systemexit-list": "raise SystemExit([1, 2])\n",
+}
+
+
+def host_outcome(script):
+    """How the host's Python ends the script: (exit status, stdout, stderr)."""
+    d = scratch("mcpt-oracle-")
+    path = os.path.join(d, "script.py")
+    with open(path, "w") as f:
+        f.write(script)
+    p = subprocess.run([sys.executable, "-I", "-u", "-B", path], cwd=d,
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    # Tracebacks name the script by its path: the sandbox's is /work/script.py.
+    return p.returncode, p.stdout.replace(path, "/work/script.py"), p.stderr.replace(path, "/work/script.py")
+
+
+@test
+def end_of_run_is_pythons():
+    d = plain_daemon()
+    c = d.client()
+    c.initialize()
+    for name, script in END_OF_RUN_SCRIPTS.items():
+        want = host_outcome(script)
+        # The same Python as the oracle's, this test's own (the daemon finds it in /usr/bin or pyenv's tree).
+        r, st, text = execute(c, script, python_version="%d.%d" % sys.version_info[:2], timeout_seconds=60)
+        got = (st.get("exit_code"), st.get("stdout"), st.get("stderr"))
+        # A function's repr holds its address.
+        got, want = ((g[0], g[1], re.sub(r" at 0x[0-9a-f]+>", ">", g[2])) for g in (got, want))
+        eq(got, want, f"{name}: exit status, stdout and stderr as on the host ({text})")
+        eq(r.get("isError"), want[0] != 0, f"{name}: isError")
+        eq(st.get("signal"), None, f"{name}: signal")
+    c.close()
+
+
+@test
+def end_of_run_waits_for_nothing_else():
+    """The answer comes when the script is done, not when the sandbox's teardown is: proved by a teardown that
+    would take a minute (a finalizer that sleeps) and a process left running, both killed, not waited for."""
+    d = plain_daemon()
+    c = d.client()
+    c.initialize()
+    mark = "mcpt-left-running-" + uuid.uuid4().hex
+    script = ("import subprocess, sys\n"
+              "class SlowToDie:\n"
+              "    def __del__(self):\n"
+              "        import time\n"
+              "        time.sleep(60)\n"
+              "keep = SlowToDie()\n"
+              f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {mark!r}])\n"
+              "print('done')\n")
+    r, st, text = execute(c, script, timeout_seconds=30)
+    eq((st.get("exit_code"), st.get("stdout"), st.get("timed_out")), (0, "done\n", False),
+       f"the run ended with the script ({text})")
+    check(st.get("run_ms", 10 ** 9) < 30000, f"not cut off by the 30 s timeout: {st.get('run_ms')} ms")
+    wait_until(lambda: not processes_with(mark), timeout=10, what="the process the script left running to be gone")
+    # A forked child that outlives the script is killed with the sandbox, too.
+    script = ("import os, time\n"
+              "if os.fork() == 0:\n"
+              "    time.sleep(600)\n"
+              "print('parent done')\n")
+    r, st, text = execute(c, script, timeout_seconds=30)
+    eq((st.get("exit_code"), st.get("stdout")), (0, "parent done\n"), f"fork and leave ({text})")
     c.close()
 
 

@@ -102,6 +102,10 @@ SCRIPTS = {
            "print(sorted(os.listdir('/work')))\n",
     "syntax": "print('a')\nx = (\n",
     "unicode": "print('héllo ✓')\n",
+    "end-of-run": "import atexit, threading, time\natexit.register(lambda: print('atexit'))\n"
+                  "threading.Thread(target=lambda: (time.sleep(0.2), print('thread'))).start()\nprint('main')\n",
+    "exit-message": "import sys\nsys.exit('goodbye')\n",
+    "fork": "import os\npid = os.fork()\nif pid == 0:\n    print('child')\nelse:\n    os.waitpid(pid, 0)\n    print('parent')\n",
 }
 
 

@@ -173,6 +173,21 @@ def every_result_says_it_was_not_sandboxed():
 
 
 @test
+def a_daemon_stopped_right_after_runs_leaves_no_run_directory():
+    """The answer goes out before the run's process is gone (it is reaped in the background): a daemon that stops
+    then still reaps it and removes its directory."""
+    d = daemon("unsafe-stop", UNSAFE_ARGS)
+    c = client(d)
+    for i in range(3):
+        r, st, text = execute(c, WHERE + "import time\nclass Slow:\n    def __del__(self):\n        time.sleep(60)\n"
+                                         "keep = Slow()\n")
+        succeeded(r, st, text, f"run {i}")
+    d.stop()
+    eq(run_dirs(d), [], "run directories left behind by a daemon stopped right after its runs")
+    c.close()
+
+
+@test
 def pep723_metadata_is_read_without_the_sandbox():
     d = unsafe_daemon()
     c = client(d)

@@ -51,6 +51,12 @@ test_sandbox_SOURCES = tests/unit/test-sandbox.c
 test_sandbox_CFLAGS = $(UNIT_CFLAGS)
 test_sandbox_LDADD = $(UNIT_LIBS)
 
+check_PROGRAMS += test-outputs
+TESTS += test-outputs
+test_outputs_SOURCES = tests/unit/test-outputs.c
+test_outputs_CFLAGS = $(UNIT_CFLAGS)
+test_outputs_LDADD = $(UNIT_LIBS)
+
 # Every unit suite under valgrind, in one process (CK_FORK=no): no errors, no leaks.
 check-valgrind: $(check_PROGRAMS)
 	@for t in $(filter test-%,$(check_PROGRAMS)); do \
