@@ -637,6 +637,22 @@ static char *new_run_cgroup(const SandboxLimits *limits) {
         return path;
 }
 
+/* Spawn o with the run's resource limits: a cgroup of its own when we can, rlimits otherwise (sandbox/limits.h). */
+static int spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *limits, ProcessDoneFunc done,
+                         void *userdata, Process **ret) {
+        _cleanup_free_ char *cgroup = new_run_cgroup(limits);
+        ProcessLimit rlimits[SANDBOX_N_RLIMITS];
+        int k;
+
+        o->limits = rlimits;
+        o->n_limits = sandbox_limits_rlimits(limits, cgroup != NULL, rlimits);
+        o->cgroup = cgroup;
+        k = process_spawn(r->event, o, done, userdata, ret);
+        if (k < 0 && cgroup)
+                (void) rmdir(cgroup);
+        return k;
+}
+
 /* ---- without the sandbox (unsafe-no-sandbox) ---------------------------------- */
 
 /* When path is the directory from or below it: 1, and *ret the same path below to. Else 0. */
@@ -773,8 +789,6 @@ static int spawn_in_run_dir(Runtime *r, const char *top, const char *work, const
                             char *const *command, uint64_t timeout_usec, const SandboxLimits *limits,
                             size_t head_max, size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
         _cleanup_strv_free_ char **argv = strv_new(), **env = NULL;
-        _cleanup_free_ char *cgroup = NULL;
-        ProcessLimit rlimits[SANDBOX_N_RLIMITS];
         int k;
 
         for (size_t i = 0; i < n_data; i++) {
@@ -793,7 +807,6 @@ static int spawn_in_run_dir(Runtime *r, const char *top, const char *work, const
         if (!argv || !env)
                 return -ENOMEM;
 
-        cgroup = new_run_cgroup(limits);
         ProcessOptions o = {
                 .argv = argv,
                 .env = env,
@@ -804,15 +817,9 @@ static int spawn_in_run_dir(Runtime *r, const char *top, const char *work, const
                 .timeout_usec = timeout_usec,
                 .head_max = head_max,
                 .tail_max = tail_max,
-                .limits = rlimits,
-                .n_limits = sandbox_limits_rlimits(limits, cgroup != NULL, rlimits),
-                .cgroup = cgroup,
                 .remove_dir = top,
         };
-        k = process_spawn(r->event, &o, done, userdata, ret);
-        if (k < 0 && cgroup)
-                (void) rmdir(cgroup);
-        return k;
+        return spawn_limited(r, &o, limits, done, userdata, ret);
 }
 
 static int spawn_unsandboxed(Runtime *r, const char *env_dir, const SandboxData *data, size_t n_data,
@@ -857,8 +864,6 @@ int runtime_spawn_sandboxed_with_fds(Runtime *r, const char *env_dir, char *cons
         _cleanup_strv_free_ char **argv = NULL, **binds = strv_new(), **env = sandbox_run_env(env_dir);
         static char *bwrap_env[] = { (char *) "PATH=/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
         _cleanup_close_ int seccomp_fd = -EBADF;
-        _cleanup_free_ char *cgroup = NULL;
-        ProcessLimit rlimits[SANDBOX_N_RLIMITS];
         SandboxLimits configured;
         bool self_test = ret == &r->self_test;
         int keep[9];
@@ -904,7 +909,6 @@ int runtime_spawn_sandboxed_with_fds(Runtime *r, const char *env_dir, char *cons
         keep[n_keep++] = seccomp_fd;
         for (size_t i = 0; i < n_pass; i++)
                 keep[n_keep++] = pass_fds[i];
-        cgroup = new_run_cgroup(limits);
         ProcessOptions o = {
                 .argv = argv,
                 .env = bwrap_env,
@@ -914,14 +918,8 @@ int runtime_spawn_sandboxed_with_fds(Runtime *r, const char *env_dir, char *cons
                 .timeout_usec = timeout_usec,
                 .head_max = head_max,
                 .tail_max = tail_max,
-                .limits = rlimits,
-                .n_limits = sandbox_limits_rlimits(limits, cgroup != NULL, rlimits),
-                .cgroup = cgroup,
         };
-        k = process_spawn(r->event, &o, done, userdata, ret);
-        if (k < 0 && cgroup)
-                (void) rmdir(cgroup);
-        return k;
+        return spawn_limited(r, &o, limits, done, userdata, ret);
 }
 
 /* ---- TOML ------------------------------------------------------------------ */
