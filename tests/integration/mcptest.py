@@ -9,6 +9,7 @@ A test is a function decorated with @test; it fails by raising. skip(reason)
 skips it, except under MCP_SANDBOX_REQUIRE_ALL=1 (CI), where a skip fails.
 """
 
+import atexit
 import json
 import os
 import selectors
@@ -58,11 +59,39 @@ def modern_meta(version=MODERN, **extra):
     return meta
 
 
+_AT_EXIT = []
+
+
+def at_exit(fn):
+    """Run fn when the test program ends, the last registered first; a failing fn is ignored (best effort)."""
+    _AT_EXIT.append(fn)
+    return fn
+
+
+@atexit.register
+def _run_at_exit():
+    while _AT_EXIT:
+        try:
+            _AT_EXIT.pop()()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+def scratch(prefix, parent=None):
+    """A new temporary directory, removed at exit."""
+    d = tempfile.mkdtemp(prefix=prefix, dir=parent)
+    at_exit(lambda: shutil.rmtree(d, ignore_errors=True))
+    return d
+
+
 class Client:
     """An MCP client speaking NDJSON to a process's stdin/stdout (normally the shim)."""
 
     def __init__(self, argv, env=None, stderr_path=None):
-        self.stderr_path = stderr_path or tempfile.mktemp(prefix="mcptest-client-", suffix=".log")
+        if not stderr_path:
+            stderr_path = tempfile.mktemp(prefix="mcptest-client-", suffix=".log")
+            at_exit(lambda: os.path.exists(stderr_path) and os.unlink(stderr_path))
+        self.stderr_path = stderr_path
         self._stderr = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._stderr, env=env)
@@ -372,7 +401,7 @@ def stdio_client(args=(), env=None, cache_dir=None):
     """
     if not SHIM or not DAEMON:
         skip("SHIM and DAEMON must point to the built programs")
-    d = tempfile.mkdtemp(prefix="mcptest-stdio-")
+    d = scratch("mcptest-stdio-")
     e = dict(os.environ)
     wrapper = os.path.join(d, "mcp-python-sandboxd")
     with open(wrapper, "w") as f:

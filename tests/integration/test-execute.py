@@ -14,19 +14,17 @@ Pythons (tests skip without them); the PyPI tests skip when pypi.org cannot be
 reached. Exit status as automake wants it: 0 pass, 1 fail, 77 skip.
 """
 
-import atexit
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
 
+from mcptest import at_exit, scratch
 from mcptest import (Daemon, UvLog, check, children, eq, main, need_pythons, need_uv, rss_kib, skip, stdio_client,
                      test, test_pythons, uv_path)
 from mcptest import wait_until, processes_with
@@ -35,24 +33,6 @@ from wheels import build_wheel
 # --- helpers -----------------------------------------------------------------
 
 _STATE = {}
-_CLEANUP = []
-
-
-def _cleanup():
-    for fn in reversed(_CLEANUP):
-        try:
-            fn()
-        except Exception:  # noqa: BLE001 - best effort at exit
-            pass
-
-
-atexit.register(_cleanup)
-
-
-def scratch(prefix):
-    d = tempfile.mkdtemp(prefix=prefix)
-    _CLEANUP.append(lambda: shutil.rmtree(d, ignore_errors=True))
-    return d
 
 
 def shared_daemon(name, args, env=None, packages=True):
@@ -67,11 +47,11 @@ def shared_daemon(name, args, env=None, packages=True):
         return d
     uvlog = UvLog() if packages or uv_path() else None
     if uvlog:
-        _CLEANUP.append(uvlog.close)
+        at_exit(uvlog.close)
     d = Daemon(args=([f"--uv={uvlog.path}"] if uvlog else []) + list(args), env=env)
     d.uvlog = uvlog
     _STATE[name] = d
-    _CLEANUP.append(d.close)
+    at_exit(d.close)
     need_sandbox(d)
     return d
 
@@ -749,7 +729,7 @@ def isolation_negative_evidence():
     c.initialize()
     host_tmp = os.path.join("/tmp", "mcpt-host-file-" + uuid.uuid4().hex)
     open(host_tmp, "w").close()
-    _CLEANUP.append(lambda: os.unlink(host_tmp))
+    at_exit(lambda: os.unlink(host_tmp))
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)

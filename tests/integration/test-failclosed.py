@@ -5,8 +5,8 @@ script runs — execution tools say why and how to fix it — while the other
 tools keep working. There is no unsandboxed fallback."""
 
 import os
-import tempfile
 
+from mcptest import scratch
 from mcptest import Daemon, check, eq, main, need_pythons, test
 
 MARKER = "/tmp/mcptest-failclosed-ran"
@@ -14,7 +14,7 @@ MARKER = "/tmp/mcptest-failclosed-ran"
 
 def fake_bwrap(message, code=1):
     """A bwrap that fails the way a host without user namespaces makes it fail."""
-    d = tempfile.mkdtemp(prefix="mcptest-fakebwrap-")
+    d = scratch("mcptest-fakebwrap-")
     path = os.path.join(d, "bwrap")
     with open(path, "w") as f:
         f.write("#!/bin/sh\n")

@@ -14,17 +14,15 @@ The tests share one daemon and run in order; the last one measures the leaks.
 Needs $DAEMON, $SHIM, bubblewrap, uv and a pyenv Python >= 3.11.
 """
 
-import atexit
 import json
 import os
 import re
-import shutil
 import socket
-import tempfile
 import threading
 import time
 import uuid
 
+from mcptest import at_exit, scratch
 from mcptest import (Daemon, UvLog, check, children, eq, fd_count, main, need_uv, rss_kib, sanitized, skip, test,
                      test_pythons)
 from mcptest import wait_until, processes_with
@@ -35,16 +33,6 @@ LEGACY = "2025-11-25"
 UV_DELAY = 2
 
 _STATE = {}
-_CLEANUP = []
-
-
-@atexit.register
-def _cleanup():
-    for fn in reversed(_CLEANUP):
-        try:
-            fn()
-        except Exception:  # noqa: BLE001 - best effort at exit
-            pass
 
 
 def newest_python():
@@ -86,16 +74,15 @@ def daemon():
         return d
     need_uv()
     py = newest_python()
-    wheels = tempfile.mkdtemp(prefix="mcpt-hostile-wheels-")
-    _CLEANUP.append(lambda: shutil.rmtree(wheels, ignore_errors=True))
+    wheels = scratch("mcpt-hostile-wheels-")
     for name in ("mcpt-hostile-a", "mcpt-hostile-b"):
         build_wheel(wheels, name, "1.0")
     uv = UvLog(delay=UV_DELAY, delay_on="pip install")
-    _CLEANUP.append(uv.close)
+    at_exit(uv.close)
     d = Daemon(args=[f"--uv={uv.path}", f"--find-links={wheels}", "--offline", "--max-runs=1",
                      "--tmpfs-size=32M", f"--python-search-path={test_pythons()[py]}"])
     d.uvlog, d.python = uv, py
-    _CLEANUP.append(d.close)
+    at_exit(d.close)
     _STATE["daemon"] = d
     c = d.client()
     c.initialize()
@@ -118,7 +105,7 @@ def daemon():
 def client(d=None):
     c = (d or daemon()).client()
     c.initialize()
-    _CLEANUP.append(lambda: c.proc.poll() is None and c.kill())
+    at_exit(lambda: c.proc.poll() is None and c.kill())
     return c
 
 

@@ -15,25 +15,15 @@ matplotlib tests need pypi.org (matplotlib is installed once, and the daemon
 and its cache are shared by all tests). Exit status: 0 pass, 1 fail, 77 skip.
 """
 
-import atexit
 import base64
 import socket
 import struct
 
+from mcptest import at_exit
 from mcptest import Daemon, check, eq, main, need_pythons, need_uv, skip, test
 
 _STATE = {}
-_CLEANUP = []
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-@atexit.register
-def _cleanup():
-    for fn in reversed(_CLEANUP):
-        try:
-            fn()
-        except Exception:  # noqa: BLE001 - best effort at exit
-            pass
 
 
 def client(version="2025-11-25"):
@@ -43,13 +33,13 @@ def client(version="2025-11-25"):
         need_pythons("3.12")
         need_uv()
         d = Daemon("activate")
-        _CLEANUP.append(d.close)
+        at_exit(d.close)
         _STATE["daemon"] = d
     c = _STATE.get(version)
     if c is None or c.proc.poll() is not None:
         c = d.client()
         c.initialize(version)
-        _CLEANUP.append(lambda: c.proc.poll() is None and c.kill())
+        at_exit(lambda: c.proc.poll() is None and c.kill())
         _STATE[version] = c
     return c
 

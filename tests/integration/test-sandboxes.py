@@ -12,37 +12,25 @@ Needs $DAEMON and $SHIM, bubblewrap, uv and a pyenv Python >= 3.11; the
 matplotlib test needs pypi.org. Exit status: 0 pass, 1 fail, 77 skip.
 """
 
-import atexit
 import base64
 import os
 import shutil
 import socket
 import struct
-import tempfile
 import time
 
+from mcptest import at_exit, scratch
 from mcptest import Daemon, check, eq, main, need_pythons, need_uv, skip, test
 from wheels import build_wheel
 
 _STATE = {}
-_CLEANUP = []
-
-
-@atexit.register
-def _cleanup():
-    for fn in reversed(_CLEANUP):
-        try:
-            fn()
-        except Exception:  # noqa: BLE001 - best effort at exit
-            pass
 
 
 def wheel_dir():
     d = _STATE.get("wheels")
     if not d:
-        d = tempfile.mkdtemp(prefix="mcptest-sbx-wheels-")
+        d = scratch("mcptest-sbx-wheels-")
         os.chmod(d, 0o755)
-        _CLEANUP.append(lambda: shutil.rmtree(d, ignore_errors=True))
         build_wheel(d, "sbx-tiny", "1.2.3", module_source="def hello():\n    return 'tiny says hi'\n")
         _STATE["wheels"] = d
     return d
@@ -56,7 +44,7 @@ def daemon(name="local", args=(), pypi=False):
     need_uv()
     extra = [] if pypi else [f"--find-links={wheel_dir()}", "--offline"]
     d = Daemon("activate", args=[*extra, *args])
-    _CLEANUP.append(d.close)
+    at_exit(d.close)
     _STATE[name] = d
     return d
 
@@ -64,7 +52,7 @@ def daemon(name="local", args=(), pypi=False):
 def client(d, **kw):
     c = d.client(**kw)
     c.initialize()
-    _CLEANUP.append(lambda: c.proc.poll() is None and c.kill())
+    at_exit(lambda: c.proc.poll() is None and c.kill())
     return c
 
 
@@ -156,7 +144,7 @@ def other_uid_cannot_see_or_use():
     from mcptest import Client, SHIM
     other = Client(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", SHIM,
                     f"--socket={d.socket}", "--no-fallback"])
-    _CLEANUP.append(lambda: other.proc.poll() is None and other.kill())
+    at_exit(lambda: other.proc.poll() is None and other.kill())
     other.initialize()
     check("from uid 65534" in d.log(), "the second client really is uid 65534")
     for tool, extra in (("execute_code", {"code": "secret"}), ("get_sandbox_info", {}),

@@ -21,18 +21,17 @@ Needs $DAEMON, $SHIM, bubblewrap, uv and a pyenv Python >= 3.11. Exit 77 when
 they are missing.
 """
 
-import atexit
 import hashlib
 import json
 import os
 import shutil
 import signal
 import socket
-import tempfile
 import time
 import uuid
 
 import mcptest
+from mcptest import at_exit, scratch
 from mcptest import Daemon, check, children, eq, main, need_uv, skip, test, test_pythons
 from mcptest import wait_until, processes_with
 from wheels import build_wheel
@@ -40,22 +39,6 @@ from wheels import build_wheel
 PROBE_OK = "PROBE-COMPLETED-" + uuid.uuid4().hex[:8]
 
 _STATE = {}
-_CLEANUP = []
-
-
-@atexit.register
-def _cleanup():
-    for fn in reversed(_CLEANUP):
-        try:
-            fn()
-        except Exception:  # noqa: BLE001 - best effort at exit
-            pass
-
-
-def scratch(prefix, parent=None):
-    d = tempfile.mkdtemp(prefix=prefix, dir=parent)
-    _CLEANUP.append(lambda: shutil.rmtree(d, ignore_errors=True))
-    return d
 
 
 def newest_python():
@@ -93,7 +76,7 @@ def daemon():
     need_uv()
     newest_python()
     d = Daemon(args=[f"--find-links={wheel_dir()}", "--offline", "--tmpfs-size=32M", "--max-runs=4"])
-    _CLEANUP.append(d.close)
+    at_exit(d.close)
     _STATE["daemon"] = d
     sandbox_works(d)
     return d
@@ -102,7 +85,7 @@ def daemon():
 def client(d=None):
     c = (d or daemon()).client()
     c.initialize()
-    _CLEANUP.append(lambda: c.proc.poll() is None and c.kill())
+    at_exit(lambda: c.proc.poll() is None and c.kill())
     return c
 
 
@@ -448,8 +431,8 @@ def daemon_and_host_unix_sockets_are_unreachable():
     abs_srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     abs_srv.bind("\0" + abstract_name)
     abs_srv.listen(8)
-    _CLEANUP.append(path_srv.close)
-    _CLEANUP.append(abs_srv.close)
+    at_exit(path_srv.close)
+    at_exit(abs_srv.close)
     known = [p for p in ("/run/systemd/private", "/run/dbus/system_bus_socket", "/var/run/docker.sock",
                          "/run/containerd/containerd.sock", "/tmp/.X11-unix/X0", "/run/systemd/notify",
                          "/run/systemd/journal/stdout") if os.path.exists(p)]
@@ -601,8 +584,8 @@ def network_is_off():
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind(("127.0.0.1", 0))
     udp.setblocking(False)
-    _CLEANUP.append(tcp.close)
-    _CLEANUP.append(udp.close)
+    at_exit(tcp.close)
+    at_exit(udp.close)
 
     def one(via):
         res = probe(NETWORK, (tcp.getsockname()[1], udp.getsockname()[1]), via)
@@ -710,7 +693,7 @@ def no_process_outlives_client_or_closed_sandbox():
 def no_process_outlives_the_daemon():
     need_uv()
     d = Daemon(args=["--tmpfs-size=32M"])
-    _CLEANUP.append(d.close)
+    at_exit(d.close)
     sandbox_works(d)
     c = d.client()
     c.initialize()
@@ -761,7 +744,7 @@ def bomb_daemon():
     else:
         d = Daemon(args=args, cache_dir=cache)
         d.python, d.uid = newest_python(), os.geteuid()
-    _CLEANUP.append(d.close)
+    at_exit(d.close)
     sandbox_works(d)
     return d
 

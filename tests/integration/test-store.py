@@ -8,18 +8,17 @@ every case is deterministic; uv is a wrapper that logs what it is asked.
 """
 
 import glob
-import json
 import os
 import shutil
 import signal
-import tempfile
 import time
 
+from mcptest import scratch
 from mcptest import Daemon, UvLog, check, eq, main, need_pythons, test
 from mcptest import wait_until
 from wheels import build_wheel
 
-WHEELS = tempfile.mkdtemp(prefix="mcptest-store-wheels-")
+WHEELS = scratch("mcptest-store-wheels-")
 for name in ("mcpt-store-a", "mcpt-store-b", "mcpt-store-c", "mcpt-store-slow"):
     build_wheel(WHEELS, name, "1.0")
 
@@ -49,7 +48,7 @@ def age_env(cache, key, days):
 
 @test
 def warmup_prepares_in_background_without_delaying_ready():
-    cache = tempfile.mkdtemp(prefix="mcptest-store-")
+    cache = scratch("mcptest-store-")
     uvlog = UvLog(delay=3)   # every uv run takes 3 s more
     t0 = time.monotonic()
     with store_daemon(cache, uvlog, "--warmup=mcpt-store-a") as d:
@@ -75,7 +74,7 @@ def warmup_prepares_in_background_without_delaying_ready():
 
 @test
 def store_survives_restart_and_failed_builds_leave_nothing():
-    cache = tempfile.mkdtemp(prefix="mcptest-store-")
+    cache = scratch("mcptest-store-")
     uvlog = UvLog()
     with store_daemon(cache, uvlog) as d:
         c = d.client()
@@ -106,7 +105,7 @@ def store_survives_restart_and_failed_builds_leave_nothing():
 
 @test
 def interrupted_build_leaves_nothing_behind():
-    cache = tempfile.mkdtemp(prefix="mcptest-store-")
+    cache = scratch("mcptest-store-")
     slow = UvLog(delay=30, delay_on="pip install")
     d = store_daemon(cache, slow)
     try:
@@ -142,7 +141,7 @@ def interrupted_build_leaves_nothing_behind():
 
 @test
 def a_metadata_block_seen_before_costs_no_process():
-    cache = tempfile.mkdtemp(prefix="mcptest-store-")
+    cache = scratch("mcptest-store-")
     uvlog = UvLog()
     block = "# /// script\n# dependencies = ['mcpt-store-a']\n# requires-python = '>=3.11'\n# ///\n"
     with store_daemon(cache, uvlog) as d:
@@ -163,7 +162,7 @@ def a_metadata_block_seen_before_costs_no_process():
 
 @test
 def unused_environments_are_collected_by_age_and_budget():
-    cache = tempfile.mkdtemp(prefix="mcptest-store-")
+    cache = scratch("mcptest-store-")
     uvlog = UvLog()
     with store_daemon(cache, uvlog, "--store-max-age=1d") as d:
         c = d.client()
@@ -196,7 +195,7 @@ def unused_environments_are_collected_by_age_and_budget():
 
 @test
 def uv_cache_is_pruned_once_builds_go_quiet():
-    cache = tempfile.mkdtemp(prefix="mcptest-store-")
+    cache = scratch("mcptest-store-")
     uvlog = UvLog()
     with store_daemon(cache, uvlog, "--uv-prune-delay=1s") as d:
         c = d.client()

@@ -15,14 +15,12 @@ Needs $DAEMON and $SHIM and a pyenv Python >= 3.11; the one test of a
 sandboxed run needs a working bubblewrap. Exit status: 0 pass, 1 fail, 77 skip.
 """
 
-import atexit
 import os
-import shutil
 import signal
-import tempfile
 import time
 import uuid
 
+from mcptest import at_exit, scratch
 from mcptest import Daemon, check, children, eq, main, need_pythons, processes_with, skip, test, wait_until
 
 BANNER = "WARNING: this run was not sandboxed: the server runs with unsafe-no-sandbox=yes"
@@ -30,22 +28,6 @@ WARNING = "Running scripts WITHOUT a sandbox (unsafe-no-sandbox=yes)"
 UNSAFE_ARGS = ["--bwrap=/nonexistent/bwrap", "--unsafe-no-sandbox"]
 
 _STATE = {}
-_CLEANUP = []
-
-
-@atexit.register
-def _cleanup():
-    for fn in reversed(_CLEANUP):
-        try:
-            fn()
-        except Exception:  # noqa: BLE001 - best effort at exit
-            pass
-
-
-def scratch(prefix):
-    d = tempfile.mkdtemp(prefix=prefix)
-    _CLEANUP.append(lambda: shutil.rmtree(d, ignore_errors=True))
-    return d
 
 
 def daemon(name, args):
@@ -57,7 +39,7 @@ def daemon(name, args):
         d = Daemon(args=args, env={"TMPDIR": tmp})
         d.tmp = tmp
         _STATE[name] = d
-        _CLEANUP.append(d.close)
+        at_exit(d.close)
     return d
 
 
@@ -78,7 +60,7 @@ def unsafe_daemon():
 def client(d):
     c = d.client()
     c.initialize()
-    _CLEANUP.append(lambda: c.kill() if c.proc.poll() is None else None)
+    at_exit(lambda: c.kill() if c.proc.poll() is None else None)
     return c
 
 
