@@ -223,6 +223,14 @@ void process_detach(Process *p) {
         detached = p;
 }
 
+unsigned process_n_detached(void) {
+        unsigned n = 0;
+
+        for (Process *p = detached; p; p = p->detached_next)
+                n++;
+        return n;
+}
+
 void process_free_detached(void) {
         while (detached) {
                 Process *p = detached;

@@ -74,6 +74,8 @@ void process_drain(Process *p, size_t max);
 void process_detach(Process *p);
 /* At exit: reap and free the detached processes still dying (their cgroups and directories go with them). */
 void process_free_detached(void);
+/* How many there are. */
+unsigned process_n_detached(void);
 static inline void process_freep(Process **p) {
         if (*p)
                 process_free(*p);

@@ -42,12 +42,17 @@
  * a hello world pays for little more than compile() itself.
  *
  * The end of a run is Python's own, done by hand: wait for the threads that
- * are not daemons, run the atexit handlers, flush stdout and stderr. Then the
- * exit status goes to FD as an 'X' record and the interpreter leaves with
- * os._exit(): the daemon answers the call on that record, and does not wait
- * for the interpreter's teardown and bubblewrap's exit, which take longer than
- * a hello world. A process the script forked goes on as before and exits the
- * usual way; it never writes the record.
+ * are not daemons, run the atexit handlers, clear the script's globals as the
+ * interpreter's teardown does (their __del__ methods run, files they hold are
+ * flushed), flush stdout and stderr (exit status 120 if that fails). Then the
+ * exit status goes to FD as an 'X' record, if FD is still the pipe it was,
+ * and the interpreter leaves with os._exit(): the daemon answers the call on
+ * that record, and does not wait for the rest of the teardown (collecting
+ * reference cycles, unloading modules) and bubblewrap's exit, which take
+ * longer than a hello world. Processes the script started and left running
+ * are killed then, as they were when the interpreter exited. A process the
+ * script forked that runs to the end of the script exits the usual way; it
+ * never writes the record.
  *
  * A pre-started sandbox (prestart=, executor/pool.h) runs the same program
  * with FD:IN for FD: it starts, sets up all the above, compiles a first line
@@ -74,6 +79,7 @@ static const char boot_code[] =
         "    except OSError:\n"
         "        pass\n"
         "    pid = os.getpid()\n"
+        "    pipe = os.fstat(fd)\n"
         "    ns = {\"fd\": fd, \"pid\": pid, \"out\": out, \"sys\": sys, \"os\": os}\n"
         "    def more():\n"
         "        if \"files\" not in ns:\n"
@@ -143,17 +149,33 @@ static const char boot_code[] =
         "            f(*args)\n"
         "        except BaseException:\n"
         "            pass\n"
-        "    if \"matplotlib.pyplot\" in sys.modules:\n"
-        "        quietly(lambda: more()[\"figures\"]())\n"
         "    t = sys.modules.get(\"threading\")\n"
         "    if t is not None and hasattr(t, \"_shutdown\"):\n"
         "        quietly(t._shutdown)\n"
+        "    if \"matplotlib.pyplot\" in sys.modules:\n"
+        "        quietly(lambda: more()[\"figures\"]())\n"
         "    import atexit\n"
         "    quietly(atexit._run_exitfuncs)\n"
+        "    g = main.__dict__\n"
+        "    for first in (True, False):\n"
+        "        for k in list(g):\n"
+        "            if k != \"__builtins__\" and first == (k[:1] == \"_\" and k[1:2] != \"_\"):\n"
+        "                quietly(g.__setitem__, k, None)\n"
+        "    g = k = None\n"
         "    quietly(lambda: os.listdir(out) and more()[\"files\"]())\n"
-        "    for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):\n"
-        "        quietly(s.flush)\n"
-        "    quietly(os.write, fd, b\"X\\0\\0\\0\\1\" + status.to_bytes(8, \"big\") + b\"x\")\n"
+        "    for s in (sys.stdout, sys.stderr):\n"
+        "        try:\n"
+        "            s.flush()\n"
+        "        except BaseException as e:\n"
+        "            status = 120\n"
+        "            quietly(os.write, 2, (\"Exception ignored in: %r\\n%s: %s\\n\" % (s, type(e).__name__, e)).encode())\n"
+        "        e = None\n"
+        "    try:\n"
+        "        st = os.fstat(fd)\n"
+        "        if (st.st_dev, st.st_ino) == (pipe.st_dev, pipe.st_ino):\n"
+        "            os.write(fd, b\"X\\0\\0\\0\\1\" + status.to_bytes(8, \"big\") + b\"x\")\n"
+        "    except BaseException:\n"
+        "        pass\n"
         "    os._exit(status)\n"
         "MORE = '''\n"
         "left = [" STR(OUTPUTS_MAX_FIGURES) ", " STR(OUTPUTS_MAX_TOTAL) ", False]\n"

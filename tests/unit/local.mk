@@ -57,6 +57,12 @@ test_outputs_SOURCES = tests/unit/test-outputs.c
 test_outputs_CFLAGS = $(UNIT_CFLAGS)
 test_outputs_LDADD = $(UNIT_LIBS)
 
+check_PROGRAMS += test-process
+TESTS += test-process
+test_process_SOURCES = tests/unit/test-process.c
+test_process_CFLAGS = $(UNIT_CFLAGS)
+test_process_LDADD = $(UNIT_LIBS)
+
 # Every unit suite under valgrind, in one process (CK_FORK=no): no errors, no leaks.
 check-valgrind: $(check_PROGRAMS)
 	@for t in $(filter test-%,$(check_PROGRAMS)); do \

@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <systemd/sd-event.h>
+#include <unistd.h>
+
+#include "executor/process.h"
+#include "macro.h"
+
+static sd_event *event;
+
+static void setup(void) {
+        sigset_t ss;
+
+        /* sd-event watches children through SIGCHLD: it must be blocked. */
+        sigemptyset(&ss);
+        sigaddset(&ss, SIGCHLD);
+        ck_assert_int_eq(sigprocmask(SIG_BLOCK, &ss, NULL), 0);
+        ck_assert_int_ge(sd_event_new(&event), 0);
+}
+
+static void teardown(void) {
+        process_free_detached();
+        event = sd_event_unref(event);
+}
+
+static void on_done(Process *p, void *userdata) {
+        *(bool *) userdata = true;
+}
+
+/* Run the loop until cond holds or about 10 s have passed. */
+#define RUN_UNTIL(cond)                                                                                              \
+        do {                                                                                                         \
+                for (unsigned _i = 0; !(cond) && _i < 1000; _i++)                                                    \
+                        ck_assert_int_ge(sd_event_run(event, 10 * USEC_PER_MSEC), 0);                                \
+        } while (0)
+
+static bool alive(pid_t pid) {
+        return kill(pid, 0) == 0;
+}
+
+START_TEST(test_drain_then_detach) {
+        char script[256];
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c", script, NULL };
+        int sig[2];
+        bool done = false;
+        char c[8];
+        Process *p = NULL;
+        pid_t pid;
+
+        /* Writes more than a pipe holds to both streams, says so on a pipe of its own, then lingers. */
+        ck_assert_int_eq(pipe2(sig, O_CLOEXEC | O_NONBLOCK), 0);
+        snprintf(script, sizeof(script),
+                 "head -c 200000 /dev/zero; head -c 100000 /dev/zero >&2; echo done >&%d; exec sleep 600", sig[1]);
+        ProcessOptions o = { .argv = argv, .keep_fds = &sig[1], .n_keep_fds = 1, .stdin_fd = -EBADF,
+                             .head_max = 1024, .tail_max = 1024 };
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        close(sig[1]);
+        pid = p->pid;
+
+        /* Until it said "done": it wrote it all, the loop read some of it, the pipes hold the rest. */
+        for (unsigned i = 0; i < 1000; i++) {
+                ssize_t n = read(sig[0], c, sizeof(c));
+                if (n > 0)
+                        break;
+                ck_assert_int_ge(sd_event_run(event, 10 * USEC_PER_MSEC), 0);
+        }
+        process_drain(p, 4 * 1024 * 1024);
+        ck_assert_uint_eq(p->out.total, 200000);
+        ck_assert_uint_eq(p->err.total, 100000);
+        ck_assert(!p->exited);
+
+        process_detach(p);
+        ck_assert_uint_eq(process_n_detached(), 1);
+        RUN_UNTIL(process_n_detached() == 0);
+        ck_assert_uint_eq(process_n_detached(), 0);
+        ck_assert(!alive(pid));   /* killed and reaped: not even a zombie */
+        ck_assert(!done);         /* the owner's callback is not called once it let go */
+        close(sig[0]);
+}
+END_TEST
+
+START_TEST(test_free_detached_at_exit) {
+        char *argv[] = { (char *) "/bin/sleep", (char *) "600", NULL };
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 64, .tail_max = 64 };
+        Process *a = NULL, *b = NULL;
+        pid_t pa, pb;
+
+        ck_assert_int_ge(process_spawn(event, &o, NULL, NULL, &a), 0);
+        ck_assert_int_ge(process_spawn(event, &o, NULL, NULL, &b), 0);
+        pa = a->pid;
+        pb = b->pid;
+        process_detach(a);
+        process_detach(b);
+        ck_assert_uint_eq(process_n_detached(), 2);
+        /* No loop iteration: the daemon is exiting. */
+        process_free_detached();
+        ck_assert_uint_eq(process_n_detached(), 0);
+        ck_assert(!alive(pa));
+        ck_assert(!alive(pb));
+}
+END_TEST
+
+START_TEST(test_detach_after_exit_frees_at_once) {
+        char *argv[] = { (char *) "/bin/true", NULL };
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 64, .tail_max = 64 };
+        bool done = false;
+        Process *p = NULL;
+
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        p->done = NULL;   /* keep it: we detach it after it exited */
+        RUN_UNTIL(p->exited);
+        ck_assert(p->exited);
+        process_detach(p);
+        ck_assert_uint_eq(process_n_detached(), 0);
+}
+END_TEST
+
+static Suite *process_suite(void) {
+        Suite *s = suite_create("process");
+        TCase *tc = tcase_create("detach");
+
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_drain_then_detach);
+        tcase_add_test(tc, test_free_detached_at_exit);
+        tcase_add_test(tc, test_detach_after_exit_frees_at_once);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void) {
+        SRunner *sr = srunner_create(process_suite());
+        int failed;
+
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
