@@ -46,6 +46,11 @@ static const char *manager_instructions(const Manager *m) {
         return m->config->unsafe_no_sandbox ? instructions_unsandboxed : instructions;
 }
 
+/* Without the sandbox, execute_python says so and persistent sandboxes are not offered. */
+static const Tool *const *manager_tools(const Manager *m) {
+        return m->config->unsafe_no_sandbox ? tools_unsandboxed : tools_all;
+}
+
 static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
 
@@ -411,6 +416,7 @@ static void manager_reload(Manager *m) {
         /* The sandbox may work now, or not any more. */
         runtime_reload(m->runtime);
         m->server.instructions = manager_instructions(m);
+        m->server.tools = manager_tools(m);
         /* It says whether scripts run without the sandbox. */
         manager_update_status(m);
 }
@@ -473,7 +479,7 @@ int manager_new(Manager **ret, Config *config) {
                 .name = "mcp-python-sandbox",
                 .version = PACKAGE_VERSION,
                 .instructions = manager_instructions(m),
-                .tools = tools_all,
+                .tools = manager_tools(m),
                 .page_size = 50,
                 .max_calls = (unsigned) MIN(config->max_calls_per_connection, 100000u),
                 .max_depth = 64,

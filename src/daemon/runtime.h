@@ -79,8 +79,8 @@ unsigned runtime_max_runs(const Runtime *r);
  * NULL) and ro_paths are bound read-only, data files are created from their
  * fds. Without a working sandbox this fails with -EPERM: there is no silent
  * unsandboxed fallback. limits: the run's resource limits, NULL for the
- * configured ones (see sandbox/limits.h for what enforces them); the system
- * call filter of sandbox/seccomp.h always applies.
+ * configured ones (see sandbox/limits.h for what enforces them); in the
+ * sandbox, the system call filter of sandbox/seccomp.h always applies.
  *
  * With unsafe-no-sandbox=yes the command runs directly instead, as the
  * daemon's user, in a private directory made for it in $TMPDIR and removed

@@ -316,6 +316,7 @@ typedef struct Job {
         char *pool_key;                 /* the run may use, and refills, a pre-started sandbox of this key */
         bool prestarted;                /* it did */
         const char *banner;             /* unsafe-no-sandbox: the line every result starts with, from the spawn */
+        bool spawned;                   /* banner is the run's: it is NULL when the run is sandboxed */
 
         uint64_t t_start, t_prepare, t_run_start;
         sd_event_source *progress_timer;
@@ -478,9 +479,16 @@ static const char *limit_sentence(const char *limit) {
         return NULL;
 }
 
-/* NULL when runs are sandboxed; else what every result says first. */
+/* What every result of a server without the sandbox says first, when the call failed before its run. */
+#define UNSANDBOXED_SERVER_BANNER                                                                                    \
+        "WARNING: this server runs scripts without a sandbox (unsafe-no-sandbox=yes, development only)."
+
+/* NULL when the run was (or would have been) sandboxed; else what every result says first. A run started in the
+ * sandbox stays sandboxed, whatever a reload changes while it runs. */
 static const char *job_banner(const Job *j) {
-        return j->banner ?: runtime_unsandboxed_banner(j->runtime);
+        if (j->spawned)
+                return j->banner;
+        return runtime_unsandboxed(j->runtime) ? UNSANDBOXED_SERVER_BANNER : NULL;
 }
 
 /* Everything but the process outcome: shared by failures before the run. */
@@ -897,6 +905,7 @@ static void on_run_done(Process *p, void *userdata) {
 
 static void job_run(Job *j) {
         _cleanup_close_ int fd = -EBADF, out_w = -EBADF;
+        const char *banner;
         _cleanup_free_ char *python = NULL;
         int pipe_fds[2];
         char out_fd[16];
@@ -905,14 +914,18 @@ static void job_run(Job *j) {
         int k;
 
         j->t_run_start = now_usec();
-        j->banner = runtime_unsandboxed_banner(r);
+        /* Before the pool or the spawn looks at the setting: a reload cannot come in between. */
+        banner = runtime_unsandboxed_banner(r);
         job_set_phase(j, PHASE_RUN);
 
         if (outputs_new(&j->outputs) < 0)
                 return job_fail(j, PHASE_RUN, "out of memory");
         job_pool_key(j);
-        if (job_take_prestarted(j))
+        if (job_take_prestarted(j)) {
+                j->banner = banner;
+                j->spawned = true;
                 return;
+        }
 
         fd = memfd_with("script.py", j->script, j->script_len);
         if (fd < 0)
@@ -940,10 +953,12 @@ static void job_run(Job *j) {
         k = runtime_spawn_sandboxed_with_fd(r, j->env_path, streq(prefix, "/usr") ? NULL : ro, &data, 1, out_w,
                                             command, j->timeout_usec, &j->limits, head, tail, on_run_done, j,
                                             &j->proc);
-        if (k == -EPERM)
+        if (k == -EPERM && runtime_sandbox_error(r))
                 return job_fail(j, PHASE_RUN, "%s", strempty(runtime_sandbox_error(r)));
         if (k < 0)
                 return job_fail(j, PHASE_RUN, "the sandbox could not be started: %s", strerror(-k));
+        j->banner = banner;
+        j->spawned = true;
         /* Only the sandbox writes: EOF when it is gone. */
         out_w = safe_close(out_w);
         k = sd_event_add_io(runtime_event(r), &j->out_source, j->out_fd, EPOLLIN, on_outputs, j);
@@ -1180,6 +1195,32 @@ const Tool tool_execute_python = {
         .output_schema = output_schema,
         .read_only_hint = false,
         .destructive_hint = false,
+        .idempotent_hint = false,
+        .open_world_hint = true,
+        .call = execute_python_call,
+};
+
+/* unsafe-no-sandbox=yes: the same tool, described as what it then is. */
+const Tool tool_execute_python_unsandboxed = {
+        .name = "execute_python",
+        .title = "Run a Python script WITHOUT a sandbox (development server)",
+        .description =
+                "DEVELOPMENT SERVER WITHOUT A SANDBOX: the script runs directly on the server's machine, as the "
+                "server's user, with access to that user's files and to the network (unsafe-no-sandbox=yes). Only "
+                "a time limit (timeout_seconds, default 30), resource limits and a temporary working directory "
+                "remain; do not run code you would not run on that machine yourself. Returns stdout, stderr and "
+                "the exit code; every result says that the run was not sandboxed.\n\n"
+                "Third-party packages are installed from the package index into a cached environment: declare them "
+                "in a PEP 723 block at the top of the script or in the dependencies argument. stdin is empty. "
+                "Output longer than the cap keeps its beginning and end.\n\n"
+                "The working directory is a new temporary directory (not /work): use relative paths. Files the "
+                "script writes to out/ in it, and matplotlib figures, come back with the result (at most 8 figures "
+                "and 16 files, 4 MiB each and 10 MiB in all). Use $TMPDIR for scratch files; both are removed "
+                "after the run.",
+        .input_schema = input_schema,
+        .output_schema = output_schema,
+        .read_only_hint = false,
+        .destructive_hint = true,
         .idempotent_hint = false,
         .open_world_hint = true,
         .call = execute_python_call,

@@ -20,3 +20,11 @@ const Tool *const tools_all[] = {
         &tool_write_file,
         NULL,
 };
+
+/* unsafe-no-sandbox=yes: what runs without the sandbox, described as such; no persistent sandboxes. */
+const Tool *const tools_unsandboxed[] = {
+        &tool_execute_python_unsandboxed,
+        &tool_validate_script,
+        &tool_check_environment,
+        NULL,
+};

@@ -6,6 +6,7 @@
 #include "mcp/tool.h"
 
 extern const Tool tool_execute_python;
+extern const Tool tool_execute_python_unsandboxed;
 extern const Tool tool_validate_script;
 extern const Tool tool_check_environment;
 extern const Tool tool_create_sandbox;
@@ -21,3 +22,5 @@ extern const Tool tool_read_file;
 extern const Tool tool_write_file;
 
 extern const Tool *const tools_all[];
+/* With unsafe-no-sandbox=yes. */
+extern const Tool *const tools_unsandboxed[];

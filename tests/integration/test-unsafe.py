@@ -213,17 +213,22 @@ def check_environment_says_there_is_no_sandbox():
 
 
 @test
-def persistent_sandboxes_are_refused():
+def clients_are_told_before_they_call():
+    """The tool list says it: execute_python's description, and no persistent sandboxes offered."""
     d = unsafe_daemon()
-    c = client(d)
-    r = c.call_tool("create_sandbox", {})
-    text = c.text(r)
-    check(r.get("isError"), f"create_sandbox must fail: {text}")
-    check("persistent sandboxes need the sandbox" in text and "unsafe-no-sandbox=yes" in text,
-          f"the error names the switch: {text}")
-    s = c.call_tool("get_sandbox_status", {})
-    check(not s.get("isError"), c.text(s))
-    eq(s["structuredContent"].get("sandboxes"), [], "no sandbox was left registered")
+    c = d.client()
+    init = c.initialize()
+    check("WITHOUT a sandbox" in init.get("instructions", ""), f"the instructions say it: {init}")
+    tools = {t["name"]: t for t in c.result("tools/list")["tools"]}
+    eq(sorted(tools), ["check_environment", "execute_python", "validate_script"], "the tools offered")
+    ep = tools["execute_python"]
+    check(ep["description"].startswith("DEVELOPMENT SERVER WITHOUT A SANDBOX"), f"the description: {ep['description']}")
+    for promise in ("locked-down", "no network", "no access to the user's files", "/work/out", "Nothing persists"):
+        check(promise not in ep["description"], f"it promises {promise!r}: {ep['description']}")
+    r = c.request("tools/call", {"name": "create_sandbox", "arguments": {}})
+    check("error" in r and "Unknown tool" in r["error"].get("message", ""), f"create_sandbox is not there: {r}")
+    s = c.request("tools/call", {"name": "get_sandbox_status", "arguments": {}})
+    check("error" in s, f"get_sandbox_status is not there either: {s}")
     c.close()
 
 
@@ -314,6 +319,8 @@ def a_reload_turns_the_switch_on_and_off():
         r, st, text = execute(c, "import os\nprint(os.getcwd())\n")
         out = succeeded(r, st, text, "after turning it on")
         check(out.strip() != "/work", f"ran without the sandbox: {out!r}")
+        names = [t["name"] for t in c.result("tools/list")["tools"]]
+        check("create_sandbox" not in names, f"the tool list follows the switch: {names}")
 
         with open(conf, "w") as f:
             f.write("unsafe-no-sandbox = no\n")
@@ -324,6 +331,35 @@ def a_reload_turns_the_switch_on_and_off():
         check(r.get("isError") is True and "bwrap" in text, f"off again: fails closed: {text}")
         env = c.call_tool("check_environment")
         eq(env["structuredContent"]["sandbox"].get("enabled"), True, "sandbox.enabled")
+        c.close()
+
+
+@test
+def a_run_started_in_the_sandbox_stays_sandboxed_across_a_reload():
+    """A reload that turns the switch on while a sandboxed run goes on: that run's result still says sandboxed."""
+    need_pythons("3.11")
+    conf = os.path.join(scratch("mcptest-unsafe-conf-"), "mcp-python-sandboxd.conf")
+    open(conf, "w").close()
+    with Daemon(args=[f"--config={conf}"]) as d:
+        c = client(d)
+        env = c.call_tool("check_environment")
+        if not env["structuredContent"]["sandbox"].get("working"):
+            skip("the sandbox does not work on this machine")
+        rid = c.new_id()
+        c.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                "params": {"name": "execute_python",
+                           "arguments": {"script": "import os, time\ntime.sleep(2)\nprint(os.getcwd())\n"}}})
+        time.sleep(0.5)
+        with open(conf, "w") as f:
+            f.write("unsafe-no-sandbox = yes\n")
+        d.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: WARNING in full_log(d), 10, "the warning after the reload")
+        reply = c.wait_for(rid, timeout=60)
+        st = reply["result"]["structuredContent"]
+        eq((st.get("stdout"), st.get("sandboxed")), ("/work\n", True), "the run that started in the sandbox")
+        check(BANNER not in c.text(reply["result"]), "no banner on it")
+        r, st, text = execute(c, "import os\nprint(os.getcwd())\n")
+        eq(st.get("sandboxed"), False, f"the next run goes without: {text}")
         c.close()
 
 
