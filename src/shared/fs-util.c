@@ -147,9 +147,12 @@ int rm_rf_untrusted(const char *path) {
         _cleanup_close_ int fd = -EBADF;
         RmTree t = {};
         struct stat st;
-        int r = 0;
+        int r = 0, k;
 
         fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        /* Its owner may have locked it (chmod 0): ours, so we may unlock it. */
+        if (fd < 0 && errno == EACCES && fchmodat(AT_FDCWD, path, 0700, AT_SYMLINK_NOFOLLOW) >= 0)
+                fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) {
                 if (errno == ENOENT)
                         return 0;
@@ -169,7 +172,9 @@ int rm_rf_untrusted(const char *path) {
                 if (dup_fd < 0)
                         return -errno;
                 t.again = false;
-                r = rm_children(&t, dup_fd, 0);
+                k = rm_children(&t, dup_fd, 0);
+                if (k < 0 && r == 0)
+                        r = k;
                 if (!t.again)
                         break;
         }

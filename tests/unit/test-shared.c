@@ -2,6 +2,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -435,6 +437,47 @@ START_TEST(test_rm_rf_untrusted) {
 }
 END_TEST
 
+/* A tree whose owner locked every directory, the top included (chmod 0): as that owner, without privileges. */
+static int rm_locked_tree(void) {
+        char top[] = "/tmp/test-shared-locked-XXXXXX", p[512];
+
+        if (!mkdtemp(top))
+                return 10;
+        snprintf(p, sizeof(p), "%s/sub", top);
+        if (mkdir(p, 0700) < 0)
+                return 11;
+        write_file(p, "f");
+        if (chmod(p, 0) < 0 || chmod(top, 0) < 0)
+                return 12;
+        if (access(p, F_OK) == 0)    /* we cannot even look: the locks hold for us */
+                return 13;
+        if (rm_rf_untrusted(top) != 0)
+                return 14;
+        return access(top, F_OK) < 0 && errno == ENOENT ? 0 : 15;
+}
+
+START_TEST(test_rm_rf_untrusted_locked_top) {
+        pid_t pid;
+        int status;
+
+        if (geteuid() != 0) {
+                ck_assert_int_eq(rm_locked_tree(), 0);
+                return;
+        }
+        /* Root may read a locked directory: test as nobody, where the locks bind. */
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0) {
+                if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+                        _exit(2);
+                _exit(rm_locked_tree());
+        }
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert(WIFEXITED(status));
+        ck_assert_int_eq(WEXITSTATUS(status), 0);
+}
+END_TEST
+
 START_TEST(test_rm_rf_untrusted_depth) {
         char top[] = "/tmp/test-shared-deep-XXXXXX";
         int fd;
@@ -488,6 +531,7 @@ static Suite *shared_suite(void) {
         tc = tcase_create("fs-util");
         tcase_add_test(tc, test_rm_rf_untrusted);
         tcase_add_test(tc, test_rm_rf_untrusted_depth);
+        tcase_add_test(tc, test_rm_rf_untrusted_locked_top);
         suite_add_tcase(s, tc);
         return s;
 }
