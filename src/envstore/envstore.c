@@ -20,6 +20,8 @@
 #include "strv.h"
 
 #define MARKER ".mcp-python-sandbox-env.json"
+/* The bytecode of the environment was compiled (after it was put in place, see envstore_compile_later()). */
+#define COMPILED ".mcp-python-sandbox-compiled"
 /* An environment used this recently may be mounted by a running script: never collected. */
 #define GC_GRACE_SEC (3600)
 
@@ -59,6 +61,9 @@ struct EnvStore {
         uint64_t n_tmp;
         sd_event_source *prune_timer;
         Process *prune;
+        char **compile_queue;           /* environments whose bytecode is still to be compiled, oldest first */
+        char *compiling;
+        Process *compile;
 };
 
 static uint64_t now_usec(void) {
@@ -97,6 +102,7 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *
 
 static void build_free(Build *b);
 static void envstore_prune_later(EnvStore *s);
+static void envstore_compile_later(EnvStore *s, const char *path);
 
 EnvStore *envstore_free(EnvStore *s) {
         if (!s)
@@ -108,6 +114,9 @@ EnvStore *envstore_free(EnvStore *s) {
         }
         sd_event_source_disable_unref(s->prune_timer);
         process_free(s->prune);
+        process_free(s->compile);
+        free(s->compiling);
+        strv_free(s->compile_queue);
         free(s->uv);
         free(s->uv_version);
         free(s->root);
@@ -248,6 +257,7 @@ static void build_finish(Build *b) {
         if (b->error == 0) {
                 (void) envstore_gc(b->store, b->key);
                 envstore_prune_later(b->store);
+                envstore_compile_later(b->store, b->final);
         }
         build_free(b);
 }
@@ -315,7 +325,6 @@ static char **uv_environment(const EnvStore *s) {
         strv_extend(&env, "UV_NO_PROGRESS=1");
         strv_extend(&env, "NO_COLOR=1");
         strv_extend(&env, "UV_LINK_MODE=hardlink");
-        strv_extend(&env, "UV_COMPILE_BYTECODE=1");
         strv_extend(&env, "UV_LOCK_TIMEOUT=120");
         if (c->system_certs)
                 strv_extend(&env, "UV_SYSTEM_CERTS=1");
@@ -374,6 +383,75 @@ static void envstore_prune_later(EnvStore *s) {
         (void) sd_event_source_set_enabled(s->prune_timer, SD_EVENT_ONESHOT);
 }
 
+/*
+ * Bytecode is compiled after the environment is in place, not during the build: the first run needs only
+ * what it imports (compiled in memory, the sandbox cannot write .pyc files), and waiting for all of a
+ * package's bytecode first made it wait three times as long (numpy: 1.5 s against 0.5 s). One environment at a
+ * time, one process, on the side: the interpreter compiles the sources, with -I -S so that nothing of the
+ * packages runs (no .pth file, no sitecustomize). Runs that start meanwhile see each .pyc complete or not at
+ * all (they are written aside and renamed). Once done, COMPILED marks it; an interrupted compile is taken up
+ * again at the next start.
+ */
+static void envstore_compile_next(EnvStore *s);
+
+static void on_compile_done(Process *p, void *userdata) {
+        EnvStore *s = userdata;
+        char marker[4096];
+        int fd;
+
+        /* compileall fails when some file is not valid Python for this interpreter (templates, tests for
+         * other versions): what could be compiled is, and trying again would not change that. */
+        if (p->signal == 0) {
+                snprintf(marker, sizeof(marker), "%s/" COMPILED, s->compiling);
+                fd = open(marker, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+                if (fd >= 0)
+                        close(fd);
+                log_debug("Compiled the bytecode of environment %.12s in %" PRIu64 " ms%s.",
+                          strrchr(s->compiling, '/') + 1, process_duration_usec(p) / USEC_PER_MSEC,
+                          p->exit_code == 0 ? "" : " (some files are not valid Python for it)");
+        } else
+                log_info("Compiling the bytecode of environment %.12s stopped (signal %d).",
+                         strrchr(s->compiling, '/') + 1, p->signal);
+        s->compile = NULL;
+        free(s->compiling);
+        s->compiling = NULL;
+        process_free(p);
+        envstore_compile_next(s);
+}
+
+static void envstore_compile_next(EnvStore *s) {
+        static char *env[] = { (char *) "PATH=/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
+
+        while (!s->compile && s->compile_queue && s->compile_queue[0]) {
+                _cleanup_free_ char *path = s->compile_queue[0], *python = NULL, *lib = NULL, *marker = NULL;
+
+                memmove(s->compile_queue, s->compile_queue + 1, strv_length(s->compile_queue) * sizeof(char *));
+                if (asprintf(&python, "%s/bin/python", path) < 0 || asprintf(&lib, "%s/lib", path) < 0 ||
+                    asprintf(&marker, "%s/" COMPILED, path) < 0)
+                        return;
+                if (access(marker, F_OK) >= 0 || access(python, X_OK) < 0)
+                        continue;   /* done already, or collected meanwhile */
+                char *argv[] = { python, (char *) "-I", (char *) "-S", (char *) "-m", (char *) "compileall",
+                                 (char *) "-q", lib, NULL };
+                ProcessOptions o = { .argv = argv, .env = env, .cwd = s->empty, .stdin_fd = -EBADF,
+                                     .timeout_usec = s->config->prepare_timeout_usec, .head_max = 2048,
+                                     .tail_max = 2048 };
+                if (process_spawn(s->event, &o, on_compile_done, s, &s->compile) < 0) {
+                        log_warning("Failed to start compiling the bytecode of %s.", path);
+                        continue;
+                }
+                s->compiling = TAKE_PTR(path);
+        }
+}
+
+static void envstore_compile_later(EnvStore *s, const char *path) {
+        if ((s->compiling && streq(s->compiling, path)) || strv_contains(s->compile_queue, path))
+                return;
+        if (strv_extend(&s->compile_queue, path) < 0)
+                return;
+        envstore_compile_next(s);
+}
+
 static int build_spawn(Build *b, char **argv, char **env) {
         ProcessOptions o = {
                 .argv = argv,
@@ -401,7 +479,6 @@ static int build_step_install(Build *b) {
         strv_extend(&argv, "--no-config");
         strv_extend(&argv, "--python");
         strv_extend(&argv, py);
-        strv_extend(&argv, "--compile-bytecode");
         if (!c->allow_source_builds)
                 strv_extend(&argv, "--no-build");
         if (c->offline)
@@ -600,6 +677,18 @@ void envstore_cleanup(EnvStore *s) {
                 return;
         while ((de = readdir(d))) {
                 char p[4096];
+                if (de->d_name[0] != '.') {
+                        char m[4096 + 64];
+                        /* Built, but its bytecode compile was interrupted: take it up again. */
+                        snprintf(p, sizeof(p), "%s/%s", s->envs, de->d_name);
+                        snprintf(m, sizeof(m), "%s/" MARKER, p);
+                        if (access(m, F_OK) >= 0) {
+                                snprintf(m, sizeof(m), "%s/" COMPILED, p);
+                                if (access(m, F_OK) < 0)
+                                        envstore_compile_later(s, p);
+                        }
+                        continue;
+                }
                 if (!startswith(de->d_name, ".build-"))
                         continue;
                 /* Builds of this process are in flight; others were interrupted. */
@@ -677,6 +766,8 @@ int envstore_gc(EnvStore *s, const char *keep_key) {
                 if ((keep_key && streq(list[i].name, keep_key)) || age < GC_GRACE_SEC)
                         continue;
                 snprintf(p, sizeof(p), "%s/%s", s->envs, list[i].name);
+                if (s->compiling && streq(s->compiling, p))
+                        continue;   /* its compile writes there now: next time */
                 log_info("Removing environment %.12s (%s, %" PRIu64 " MiB).", list[i].name,
                          too_old ? "unused for too long" : "over the store budget", list[i].size >> 20);
                 if (rm_rf(p) >= 0)

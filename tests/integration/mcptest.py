@@ -473,7 +473,8 @@ class UvLog:
         self.log = os.path.join(d, "uv.log")
         open(self.log, "w").close()
         with open(self.path, "w") as f:
-            f.write(f"#!/bin/sh\nprintf '%s\\n' \"$*\" >> '{self.log}'\n")
+            # Each run's arguments; and UV_COMPILE_BYTECODE, if the daemon set it.
+            f.write(f"#!/bin/sh\nprintf '%s%s\\n' \"$*\" \"${{UV_COMPILE_BYTECODE:+ [UV_COMPILE_BYTECODE]}}\" >> '{self.log}'\n")
             if delay and delay_on:
                 f.write(f'case "$1 $2" in "{delay_on}") sleep {delay};; esac\n')
             elif delay:

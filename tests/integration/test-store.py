@@ -106,6 +106,39 @@ def store_survives_restart_and_failed_builds_leave_nothing():
 
 
 @test
+def bytecode_is_compiled_after_the_environment_is_in_place():
+    """The build does not wait for bytecode: uv installs without compiling, the run goes, and the daemon compiles
+    the environment's bytecode on the side; a compile cut short is taken up again at the next start."""
+    cache = scratch("mcptest-store-")
+    uvlog = UvLog()
+    with store_daemon(cache, uvlog) as d:
+        c = d.client()
+        c.initialize()
+        r, st = run(c, ["mcpt-store-c"], "import mcpt_store_c; print(mcpt_store_c.__version__)")
+        check(not r["isError"], c.text(r))
+        eq(st["stdout"], "1.0\n", "the package imports")
+        installs = [x for x in uvlog.lines() if " install " in f" {x} "]
+        check(installs and not any("compile" in x.lower() for x in installs), f"uv compiles nothing: {installs}")
+        env = os.path.join(cache, "envs", st["environment"]["key"])
+        marker = os.path.join(env, ".mcp-python-sandbox-compiled")
+        wait_until(lambda: os.path.exists(marker), 60, "the environment's bytecode to be compiled")
+        pattern = os.path.join(env, "lib", "python3.*", "site-packages", "mcpt_store_c", "__pycache__", "*.pyc")
+        check(glob.glob(pattern), f"the package's bytecode is there: {pattern}")
+        # And runs see it (the sandbox itself writes none).
+        r, st = run(c, ["mcpt-store-c"], "import os, mcpt_store_c; print(os.path.exists(mcpt_store_c.__cached__))")
+        eq((r["isError"], st["stdout"]), (False, "True\n"), "the bytecode, seen from the sandbox")
+        c.close()
+    # A compile that did not finish: the marker is missing at the next start.
+    os.unlink(marker)
+    for pyc in glob.glob(pattern):
+        os.unlink(pyc)
+    with store_daemon(cache, uvlog) as d:
+        wait_until(lambda: os.path.exists(marker), 60, "the compile to be taken up again after a restart")
+        check(glob.glob(pattern), "compiled again")
+    uvlog.close()
+
+
+@test
 def interrupted_build_leaves_nothing_behind():
     cache = scratch("mcptest-store-")
     slow = UvLog(delay=30, delay_on="pip install")
