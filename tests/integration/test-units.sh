@@ -43,12 +43,27 @@ skipped=0
 daemon_pid=
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/test-units.XXXXXX") || exit 99
+# The emulated service's daemon is not daemon_pid's child for long: setpriv
+# changes the user, which clears the parent-death signal bwrap set. Stop it by
+# its socket, which is this run's alone.
+# shellcheck disable=SC2317 # also called by the trap
+stop_service_daemon() {
+        [ -n "${svc:-}" ] || return 0
+        pkill -TERM -f -- "--listen=$svc/run/mcp.sock" 2>/dev/null || return 0
+        i=0
+        while pgrep -f -- "--listen=$svc/run/mcp.sock" >/dev/null 2>&1 && [ $i -lt 100 ]; do
+                sleep 0.05
+                i=$((i + 1))
+        done
+}
+
 # shellcheck disable=SC2317 # called by the trap
 cleanup() {
         if [ -n "$daemon_pid" ]; then
                 kill "$daemon_pid" 2>/dev/null
                 wait "$daemon_pid" 2>/dev/null
         fi
+        stop_service_daemon
         rm -rf "$T"
 }
 trap cleanup EXIT
@@ -352,6 +367,7 @@ stop_daemon() {
         kill "$daemon_pid" 2>/dev/null
         wait "$daemon_pid" 2>/dev/null
         daemon_pid=
+        stop_service_daemon
 }
 
 # The unit's system call and address family filters, its no_new_privs, as
