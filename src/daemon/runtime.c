@@ -637,10 +637,11 @@ static char *new_run_cgroup(const SandboxLimits *limits) {
         return path;
 }
 
-/* Spawn o with the run's resource limits: a cgroup of its own when we can, rlimits otherwise (sandbox/limits.h). */
-static int spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *limits, ProcessDoneFunc done,
-                         void *userdata, Process **ret) {
-        _cleanup_free_ char *cgroup = new_run_cgroup(limits);
+/* Spawn o with the run's resource limits: a cgroup of its own when we can (and may), rlimits otherwise
+ * (sandbox/limits.h). */
+static int spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *limits, bool may_cgroup,
+                         ProcessDoneFunc done, void *userdata, Process **ret) {
+        _cleanup_free_ char *cgroup = may_cgroup ? new_run_cgroup(limits) : NULL;
         ProcessLimit rlimits[SANDBOX_N_RLIMITS];
         int k;
 
@@ -819,7 +820,7 @@ static int spawn_in_run_dir(Runtime *r, const char *top, const char *work, const
                 .tail_max = tail_max,
                 .remove_dir = top,
         };
-        return spawn_limited(r, &o, limits, done, userdata, ret);
+        return spawn_limited(r, &o, limits, true, done, userdata, ret);
 }
 
 static int spawn_unsandboxed(Runtime *r, const char *env_dir, const SandboxData *data, size_t n_data,
@@ -857,31 +858,19 @@ int runtime_spawn_sandboxed_with_fd(Runtime *r, const char *env_dir, char *const
                                                 ret);
 }
 
-int runtime_spawn_sandboxed_with_fds(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
-                                     size_t n_data, const int *pass_fds, size_t n_pass, char *const *command,
-                                     uint64_t timeout_usec, const SandboxLimits *limits, size_t head_max,
-                                     size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
+int runtime_spawn_in_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
+                           size_t n_data, const int *pass_fds, size_t n_pass, char *const *command,
+                           uint64_t timeout_usec, const SandboxLimits *limits, bool may_cgroup, size_t head_max,
+                           size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
         _cleanup_strv_free_ char **argv = NULL, **binds = strv_new(), **env = sandbox_run_env(env_dir);
         static char *bwrap_env[] = { (char *) "PATH=/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
         _cleanup_close_ int seccomp_fd = -EBADF;
-        SandboxLimits configured;
-        bool self_test = ret == &r->self_test;
         int keep[9];
         size_t n_keep = 0;
         int k;
 
         if (n_data + n_pass + 1 > ELEMENTSOF(keep))
                 return -E2BIG;
-        if (!limits) {
-                sandbox_limits_from_config(r->config, &configured);
-                limits = &configured;
-        }
-        /* The self-test always tries the real thing. */
-        if (runtime_unsandboxed(r) && !self_test)
-                return spawn_unsandboxed(r, env_dir, data, n_data, pass_fds, n_pass, command, timeout_usec, limits,
-                                         head_max, tail_max, done, userdata, ret);
-        if (r->sandbox_error && !self_test)
-                return -EPERM;
         /* No filter, no run: the sandbox never starts with less than it promises. */
         seccomp_fd = sandbox_seccomp_export();
         if (seccomp_fd < 0)
@@ -919,7 +908,28 @@ int runtime_spawn_sandboxed_with_fds(Runtime *r, const char *env_dir, char *cons
                 .head_max = head_max,
                 .tail_max = tail_max,
         };
-        return spawn_limited(r, &o, limits, done, userdata, ret);
+        return spawn_limited(r, &o, limits, may_cgroup, done, userdata, ret);
+}
+
+int runtime_spawn_sandboxed_with_fds(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
+                                     size_t n_data, const int *pass_fds, size_t n_pass, char *const *command,
+                                     uint64_t timeout_usec, const SandboxLimits *limits, size_t head_max,
+                                     size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
+        SandboxLimits configured;
+        bool self_test = ret == &r->self_test;
+
+        if (!limits) {
+                sandbox_limits_from_config(r->config, &configured);
+                limits = &configured;
+        }
+        /* The self-test always tries the real thing. */
+        if (runtime_unsandboxed(r) && !self_test)
+                return spawn_unsandboxed(r, env_dir, data, n_data, pass_fds, n_pass, command, timeout_usec, limits,
+                                         head_max, tail_max, done, userdata, ret);
+        if (r->sandbox_error && !self_test)
+                return -EPERM;
+        return runtime_spawn_in_bwrap(r, env_dir, ro_paths, data, n_data, pass_fds, n_pass, command, timeout_usec,
+                                      limits, true, head_max, tail_max, done, userdata, ret);
 }
 
 /* ---- TOML ------------------------------------------------------------------ */

@@ -23,9 +23,7 @@
 #include "log.h"
 #include "macro.h"
 #include "sandboxes.h"
-#include "strv.h"
 #include "sandbox/limits.h"
-#include "sandbox/seccomp.h"
 #include "tools/script.h"
 
 #define RECORD_MAX 65536                        /* one SOCK_SEQPACKET record: kind byte + payload */
@@ -651,12 +649,9 @@ static void on_bwrap_exit(Process *p, void *userdata) {
 static int sandbox_spawn(Sandbox *sb) {
         Runtime *r = registry->runtime;
         const Config *c = registry->config;
-        _cleanup_strv_free_ char **argv = NULL, **env = NULL, **binds = strv_new();
         _cleanup_free_ char *python = NULL;
-        _cleanup_close_ int theirs = -EBADF, seccomp_fd = -EBADF;
-        ProcessLimit rlimits[SANDBOX_N_RLIMITS];
+        _cleanup_close_ int theirs = -EBADF;
         SandboxLimits limits;
-        static char *bwrap_env[] = { (char *) "PATH=/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
         int pair[2];
         char fdstr[16];
         int k;
@@ -668,9 +663,6 @@ static int sandbox_spawn(Sandbox *sb) {
          * limits bound each one. */
         sandbox_limits_from_config(c, &limits);
         limits.cpu_usec = 0;
-        seccomp_fd = sandbox_seccomp_export();
-        if (seccomp_fd < 0)
-                return seccomp_fd;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
                 return -errno;
         sb->sock = pair[0];
@@ -679,38 +671,13 @@ static int sandbox_spawn(Sandbox *sb) {
 
         if (asprintf(&python, "%s/bin/python", sb->env) < 0)
                 return -ENOMEM;
-        strv_extend(&binds, sb->env);
-        if (!streq(sb->python->prefix, "/usr"))
-                strv_extend(&binds, sb->python->prefix);
-        env = sandbox_run_env(sb->env);
         snprintf(fdstr, sizeof(fdstr), "%d", theirs);
         char *command[] = { python, (char *) "-I", (char *) "-u", (char *) "-c", (char *) sandbox_driver_code, fdstr,
                             NULL };
-        if (!env || !binds)
-                return -ENOMEM;
-
-        /* The same policy as execute_python's runs (network, tmpfs size, read-only system). */
-        SandboxPolicy policy = runtime_sandbox_policy(r);
-        policy.ro_paths = binds;
-        policy.seccomp_fd = seccomp_fd;
-        policy.env = env;
-        policy.command = command;
-        k = sandbox_build_argv(&policy, &argv);
-        if (k < 0)
-                return k;
-        int keep[] = { theirs, seccomp_fd };
-        ProcessOptions o = {
-                .argv = argv,
-                .env = bwrap_env,
-                .keep_fds = keep,
-                .n_keep_fds = 2,
-                .limits = rlimits,
-                .n_limits = sandbox_limits_rlimits(&limits, false, rlimits),
-                .stdin_fd = -EBADF,
-                .head_max = 8192,
-                .tail_max = 8192,
-        };
-        k = process_spawn(registry->event, &o, on_bwrap_exit, sb, &sb->proc);
+        char *ro[] = { (char *) sb->python->prefix, NULL };
+        /* The same sandbox as execute_python's runs (network, tmpfs size, read-only system), without a cgroup. */
+        k = runtime_spawn_in_bwrap(r, sb->env, streq(sb->python->prefix, "/usr") ? NULL : ro, NULL, 0, &theirs, 1,
+                                   command, 0, &limits, false, 8192, 8192, on_bwrap_exit, sb, &sb->proc);
         if (k < 0) {
                 sb->sock = safe_close(sb->sock);
                 return k;
