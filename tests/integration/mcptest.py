@@ -520,6 +520,37 @@ def rss_kib(pid):
     return 0
 
 
+class RssGrowth:
+    """with RssGrowth(pid) as g: ... -- then g.grew: the most pid's RSS rose above its start while the block ran
+    (sampled every few ms)."""
+
+    def __init__(self, pid, every=0.004):
+        self.pid, self.every = pid, every
+        self.before = self.peak = rss_kib(pid)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self):
+        while not self._stop.is_set():
+            try:
+                self.peak = max(self.peak, rss_kib(self.pid))
+            except OSError:
+                return
+            time.sleep(self.every)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def grew(self):
+        return self.peak - self.before
+
+
 def wait_until(pred, timeout=10, what="condition"):
     """pred()'s first true value, polled until timeout seconds have passed."""
     deadline = time.monotonic() + timeout

@@ -24,8 +24,8 @@ import threading
 import time
 import uuid
 
-from mcptest import at_exit, scratch
-from mcptest import (Daemon, UvLog, check, children, eq, main, need_pythons, need_uv, rss_kib, skip, stdio_client,
+from mcptest import RssGrowth, at_exit, scratch
+from mcptest import (Daemon, UvLog, check, children, eq, main, need_pythons, need_uv, skip, stdio_client,
                      test, test_pythons, uv_path)
 from mcptest import wait_until, processes_with
 from wheels import build_wheel
@@ -542,21 +542,6 @@ def output_flood_is_capped_and_memory_stays_bounded():
     c = d.client()
     c.initialize()
     run_ok(c, "print('warm up')\n")
-    pid = d.proc.pid
-    before = rss_kib(pid)
-    peak = [before]
-    stop = threading.Event()
-
-    def sample():
-        while not stop.is_set():
-            try:
-                peak[0] = max(peak[0], rss_kib(pid))
-            except OSError:
-                return
-            time.sleep(0.003)
-
-    t = threading.Thread(target=sample, daemon=True)
-    t.start()
     mib = 200
     script = ("import sys\n"
               "block = (b'x' * 1023 + b'\\n') * 1024\n"
@@ -564,11 +549,8 @@ def output_flood_is_capped_and_memory_stays_bounded():
               "    sys.stdout.buffer.write(block)\n"
               "sys.stdout.buffer.flush()\n"
               "print('LAST LINE OF THE FLOOD', flush=True)\n")
-    try:
+    with RssGrowth(d.proc.pid) as rss:
         r, st, text = execute(c, script, timeout_seconds=60)
-    finally:
-        stop.set()
-        t.join()
     succeeded(r, st, text, "flood")
     tr = st.get("truncated", {})
     total = mib * 1024 * 1024 + len("LAST LINE OF THE FLOOD\n")
@@ -581,8 +563,7 @@ def output_flood_is_capped_and_memory_stays_bounded():
     check(st["stdout"].endswith("LAST LINE OF THE FLOOD\n"), f"the tail is kept: {st['stdout'][-200:]!r}")
     check(st["stdout"].startswith("xxxx"), "the head is kept")
     check(text.rstrip().split("\n")[0] == "--- stdout ---", "layout")
-    grew = peak[0] - before
-    check(grew < 30 * 1024, f"the daemon's RSS grew by {grew} KiB while a script wrote {mib} MiB")
+    check(rss.grew < 30 * 1024, f"the daemon's RSS grew by {rss.grew} KiB while a script wrote {mib} MiB")
     c.close()
 
 

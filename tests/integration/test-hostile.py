@@ -18,11 +18,10 @@ import json
 import os
 import re
 import socket
-import threading
 import time
 import uuid
 
-from mcptest import at_exit, scratch
+from mcptest import RssGrowth, at_exit, scratch
 from mcptest import (Daemon, UvLog, check, children, eq, fd_count, main, need_uv, rss_kib, sanitized, skip, test,
                      test_pythons)
 from mcptest import wait_until, processes_with
@@ -173,41 +172,23 @@ def hundred_megabyte_line_is_refused_without_growing():
     pid = d.proc.pid
     r = Raw(d)
     r.ping("start")
-    before = rss_kib(pid)
-    peak = [before]
-    stop = threading.Event()
-
-    def sample():
-        while not stop.is_set():
-            try:
-                peak[0] = max(peak[0], rss_kib(pid))
-            except OSError:
-                return
-            time.sleep(0.005)
-
-    t = threading.Thread(target=sample, daemon=True)
-    t.start()
     total = 100 * 1000 * 1000
     head = b'{"jsonrpc":"2.0","id":"big","method":"ping","params":{"pad":"'
     chunk = b"x" * (1 << 20)
-    try:
+    with RssGrowth(pid) as rss:
         r.send_raw(head)
         sent = len(head)
         while sent < total:
             r.send_raw(chunk)
             sent += len(chunk)
         r.send_raw(b'"}}\n')
-    finally:
         time.sleep(0.2)
-        stop.set()
-        t.join()
     reply = r.read(30)
     eq(error_code(reply), INVALID_REQUEST, f"the 100 MB line: {reply}")
     eq(reply["error"].get("data", {}).get("limit"), 16 * 1024 * 1024, "data.limit (the default maximum)")
     r.ping("the 100 MB line")
-    grew = peak[0] - before
     if not sanitized(pid):
-        check(grew < 40 * 1024, f"the daemon's RSS grew by {grew} KiB while reading a 100 MB line")
+        check(rss.grew < 40 * 1024, f"the daemon's RSS grew by {rss.grew} KiB while reading a 100 MB line")
     r.close()
     check(d.alive(), "the daemon died")
 
