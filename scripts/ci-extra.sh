@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 #
 # The checks CI runs beyond the test suite: the unit suites under valgrind,
-# the whole suite under ASan + UBSan, and each fuzz target for a while.
+# the whole suite under ASan + UBSan, each fuzz target for a while, and a
+# smoke run of the benchmark.
 #
 # Usage: scripts/ci-extra.sh     (after scripts/setup-debian.sh)
 set -eu
@@ -29,3 +30,41 @@ command -v clang >/dev/null || { echo "clang is needed for the fuzzers" >&2; exi
 mkdir -p build-fuzz
 (cd build-fuzz && { [ -f Makefile ] || ../configure --enable-fuzzer CC=clang --quiet; } &&
         make -j"$jobs" --no-print-directory fuzz FUZZ_SECONDS="$FUZZ_SECONDS")
+
+# The benchmark reports and never fails on a timing; this smoke run fails
+# only when the harness itself breaks (a server it cannot drive, a
+# measurement or an output file missing).
+echo "== the benchmark, a smoke run"
+out=$(mktemp -d)
+(cd build && BENCH_QUICK=1 BENCH_NO_COLD_DEPS=1 python3 ../bench/run.py --daemon "$PWD/mcp-python-sandboxd" \
+        --shim "$PWD/mcp-python-sandbox" --work "$PWD/bench-work" --out "$out" >bench.log 2>&1 ||
+        { cat bench.log; exit 1; })
+python3 - "$out" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+R = json.load(open(os.path.join(out, "results", "latest.json")))
+missing = []
+for section, keys in (("warm_hello", ("ours_shim", "ours_socket", "ours_fresh_socket", "reference")),
+                      ("warm_hello_paced", ("ours_shim", "reference")),
+                      ("cold_start", ("ours_socket_activation", "ours_shim_fallback", "reference")),
+                      ("floor", ("python", "bwrap_python")),
+                      ("memory", ("ours_idle_fresh_rss_kb", "ours_idle_after_runs_rss_kb", "shim_rss_kb"))):
+    for k in keys:
+        if not (R.get(section) or {}).get(k):
+            missing.append(section + "." + k)
+for k, v in (R.get("warm_hello") or {}).items():
+    if v and v.get("failures"):
+        missing.append("warm_hello.%s: %d failed calls" % (k, v["failures"]))
+if [t["clients"] for t in R.get("throughput", {}).get("ours", [])] != [1, 4, 16]:
+    missing.append("throughput.ours for 1, 4 and 16 clients")
+if len(R.get("goals", [])) != 5:
+    missing.append("the five goals")
+for f in ("RESULTS.md", "results/latest.svg"):
+    if not os.path.getsize(os.path.join(out, f)):
+        missing.append(f)
+if missing:
+    sys.exit("the benchmark lacks: " + ", ".join(missing))
+print("bench smoke run: %d measurements, goals: %s" % (
+    sum(len(v) for v in R.values() if isinstance(v, dict)), ", ".join("met" if g["met"] else "not met" for g in R["goals"])))
+PY
+rm -rf "$out"
