@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +243,12 @@ static void build_finish(Build *b) {
         };
 
         build_unlink(b);
+        /* A failed build has left nothing behind by the time anyone hears of it. */
+        if (b->error != 0 && b->tmp) {
+                (void) rm_rf(b->tmp);
+                free(b->tmp);
+                b->tmp = NULL;
+        }
         if (b->error == 0)
                 log_info("Environment %.12s ready (%s) in %" PRIu64 " ms.", b->key,
                          b->requirements[0] ? "with packages" : "bare", res.build_usec / USEC_PER_MSEC);
@@ -547,6 +554,9 @@ static void on_step_done(Process *p, void *userdata) {
                 if (p->timed_out)
                         r = asprintf(&why, "preparing the environment took longer than %" PRIu64 "s and was stopped",
                                      b->store->config->prepare_timeout_usec / USEC_PER_SEC);
+                else if (p->signal)
+                        r = asprintf(&why, "the installer (uv) crashed: it was killed by signal %d (SIG%s)", p->signal,
+                                     strempty(sigabbrev_np(p->signal)));
                 else {
                         _cleanup_free_ char *detail = condense_uv_error(&p->err);
                         r = asprintf(&why, "%s", detail && *detail ? detail : "the installer failed without saying why");

@@ -7,13 +7,15 @@ Packages come from wheels this test builds (--find-links, --offline), so
 every case is deterministic; uv is a wrapper that logs what it is asked.
 """
 
+import base64
 import glob
 import os
 import shutil
 import signal
+import subprocess
 import time
 
-from mcptest import scratch
+from mcptest import at_exit, scratch, skip
 from mcptest import Daemon, UvLog, check, eq, main, need_pythons, test
 from mcptest import wait_until
 from wheels import build_wheel
@@ -172,6 +174,77 @@ def interrupted_build_leaves_nothing_behind():
     slow.close()
     fast.close()
     shutil.rmtree(cache, ignore_errors=True)
+
+
+@test
+def uv_crashing_in_a_build_fails_only_that_call():
+    """uv dies by a signal while it installs one requirement set: that call fails with a clear error, a call
+    building another set at the same time succeeds, nothing half-built is left, and the daemon goes on."""
+    cache = scratch("mcptest-store-")
+    uvlog = UvLog()
+    crashing = os.path.join(scratch("mcptest-uvcrash-"), "uv")
+    with open(crashing, "w") as f:
+        f.write("#!/bin/sh\n"
+                'case "$*" in *"pip install"*mcpt-store-a*) sleep 0.5; kill -SEGV $$;; esac\n'
+                f"exec '{uvlog.path}' \"$@\"\n")
+    os.chmod(crashing, 0o755)
+    with Daemon(cache_dir=cache, args=[f"--uv={crashing}", f"--find-links={WHEELS}", "--offline"]) as d:
+        need_pythons("3.11")
+        bad, good = d.client(), d.client()
+        bad.initialize()
+        good.initialize()
+        bad.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                  "params": {"name": "execute_python", "arguments": {"script": "print(1)",
+                                                                     "dependencies": ["mcpt-store-a"]}}})
+        r, st = run(good, ["mcpt-store-b"], "import mcpt_store_b; print('fine')")
+        eq((r["isError"], st["stdout"]), (False, "fine\n"), "the other call, built meanwhile")
+        reply = bad.wait_for(1, timeout=120)["result"]
+        text = bad.text(reply)
+        eq((reply["isError"], reply["structuredContent"]["failed_phase"]), (True, "prepare"), text)
+        check("crashed" in text and "SIGSEGV" in text, f"the error says the installer crashed: {text}")
+        eq(glob.glob(os.path.join(cache, "envs", ".build-*")), [], "half-built directories")
+        built = [open(os.path.join(cache, "envs", e, ".mcp-python-sandbox-env.json")).read() for e in envs(cache)]
+        check(any("mcpt-store-b" in x for x in built) and not any("mcpt-store-a" in x for x in built),
+              f"only the good environment: {built}")
+        r, st = run(good, [], "print('still serving')")
+        eq(st.get("stdout"), "still serving\n", "the daemon goes on")
+        bad.close()
+        good.close()
+    uvlog.close()
+
+
+@test
+def a_full_disk_during_a_build_is_a_clear_error():
+    """The cache directory fills up while uv installs: a clear error, nothing half-built left, and once there is
+    room again the same requirements build."""
+    if os.geteuid() != 0:
+        skip("mounting a small file system for the cache needs root")
+    need_pythons("3.11")
+    cache = scratch("mcptest-store-full-")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", cache]).returncode != 0:
+        skip("could not mount a tmpfs")
+    at_exit(lambda: subprocess.run(["umount", "-l", cache]))
+    wheels = scratch("mcptest-store-big-")
+    # Random bytes do not compress: the wheel and what uv unpacks of it take ~8 MB, more than there is.
+    blob = base64.b64encode(os.urandom(6 * 1024 * 1024)).decode()
+    build_wheel(wheels, "mcpt-store-big", "1.0", module_source=f"BLOB = {blob!r}\n")
+    uvlog = UvLog()
+    with Daemon(cache_dir=cache, args=[f"--uv={uvlog.path}", f"--find-links={wheels}", "--offline"]) as d:
+        c = d.client()
+        c.initialize()
+        r, st = run(c, ["mcpt-store-big"], "import mcpt_store_big; print(len(mcpt_store_big.BLOB))")
+        text = c.text(r)
+        eq((r["isError"], st.get("failed_phase")), (True, "prepare"), text)
+        check("No space left on device" in text, f"the error says why: {text}")
+        eq(glob.glob(os.path.join(cache, "envs", ".build-*")), [], "half-built directories")
+        check(all("mcpt" not in open(os.path.join(cache, "envs", e, ".mcp-python-sandbox-env.json")).read()
+                  for e in envs(cache)), f"no environment with the package: {envs(cache)}")
+        # Room again: the same call builds.
+        eq(subprocess.run(["mount", "-o", "remount,size=64m", cache]).returncode, 0, "remount")
+        r, st = run(c, ["mcpt-store-big"], "import mcpt_store_big; print(len(mcpt_store_big.BLOB))")
+        eq(r["isError"], False, c.text(r))
+        c.close()
+    uvlog.close()
 
 
 @test
