@@ -25,7 +25,7 @@ import time
 
 from mcptest import (DAEMON, LEGACY, MODERN, SHIM, Client, Daemon, check, children, default_daemon_args, eq,
                      fd_count, main, modern_meta, rss_kib, skip, stdio_client, test)
-from mcptest import wait_until
+from mcptest import RssGrowth, sanitized, wait_until
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -579,6 +579,60 @@ def fifty_concurrent_clients():
         for i, c in enumerate(clients):
             eq(c.close(), 0, f"client {i} shim exit status")
         d.wait_notify("Serving 0 connections (50 since start)")
+        check(d.alive(), "the daemon died")
+
+
+@test
+def a_hundred_clients_running_scripts():
+    """100 clients at once, each running scripts back to back for a few seconds: every call ends in a result or
+    in the queue-full error, none hangs; afterwards no descriptor, process or memory is left over."""
+    n, seconds = 100, 5
+    with Daemon(args=["--max-connections=128", "--max-runs=2", "--max-queue=32"]) as d:
+        pid = d.proc.pid
+        w = d.client()
+        w.initialize()
+        r = w.call_tool("execute_python", {"script": "print('warm')"}, timeout=120)
+        if r.get("isError"):
+            skip(f"scripts cannot run on this machine: {w.text(r)[:300]}")
+        w.close()
+        wait_until(lambda: not children(pid), 10, "the warm-up's processes to go")
+        fds, rss = fd_count(pid), rss_kib(pid)
+        clients = [d.client() for _ in range(n)]
+        outcomes = {"ok": 0, "busy": 0}
+        other = []
+        lock = threading.Lock()
+
+        def work(c):
+            c.initialize()
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                r = c.call_tool("execute_python", {"script": "print('hi')"}, timeout=120)
+                st = r.get("structuredContent") or {}
+                with lock:
+                    if not r.get("isError") and st.get("stdout") == "hi\n":
+                        outcomes["ok"] += 1
+                    elif r.get("isError") and "busy" in c.text(r):
+                        outcomes["busy"] += 1
+                    else:
+                        other.append(c.text(r)[:300])
+
+        with RssGrowth(pid) as growth:
+            threads = [threading.Thread(target=work, args=(c,)) for c in clients]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(180)
+        check(not any(t.is_alive() for t in threads), "a client hung")
+        eq(other, [], "calls that ended neither in a result nor in the queue-full error")
+        check(outcomes["ok"] > 0, f"no run completed: {outcomes}")
+        print(f"# {n} clients, {seconds} s: {outcomes['ok']} runs, {outcomes['busy']} refused as busy; "
+              f"daemon RSS {rss} KiB before, peak {growth.peak} KiB", flush=True)
+        for c in clients:
+            eq(c.close(), 0, "shim exit status")
+        wait_until(lambda: not children(pid), 15, "every sandbox to be gone")
+        wait_until(lambda: fd_count(pid) <= fds, 10, f"the daemon's descriptors back to {fds}")
+        if not sanitized(pid):
+            check(growth.grew < 20 * 1024, f"the daemon's RSS grew by {growth.grew} KiB under the load")
         check(d.alive(), "the daemon died")
 
 
