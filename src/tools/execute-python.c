@@ -802,6 +802,14 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
         int sig = finished ? 0 : p->signal;
         bool timed_out = !finished && p->timed_out;
         int code = finished ? status : p->exit_code;
+
+        /* bwrap, the sandbox's init, passes on the script's death by signal N as exit status 128+N. A script that
+         * exits (sys.exit(137) too) says so in its record: without one, such a status is that signal (or the rare
+         * os._exit(128+N)). */
+        if (!finished && !sig && code > 128 && code < 128 + NSIG) {
+                sig = code - 128;
+                code = 0;
+        }
         int exit_code = sig ? -sig : code;
         bool failed = code != 0 || sig || timed_out;
 

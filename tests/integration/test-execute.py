@@ -252,6 +252,23 @@ def exit_code_stderr_and_empty_sections():
 
 
 @test
+def death_by_signal_is_reported_as_the_signal():
+    # As subprocess reports it: exit_code -N and the signal's name, not the 128+N that bwrap exits with.
+    d = plain_daemon()
+    c = d.client()
+    c.initialize()
+    r, st, text = execute(c, "import os, signal\nprint('going', flush=True)\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    failed(r, st, text, "run", "SIGSEGV")
+    eq((st.get("exit_code"), st.get("signal"), st.get("limit")), (-11, "SIGSEGV", None), "exit_code, signal, limit")
+    check("--- exit_code: -11 ---\n" in text and "killed by signal 11" in text, f"the text says so: {text!r}")
+    eq(st.get("stdout"), "going\n", "output before the signal is kept")
+    # A script that exits with such a status did exit: it is not taken for a signal.
+    r, st, text = execute(c, "import sys\nsys.exit(139)\n")
+    eq((st.get("exit_code"), st.get("signal")), (139, None), "sys.exit(139)")
+    c.close()
+
+
+@test
 def traceback_line_numbers_are_the_scripts():
     d = plain_daemon()
     c = d.client()
