@@ -22,7 +22,6 @@ INTEGRATION_TESTS = \
 	tests/integration/test-access.py \
 	tests/integration/test-limits.py \
 	tests/integration/test-sandboxes.py \
-	tests/integration/test-security.py \
 	tests/integration/test-hostile.py \
 	tests/integration/test-outputs.py \
 	tests/integration/test-pool.py \

@@ -1,0 +1,7 @@
+# SPDX-License-Identifier: MIT
+# Escape tests: scripts that try to get out of the sandbox, each checked for the
+# refusal. Python programs like the integration tests, on the same harness
+# (tests/integration/mcptest.py, on PYTHONPATH there).
+SECURITY_TESTS = tests/security/test-escape.py
+TESTS += $(SECURITY_TESTS)
+EXTRA_DIST += $(SECURITY_TESTS)
