@@ -23,6 +23,7 @@ libcore_a_SOURCES = \
 	src/tools/sandbox-common.c src/tools/sandbox-common.h \
 	src/tools/sandbox-lifecycle.c \
 	src/tools/execute-code.c \
+	src/tools/runlog.c src/tools/runlog.h \
 	src/tools/outputs.c src/tools/outputs.h \
 	src/tools/sandbox-packages.c \
 	src/tools/sandbox-files.c \

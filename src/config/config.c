@@ -412,7 +412,7 @@ static void print_value(const Config *c, const Setting *st, FILE *out) {
                 fprintf(out, "%s = %s\n", st->name, strempty(*(char *const *) p));
                 break;
         case SETTING_BOOL:
-                fprintf(out, "%s = %s\n", st->name, *(const bool *) p ? "yes" : "no");
+                fprintf(out, "%s = %s\n", st->name, yes_no(*(const bool *) p));
                 break;
         case SETTING_SIZE:
         case SETTING_UINT:

@@ -165,7 +165,7 @@ void envstore_key(const EnvStore *s, const Python *py, const RequirementList *re
                         hash_str(&h, "extra-index-url", c->extra_index_urls[i]);
                 for (size_t i = 0; c->find_links[i]; i++)
                         hash_str(&h, "find-links", c->find_links[i]);
-                hash_str(&h, "source-builds", c->allow_source_builds ? "yes" : "no");
+                hash_str(&h, "source-builds", yes_no(c->allow_source_builds));
         }
         sha256_final_hex(&h, ret);
 }

@@ -75,6 +75,10 @@ static inline bool streq_ptr(const char *a, const char *b) {
         return streq(a, b);
 }
 
+static inline const char *yes_no(bool b) {
+        return b ? "yes" : "no";
+}
+
 static inline const char *strempty(const char *s) {
         return s ?: "";
 }

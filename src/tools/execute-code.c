@@ -10,6 +10,7 @@
 #include "json-util.h"
 #include "macro.h"
 #include "outputs.h"
+#include "runlog.h"
 #include "sandbox-common.h"
 #include "strv.h"
 #include "tools.h"
@@ -22,6 +23,32 @@ static void section(char **buf, size_t *len, const char *name, const char *text)
         if (!text || !*text)
                 return;
         strextendf_len(buf, len, "--- %s ---\n%s%s", name, text, text[strlen(text) - 1] == '\n' ? "" : "\n");
+}
+
+/* The cell's audit record (runlog.h). */
+static void cell_log(SbCall *c, const char *verdict, const char *error, int64_t count) {
+        RunLog l;
+
+        runlog_begin(&l, c->call, c->script, c->script_len);
+        runlog_add(&l, "MCP_VERDICT", "%s", verdict);
+        runlog_add(&l, "MCP_SANDBOX_ID", "%s", sandbox_id(c->sandbox));
+        if (sandbox_python_version(c->sandbox))
+                runlog_add(&l, "MCP_PYTHON", "%s", sandbox_python_version(c->sandbox));
+        runlog_add(&l, "MCP_SANDBOXED", "yes");
+        if (streq(verdict, "timeout"))
+                runlog_add(&l, "MCP_LIMIT", "timeout");
+        if (error)
+                runlog_add(&l, "MCP_ERROR", "%s", error);
+        if (count > 0)
+                runlog_add(&l, "MCP_EXECUTION_COUNT", "%" PRId64, count);
+        runlog_add(&l, "MCP_DURATION_USEC", "%" PRIu64, sb_now_usec() - c->t_start);
+        runlog_add(&l, "MCP_TIMEOUT_USEC", "%" PRIu64, c->timeout_usec);
+        runlog_emit(&l, "execute_code in sandbox %s for uid " UID_FMT " (pid " PID_FMT "): %s.", sandbox_id(c->sandbox),
+                    c->call->uid, c->call->pid, verdict);
+}
+
+static void on_cell_cancelled(SbCall *c) {
+        cell_log(c, "cancelled", NULL, 0);
 }
 
 static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
@@ -144,6 +171,7 @@ static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
         json_add_int(st, "timeout_seconds", timeout_s);
 
         is_error = exc || error || o->timed_out;
+        cell_log(c, o->timed_out ? "timeout" : error ? "error" : exc ? "failed" : "ok", error, count);
         tool_call_finish(c->call, content, st, is_error);
 }
 
@@ -153,9 +181,17 @@ static int execute_code_call(ToolCall *call, json_object *args) {
 
         if (!sb)
                 return 0;
+        const char *code = json_get_string(args, "code");
         SbCall *c = sb_call_new(call, sb);
         if (!c)
                 return -ENOMEM;
+        c->script_len = strlen(strempty(code));
+        c->script = strndup(strempty(code), c->script_len);
+        if (!c->script) {
+                sb_call_free(c);
+                return -ENOMEM;
+        }
+        c->cancelled = on_cell_cancelled;
         c->timeout_usec = sandbox_default_timeout_usec(sb);
         if (json_get_int64(args, "timeout_seconds", &want)) {
                 uint64_t w = (uint64_t) MAX(want, (int64_t) 1) * USEC_PER_SEC;
@@ -165,7 +201,7 @@ static int execute_code_call(ToolCall *call, json_object *args) {
 
         _cleanup_json_ json_object *req = json_object_new_object();
         json_add_string(req, "op", "exec");
-        json_add_string(req, "code", json_get_string(args, "code"));
+        json_add_string(req, "code", c->script);
         json_add_int(req, "out_cap", (int64_t) sandbox_output_cap(sb));
         json_add_int(req, "max_images", MAX_IMAGES);
         json_add_int(req, "max_image_bytes", MAX_IMAGE_BYTES);

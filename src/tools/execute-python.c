@@ -17,6 +17,7 @@
 #include "log.h"
 #include "macro.h"
 #include "outputs.h"
+#include "runlog.h"
 #include "script.h"
 #include "strv.h"
 #include "tools.h"
@@ -318,7 +319,7 @@ typedef struct Job {
         const char *banner;             /* unsafe-no-sandbox: the line every result starts with, from the spawn */
         bool spawned;                   /* banner is the run's: it is NULL when the run is sandboxed */
 
-        uint64_t t_start, t_prepare, t_run_start;
+        uint64_t t_start, t_prepared, t_run_start;   /* the call came, the environment was ready, the run began */
         sd_event_source *progress_timer;
 } Job;
 
@@ -532,6 +533,29 @@ static json_object *base_structured(Job *j, const char *failed_phase) {
         return st;
 }
 
+/* The audit record of the call (runlog.h): what every end of it says. Add the rest, then runlog_emit(). */
+static void job_log_begin(Job *j, RunLog *l, const char *verdict) {
+        uint64_t now = now_usec();
+
+        runlog_begin(l, j->call, j->script, j->script_len);
+        runlog_add(l, "MCP_VERDICT", "%s", verdict);
+        if (j->plan && j->plan->key[0])
+                runlog_add(l, "MCP_ENV_KEY", "%s", j->plan->key);
+        if (j->plan && j->plan->python)
+                runlog_add(l, "MCP_PYTHON", "%s", j->plan->python->version);
+        if (j->plan && !j->plan->error)
+                runlog_add(l, "MCP_ENV_BUILT", "%s", yes_no(j->built_now));
+        runlog_add(l, "MCP_SANDBOXED", "%s", yes_no(!job_banner(j)));
+        if (j->spawned)
+                runlog_add(l, "MCP_PRESTARTED", "%s", yes_no(j->prestarted));
+        if (j->t_prepared)
+                runlog_add(l, "MCP_PREPARE_USEC", "%" PRIu64, j->t_prepared - j->t_start);
+        if (j->t_run_start)
+                runlog_add(l, "MCP_QUEUE_USEC", "%" PRIu64, j->t_run_start - j->t_prepared);
+        runlog_add(l, "MCP_DURATION_USEC", "%" PRIu64, now - j->t_start);
+        runlog_add(l, "MCP_TIMEOUT_USEC", "%" PRIu64, j->timeout_usec);
+}
+
 /* A failure before the script ran: validation, preparation, a full queue, the sandbox. */
 static void job_fail(Job *j, Phase phase, const char *format, ...) __attribute__((format(printf, 3, 4)));
 static void job_fail(Job *j, Phase phase, const char *format, ...) {
@@ -551,8 +575,12 @@ static void job_fail(Job *j, Phase phase, const char *format, ...) {
         strextendf_len(&text, &len, "--- error ---\n%s\n--- phase: %s ---\n--- duration_ms: %" PRIu64 " ---\n",
                msg ?: "failed", phase_names[phase], (now_usec() - j->t_start) / USEC_PER_MSEC);
 
-        log_info("execute_python for uid " UID_FMT " failed in phase %s: %s", j->call->uid, phase_names[phase],
-                 strempty(msg));
+        RunLog l;
+        job_log_begin(j, &l, "error");
+        runlog_add(&l, "MCP_FAILED_PHASE", "%s", phase_names[phase]);
+        runlog_add(&l, "MCP_ERROR", "%s", msg ?: "failed");
+        runlog_emit(&l, "execute_python for uid " UID_FMT " (pid " PID_FMT ") did not run: its %s phase failed.",
+                    j->call->uid, j->call->pid, phase_names[phase]);
         json_object *content = json_object_new_array();
         json_object_array_add(content, content_text_new(text ?: "failed"));
         tool_call_finish(j->call, content, st, true);
@@ -887,8 +915,17 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
                         strextendf_len(&text, &len, "--- limits.%s lowered to %" PRIu64 " (the server's maximum) ---\n",
                                limit_args[i].name, limit_get_units(&j->limits, i));
 
-        log_debug("execute_python for uid " UID_FMT ": exit %d, %" PRIu64 " ms.", j->call->uid, exit_code,
-                  process_duration_usec(p) / USEC_PER_MSEC);
+        RunLog l;
+        const char *verdict = timed_out ? "timeout" : limit ? "limit" : sig ? "killed" : code != 0 ? "failed" : "ok";
+        job_log_begin(j, &l, verdict);
+        runlog_add(&l, "MCP_EXIT_CODE", "%d", exit_code);
+        if (sig)
+                runlog_add(&l, "MCP_SIGNAL", "SIG%s", sigabbrev_np(sig) ?: "UNKNOWN");
+        if (limit)
+                runlog_add(&l, "MCP_LIMIT", "%s", limit);
+        runlog_add(&l, "MCP_RUN_USEC", "%" PRIu64, process_duration_usec(p));
+        runlog_emit(&l, "execute_python for uid " UID_FMT " (pid " PID_FMT "): %s, exit code %d, %" PRIu64 " ms.",
+                    j->call->uid, j->call->pid, verdict, exit_code, process_duration_usec(p) / USEC_PER_MSEC);
 
         json_add(st, "figures", outputs_figures_json(j->outputs));
         json_add(st, "files", outputs_files_json(j->outputs));
@@ -986,6 +1023,7 @@ static void job_queue(Job *j) {
         Runtime *r = j->runtime;
         int k;
 
+        j->t_prepared = now_usec();
         k = runtime_acquire_slot(r, on_slot, j, &j->slot_waiter);
         if (k == -EBUSY)
                 return job_fail(j, PHASE_RUN,
@@ -1041,7 +1079,11 @@ static void on_plan(ScriptPlan *plan, void *userdata) {
 static void on_cancel(ToolCall *call, void *userdata) {
         Job *j = userdata;
 
-        log_debug("execute_python for uid " UID_FMT " cancelled; stopping it.", call->uid);
+        RunLog l;
+        job_log_begin(j, &l, "cancelled");
+        runlog_add(&l, "MCP_FAILED_PHASE", "%s", phase_names[j->phase]);
+        runlog_emit(&l, "execute_python for uid " UID_FMT " (pid " PID_FMT ") cancelled in phase %s; stopping it.",
+                    call->uid, call->pid, phase_names[j->phase]);
         job_free(j);   /* kills the sandbox: the whole process tree goes with it */
 }
 

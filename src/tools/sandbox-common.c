@@ -48,7 +48,11 @@ Sandbox *sb_lookup(ToolCall *call, json_object *args) {
 }
 
 static void on_cancel(ToolCall *call, void *userdata) {
-        sb_call_free(userdata);
+        SbCall *c = userdata;
+
+        if (c->cancelled)
+                c->cancelled(c);
+        sb_call_free(c);
 }
 
 SbCall *sb_call_new(ToolCall *call, Sandbox *sb) {
@@ -69,6 +73,7 @@ SbCall *sb_call_free(SbCall *c) {
         sandbox_op_cancel(c->op);
         sandbox_prepare_cancel(c->prepare);
         tool_call_unref(c->call);
+        free(c->script);
         free(c);
         return NULL;
 }

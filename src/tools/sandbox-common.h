@@ -11,6 +11,7 @@
 
 typedef struct SbCall SbCall;
 typedef void (*SbReplyFunc)(SbCall *c, const SandboxOpOutcome *o);
+typedef void (*SbCancelFunc)(SbCall *c);
 
 struct SbCall {
         ToolCall *call;
@@ -18,6 +19,9 @@ struct SbCall {
         SandboxOp *op;
         SandboxPrepare *prepare;
         SbReplyFunc reply;
+        SbCancelFunc cancelled;         /* optional: the client cancelled the call or went away */
+        char *script;                   /* execute_code's cell, for the run log */
+        size_t script_len;
         uint64_t t_start;
         uint64_t timeout_usec;
         bool timeout_clamped;

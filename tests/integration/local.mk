@@ -25,7 +25,8 @@ INTEGRATION_TESTS = \
 	tests/integration/test-hostile.py \
 	tests/integration/test-outputs.py \
 	tests/integration/test-pool.py \
-	tests/integration/test-unsafe.py
+	tests/integration/test-unsafe.py \
+	tests/integration/test-runlog.py
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/mcptest.py tests/integration/wheels.py
 

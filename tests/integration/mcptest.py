@@ -233,10 +233,14 @@ class Daemon:
     mode: "activate" (this harness passes a listening socket with LISTEN_FDS,
     as systemd does), "systemd-socket-activate" (systemd's own tool), or
     "listen" (--listen PATH).
+    wrap: a command the daemon's argv is appended to (it must exec it).
+    journal_stream: set JOURNAL_STREAM to the daemon's stderr, as systemd does
+    when stderr is the journal's stream.
     """
 
-    def __init__(self, mode="activate", args=(), env=None, cache_dir=None):
+    def __init__(self, mode="activate", args=(), env=None, cache_dir=None, wrap=(), journal_stream=False):
         self.extra_env = env
+        self.wrap = list(wrap)
         if not DAEMON or not os.path.exists(DAEMON):
             skip("DAEMON is not set to the built daemon")
         self.mode = mode
@@ -261,6 +265,9 @@ class Daemon:
             self.env.update(env)
         self.args = [f"--cache-dir={self.cache_dir}", "--log-level=debug", *default_daemon_args(), *args]
         self._log = open(self.log_path, "wb")
+        if journal_stream:
+            st = os.fstat(self._log.fileno())
+            self.env["JOURNAL_STREAM"] = f"{st.st_dev}:{st.st_ino}"
         self.proc = None
         self.listener = None
         try:
@@ -274,7 +281,7 @@ class Daemon:
             raise
 
     def start(self):
-        argv = [DAEMON, *self.args]
+        argv = [*self.wrap, DAEMON, *self.args]
         if self.mode == "activate":
             self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self.listener.bind(self.socket)
@@ -354,9 +361,12 @@ class Daemon:
         return s
 
     def log(self):
+        return self.log_full()[-4000:]
+
+    def log_full(self):
         try:
             with open(self.log_path, "rb") as f:
-                return f.read().decode(errors="replace")[-4000:]
+                return f.read().decode(errors="replace")
         except OSError:
             return ""
 

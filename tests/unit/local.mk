@@ -63,6 +63,12 @@ test_process_SOURCES = tests/unit/test-process.c
 test_process_CFLAGS = $(UNIT_CFLAGS)
 test_process_LDADD = $(UNIT_LIBS)
 
+check_PROGRAMS += test-runlog
+TESTS += test-runlog
+test_runlog_SOURCES = tests/unit/test-runlog.c
+test_runlog_CFLAGS = $(UNIT_CFLAGS)
+test_runlog_LDADD = $(UNIT_LIBS)
+
 # Every unit suite under valgrind, in one process (CK_FORK=no): no errors, no leaks.
 check-valgrind: $(check_PROGRAMS)
 	@for t in $(filter test-%,$(check_PROGRAMS)); do \
