@@ -32,6 +32,7 @@ typedef struct Config {
         uint64_t max_timeout_usec;
         uint64_t output_cap;
         uint64_t max_runs;              /* concurrent runs; 0 = number of CPUs */
+        uint64_t max_runs_per_user;     /* concurrent runs of one uid; 0 = max_runs */
         uint64_t max_queue;
         uint64_t prestart;              /* sandboxes started ahead per recently used environment; 0: none */
         uint64_t tmpfs_size;

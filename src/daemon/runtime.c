@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -52,6 +53,11 @@ struct TomlRequest {
         void *userdata;
 };
 
+typedef struct UserRuns {
+        uid_t uid;
+        unsigned n;
+} UserRuns;
+
 struct Runtime {
         Manager *manager;
         sd_event *event;
@@ -84,7 +90,9 @@ struct Runtime {
         TomlRequest *toml_requests;
 
         unsigned running, max_runs;
-        WaitQueue slots;
+        WaitQueue slots;                /* runs waiting for a slot; an entry's tag is its uid */
+        UserRuns *user_runs;            /* the users with runs going: at most max_runs of them */
+        size_t n_user_runs;
 
         /* Sandboxes started ahead (prestart=); they count neither as running nor against idleness. */
         Pool *pool;
@@ -164,8 +172,10 @@ int runtime_new(Runtime **ret, Manager *m) {
         ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         r->max_runs = m->config->max_runs > 0 ? (unsigned) MIN(m->config->max_runs, 4096u)
                                               : (unsigned) (ncpu > 0 ? ncpu : 1);
+        /* Room for every user who can have a run going, so that taking a slot never allocates. */
+        r->user_runs = calloc(r->max_runs, sizeof(UserRuns));
         r->user = user_name();
-        if (!r->user || asprintf(&r->unsandboxed_banner,
+        if (!r->user_runs || !r->user || asprintf(&r->unsandboxed_banner,
                                  "WARNING: this run was not sandboxed: the server runs with unsafe-no-sandbox=yes "
                                  "(development only); the script ran as %s with access to the host's files and "
                                  "network.",
@@ -215,6 +225,7 @@ Runtime *runtime_free(Runtime *r) {
         waitq_clear(&r->ready_waiters);
         waitq_clear(&r->self_test_waiters);
         waitq_clear(&r->slots);
+        free(r->user_runs);
         envstore_free(r->store);
         pythons_done(&r->pythons);
         free(r->uv_path);
@@ -556,6 +567,8 @@ bool runtime_is_idle(const Runtime *r) {
         return r->running == 0 && r->slots.n == 0 && envstore_n_building(r->store) == 0;
 }
 
+static void slots_hand_out(Runtime *r);
+
 void runtime_reload(Runtime *r) {
         announce_unsandboxed(r);
         /* Started under the old settings (sandboxed or not, too): their policy may not be the one that holds now. */
@@ -564,6 +577,8 @@ void runtime_reload(Runtime *r) {
                           pool_n_ready(r->pool) == 1 ? "" : "es");
         pool_flush(r->pool);
         pool_set_size(r->pool, (unsigned) MIN(r->config->prestart, 16u));
+        /* max-runs-per-user may have gone up. */
+        slots_hand_out(r);
         log_debug("Re-running the sandbox self-test.");
         (void) start_self_test(r);
 }
@@ -1058,25 +1073,83 @@ int runtime_parse_toml(Runtime *r, const char *toml, TomlParsedFunc cb, void *us
 
 /* ---- run slots ---------------------------------------------------------- */
 
-int runtime_acquire_slot(Runtime *r, WaitFunc cb, void *userdata, WaitEntry **ret) {
-        if (r->running < r->max_runs && r->slots.n == 0) {
-                r->running++;
+static UserRuns *user_runs_find(const Runtime *r, uid_t uid) {
+        for (size_t i = 0; i < r->n_user_runs; i++)
+                if (r->user_runs[i].uid == uid)
+                        return &r->user_runs[i];
+        return NULL;
+}
+
+unsigned runtime_n_running_for(const Runtime *r, uid_t uid) {
+        UserRuns *u = user_runs_find(r, uid);
+        return u ? u->n : 0;
+}
+
+unsigned runtime_max_runs_per_user(const Runtime *r) {
+        uint64_t cap = r->config->max_runs_per_user;
+        return cap > 0 && cap < r->max_runs ? (unsigned) cap : r->max_runs;
+}
+
+static bool slot_free_for(const Runtime *r, uid_t uid) {
+        return r->running < r->max_runs && runtime_n_running_for(r, uid) < runtime_max_runs_per_user(r);
+}
+
+static void slot_take(Runtime *r, uid_t uid) {
+        UserRuns *u = user_runs_find(r, uid);
+
+        /* running < max_runs: fewer than max_runs users have runs going, so there is room. */
+        if (!u) {
+                assert(r->n_user_runs < r->max_runs);
+                u = &r->user_runs[r->n_user_runs++];
+                *u = (UserRuns) { .uid = uid };
+        }
+        u->n++;
+        r->running++;
+}
+
+/*
+ * Hand free slots to waiting runs, oldest first, skipping those whose user has as many runs going as one user may.
+ * Called whenever a slot may have become usable, so a run waits only while no slot is free for its user: a new run
+ * that finds one takes it without passing anyone who could have had it.
+ */
+static void slots_hand_out(Runtime *r) {
+        bool again = true;
+
+        while (again && r->running < r->max_runs) {
+                again = false;
+                for (WaitEntry *e = r->slots.head; e; e = e->next)
+                        if (slot_free_for(r, (uid_t) e->tag)) {
+                                slot_take(r, (uid_t) e->tag);
+                                waitq_call(e);   /* may end runs, and come here again: start over */
+                                again = true;
+                                break;
+                        }
+        }
+}
+
+int runtime_acquire_slot(Runtime *r, uid_t uid, WaitFunc cb, void *userdata, WaitEntry **ret) {
+        if (slot_free_for(r, uid)) {
+                slot_take(r, uid);
                 *ret = NULL;
                 return 1;
         }
         if (r->slots.n >= r->config->max_queue)
                 return -EBUSY;
         *ret = waitq_push(&r->slots, cb, userdata);
-        return *ret ? 0 : -ENOMEM;
+        if (!*ret)
+                return -ENOMEM;
+        (*ret)->tag = uid;
+        return 0;
 }
 
-void runtime_release_slot(Runtime *r) {
+void runtime_release_slot(Runtime *r, uid_t uid) {
+        UserRuns *u = user_runs_find(r, uid);
+
+        assert(u && u->n > 0 && r->running > 0);
+        if (--u->n == 0)
+                *u = r->user_runs[--r->n_user_runs];
         r->running--;
-        /* FIFO: the oldest waiting run gets the slot. */
-        while (r->running < r->max_runs && r->slots.n > 0) {
-                r->running++;
-                waitq_pop_call(&r->slots);
-        }
+        slots_hand_out(r);
 }
 
 unsigned runtime_n_running(const Runtime *r) {

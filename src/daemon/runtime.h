@@ -11,6 +11,7 @@
 #include <json-c/json.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "envstore/envstore.h"
 #include "envstore/pythons.h"
@@ -67,10 +68,15 @@ typedef void (*TomlParsedFunc)(json_object *doc, const char *error, void *userda
 int runtime_parse_toml(Runtime *r, const char *toml, TomlParsedFunc cb, void *userdata, TomlRequest **ret);
 void runtime_toml_cancel(TomlRequest *req);
 
-/* Run slots: -EBUSY when the queue is full. cb runs (from the loop) when a slot is ours. */
-int runtime_acquire_slot(Runtime *r, WaitFunc cb, void *userdata, WaitEntry **ret);
-void runtime_release_slot(Runtime *r);
+/*
+ * Run slots: max-runs in all, max-runs-per-user for one uid. 1: the slot is taken; 0: *ret waits in the queue
+ * and cb runs when a slot is taken for it (from within another run's release); -EBUSY when the queue is full.
+ */
+int runtime_acquire_slot(Runtime *r, uid_t uid, WaitFunc cb, void *userdata, WaitEntry **ret);
+void runtime_release_slot(Runtime *r, uid_t uid);
 unsigned runtime_n_running(const Runtime *r);
+unsigned runtime_n_running_for(const Runtime *r, uid_t uid);
+unsigned runtime_max_runs_per_user(const Runtime *r);
 unsigned runtime_n_queued(const Runtime *r);
 unsigned runtime_max_runs(const Runtime *r);
 

@@ -39,16 +39,19 @@ void waitq_cancel(WaitEntry *e) {
         free(e);
 }
 
-int waitq_pop_call(WaitQueue *q) {
-        WaitEntry *e = q->head;
-
-        if (!e)
-                return 0;
-        unlink_entry(e);
+void waitq_call(WaitEntry *e) {
         WaitFunc cb = e->cb;
         void *ud = e->userdata;
+
+        unlink_entry(e);
         free(e);
         cb(ud);
+}
+
+int waitq_pop_call(WaitQueue *q) {
+        if (!q->head)
+                return 0;
+        waitq_call(q->head);
         return 1;
 }
 

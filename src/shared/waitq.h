@@ -13,6 +13,7 @@ typedef struct WaitEntry {
         WaitQueue *queue;
         WaitFunc cb;
         void *userdata;
+        unsigned long tag;      /* the owner's, to choose whom to call: waitq_call() */
 } WaitEntry;
 
 struct WaitQueue {
@@ -25,6 +26,8 @@ WaitEntry *waitq_push(WaitQueue *q, WaitFunc cb, void *userdata);
 void waitq_cancel(WaitEntry *e);
 /* Call and drop the oldest entry; returns whether there was one. */
 int waitq_pop_call(WaitQueue *q);
+/* Take e out and call it. */
+void waitq_call(WaitEntry *e);
 /* Call and drop every entry, including ones added by the callbacks. */
 void waitq_call_all(WaitQueue *q);
 void waitq_clear(WaitQueue *q);

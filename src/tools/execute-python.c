@@ -340,7 +340,7 @@ static Job *job_free(Job *j) {
         safe_close(j->out_fd);
         outputs_free(j->outputs);
         if (j->has_slot)
-                runtime_release_slot(j->runtime);
+                runtime_release_slot(j->runtime, j->call->uid);
         sd_event_source_disable_unref(j->progress_timer);
         script_plan_free(j->plan);
         tool_call_unref(j->call);
@@ -374,15 +374,28 @@ static const char *phase_message(Phase p) {
         return "working";
 }
 
+static void job_progress_phase(Job *j) {
+        Runtime *r = j->runtime;
+        unsigned mine = runtime_n_running_for(r, j->call->uid);
+        char m[128];
+
+        if (j->phase == PHASE_QUEUED && mine >= runtime_max_runs_per_user(r) && mine < runtime_max_runs(r)) {
+                snprintf(m, sizeof(m), "queued: %u of your scripts are running, the most one user may run at once",
+                         mine);
+                return job_progress(j, m);
+        }
+        job_progress(j, phase_message(j->phase));
+}
+
 static void job_set_phase(Job *j, Phase p) {
         j->phase = p;
-        job_progress(j, phase_message(p));
+        job_progress_phase(j);
 }
 
 static int on_progress_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Job *j = userdata;
 
-        job_progress(j, phase_message(j->phase));
+        job_progress_phase(j);
         (void) sd_event_source_set_time_relative(s, PROGRESS_INTERVAL_USEC);
         return sd_event_source_set_enabled(s, SD_EVENT_ON);
 }
@@ -1024,12 +1037,12 @@ static void job_queue(Job *j) {
         int k;
 
         j->t_prepared = now_usec();
-        k = runtime_acquire_slot(r, on_slot, j, &j->slot_waiter);
+        k = runtime_acquire_slot(r, j->call->uid, on_slot, j, &j->slot_waiter);
         if (k == -EBUSY)
                 return job_fail(j, PHASE_RUN,
-                                "the server is busy: %u scripts are running and %u are waiting, the most it takes. "
-                                "Try again in a little while",
-                                runtime_n_running(r), runtime_n_queued(r));
+                                "the server is busy: %u scripts are running (%u of them yours) and %u are waiting, the "
+                                "most it takes. Try again in a little while",
+                                runtime_n_running(r), runtime_n_running_for(r, j->call->uid), runtime_n_queued(r));
         if (k < 0)
                 return job_fail(j, PHASE_RUN, "out of memory");
         if (k > 0) {

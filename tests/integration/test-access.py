@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""allowed-users / allowed-groups: the daemon asks the kernel who the peer is
-(SO_PEERCRED) and disconnects anyone not listed, on top of the socket's mode."""
+"""Who is calling: the daemon asks the kernel who the peer is (SO_PEERCRED).
+
+allowed-users / allowed-groups disconnect anyone not listed, on top of the
+socket's mode; max-runs-per-user caps the scripts one uid runs at once, while
+other users' runs go ahead. (Each run's audit record: test-runlog.py.)"""
 
 import json
 import os
 import shutil
+import signal
 import subprocess
+import uuid
 
-from mcptest import Daemon, SHIM, check, eq, main, skip, test
+from mcptest import at_exit, scratch
+from mcptest import Client, Daemon, SHIM, check, eq, main, need_uv, processes_with, skip, test, wait_until
 
 NOBODY = 65534
 
@@ -57,6 +63,128 @@ def empty_lists_let_in_anyone_the_socket_lets_in():
     with Daemon() as d:
         p = as_nobody(d)
         check(p.stdout and "protocolVersion" in p.stdout, f"served: {p.stdout} {p.stderr}")
+
+
+# --- max-runs-per-user --------------------------------------------------------
+
+
+def sleeper(mark):
+    """A script that becomes a process whose command line carries mark, and sleeps."""
+    return ("import os, sys\n"
+            f"os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(600)', {mark!r}])\n")
+
+
+def send_run(c, script, token=None):
+    rid = c.new_id()
+    params = {"name": "execute_python", "arguments": {"script": script}}
+    if token:
+        params["_meta"] = {"progressToken": token}
+    c.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params})
+    return rid
+
+
+def nobody_client(d):
+    if os.getuid() != 0:
+        skip("needs root to run a client as another user")
+    if not shutil.which("setpriv"):
+        skip("setpriv is not installed")
+    os.chmod(d.dir, 0o755)
+    os.chmod(d.socket, 0o666)
+    c = Client(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                SHIM, f"--socket={d.socket}", "--no-fallback"])
+    at_exit(lambda: c.proc.poll() is None and c.kill())
+    c.initialize()
+    return c
+
+
+def runs_state(c):
+    return c.call_tool("check_environment", {}, timeout=60)["structuredContent"]["runs"]
+
+
+@test
+def a_user_at_max_runs_per_user_waits_while_others_run():
+    need_uv()
+    conf = os.path.join(scratch("mcptest-access-conf-"), "d.conf")
+    with open(conf, "w") as f:
+        f.write("[Daemon]\nmax-runs = 3\nmax-runs-per-user = 1\n")
+    with Daemon(args=[f"--config={conf}"]) as d:
+        c = d.client()
+        c.initialize()
+        first, second = ("mcpt-peruser-" + uuid.uuid4().hex for _ in range(2))
+        r1 = send_run(c, sleeper(first))
+        wait_until(lambda: processes_with(first), 30, "the user's first run")
+        r2 = send_run(c, sleeper(second), token="second")
+
+        # The second waits, and its progress says why: the user's cap, not the server's.
+        def waiting_message():
+            try:
+                c.wait_for(-1, timeout=0.2)
+            except TimeoutError:
+                pass
+            return next((n["params"]["message"] for n in c.notifications
+                         if n["method"] == "notifications/progress" and n["params"].get("progressToken") == "second"
+                         and "queued" in n["params"].get("message", "")), None)
+        msg = wait_until(waiting_message, 10, "the waiting run's progress")
+        check("1 of your scripts are running, the most one user may run at once" in msg, msg)
+        check(not processes_with(second), "the second run of the same user started beside the first")
+
+        # Another user's run, sent later, goes ahead of it.
+        n = nobody_client(d)
+        r = n.call_tool("execute_python", {"script": "print('not held up')"}, timeout=60)
+        check(not r.get("isError") and "not held up" in n.text(r), n.text(r))
+        check(not processes_with(second), "the waiting run started")
+        st = runs_state(n)
+        eq((st["running"], st["queued"], st["yours_running"], st["max_running_per_user"]), (1, 1, 0, 1),
+           "check_environment for the other user: running, queued, yours, the cap")
+        n.close()
+
+        # Raising the cap with a reload lets the waiting run start at once.
+        with open(conf, "w") as f:
+            f.write("[Daemon]\nmax-runs = 3\nmax-runs-per-user = 2\n")
+        d.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: processes_with(second), 15, "the waiting run after raising max-runs-per-user")
+        check(processes_with(first), "the first run is still running")
+        for rid in (r1, r2):
+            c.notify("notifications/cancelled", {"requestId": rid, "reason": "test"})
+        wait_until(lambda: not processes_with(first) and not processes_with(second), 10, "the runs to end")
+        c.close()
+
+
+@test
+def without_max_runs_per_user_a_users_runs_go_side_by_side():
+    # The control for the test above: the same two runs do run at once without the cap.
+    need_uv()
+    with Daemon(args=["--max-runs=3"]) as d:
+        c = d.client()
+        c.initialize()
+        marks = ["mcpt-peruser-" + uuid.uuid4().hex for _ in range(2)]
+        rids = [send_run(c, sleeper(m)) for m in marks]
+        wait_until(lambda: all(processes_with(m) for m in marks), 30, "both runs at once")
+        for rid in rids:
+            c.notify("notifications/cancelled", {"requestId": rid, "reason": "test"})
+        wait_until(lambda: not any(processes_with(m) for m in marks), 10, "the runs to end")
+        c.close()
+
+
+@test
+def a_full_queue_says_how_many_runs_are_the_callers():
+    need_uv()
+    with Daemon(args=["--max-runs=2", "--max-runs-per-user=1", "--max-queue=1"]) as d:
+        c = d.client()
+        c.initialize()
+        marks = ["mcpt-peruser-" + uuid.uuid4().hex for _ in range(2)]
+        rids = [send_run(c, sleeper(marks[0]))]
+        wait_until(lambda: processes_with(marks[0]), 30, "the first run")
+        rids.append(send_run(c, sleeper(marks[1])))
+        wait_until(lambda: runs_state(c)["queued"] == 1, 10, "the second run in the queue")
+        r = c.call_tool("execute_python", {"script": "print('third')"}, timeout=60)
+        check(r.get("isError"), f"a third run with the queue full: {c.text(r)}")
+        check("1 scripts are running (1 of them yours) and 1 are waiting" in r["structuredContent"]["error"],
+              r["structuredContent"]["error"])
+        for rid in rids:
+            c.notify("notifications/cancelled", {"requestId": rid, "reason": "test"})
+        wait_until(lambda: not any(processes_with(m) for m in marks), 10, "the runs to end")
+        c.close()
 
 
 if __name__ == "__main__":
