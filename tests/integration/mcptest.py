@@ -28,6 +28,7 @@ SHIM = os.environ.get("SHIM", "")
 TOP_SRCDIR = os.environ.get("TOP_SRCDIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 REQUIRE_ALL = os.environ.get("MCP_SANDBOX_REQUIRE_ALL") == "1"
 MODERN = "2026-07-28"
+NOBODY = 65534          # the unprivileged user of tests that need a second one
 LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 
 
@@ -354,6 +355,25 @@ class Daemon:
         if env:
             e.update(env)
         return Client([SHIM, f"--socket={self.socket}", "--no-fallback", *extra], env=e)
+
+    def nobody_argv(self):
+        """The shim's command line as uid/gid 65534 (groups: nogroup only). Skips unless this is root with setpriv.
+        Opens the socket to everyone: only the daemon's own checks stand in the way."""
+        if os.getuid() != 0:
+            skip("needs root to run a client as another user")
+        if not shutil.which("setpriv"):
+            skip("setpriv is not installed")
+        os.chmod(self.dir, 0o755)
+        os.chmod(self.socket, 0o666)
+        return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                SHIM, f"--socket={self.socket}", "--no-fallback"]
+
+    def nobody_client(self):
+        """An initialized client as uid 65534 (see nobody_argv)."""
+        c = Client(self.nobody_argv())
+        at_exit(lambda: c.proc.poll() is None and c.kill())
+        c.initialize()
+        return c
 
     def raw_connect(self):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -8,32 +8,21 @@ other users' runs go ahead. (Each run's audit record: test-runlog.py.)"""
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import uuid
 
-from mcptest import at_exit, scratch
-from mcptest import Client, Daemon, SHIM, check, eq, main, need_uv, processes_with, skip, test, wait_until
-
-NOBODY = 65534
+from mcptest import scratch
+from mcptest import NOBODY, Daemon, check, eq, main, need_uv, processes_with, test, wait_until
 
 
 def as_nobody(d):
-    """A client running as uid/gid 65534 (groups: nogroup only), talking through the shim."""
-    if os.getuid() != 0:
-        skip("needs root to run a client as another user")
-    if not shutil.which("setpriv"):
-        skip("setpriv is not installed")
-    # Let uid 65534 reach the socket: only the daemon's own check stands in the way.
-    os.chmod(d.dir, 0o755)
-    os.chmod(d.socket, 0o666)
+    """One initialize as uid 65534, talking through the shim."""
+    argv = d.nobody_argv()
     hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
              "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                         "clientInfo": {"name": "nobody", "version": "1"}}}
-    p = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                        SHIM, f"--socket={d.socket}", "--no-fallback"],
-                       input=json.dumps(hello) + "\n", capture_output=True, text=True, timeout=30)
+    p = subprocess.run(argv, input=json.dumps(hello) + "\n", capture_output=True, text=True, timeout=30)
     return p
 
 
@@ -83,20 +72,6 @@ def send_run(c, script, token=None):
     return rid
 
 
-def nobody_client(d):
-    if os.getuid() != 0:
-        skip("needs root to run a client as another user")
-    if not shutil.which("setpriv"):
-        skip("setpriv is not installed")
-    os.chmod(d.dir, 0o755)
-    os.chmod(d.socket, 0o666)
-    c = Client(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                SHIM, f"--socket={d.socket}", "--no-fallback"])
-    at_exit(lambda: c.proc.poll() is None and c.kill())
-    c.initialize()
-    return c
-
-
 def runs_state(c):
     return c.call_tool("check_environment", {}, timeout=60)["structuredContent"]["runs"]
 
@@ -129,7 +104,7 @@ def a_user_at_max_runs_per_user_waits_while_others_run():
         check(not processes_with(second), "the second run of the same user started beside the first")
 
         # Another user's run, sent later, goes ahead of it.
-        n = nobody_client(d)
+        n = d.nobody_client()
         r = n.call_tool("execute_python", {"script": "print('not held up')"}, timeout=60)
         check(not r.get("isError") and "not held up" in n.text(r), n.text(r))
         check(not processes_with(second), "the waiting run started")

@@ -14,24 +14,20 @@ test of another user's record need root.
 """
 
 import hashlib
-import json
 import os
 import shlex
 import shutil
 import socket
 import struct
-import subprocess
 import threading
-import time
 import uuid
 
 from mcptest import at_exit, scratch
-from mcptest import SHIM, Client, Daemon, check, eq, main, need_pythons, need_uv, processes_with, skip, test
+from mcptest import NOBODY, Daemon, check, eq, main, need_pythons, need_uv, processes_with, skip, test
 from mcptest import wait_until
 from wheels import build_wheel
 
 MESSAGE_ID = "3322a7dce43f4645a947f20b87705261"
-NOBODY = 65534
 _STATE = {}
 
 
@@ -237,17 +233,8 @@ def cells_of_a_persistent_sandbox_are_recorded():
 
 @test
 def another_users_runs_carry_their_uid():
-    if os.getuid() != 0:
-        skip("needs root to run a client as another user")
-    if not shutil.which("setpriv"):
-        skip("setpriv is not installed")
     d = shared_daemon()
-    os.chmod(d.dir, 0o755)
-    os.chmod(d.socket, 0o666)
-    c = Client(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                SHIM, f"--socket={d.socket}", "--no-fallback"])
-    at_exit(lambda: c.proc.poll() is None and c.kill())
-    c.initialize()
+    c = d.nobody_client()
     script = unique("print('as nobody')\n")
     r, _ = run(c, script)
     check(not r.get("isError"), c.text(r))
