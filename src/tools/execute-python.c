@@ -840,19 +840,6 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
         _cleanup_free_ char *out = NULL, *err = NULL, *text = NULL;
         _cleanup_free_ char *out_clean = NULL, *err_clean = NULL;
         size_t out_len = 0, err_len = 0, ol = 0, el = 0, len = 0;
-        int sig = finished ? 0 : p->signal;
-        bool timed_out = !finished && p->timed_out;
-        int code = finished ? status : p->exit_code;
-
-        /* bwrap, the sandbox's init, passes on the script's death by signal N as exit status 128+N. A script that
-         * exits (sys.exit(137) too) says so in its record: without one, such a status is that signal (or the rare
-         * os._exit(128+N)). */
-        if (!finished && !sig && code > 128 && code < 128 + NSIG) {
-                sig = code - 128;
-                code = 0;
-        }
-        int exit_code = sig ? -sig : code;
-        bool failed = code != 0 || sig || timed_out;
 
         j->proc = NULL;
         /* The sandbox is gone: what is left in the pipe is all there is (bounded, should anything linger). */
@@ -860,6 +847,22 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
                 (void) job_read_outputs(j, 2 * OUTPUTS_MAX_TOTAL);
                 job_close_outputs(j);
         }
+
+        /* The record may be among what was left: the loop can see the sandbox end before the pipe's last bytes. */
+        bool recorded = finished || outputs_finished(j->outputs, &status);
+        int sig = recorded ? 0 : p->signal;
+        bool timed_out = !recorded && p->timed_out;
+        int code = recorded ? status : p->exit_code;
+
+        /* bwrap, the sandbox's init, passes on the script's death by signal N as exit status 128+N. A script that
+         * exits (sys.exit(137) too) says so in its record: without one, such a status is that signal (or the rare
+         * os._exit(128+N)). */
+        if (!recorded && !sig && code > 128 && code < 128 + NSIG) {
+                sig = code - 128;
+                code = 0;
+        }
+        int exit_code = sig ? -sig : code;
+        bool failed = code != 0 || sig || timed_out;
         out = capture_text(&p->out, &out_len);
         err = capture_text(&p->err, &err_len);
         out_clean = utf8_sanitize(strempty(out), out ? out_len : 0, &ol);
