@@ -561,10 +561,10 @@ static void job_log_begin(Job *j, RunLog *l, const char *verdict) {
         runlog_add(l, "MCP_SANDBOXED", "%s", yes_no(!job_banner(j)));
         if (j->spawned)
                 runlog_add(l, "MCP_PRESTARTED", "%s", yes_no(j->prestarted));
-        if (j->t_prepared)
+        if (j->t_prepared) {
                 runlog_add(l, "MCP_PREPARE_USEC", "%" PRIu64, j->t_prepared - j->t_start);
-        if (j->t_run_start)
-                runlog_add(l, "MCP_QUEUE_USEC", "%" PRIu64, j->t_run_start - j->t_prepared);
+                runlog_add(l, "MCP_QUEUE_USEC", "%" PRIu64, (j->t_run_start ?: now) - j->t_prepared);
+        }
         runlog_add(l, "MCP_DURATION_USEC", "%" PRIu64, now - j->t_start);
         runlog_add(l, "MCP_TIMEOUT_USEC", "%" PRIu64, j->timeout_usec);
 }
@@ -1096,10 +1096,12 @@ static void on_cancel(ToolCall *call, void *userdata) {
         Job *j = userdata;
 
         RunLog l;
+        /* Unlike a result's failed_phase, the record tells waiting for a slot from running. */
+        const char *phase = j->phase == PHASE_QUEUED ? "queue" : phase_names[j->phase];
         job_log_begin(j, &l, "cancelled");
-        runlog_add(&l, "MCP_FAILED_PHASE", "%s", phase_names[j->phase]);
+        runlog_add(&l, "MCP_FAILED_PHASE", "%s", phase);
         runlog_emit(&l, "execute_python for uid " UID_FMT " (pid " PID_FMT ") cancelled in phase %s; stopping it.",
-                    call->uid, call->pid, phase_names[j->phase]);
+                    call->uid, call->pid, phase);
         job_free(j);   /* kills the sandbox: the whole process tree goes with it */
 }
 

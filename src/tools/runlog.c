@@ -62,8 +62,13 @@ void runlog_add(RunLog *l, const char *key, const char *format, ...) {
         va_end(ap);
         if (n < 0)
                 return;
-        if (n > VALUE_MAX)
-                strcpy(value + VALUE_MAX - 3, "...");
+        if (n > VALUE_MAX) {
+                /* Cut at a character: a broken UTF-8 sequence would make journald keep the field as bytes. */
+                size_t cut = VALUE_MAX - 3;
+                while (cut > 0 && ((unsigned char) value[cut] & 0xc0) == 0x80)
+                        cut--;
+                strcpy(value + cut, "...");
+        }
         (void) strv_extendf(&l->fields, "%s=%s", key, value);
 }
 
@@ -91,7 +96,7 @@ static void print_value(FILE *f, const char *v) {
                 else if (*p == '\t')
                         fputs("\\t", f);
                 else if (*p < 0x20 || *p == 0x7f)
-                        fprintf(f, "\\x%02x", *p);
+                        fprintf(f, "\\%03o", *p);   /* octal: three digits at most, unlike \x */
                 else
                         fputc(*p, f);
         }
@@ -114,8 +119,15 @@ static void emit_stderr(const char *message, char **fields) {
         fputc('\n', f);
         if (fclose(f) < 0)
                 return;
-        /* One write, so that lines of concurrent writers (none here, but the daemon's children) do not mix. */
-        (void) !write(STDERR_FILENO, line, size);
+        /* One write where it can be, so that lines of other writers (the daemon's children) do not cut into it. */
+        for (size_t done = 0; done < size;) {
+                ssize_t w = write(STDERR_FILENO, line + done, size - done);
+                if (w < 0 && errno == EINTR)
+                        continue;
+                if (w <= 0)
+                        return;
+                done += (size_t) w;
+        }
 }
 
 static int emit_journal(const char *message, char **fields) {

@@ -9,7 +9,8 @@
  *
  * When stderr is journald's stream (JOURNAL_STREAM names it, as systemd sets it for the service), the record
  * goes to the journal natively with its fields. Otherwise it is one line on stderr: the message, then the fields
- * as KEY=value, a value with blanks or quotes in double quotes with C escapes.
+ * as KEY=value, a value with blanks or quotes in double quotes with C escapes (octal for control characters).
+ * Records are at priority info: with log-level below that there are none.
  *
  * The fields (every record has the first five; the others when they apply):
  *   MCP_TOOL            the tool that ran it
@@ -19,7 +20,7 @@
  *   MCP_VERDICT         ok, failed (exit status not 0), killed (by a signal), timeout, limit (MCP_LIMIT says
  *                       which), error (it did not run: MCP_FAILED_PHASE and MCP_ERROR say why), cancelled
  *   MCP_SCRIPT_BYTES, MCP_EXIT_CODE, MCP_SIGNAL, MCP_LIMIT, MCP_FAILED_PHASE, MCP_ERROR, MCP_ENV_KEY,
- *   MCP_PYTHON, MCP_SANDBOX_ID, MCP_SANDBOXED, MCP_PRESTARTED, MCP_ENV_BUILT,
+ *   MCP_PYTHON, MCP_SANDBOX_ID, MCP_EXECUTION_COUNT, MCP_SANDBOXED, MCP_PRESTARTED, MCP_ENV_BUILT,
  *   MCP_PREPARE_USEC, MCP_QUEUE_USEC, MCP_RUN_USEC, MCP_DURATION_USEC, MCP_TIMEOUT_USEC
  */
 

@@ -20,6 +20,7 @@ import shutil
 import socket
 import struct
 import threading
+import time
 import uuid
 
 from mcptest import at_exit, scratch
@@ -195,23 +196,36 @@ def the_environment_a_run_used_is_named():
 
 
 @test
-def a_cancelled_run_is_recorded():
-    d = shared_daemon()
-    c = client(d)
-    mark = "mcpt-runlog-" + uuid.uuid4().hex
-    script = unique("import os, sys\n"
-                    f"os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(600)', {mark!r}])\n")
-    rid = c.new_id()
-    c.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
-            "params": {"name": "execute_python", "arguments": {"script": script, "python_version": "3.12"}}})
-    wait_until(lambda: processes_with(mark), 30, "the sleeping run")
-    c.notify("notifications/cancelled", {"requestId": rid, "reason": "test"})
-    _, f = record_for(d, script)
-    check_common(f, script, c)
-    eq(f.get("MCP_VERDICT"), "cancelled", "MCP_VERDICT")
-    eq(f.get("MCP_FAILED_PHASE"), "run", "cancelled while running")
-    wait_until(lambda: not processes_with(mark), 5, "the cancelled run to end")
-    c.close()
+def cancelled_runs_are_recorded_waiting_or_running():
+    with Daemon("activate", args=[*daemon_args(), "--max-runs=1"]) as d:
+        c = client(d)
+        marks = ["mcpt-runlog-" + uuid.uuid4().hex for _ in range(2)]
+        scripts = [unique("import os, sys\n"
+                          f"os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(600)', {m!r}])\n")
+                   for m in marks]
+        rids = []
+        for i, script in enumerate(scripts):
+            rid = c.new_id()
+            c.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                    "params": {"name": "execute_python", "arguments": {"script": script, "python_version": "3.12"}}})
+            rids.append(rid)
+            if i == 0:
+                wait_until(lambda: processes_with(marks[0]), 30, "the first run")
+        time.sleep(0.5)   # the second waits for the only slot
+        check(not processes_with(marks[1]), "the second run started beside the first with max-runs=1")
+        # The waiting one first, then the running one.
+        waited = {}
+        for rid, script, phase in ((rids[1], scripts[1], "queue"), (rids[0], scripts[0], "run")):
+            c.notify("notifications/cancelled", {"requestId": rid, "reason": "test"})
+            _, f = record_for(d, script)
+            check_common(f, script, c)
+            eq((f.get("MCP_VERDICT"), f.get("MCP_FAILED_PHASE")), ("cancelled", phase), "verdict and phase")
+            check(f.get("MCP_QUEUE_USEC", "").isdigit(), f"MCP_QUEUE_USEC: {f}")
+            waited[phase] = int(f["MCP_QUEUE_USEC"])
+        check(waited["queue"] >= 500000, f"the second run's wait is counted: {waited}")
+        check(waited["run"] < waited["queue"], f"the first run did not wait as long: {waited}")
+        wait_until(lambda: not any(processes_with(m) for m in marks), 5, "the cancelled runs to end")
+        c.close()
 
 
 @test

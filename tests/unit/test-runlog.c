@@ -44,6 +44,7 @@ static void one_record(void) {
         runlog_add(&l, "MCP_VERDICT", "%s", "ok");
         runlog_add(&l, "MCP_ERROR", "%s", "two words, a \"quote\" and\na newline\\");
         runlog_add(&l, "MCP_EMPTY", "%s", "");
+        runlog_add(&l, "MCP_CONTROL", "%s", "a\033bc");
         runlog_emit(&l, "execute_python for uid %u: ok.", 1000u);
         ck_assert_ptr_null(l.fields);
 }
@@ -61,7 +62,8 @@ START_TEST(test_line_on_stderr) {
                          "MCP_PEER_PID=4242 "
                          "MCP_SCRIPT_SHA256=cc42155088fca5730758db72b2a5bca33112a941dfaa2d43098ec422ce4ea213 "
                          "MCP_SCRIPT_BYTES=9 MCP_VERDICT=ok "
-                         "MCP_ERROR=\"two words, a \\\"quote\\\" and\\na newline\\\\\" MCP_EMPTY=\"\"\n");
+                         "MCP_ERROR=\"two words, a \\\"quote\\\" and\\na newline\\\\\" MCP_EMPTY=\"\" "
+                         "MCP_CONTROL=\"a\\033bc\"\n");
 }
 END_TEST
 
@@ -85,6 +87,9 @@ static void long_record(void) {
         big[sizeof(big) - 1] = 0;
         runlog_begin(&l, &call, "", 0);
         runlog_add(&l, "MCP_ERROR", "%s", big);
+        /* "é" (2 bytes) across the cut at 1021: cut before it, not in it. */
+        memcpy(big + 1020, "\xc3\xa9", 2);
+        runlog_add(&l, "MCP_UTF8", "%s", big);
         runlog_emit(&l, "m");
 }
 
@@ -99,7 +104,12 @@ START_TEST(test_long_value_is_cut) {
         ck_assert_ptr_nonnull(v);
         v += strlen("MCP_ERROR=");
         ck_assert_uint_eq(strspn(v, "a"), 1024 - 3);
-        ck_assert(strncmp(v + 1024 - 3, "...\n", 4) == 0);
+        ck_assert(strncmp(v + 1024 - 3, "... ", 4) == 0);
+        v = strstr(text, "MCP_UTF8=");
+        ck_assert_ptr_nonnull(v);
+        v += strlen("MCP_UTF8=");
+        ck_assert_uint_eq(strspn(v, "a"), 1020);
+        ck_assert(strncmp(v + 1020, "...\n", 4) == 0);
 }
 END_TEST
 
