@@ -1127,6 +1127,21 @@ static void slots_hand_out(Runtime *r) {
         }
 }
 
+unsigned runtime_n_queued_for(const Runtime *r, uid_t uid) {
+        unsigned n = 0;
+
+        for (WaitEntry *e = r->slots.head; e; e = e->next)
+                n += (uid_t) e->tag == uid;
+        return n;
+}
+
+/* One user's share of the queue is that of the slots, so that one user's calls cannot fill it for everybody. */
+unsigned runtime_max_queued_per_user(const Runtime *r) {
+        uint64_t q = r->config->max_queue;
+
+        return (unsigned) MIN((q * runtime_max_runs_per_user(r) + r->max_runs - 1) / r->max_runs, q);
+}
+
 int runtime_acquire_slot(Runtime *r, uid_t uid, WaitFunc cb, void *userdata, WaitEntry **ret) {
         if (slot_free_for(r, uid)) {
                 slot_take(r, uid);
@@ -1135,6 +1150,8 @@ int runtime_acquire_slot(Runtime *r, uid_t uid, WaitFunc cb, void *userdata, Wai
         }
         if (r->slots.n >= r->config->max_queue)
                 return -EBUSY;
+        if (runtime_n_queued_for(r, uid) >= runtime_max_queued_per_user(r))
+                return -EDQUOT;
         *ret = waitq_push(&r->slots, cb, userdata);
         if (!*ret)
                 return -ENOMEM;

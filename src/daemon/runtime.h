@@ -70,13 +70,16 @@ void runtime_toml_cancel(TomlRequest *req);
 
 /*
  * Run slots: max-runs in all, max-runs-per-user for one uid. 1: the slot is taken; 0: *ret waits in the queue
- * and cb runs when a slot is taken for it (from within another run's release); -EBUSY when the queue is full.
+ * and cb runs when a slot is taken for it (from within another run's release); -EBUSY when the queue is full,
+ * -EDQUOT when the user's share of it is.
  */
 int runtime_acquire_slot(Runtime *r, uid_t uid, WaitFunc cb, void *userdata, WaitEntry **ret);
 void runtime_release_slot(Runtime *r, uid_t uid);
 unsigned runtime_n_running(const Runtime *r);
 unsigned runtime_n_running_for(const Runtime *r, uid_t uid);
 unsigned runtime_max_runs_per_user(const Runtime *r);
+unsigned runtime_n_queued_for(const Runtime *r, uid_t uid);
+unsigned runtime_max_queued_per_user(const Runtime *r);
 unsigned runtime_n_queued(const Runtime *r);
 unsigned runtime_max_runs(const Runtime *r);
 

@@ -135,6 +135,8 @@ static void check_env_finish(CheckEnv *c) {
         json_add_int(o, "max_running", runtime_max_runs(r));
         json_add_int(o, "yours_running", runtime_n_running_for(r, c->call->uid));
         json_add_int(o, "max_running_per_user", runtime_max_runs_per_user(r));
+        json_add_int(o, "yours_queued", runtime_n_queued_for(r, c->call->uid));
+        json_add_int(o, "max_queued_per_user", runtime_max_queued_per_user(r));
         json_add_int(o, "max_queued", (int64_t) cfg->max_queue);
         json_add(st, "runs", o);
 
@@ -181,9 +183,12 @@ static void check_env_finish(CheckEnv *c) {
                         envstore_n_ready(store), c->store_bytes >> 20, c->cache_bytes >> 20);
         else
                 appendf(&text, "Store: %u warm environments", envstore_n_ready(store));
-        appendf(&text, "Runs: %u running (%u yours), %u queued (limits: %u running, %u per user, %" PRIu64 " queued)",
+        appendf(&text,
+                "Runs: %u running (%u yours), %u queued (%u yours); limits: %u running (%u per user), %" PRIu64
+                " queued (%u per user)",
                 runtime_n_running(r), runtime_n_running_for(r, c->call->uid), runtime_n_queued(r),
-                runtime_max_runs(r), runtime_max_runs_per_user(r), cfg->max_queue);
+                runtime_n_queued_for(r, c->call->uid), runtime_max_runs(r), runtime_max_runs_per_user(r),
+                cfg->max_queue, runtime_max_queued_per_user(r));
 
         json_object *content = json_object_new_array();
         json_object_array_add(content, content_text_new(text ?: ""));

@@ -1041,11 +1041,17 @@ static void job_queue(Job *j) {
 
         j->t_prepared = now_usec();
         k = runtime_acquire_slot(r, j->call->uid, on_slot, j, &j->slot_waiter);
+        unsigned running = runtime_n_running(r), mine = runtime_n_running_for(r, j->call->uid);
         if (k == -EBUSY)
                 return job_fail(j, PHASE_RUN,
-                                "the server is busy: %u scripts are running (%u of them yours) and %u are waiting, the "
-                                "most it takes. Try again in a little while",
-                                runtime_n_running(r), runtime_n_running_for(r, j->call->uid), runtime_n_queued(r));
+                                "the server is busy: %u script%s running (%u of them yours) and %u waiting, the most "
+                                "it takes. Try again in a little while",
+                                running, running == 1 ? " is" : "s are", mine, runtime_n_queued(r));
+        if (k == -EDQUOT)
+                return job_fail(j, PHASE_RUN,
+                                "you have %u script%s running and %u waiting, the most one user may have "
+                                "(max-runs-per-user). Try again when one of them has finished",
+                                mine, mine == 1 ? "" : "s", runtime_n_queued_for(r, j->call->uid));
         if (k < 0)
                 return job_fail(j, PHASE_RUN, "out of memory");
         if (k > 0) {

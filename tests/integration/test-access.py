@@ -142,23 +142,40 @@ def without_max_runs_per_user_a_users_runs_go_side_by_side():
 
 
 @test
-def a_full_queue_says_how_many_runs_are_the_callers():
+def one_user_fills_only_their_share_of_the_queue():
     need_uv()
-    with Daemon(args=["--max-runs=2", "--max-runs-per-user=1", "--max-queue=1"]) as d:
+    # Two slots, one per user: a user's share of the three places in the queue is two.
+    with Daemon(args=["--max-runs=2", "--max-runs-per-user=1", "--max-queue=3"]) as d:
         c = d.client()
         c.initialize()
-        marks = ["mcpt-peruser-" + uuid.uuid4().hex for _ in range(2)]
-        rids = [send_run(c, sleeper(marks[0]))]
+        marks = ["mcpt-peruser-" + uuid.uuid4().hex for _ in range(5)]
+        sent = [(c, send_run(c, sleeper(marks[0])))]
         wait_until(lambda: processes_with(marks[0]), 30, "the first run")
-        rids.append(send_run(c, sleeper(marks[1])))
-        wait_until(lambda: runs_state(c)["queued"] == 1, 10, "the second run in the queue")
-        r = c.call_tool("execute_python", {"script": "print('third')"}, timeout=60)
-        check(r.get("isError"), f"a third run with the queue full: {c.text(r)}")
-        check("1 scripts are running (1 of them yours) and 1 are waiting" in r["structuredContent"]["error"],
+        sent += [(c, send_run(c, sleeper(m))) for m in marks[1:3]]
+        wait_until(lambda: runs_state(c)["queued"] == 2, 10, "two runs of the user waiting")
+        r = c.call_tool("execute_python", {"script": "print('fourth')"}, timeout=60)
+        check(r.get("isError"), f"a fourth run beyond the user's share: {c.text(r)}")
+        eq(r["structuredContent"]["error"],
+           "you have 1 script running and 2 waiting, the most one user may have (max-runs-per-user). "
+           "Try again when one of them has finished", "the error")
+
+        # Another user still runs, and still finds a place in the queue.
+        n = d.nobody_client()
+        sent.append((n, send_run(n, sleeper(marks[3]))))
+        wait_until(lambda: processes_with(marks[3]), 30, "the other user's run")
+        sent.append((n, send_run(n, sleeper(marks[4]))))
+        wait_until(lambda: runs_state(c)["queued"] == 3, 10, "the other user's second run waiting")
+        st = runs_state(n)
+        eq((st["yours_running"], st["yours_queued"], st["max_queued_per_user"]), (1, 1, 2), "the other user's runs")
+        # Now the queue is full for everybody.
+        r = n.call_tool("execute_python", {"script": "print('no room')"}, timeout=60)
+        check(r.get("isError"), f"a run with the queue full: {n.text(r)}")
+        check("2 scripts are running (1 of them yours) and 3 waiting" in r["structuredContent"]["error"],
               r["structuredContent"]["error"])
-        for rid in rids:
-            c.notify("notifications/cancelled", {"requestId": rid, "reason": "test"})
+        for client, rid in reversed(sent):
+            client.notify("notifications/cancelled", {"requestId": rid, "reason": "test"})
         wait_until(lambda: not any(processes_with(m) for m in marks), 10, "the runs to end")
+        n.close()
         c.close()
 
 
