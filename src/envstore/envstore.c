@@ -659,8 +659,12 @@ int envstore_prepare(EnvStore *s, const char *key, const Python *py, const Requi
                 w = calloc(1, sizeof(*w));
                 if (!w)
                         return -ENOMEM;
-                *w = (EnvWaiter) { .next = b->waiters, .build = b, .cb = cb, .userdata = userdata };
-                b->waiters = w;
+                *w = (EnvWaiter) { .build = b, .cb = cb, .userdata = userdata };
+                /* Last: the calls that waited for the build go on in the order they came. */
+                EnvWaiter **tail = &b->waiters;
+                while (*tail)
+                        tail = &(*tail)->next;
+                *tail = w;
         }
         if (ret_waiter)
                 *ret_waiter = w;

@@ -17,7 +17,7 @@ import time
 
 from mcptest import at_exit, scratch, skip
 from mcptest import Daemon, UvLog, check, eq, main, need_pythons, test
-from mcptest import wait_until
+from mcptest import processes_with, wait_until
 from wheels import build_wheel
 
 WHEELS = scratch("mcptest-store-wheels-")
@@ -173,6 +173,37 @@ def interrupted_build_leaves_nothing_behind():
         c.close()
     slow.close()
     fast.close()
+    shutil.rmtree(cache, ignore_errors=True)
+
+
+@test
+def calls_waiting_for_one_build_run_in_the_order_they_came():
+    cache = scratch("mcptest-store-")
+    slow = UvLog(delay=2, delay_on="pip install")
+    marks = [f"mcpt-store-order-{i}-{os.getpid()}" for i in range(3)]
+    with store_daemon(cache, slow, "--max-runs=1") as d:
+        c = d.client()
+        c.initialize()
+        rids = []
+        for m in marks:
+            rid = c.new_id()
+            script = ("import os, sys\n"
+                      f"os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(600)', {m!r}])\n")
+            c.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                    "params": {"name": "execute_python",
+                               "arguments": {"script": script, "dependencies": ["mcpt-store-b"]}}})
+            rids.append(rid)
+            time.sleep(0.1)
+        # One slot: the first call runs, and each cancelled run lets the next in line in.
+        for i, m in enumerate(marks):
+            running = wait_until(lambda: [k for k, mk in enumerate(marks) if processes_with(mk)], 60,
+                                 f"run {i} to start")
+            eq(running, [i], "the runs going, by the order their calls came in")
+            c.notify("notifications/cancelled", {"requestId": rids[i], "reason": "test"})
+            wait_until(lambda: not processes_with(m), 10, f"run {i} to end")
+        eq(len(slow.installs()), 1, "one build for the three calls")
+        c.close()
+    slow.close()
     shutil.rmtree(cache, ignore_errors=True)
 
 
