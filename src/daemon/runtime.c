@@ -1137,7 +1137,7 @@ unsigned runtime_n_queued_for(const Runtime *r, uid_t uid) {
 
 /* One user's share of the queue is that of the slots, so that one user's calls cannot fill it for everybody. */
 unsigned runtime_max_queued_per_user(const Runtime *r) {
-        uint64_t q = r->config->max_queue;
+        uint64_t q = MIN(r->config->max_queue, (uint64_t) UINT32_MAX);   /* no overflow below */
 
         return (unsigned) MIN((q * runtime_max_runs_per_user(r) + r->max_runs - 1) / r->max_runs, q);
 }
