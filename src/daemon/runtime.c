@@ -127,20 +127,13 @@ SandboxPolicy runtime_sandbox_policy(const Runtime *r) {
 
 int memfd_with(const char *name, const void *data, size_t n) {
         _cleanup_close_ int fd = memfd_create(name, MFD_CLOEXEC);
-        const char *p = data;
+        int k;
 
         if (fd < 0)
                 return -errno;
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                p += k;
-                n -= (size_t) k;
-        }
+        k = write_all(fd, data, n);
+        if (k < 0)
+                return k;
         if (lseek(fd, 0, SEEK_SET) < 0)
                 return -errno;
         return TAKE_FD(fd);
@@ -750,15 +743,9 @@ static int write_data_file(const char *work, const SandboxData *d) {
                         return -errno;
                 if (n == 0)
                         return 0;
-                for (char *p = buf; n > 0;) {
-                        ssize_t w = write(fd, p, (size_t) n);
-                        if (w < 0 && errno == EINTR)
-                                continue;
-                        if (w < 0)
-                                return -errno;
-                        p += w;
-                        n -= w;
-                }
+                k = write_all(fd, buf, (size_t) n);
+                if (k < 0)
+                        return k;
         }
 }
 

@@ -119,15 +119,16 @@ static const char *classify_line(const char *line, size_t n) {
         return NULL;
 }
 
+int sandbox_exit_signal(int exit_code) {
+        return exit_code > 128 && exit_code < 128 + NSIG ? exit_code - 128 : 0;
+}
+
 const char *sandbox_limit_hit(const SandboxOutcome *o) {
         const char *found = NULL;
-        int sig = o->signal;
+        int sig = o->signal ?: sandbox_exit_signal(o->exit_code);
 
         if (o->timed_out)
                 return "timeout";
-        /* bwrap passes on the script's death by signal N as exit status 128+N. */
-        if (!sig && o->exit_code > 128 && o->exit_code < 128 + 65)
-                sig = o->exit_code - 128;
         if (sig == SIGXCPU)
                 return "cpu_time";
         if (sig == SIGXFSZ)

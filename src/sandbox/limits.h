@@ -61,6 +61,9 @@ size_t sandbox_limits_rlimits(const SandboxLimits *l, bool cgroup, ProcessLimit 
 
 /* ---- what hit a limit --------------------------------------------------- */
 
+/* bwrap, the sandbox's init, passes on the script's death by signal N as exit status 128+N: N, else 0. */
+int sandbox_exit_signal(int exit_code);
+
 typedef struct SandboxOutcome {
         int exit_code;          /* bwrap's: 128+N when the script died of signal N */
         int signal;             /* bwrap itself killed by a signal, else 0 */

@@ -104,6 +104,27 @@ static int rm_children(RmTree *t, int fd, unsigned depth) {
         return r;
 }
 
+/* Open the directory name in dfd, not following a symlink, and make it ours to empty: unlocked if its owner
+ * (the script, our user) locked it (chmod 0), then readable, writable and searchable for us. */
+static int open_dir_to_empty(int dfd, const char *name, struct stat *ret) {
+        int fd;
+
+        fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == EACCES && fchmodat(dfd, name, 0700, AT_SYMLINK_NOFOLLOW) >= 0)
+                fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, ret) < 0) {
+                int r = -errno;
+                safe_close(fd);
+                return r;
+        }
+        /* Entries can only be removed from a directory we may write and search. */
+        if ((ret->st_mode & 0700) != 0700)
+                (void) fchmod(fd, (ret->st_mode & 07777) | 0700);
+        return fd;
+}
+
 /* A fresh open of the directory fd (its own read position). */
 static int reopen_dir(int fd) {
         return openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -114,29 +135,19 @@ static int rm_dir_at(RmTree *t, int dfd, const char *name, unsigned depth) {
         struct stat st;
         int fd, r;
 
-        fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0 && errno == EACCES && fchmodat(dfd, name, 0700, AT_SYMLINK_NOFOLLOW) >= 0)
-                fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        fd = open_dir_to_empty(dfd, name, &st);
         if (fd < 0) {
-                if (errno == ENOENT)
+                if (fd == -ENOENT)
                         return 0;
                 /* Replaced by something else since it was looked at: remove that. */
-                if ((errno == ENOTDIR || errno == ELOOP) && unlinkat(dfd, name, 0) >= 0)
+                if ((fd == -ENOTDIR || fd == -ELOOP) && unlinkat(dfd, name, 0) >= 0)
                         return 0;
-                return -errno;
-        }
-        if (fstat(fd, &st) < 0) {
-                r = -errno;
-                safe_close(fd);
-                return r;
+                return fd;
         }
         if (st.st_dev != t->dev) {
                 safe_close(fd);
                 return -EXDEV;
         }
-        /* Entries can only be removed from a directory we may write and search. */
-        if ((st.st_mode & 0700) != 0700)
-                (void) fchmod(fd, (st.st_mode & 07777) | 0700);
         r = rm_children(t, fd, depth);
         if (unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
                 r = -errno;
@@ -149,21 +160,14 @@ int rm_rf_untrusted(const char *path) {
         struct stat st;
         int r = 0, k;
 
-        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        /* Its owner may have locked it (chmod 0): ours, so we may unlock it. */
-        if (fd < 0 && errno == EACCES && fchmodat(AT_FDCWD, path, 0700, AT_SYMLINK_NOFOLLOW) >= 0)
-                fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        fd = open_dir_to_empty(AT_FDCWD, path, &st);
         if (fd < 0) {
-                if (errno == ENOENT)
+                if (fd == -ENOENT)
                         return 0;
-                if (errno == ENOTDIR || errno == ELOOP)
+                if (fd == -ENOTDIR || fd == -ELOOP)
                         return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
-                return -errno;
+                return fd;
         }
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if ((st.st_mode & 0700) != 0700)
-                (void) fchmod(fd, (st.st_mode & 07777) | 0700);
         t = (RmTree) { .top_fd = fd, .dev = st.st_dev };
         /* Each pass takes RM_RF_MAX_DEPTH levels off whatever was deeper; a bound on passes, should
          * something keep adding. */
@@ -181,6 +185,21 @@ int rm_rf_untrusted(const char *path) {
         if (rmdir(path) < 0 && errno != ENOENT && r == 0)
                 r = -errno;
         return r;
+}
+
+int write_all(int fd, const void *data, size_t n) {
+        const char *p = data;
+
+        while (n > 0) {
+                ssize_t k = write(fd, p, n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return -errno;
+                p += k;
+                n -= (size_t) k;
+        }
+        return 0;
 }
 
 static uint64_t usage_total;

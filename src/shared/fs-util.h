@@ -17,5 +17,7 @@ int rm_rf(const char *path);
 int rm_rf_untrusted(const char *path);
 /* Bytes used below path (st_blocks), not following symlinks. */
 int disk_usage(const char *path, uint64_t *ret);
+/* Write all n bytes (again after EINTR and short writes); -errno on failure. */
+int write_all(int fd, const void *data, size_t n);
 /* Read a small file (up to max bytes) into a NUL-terminated string. */
 int read_small_file(const char *path, size_t max, char **ret);

@@ -51,7 +51,7 @@ static void check_env_finish(CheckEnv *c) {
         const char *sandbox_error = runtime_sandbox_error(r), *self_test_error = runtime_self_test_error(r);
         bool unsandboxed = runtime_unsandboxed(r);
         EnvStore *store = runtime_envstore(r);
-        _cleanup_free_ char *text = NULL, *list = pythons_list(pys);
+        _cleanup_free_ char *text = NULL, *list = pythons_list(pys), *warning = NULL;
         json_object *st = json_object_new_object(), *pv = json_object_new_array(), *o;
 
         for (size_t i = 0; mcp_legacy_versions[i]; i++)
@@ -75,13 +75,13 @@ static void check_env_finish(CheckEnv *c) {
         if (sandbox_error)
                 json_add_string(o, "error", sandbox_error);
         if (unsandboxed) {
-                _cleanup_free_ char *w = NULL;
-                if (asprintf(&w,
-                             "scripts run without a sandbox (unsafe-no-sandbox=yes, for development only): as %s, "
-                             "with the host's files and network; only resource limits, timeouts and a private "
-                             "temporary work directory remain",
-                             strempty(runtime_user(r))) >= 0)
-                        json_add_string(o, "warning", w);
+                if (asprintf(&warning,
+                             "this server runs scripts without any sandbox (unsafe-no-sandbox=yes), for development "
+                             "only. Scripts run as %s with access to the host's files and network; only resource "
+                             "limits, timeouts and a private temporary work directory remain.",
+                             strempty(runtime_user(r))) < 0)
+                        warning = NULL;
+                json_add_string(o, "warning", strempty(warning));
                 json_add_string(o, "bwrap_self_test", self_test_error ?: "passed");
         }
         json_add_bool(o, "network", cfg->network || unsandboxed);
@@ -142,11 +142,7 @@ static void check_env_finish(CheckEnv *c) {
 
         /* First, before anything that could make it look like a sandbox. */
         if (unsandboxed)
-                appendf(&text,
-                        "No sandbox: this server runs scripts without any sandbox (unsafe-no-sandbox=yes), for "
-                        "development only. Scripts run as %s with access to the host's files and network; only "
-                        "resource limits, timeouts and a private temporary work directory remain.",
-                        strempty(runtime_user(r)));
+                appendf(&text, "No sandbox: %s", strempty(warning));
         appendf(&text, "Daemon: mcp-python-sandboxd %s", PACKAGE_VERSION);
         appendf(&text, "Protocol versions: %s", json_object_to_json_string_ext(pv, JSON_C_TO_STRING_PLAIN));
         if (unsandboxed)

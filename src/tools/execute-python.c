@@ -854,14 +854,16 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
         bool timed_out = !recorded && p->timed_out;
         int code = recorded ? status : p->exit_code;
 
-        /* bwrap, the sandbox's init, passes on the script's death by signal N as exit status 128+N. A script that
-         * exits (sys.exit(137) too) says so in its record: without one, such a status is that signal (or the rare
-         * os._exit(128+N)). */
-        if (!recorded && !sig && code > 128 && code < 128 + NSIG) {
-                sig = code - 128;
+        /* A script that exits (sys.exit(137) too) says so in its record: without one, bwrap's 128+N is death by
+         * signal N (or the rare os._exit(128+N)). */
+        if (!recorded && !sig && sandbox_exit_signal(code)) {
+                sig = sandbox_exit_signal(code);
                 code = 0;
         }
         int exit_code = sig ? -sig : code;
+        char signame[32] = "";
+        if (sig)
+                snprintf(signame, sizeof(signame), "SIG%s", sigabbrev_np(sig) ?: "UNKNOWN");
         bool failed = code != 0 || sig || timed_out;
         out = capture_text(&p->out, &out_len);
         err = capture_text(&p->err, &err_len);
@@ -887,12 +889,8 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
         json_add_int(st, "exit_code", exit_code);
         if (limit)
                 json_add_string(st, "limit", limit);
-        if (sig) {
-                const char *abbrev = sigabbrev_np(sig);
-                char name[32];
-                snprintf(name, sizeof(name), "SIG%s", abbrev ?: "UNKNOWN");
-                json_add_string(st, "signal", name);
-        }
+        if (sig)
+                json_add_string(st, "signal", signame);
         json_add_bool(st, "timed_out", timed_out);
         json_add(st, "stdout", text_json(out_clean ?: "", ol));
         json_add(st, "stderr", text_json(err_clean ?: "", el));
@@ -936,7 +934,7 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
         job_log_begin(j, &l, verdict);
         runlog_add(&l, "MCP_EXIT_CODE", "%d", exit_code);
         if (sig)
-                runlog_add(&l, "MCP_SIGNAL", "SIG%s", sigabbrev_np(sig) ?: "UNKNOWN");
+                runlog_add(&l, "MCP_SIGNAL", "%s", signame);
         if (limit)
                 runlog_add(&l, "MCP_LIMIT", "%s", limit);
         runlog_add(&l, "MCP_RUN_USEC", "%" PRIu64, process_duration_usec(p));
@@ -1041,17 +1039,18 @@ static void job_queue(Job *j) {
 
         j->t_prepared = now_usec();
         k = runtime_acquire_slot(r, j->call->uid, on_slot, j, &j->slot_waiter);
-        unsigned running = runtime_n_running(r), mine = runtime_n_running_for(r, j->call->uid);
-        if (k == -EBUSY)
-                return job_fail(j, PHASE_RUN,
-                                "the server is busy: %u script%s running (%u of them yours) and %u waiting, the most "
-                                "it takes. Try again in a little while",
-                                running, running == 1 ? " is" : "s are", mine, runtime_n_queued(r));
-        if (k == -EDQUOT)
+        if (k == -EBUSY || k == -EDQUOT) {
+                unsigned running = runtime_n_running(r), mine = runtime_n_running_for(r, j->call->uid);
+                if (k == -EBUSY)
+                        return job_fail(j, PHASE_RUN,
+                                        "the server is busy: %u script%s running (%u of them yours) and %u waiting, "
+                                        "the most it takes. Try again in a little while",
+                                        running, running == 1 ? " is" : "s are", mine, runtime_n_queued(r));
                 return job_fail(j, PHASE_RUN,
                                 "you have %u script%s running and %u waiting, the most one user may have "
                                 "(max-runs-per-user). Try again when one of them has finished",
                                 mine, mine == 1 ? "" : "s", runtime_n_queued_for(r, j->call->uid));
+        }
         if (k < 0)
                 return job_fail(j, PHASE_RUN, "out of memory");
         if (k > 0) {

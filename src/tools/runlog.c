@@ -12,6 +12,7 @@
 
 #include <systemd/sd-journal.h>
 
+#include "fs-util.h"
 #include "log.h"
 #include "runlog.h"
 #include "sha256.h"
@@ -120,14 +121,7 @@ static void emit_stderr(const char *message, char **fields) {
         if (fclose(f) < 0)
                 return;
         /* One write where it can be, so that lines of other writers (the daemon's children) do not cut into it. */
-        for (size_t done = 0; done < size;) {
-                ssize_t w = write(STDERR_FILENO, line + done, size - done);
-                if (w < 0 && errno == EINTR)
-                        continue;
-                if (w <= 0)
-                        return;
-                done += (size_t) w;
-        }
+        (void) write_all(STDERR_FILENO, line, size);
 }
 
 static int emit_journal(const char *message, char **fields) {
