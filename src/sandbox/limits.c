@@ -125,7 +125,7 @@ int sandbox_exit_signal(int exit_code) {
 
 const char *sandbox_limit_hit(const SandboxOutcome *o) {
         const char *found = NULL;
-        int sig = o->signal ?: sandbox_exit_signal(o->exit_code);
+        int sig = o->signal ?: o->decoded ? 0 : sandbox_exit_signal(o->exit_code);
 
         if (o->timed_out)
                 return "timeout";

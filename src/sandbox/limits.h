@@ -65,7 +65,8 @@ size_t sandbox_limits_rlimits(const SandboxLimits *l, bool cgroup, ProcessLimit 
 int sandbox_exit_signal(int exit_code);
 
 typedef struct SandboxOutcome {
-        int exit_code;          /* bwrap's: 128+N when the script died of signal N */
+        int exit_code;          /* bwrap's: 128+N when the script died of signal N (unless decoded) */
+        bool decoded;           /* exit_code is the script's own status, and signal its death: no 128+N in it */
         int signal;             /* bwrap itself killed by a signal, else 0 */
         bool timed_out;
         const char *stderr_text;

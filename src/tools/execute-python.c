@@ -877,6 +877,7 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
                         (void) sandbox_cgroup_read_events(p->cgroup, &ev);
                 limit = sandbox_limit_hit(&(SandboxOutcome) {
                         .exit_code = code,
+                        .decoded = true,   /* above */
                         .signal = sig,
                         .timed_out = timed_out,
                         .stderr_text = err,

@@ -265,6 +265,9 @@ def death_by_signal_is_reported_as_the_signal():
     # A script that exits with such a status did exit: it is not taken for a signal.
     r, st, text = execute(c, "import sys\nsys.exit(139)\n")
     eq((st.get("exit_code"), st.get("signal")), (139, None), "sys.exit(139)")
+    # Nor for a limit: 128 + SIGXCPU is the script's own status here, not the CPU time limit.
+    r, st, text = execute(c, "import sys\nsys.exit(152)\n")
+    eq((st.get("exit_code"), st.get("signal"), st.get("limit")), (152, None, None), "sys.exit(152)")
     c.close()
 
 

@@ -394,6 +394,8 @@ START_TEST(test_limit_hit) {
         ck_assert_ptr_null(hit(1, 0, NULL));
         ck_assert_str_eq(hit(128 + SIGXCPU, 0, ""), "cpu_time");
         ck_assert_str_eq(hit(0, SIGXCPU, ""), "cpu_time");
+        /* The script's own exit status 152 is not the signal. */
+        ck_assert_ptr_null(sandbox_limit_hit(&(SandboxOutcome) { .exit_code = 128 + SIGXCPU, .decoded = true }));
         ck_assert_str_eq(hit(128 + SIGXFSZ, 0, ""), "file_size");
         ck_assert_str_eq(hit(1, 0, "Traceback (most recent call last):\n  File \"x\", line 1\nMemoryError\n"),
                          "memory");
