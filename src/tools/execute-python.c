@@ -850,6 +850,8 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
 
         /* The record may be among what was left: the loop can see the sandbox end before the pipe's last bytes. */
         bool recorded = finished || outputs_finished(j->outputs, &status);
+        /* Once: a run that said it was done is still tearing down, and its clock would go on. */
+        uint64_t run_usec = process_duration_usec(p);
         int sig = recorded ? 0 : p->signal;
         bool timed_out = !recorded && p->timed_out;
         int code = recorded ? status : p->exit_code;
@@ -895,7 +897,7 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
         json_add_bool(st, "timed_out", timed_out);
         json_add(st, "stdout", text_json(out_clean ?: "", ol));
         json_add(st, "stderr", text_json(err_clean ?: "", el));
-        json_add_int(st, "run_ms", (int64_t) (process_duration_usec(p) / USEC_PER_MSEC));
+        json_add_int(st, "run_ms", (int64_t) (run_usec / USEC_PER_MSEC));
         json_object *tr = json_object_new_object();
         json_add_int(tr, "stdout_bytes_total", (int64_t) p->out.total);
         json_add_int(tr, "stdout_bytes_omitted", (int64_t) capture_omitted(&p->out));
@@ -938,9 +940,9 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
                 runlog_add(&l, "MCP_SIGNAL", "%s", signame);
         if (limit)
                 runlog_add(&l, "MCP_LIMIT", "%s", limit);
-        runlog_add(&l, "MCP_RUN_USEC", "%" PRIu64, process_duration_usec(p));
+        runlog_add(&l, "MCP_RUN_USEC", "%" PRIu64, run_usec);
         runlog_emit(&l, "execute_python for uid " UID_FMT " (pid " PID_FMT "): %s, exit code %d, %" PRIu64 " ms.",
-                    j->call->uid, j->call->pid, verdict, exit_code, process_duration_usec(p) / USEC_PER_MSEC);
+                    j->call->uid, j->call->pid, verdict, exit_code, run_usec / USEC_PER_MSEC);
 
         json_add(st, "figures", outputs_figures_json(j->outputs));
         json_add(st, "files", outputs_files_json(j->outputs));
