@@ -78,9 +78,13 @@ class Mode:
         return st["limits"]["mechanism"]
 
 
+# Not the default (1024): the tests see that the setting reaches the run.
+OPEN_FILES = 200
+
+
 def start_native():
     have = test_pythons()
-    args = ["--tmpfs-size=32M"]
+    args = ["--tmpfs-size=32M", f"--max-open-files={OPEN_FILES}"]
     if have:
         version = max(have, key=lambda v: tuple(map(int, v.split("."))))
     else:
@@ -116,7 +120,8 @@ def start_unprivileged():
     real = mcptest.DAEMON
     mcptest.DAEMON = wrapper
     try:
-        d = Daemon(args=["--tmpfs-size=32M", f"--python-search-path={bindir}"], cache_dir=cache)
+        d = Daemon(args=["--tmpfs-size=32M", f"--max-open-files={OPEN_FILES}", f"--python-search-path={bindir}"],
+                   cache_dir=cache)
     finally:
         mcptest.DAEMON = real
     _cleanup.append(d.close)
@@ -398,6 +403,20 @@ def test_disk_fill(m):
     res = m.run(DISK_FILL, limits={"max_file_size_mb": 4})
     eq(res[1]["stdout"].split(), ["4", "EFBIG"], "fill at max_file_size_mb 4")
     expect_limit(m, res, "file_size", "fill at max_file_size_mb 4")
+
+
+@for_each_mode
+def test_open_files_and_no_core_dumps(m):
+    res = m.run("import resource, sys\n"
+                "print(*resource.getrlimit(resource.RLIMIT_NOFILE), *resource.getrlimit(resource.RLIMIT_CORE),\n"
+                "      flush=True)\n"
+                "held = []\n"
+                "while len(held) < 100000:\n"
+                "    held.append(open('/dev/null'))\n")
+    eq(res[1]["stdout"].split(), [str(OPEN_FILES), str(OPEN_FILES), "0", "0"],
+       "RLIMIT_NOFILE (max-open-files) and RLIMIT_CORE inside")
+    check("Too many open files" in res[1]["stderr"], f"the opens ended with EMFILE: {res[1]['stderr'][-600:]}")
+    expect_limit(m, res, "open_files", "opening files without end")
 
 
 @for_each_mode
