@@ -365,7 +365,31 @@ static int mkdir_p(const char *path, mode_t mode) {
         return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
-/* $XDG_CACHE_HOME/mcp-python-sandbox, else ~/.cache/mcp-python-sandbox. */
+
+/* Whether a user who shares no group with the owners can pass through every directory down to dir itself. */
+static bool others_can_search(const char *dir) {
+        char p[PATH_MAX];
+        struct stat st;
+
+        if (!realpath(dir, p))
+                return false;
+        for (char *slash = p;; slash = strchr(slash + 1, '/')) {
+                char c = slash ? *slash : 0;
+                if (slash)
+                        *slash = 0;
+                if (stat(*p ? p : "/", &st) < 0 || !(st.st_mode & S_IXOTH))
+                        return false;
+                if (!slash)
+                        return true;
+                *slash = c;
+        }
+}
+
+#define ROOT_CACHE_DIR LOCALSTATEDIR "/cache/" PROGRAM "-root"
+
+/* $XDG_CACHE_HOME/mcp-python-sandbox, else ~/.cache/mcp-python-sandbox; for root when others cannot pass
+ * through its home (the usual 0700 /root, which a root daemon's sandbox uids would have to),
+ * /var/cache/mcp-python-sandbox-root. */
 static int user_cache_dir(char *ret, size_t size) {
         const char *base = getenv("XDG_CACHE_HOME"), *home;
         const struct passwd *pw;
@@ -382,7 +406,10 @@ static int user_cache_dir(char *ret, size_t size) {
                                 return -ENXIO;
                         home = pw->pw_dir;
                 }
-                r = snprintf(ret, size, "%s/.cache/" PROGRAM, home);
+                if (getuid() == 0 && !others_can_search(home))
+                        r = snprintf(ret, size, "%s", ROOT_CACHE_DIR);
+                else
+                        r = snprintf(ret, size, "%s/.cache/" PROGRAM, home);
         }
         return r < 0 || (size_t) r >= size ? -ENAMETOOLONG : 0;
 }
@@ -401,7 +428,8 @@ static int exec_daemon(const char *tried) {
                 say("cannot tell where the per-user cache goes: set XDG_CACHE_HOME or HOME");
                 return r;
         }
-        r = mkdir_p(cache, 0700);
+        /* Searchable, not listable: a root daemon's sandbox uids pass through to their environments. */
+        r = mkdir_p(cache, 0711);
         if (r < 0) {
                 errno = -r;
                 say("cannot create the cache directory %s: %m", cache);
@@ -440,7 +468,8 @@ static void help(void) {
                "  3. %6$s (system service)\n"
                "When none answers, %7$s --stdio\n"
                "serves this one session on our stdin/stdout, with the cache in\n"
-               "$XDG_CACHE_HOME/%1$s or ~/.cache/%1$s.\n\n"
+               "$XDG_CACHE_HOME/%1$s or ~/.cache/%1$s\n"
+               "(for root, when others cannot search its home: " ROOT_CACHE_DIR ").\n\n"
                "Environment:\n"
                "  %3$s  Socket to connect to, as --socket\n"
                "  %4$s        Daemon run when no socket answers\n"
