@@ -18,6 +18,19 @@ if [ "${CI:-}" = true ]; then
         export MCP_SANDBOX_REQUIRE_ALL
 fi
 
+# As root, the daemon under test runs its sandboxes as uids of their own,
+# which must reach the test Pythons (pyenv's, below /root): make /root
+# searchable (not listable) for them.
+if [ "$(id -u)" -eq 0 ] && [ -d /root/.pyenv ]; then
+        chmod o+x /root
+fi
+
+# The security tests run a second time with the daemon as an unprivileged
+# service user (tests/security/test-unprivileged.sh).
+if [ "$(id -u)" -eq 0 ] && ! id -u mcp-sandbox-test >/dev/null 2>&1; then
+        useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin mcp-sandbox-test
+fi
+
 status=0
 make -j"$(nproc)" --no-print-directory check || status=$?
 

@@ -32,8 +32,10 @@ libcore_a_SOURCES = \
 	src/sandbox/sandbox.c src/sandbox/sandbox.h \
 	src/sandbox/seccomp.c src/sandbox/seccomp.h \
 	src/sandbox/limits.c src/sandbox/limits.h \
+	src/sandbox/uidpool.c src/sandbox/uidpool.h \
 	src/envstore/pythons.c src/envstore/pythons.h \
-	src/envstore/envstore.c src/envstore/envstore.h
+	src/envstore/envstore.c src/envstore/envstore.h \
+	src/envstore/layout.c src/envstore/layout.h
 
 CORE_LIBS = libcore.a libshared.a $(SYSTEMD_LIBS) $(JSONC_LIBS) $(SECCOMP_LIBS)
 

@@ -23,6 +23,7 @@ typedef enum SettingType {
         SETTING_STRV,       /* white-space separated; a repeated key adds; an empty value resets */
         SETTING_STRV_LINES, /* each occurrence is one entry */
         SETTING_LOG_LEVEL,
+        SETTING_UID_RANGE,  /* FIRST-LAST */
 } SettingType;
 
 typedef struct Setting {
@@ -73,6 +74,8 @@ static const Setting settings[] = {
         S("max-file-size", SETTING_SIZE, max_file_size, "Largest file a run may write (0: tmpfs-size)"),
         S("max-open-files", SETTING_UINT, max_open_files, "Open files of a process in a run"),
         S("cpu-quota", SETTING_UINT, cpu_quota, "CPU of a run in % of one CPU, with cgroups only (0: no cap)"),
+        S("sandbox-uid-range", SETTING_UID_RANGE, sandbox_uids,
+          "Host uids a root daemon runs sandboxes as, one each, FIRST-LAST"),
         S("python-search-path", SETTING_STRV, python_search_path, "Directories searched for python3.N interpreters"),
         S("python-versions", SETTING_STRV, python_versions, "Allowed Python versions, e.g. \"3.12 3.13\" (empty: all found)"),
         S("index-url", SETTING_STRING, index_url, "Package index (uv --default-index); empty: PyPI"),
@@ -134,6 +137,9 @@ void config_init(Config *c) {
                 .max_file_size = 0,
                 .max_open_files = 1024,
                 .cpu_quota = 0,
+                /* 0x7B000000-0x7B00FFFF: above what Debian, Fedora and systemd give accounts, DynamicUser= and
+                 * containers (nspawn's range ends at 0x6FFFFFFF), below 2^31, where some tools turn negative. */
+                .sandbox_uids = { .first = 2063597568, .last = 2063663103 },
                 .python_search_path = strv_split("/usr/local/bin /usr/bin", " "),
                 .python_versions = strv_new(),
                 .extra_index_urls = strv_new(),
@@ -159,6 +165,26 @@ void config_done(Config *c) {
                         strv_free(*(char ***) p);
         }
         *c = (Config) {};
+}
+
+int parse_uid_range(const char *s, UidRange *ret) {
+        unsigned long long a, b;
+        char *end;
+
+        if (!isdigit((unsigned char) s[0]))
+                return -EINVAL;
+        errno = 0;
+        a = strtoull(s, &end, 10);
+        if (errno || *end != '-' || !isdigit((unsigned char) end[1]))
+                return -EINVAL;
+        b = strtoull(end + 1, &end, 10);
+        if (errno || *end)
+                return -EINVAL;
+        /* Never root, nobody or (uid_t) -1; below 2^31; and room for a few sandboxes at least. */
+        if (a == 0 || b < a || b >= INT32_MAX || (a <= 65534 && b >= 65534) || b - a < 15)
+                return -ERANGE;
+        *ret = (UidRange) { .first = (uint32_t) a, .last = (uint32_t) b };
+        return 0;
 }
 
 int parse_bool(const char *s, bool *ret) {
@@ -256,6 +282,17 @@ static int setting_apply(Config *c, const Setting *st, const char *value, char *
                         return error_setf(ret_error, "%s: \"%s\" is not a duration (e.g. 30, 30s, 500ms, 5min)", st->name,
                                          value);
                 *(uint64_t *) p = u;
+                return 0;
+        case SETTING_UID_RANGE:
+                r = parse_uid_range(value, (UidRange *) p);
+                if (r == -ERANGE)
+                        return error_setf(ret_error,
+                                          "%s: \"%s\" is not a safe range: it must hold at least 16 uids, not 0, "
+                                          "not 65534 (nobody), all below 2147483647",
+                                          st->name, value);
+                if (r < 0)
+                        return error_setf(ret_error, "%s: \"%s\" is not a uid range (FIRST-LAST, e.g. "
+                                          "2063597568-2063663103)", st->name, value);
                 return 0;
         case SETTING_LOG_LEVEL:
                 r = log_level_from_string(value);
@@ -432,6 +469,10 @@ static void print_value(const Config *c, const Setting *st, FILE *out) {
         case SETTING_LOG_LEVEL:
                 fprintf(out, "%s = %s\n", st->name, log_level_to_string(*(const int *) p));
                 break;
+        case SETTING_UID_RANGE:
+                fprintf(out, "%s = %" PRIu32 "-%" PRIu32 "\n", st->name, ((const UidRange *) p)->first,
+                        ((const UidRange *) p)->last);
+                break;
         case SETTING_STRV: {
                 char *const *l = *(char **const *) p;
                 /* A list key adds to the default, so reset it first: read back, the dump gives the same values. */
@@ -479,6 +520,7 @@ void config_help(FILE *out, const char *program) {
                                  : settings[i].type == SETTING_SIZE ? "=BYTES"
                                  : settings[i].type == SETTING_UINT ? "=N"
                                  : settings[i].type == SETTING_LOG_LEVEL ? "=LEVEL"
+                                 : settings[i].type == SETTING_UID_RANGE ? "=FIRST-LAST"
                                  : settings[i].type == SETTING_STRING ? "=PATH"
                                                                       : "=LIST";
                 snprintf(opt, sizeof(opt), "--%s%s", settings[i].name, arg);
@@ -554,6 +596,7 @@ int config_parse_argv(Config *c, int argc, char **argv, const char **ret_config_
 /* Read once at start-up: a change takes a restart. */
 static const char *const restart_only[] = {
         "cache-dir", "uv", "python-search-path", "python-versions", "max-runs", "warmup", "max-calls-per-connection",
+        "sandbox-uid-range",
 };
 
 static bool is_restart_only(const Setting *st) {
@@ -600,6 +643,9 @@ int config_apply_reload(Config *live, Config *fresh) {
                         break;
                 case SETTING_LOG_LEVEL:
                         size = sizeof(int);
+                        break;
+                case SETTING_UID_RANGE:
+                        size = sizeof(UidRange);
                         break;
                 default:
                         size = sizeof(uint64_t);

@@ -10,6 +10,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* A range of host uids, first..last inclusive. */
+typedef struct UidRange {
+        uint32_t first, last;
+} UidRange;
+
 typedef struct Config {
         /* Serving */
         char *listen_path;              /* --listen: create and serve this socket */
@@ -44,6 +49,7 @@ typedef struct Config {
         uint64_t max_file_size;         /* largest file a run may write; 0 = tmpfs-size */
         uint64_t max_open_files;        /* per process; 0 = inherited */
         uint64_t cpu_quota;             /* percent of one CPU per run (cgroup only); 0 = no cap */
+        UidRange sandbox_uids;          /* a root daemon's sandboxes run as these host uids, one each */
         char **python_search_path;      /* directories searched for python3.N */
         char **python_versions;         /* allowed versions (prefixes); empty = all */
 
@@ -91,4 +97,5 @@ int config_apply_reload(Config *live, Config *fresh);
 
 int parse_size(const char *s, uint64_t *ret);
 int parse_seconds(const char *s, uint64_t *ret_usec);
+int parse_uid_range(const char *s, UidRange *ret);
 int parse_bool(const char *s, bool *ret);

@@ -21,6 +21,7 @@
 #include "manager.h"
 #include "runtime.h"
 #include "sandbox/seccomp.h"
+#include "sandbox/uidpool.h"
 #include "sha256.h"
 #include "strv.h"
 
@@ -96,6 +97,9 @@ struct Runtime {
 
         /* Sandboxes started ahead (prestart=); they count neither as running nor against idleness. */
         Pool *pool;
+
+        /* A root daemon's sandboxes each run as a host uid of their own (sandbox-uid-range=); NULL otherwise. */
+        UidPool *uids;
 };
 
 static char *find_in_path(const char *name) {
@@ -187,7 +191,18 @@ int runtime_new(Runtime **ret, Manager *m) {
                 runtime_free(r);
                 return k;
         }
-        k = mkdir_p(m->config->cache_dir, 0755);
+        if (geteuid() == 0) {
+                k = uid_pool_new(&r->uids, m->config->sandbox_uids.first, m->config->sandbox_uids.last);
+                if (k < 0) {
+                        log_error_errno(k, "Failed to set up the sandbox uids: %m");
+                        runtime_free(r);
+                        return k;
+                }
+        }
+        /* The sandboxes' uids pass through it to their environments and /etc files, and see nothing else. */
+        k = mkdir_p(m->config->cache_dir, 0711);
+        if (k >= 0 && chmod(m->config->cache_dir, 0711) < 0)
+                k = -errno;
         if (k >= 0)
                 k = sandbox_write_etc(r->etc_dir);
         if (k >= 0)
@@ -228,6 +243,7 @@ Runtime *runtime_free(Runtime *r) {
         free(r->user);
         free(r->unsandboxed_banner);
         free(r->etc_dir);
+        uid_pool_unref(r->uids);
         sd_event_unref(r->event);
         free(r);
         return NULL;
@@ -236,6 +252,8 @@ Runtime *runtime_free(Runtime *r) {
 /* ---- start-up probes ------------------------------------------------- */
 
 static void warm_up(Runtime *r);
+static int spawn_compile(void *userdata, const char *env_dir, const char *python, const char *out_dir,
+                         uint64_t timeout_usec, ProcessDoneFunc done, void *done_userdata, Process **ret);
 
 static void probe_finished(Runtime *r) {
         if (--r->pending > 0)
@@ -249,6 +267,8 @@ static void probe_finished(Runtime *r) {
                         log_info("Pythons: %s.", strempty(list));
         }
         envstore_set_uv_version(r->store, r->uv_version);
+        /* Pythons known, sandbox tested: environments' bytecode can be compiled in it. */
+        envstore_set_compiler(r->store, spawn_compile, r);
         r->ready = true;
         waitq_call_all(&r->ready_waiters);
         warm_up(r);
@@ -346,7 +366,13 @@ static void discover_pythons(Runtime *r) {
                                         char *argv[] = { real, (char *) "-I", (char *) "-S", (char *) "-c",
                                                          (char *) python_probe_code, NULL };
                                         strv_extend(&seen, real);
-                                        if (spawn_probe(r, argv, on_python_probe) < 0)
+                                        /* Under root, sandboxes run as uids of their own: they must reach it. */
+                                        if (r->uids && path_reachable_by_others(real) <= 0)
+                                                log_warning("Skipping %s: the sandboxes' uids cannot reach it (a "
+                                                            "directory on its path is not searchable by others, "
+                                                            "e.g. a home directory of mode 0700).",
+                                                            real);
+                                        else if (spawn_probe(r, argv, on_python_probe) < 0)
                                                 log_warning("Failed to probe %s.", real);
                                 }
                         }
@@ -392,12 +418,24 @@ static char *explain_sandbox_failure(const char *bwrap, const char *stderr_text,
         if (exit_code == 127 && strstr(t, "Failed to execute"))
                 fix = "bubblewrap is not installed where configured: install it (apt install bubblewrap, "
                       "dnf install bubblewrap) or set bwrap= in the configuration";
+        else if (strstr(t, "runs as host uid 0"))
+                fix = "the sandbox must not be host root: run the daemon as root only with a working "
+                      "sandbox-uid-range, or as an unprivileged user (the packaged units do)";
+        else if (strstr(t, "writable from inside"))
+                fix = "the kernel's settings must be read-only in the sandbox: use bubblewrap 0.8 or later, and do "
+                      "not map the sandbox to host uid 0";
+        else if (strstr(t, "Failed to become uid"))
+                fix = "the daemon could not switch to a uid of sandbox-uid-range: check the setting, and that "
+                      "the service may change its uid (no NoNewPrivileges= restriction on setuid, CAP_SETUID)";
         else if (strstr(t, "setting up uid map") || strstr(t, "No permissions to create") ||
                  strstr(t, "Creating new namespace failed") || strstr(t, "Operation not permitted"))
                 fix = "user namespaces are not available to the service. On Ubuntu 23.10 and later set "
                       "kernel.apparmor_restrict_unprivileged_userns=0 (or give bwrap an AppArmor profile); elsewhere "
                       "check kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0; and make sure the "
                       "unit sets neither RestrictNamespaces= nor PrivateUsers=";
+        else if (strstr(t, "Can't find source path") || strstr(t, "Permission denied"))
+                fix = "a sandbox uid cannot reach a path it needs: the cache directory and the Python "
+                      "installations must be readable (directories searchable) by other users";
         else
                 fix = "run check_environment again, and see the daemon's log (journalctl -u mcp-python-sandboxd)";
         if (asprintf(&s, "the sandbox (%s) does not work: %s; fix: %s", bwrap, *t ? t : "it failed without saying why",
@@ -412,7 +450,14 @@ static void on_self_test(Process *p, void *userdata) {
 
         free(r->sandbox_error);
         r->sandbox_error = NULL;
-        if (p->exit_code != 0 || p->signal) {
+        if (p->exit_code == 0 && !p->signal && p->uid == 0 && geteuid() == 0) {
+                free(err);
+                err = strdup("the sandbox runs as host uid 0");
+        }
+        if (err && streq(err, "the sandbox runs as host uid 0")) {
+                r->sandbox_error = explain_sandbox_failure(r->config->bwrap_path, err, 1);
+                log_sandbox_broken(r);
+        } else if (p->exit_code != 0 || p->signal) {
                 if (err)
                         err[strcspn(err, "\n")] = 0;
                 r->sandbox_error = explain_sandbox_failure(r->config->bwrap_path, err, p->exit_code);
@@ -428,8 +473,19 @@ static void on_self_test(Process *p, void *userdata) {
         waitq_call_all(&r->self_test_waiters);
 }
 
+/*
+ * What the self-test checks from inside: the kernel's knobs are out of reach. It only asks access(2): nothing is
+ * ever written. A failure is one line on stderr that explain_sandbox_failure() turns into the cause and the fix.
+ * (Whether the sandbox is host root cannot be seen from inside, where bwrap's nested user namespaces map every
+ * uid; on_self_test() checks that from here.)
+ */
+static const char self_test_script[] =
+        "for f in /proc/sys/kernel/core_pattern /proc/sys/kernel/modprobe /proc/sysrq-trigger; do\n"
+        "        if [ -w \"$f\" ]; then echo \"$f is writable from inside the sandbox\" >&2; exit 1; fi\n"
+        "done\n";
+
 static int start_self_test(Runtime *r) {
-        char *command[] = { (char *) "/usr/bin/true", NULL };
+        char *command[] = { (char *) "/bin/sh", (char *) "-c", (char *) self_test_script, NULL };
         int k;
 
         if (r->self_test)
@@ -844,6 +900,46 @@ static int spawn_unsandboxed(Runtime *r, const char *env_dir, const SandboxData 
 
 /* ---- in the sandbox ------------------------------------------------------------ */
 
+typedef struct UidLease {
+        UidPool *pool;
+        uid_t uid;
+} UidLease;
+
+static void uid_lease_release(void *userdata) {
+        UidLease *l = userdata;
+
+        uid_pool_release(l->pool, l->uid);
+        uid_pool_unref(l->pool);
+        free(l);
+}
+
+/* Under a root daemon: o runs bwrap as a host uid of its own, given back when the Process is freed. */
+static int runtime_lease_uid(Runtime *r, ProcessOptions *o) {
+        UidLease *l;
+        uid_t uid;
+        int k;
+
+        if (!r->uids)
+                return 0;
+        k = uid_pool_take(r->uids, &uid);
+        if (k == -EUSERS)
+                log_warning("All %u uids of sandbox-uid-range are in use; a sandbox cannot start.",
+                            uid_pool_n_taken(r->uids));
+        if (k < 0)
+                return k;
+        l = malloc(sizeof(*l));
+        if (!l) {
+                uid_pool_release(r->uids, uid);
+                return -ENOMEM;
+        }
+        *l = (UidLease) { .pool = uid_pool_ref(r->uids), .uid = uid };
+        o->uid = uid;
+        o->gid = (gid_t) uid;
+        o->release = uid_lease_release;
+        o->release_userdata = l;
+        return 0;
+}
+
 int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
                             size_t n_data, char *const *command, uint64_t timeout_usec, const SandboxLimits *limits,
                             size_t head_max, size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
@@ -860,10 +956,12 @@ int runtime_spawn_sandboxed_with_fd(Runtime *r, const char *env_dir, char *const
                                                 ret);
 }
 
-int runtime_spawn_in_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
-                           size_t n_data, const int *pass_fds, size_t n_pass, char *const *command,
-                           uint64_t timeout_usec, const SandboxLimits *limits, bool may_cgroup, size_t head_max,
-                           size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
+/* runtime_spawn_in_bwrap(), and rw_dir (unless NULL) writable at its own path: it becomes the sandbox's. */
+static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, const char *rw_dir,
+                       const SandboxData *data, size_t n_data, const int *pass_fds, size_t n_pass,
+                       char *const *command, uint64_t timeout_usec, const SandboxLimits *limits, bool may_cgroup,
+                       size_t head_max, size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
+        char *rw[] = { (char *) rw_dir, NULL };
         _cleanup_strv_free_ char **argv = NULL, **binds = strv_new(), **env = sandbox_run_env(env_dir);
         static char *bwrap_env[] = { (char *) "PATH=/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
         _cleanup_close_ int seccomp_fd = -EBADF;
@@ -886,6 +984,7 @@ int runtime_spawn_in_bwrap(Runtime *r, const char *env_dir, char *const *ro_path
 
         SandboxPolicy policy = runtime_sandbox_policy(r);
         policy.ro_paths = binds;
+        policy.rw_paths = rw_dir ? rw : NULL;
         policy.data = data;
         policy.n_data = n_data;
         policy.seccomp_fd = seccomp_fd;
@@ -910,8 +1009,52 @@ int runtime_spawn_in_bwrap(Runtime *r, const char *env_dir, char *const *ro_path
                 .head_max = head_max,
                 .tail_max = tail_max,
         };
+        k = runtime_lease_uid(r, &o);
+        if (k < 0)
+                return k;
+        if (rw_dir && o.uid > 0 && chown(rw_dir, o.uid, o.gid) < 0) {
+                k = -errno;
+                o.release(o.release_userdata);
+                return k;
+        }
         return spawn_limited(r, &o, limits, may_cgroup, done, userdata, ret);
 }
+
+int runtime_spawn_in_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
+                           size_t n_data, const int *pass_fds, size_t n_pass, char *const *command,
+                           uint64_t timeout_usec, const SandboxLimits *limits, bool may_cgroup, size_t head_max,
+                           size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
+        return spawn_bwrap(r, env_dir, ro_paths, NULL, data, n_data, pass_fds, n_pass, command, timeout_usec, limits,
+                           may_cgroup, head_max, tail_max, done, userdata, ret);
+}
+
+/* envstore's EnvCompileFunc: the base interpreter of the environment compiles its sources into out_dir, in the
+ * sandbox, with the run's limits and no more than a run may have. */
+static int spawn_compile(void *userdata, const char *env_dir, const char *python, const char *out_dir,
+                         uint64_t timeout_usec, ProcessDoneFunc done, void *done_userdata, Process **ret) {
+        Runtime *r = userdata;
+        _cleanup_free_ char *prefix_arg = NULL, *lib = NULL;
+        const Python *py = NULL;
+        SandboxLimits limits;
+
+        if (runtime_sandbox_error(r) || runtime_unsandboxed(r))
+                return -EPERM;   /* never outside the sandbox */
+        for (size_t i = 0; i < r->pythons.n && !py; i++)
+                if (streq(r->pythons.items[i].executable, python))
+                        py = &r->pythons.items[i];
+        if (!py)
+                return -ENOENT;
+        if (asprintf(&prefix_arg, "pycache_prefix=%s", out_dir) < 0 || asprintf(&lib, "%s/lib", env_dir) < 0)
+                return -ENOMEM;
+        char *ro[] = { py->prefix, NULL };
+        char *command[] = { py->executable, (char *) "-I", (char *) "-S", (char *) "-B", (char *) "-X", prefix_arg,
+                            (char *) "-m", (char *) "compileall", (char *) "-q", lib, NULL };
+        sandbox_limits_from_config(r->config, &limits);
+        limits.cpu_usec = 0;    /* the build's own time limit stands */
+        return spawn_bwrap(r, env_dir, streq(py->prefix, "/usr") ? NULL : ro, out_dir, NULL, 0, NULL, 0, command,
+                           timeout_usec, &limits, true, 4096, 4096, done, done_userdata, ret);
+}
+
 
 int runtime_spawn_sandboxed_with_fds(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
                                      size_t n_data, const int *pass_fds, size_t n_pass, char *const *command,

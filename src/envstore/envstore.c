@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "envstore.h"
+#include "envstore/layout.h"
 #include "executor/process.h"
 #include "fs-util.h"
 #include "json-util.h"
@@ -44,6 +45,7 @@ struct Build {
         char **requirements;
         Process *proc;
         bool installing;        /* second step: uv pip install */
+        EnvLayout layout;       /* what the venv step made (layout.h) */
         EnvWaiter *waiters;
         uint64_t start_usec;
         sd_event_source *defer;
@@ -63,8 +65,12 @@ struct EnvStore {
         sd_event_source *prune_timer;
         Process *prune;
         char **compile_queue;           /* environments whose bytecode is still to be compiled, oldest first */
+        char **compile_pythons;         /* the interpreter of each */
         char *compiling;
+        char *compile_out;              /* the scratch directory the sandboxed compile writes to */
         Process *compile;
+        EnvCompileFunc compile_spawn;
+        void *compile_userdata;
 };
 
 static uint64_t now_usec(void) {
@@ -88,11 +94,15 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *
                 envstore_free(s);
                 return -ENOMEM;
         }
-        r = mkdir_p(s->envs, 0755);
+        /* The sandboxes' uids pass through envs/ to the environment they are given (read-only, 0555); the uv
+         * cache and the rest are the daemon's alone. Also for a store an older version made 0755. */
+        r = mkdir_p(s->envs, 0711);
         if (r >= 0)
-                r = mkdir_p(s->uv_cache, 0755);
+                r = mkdir_p(s->uv_cache, 0700);
         if (r >= 0)
-                r = mkdir_p(s->empty, 0755);
+                r = mkdir_p(s->empty, 0700);
+        if (r >= 0 && (chmod(s->envs, 0711) < 0 || chmod(s->uv_cache, 0700) < 0 || chmod(s->empty, 0700) < 0))
+                r = -errno;
         if (r < 0) {
                 envstore_free(s);
                 return r;
@@ -103,7 +113,9 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *
 
 static void build_free(Build *b);
 static void envstore_prune_later(EnvStore *s);
-static void envstore_compile_later(EnvStore *s, const char *path);
+static void envstore_compile_later(EnvStore *s, const char *path, const char *python);
+static void envstore_compile_next(EnvStore *s);
+static void compile_abort(EnvStore *s);
 
 EnvStore *envstore_free(EnvStore *s) {
         if (!s)
@@ -116,8 +128,12 @@ EnvStore *envstore_free(EnvStore *s) {
         sd_event_source_disable_unref(s->prune_timer);
         process_free(s->prune);
         process_free(s->compile);
+        if (s->compile_out)
+                (void) rm_rf_untrusted(s->compile_out);
+        free(s->compile_out);
         free(s->compiling);
         strv_free(s->compile_queue);
+        strv_free(s->compile_pythons);
         free(s->uv);
         free(s->uv_version);
         free(s->root);
@@ -127,6 +143,12 @@ EnvStore *envstore_free(EnvStore *s) {
         sd_event_unref(s->event);
         free(s);
         return NULL;
+}
+
+void envstore_set_compiler(EnvStore *s, EnvCompileFunc f, void *userdata) {
+        s->compile_spawn = f;
+        s->compile_userdata = userdata;
+        envstore_compile_next(s);
 }
 
 void envstore_set_uv_version(EnvStore *s, const char *version) {
@@ -152,7 +174,9 @@ void envstore_key(const EnvStore *s, const Python *py, const RequirementList *re
         Sha256 h;
 
         sha256_init(&h);
-        hash_str(&h, "format", "mcp-python-sandbox environment v1");
+        /* v2: layout verified, read-only on disk, bytecode compiled in the sandbox. Older ones are never used and
+         * age out. */
+        hash_str(&h, "format", "mcp-python-sandbox environment v2");
         hash_str(&h, "python", py->executable);
         hash_str(&h, "python-version", py->version);
         for (size_t i = 0; i < reqs->n; i++)
@@ -213,8 +237,9 @@ static void build_free(Build *b) {
         }
         process_free(b->proc);
         sd_event_source_disable_unref(b->defer);
+        env_layout_done(&b->layout);
         if (b->tmp)
-                (void) rm_rf(b->tmp);
+                (void) rm_rf_untrusted(b->tmp);
         free(b->tmp);
         free(b->final);
         free(b->python);
@@ -245,7 +270,7 @@ static void build_finish(Build *b) {
         build_unlink(b);
         /* A failed build has left nothing behind by the time anyone hears of it. */
         if (b->error != 0 && b->tmp) {
-                (void) rm_rf(b->tmp);
+                (void) rm_rf_untrusted(b->tmp);
                 free(b->tmp);
                 b->tmp = NULL;
         }
@@ -264,7 +289,7 @@ static void build_finish(Build *b) {
         if (b->error == 0) {
                 (void) envstore_gc(b->store, b->key);
                 envstore_prune_later(b->store);
-                envstore_compile_later(b->store, b->final);
+                envstore_compile_later(b->store, b->final, b->python);
         }
         build_free(b);
 }
@@ -394,68 +419,144 @@ static void envstore_prune_later(EnvStore *s) {
  * Bytecode is compiled after the environment is in place, not during the build: the first run needs only
  * what it imports (compiled in memory, the sandbox cannot write .pyc files), and waiting for all of a
  * package's bytecode first made it wait three times as long (numpy: 1.5 s against 0.5 s). One environment at a
- * time, one process, on the side: the interpreter compiles the sources, with -I -S so that nothing of the
- * packages runs (no .pth file, no sitecustomize). Runs that start meanwhile see each .pyc complete or not at
- * all (they are written aside and renamed). Once done, COMPILED marks it; an interrupted compile is taken up
- * again at the next start.
+ * time, one process, on the side.
+ *
+ * The compile starts an interpreter on the environment, so it runs in the sandbox (envstore_set_compiler()),
+ * where the environment is read-only and the only writable place is a scratch directory: the base interpreter,
+ * with -I -S (no .pth file, no sitecustomize) and -X pycache_prefix, writes the .pyc files there, and the daemon
+ * then moves those of the environment's own sources into its __pycache__ directories (env_adopt_bytecode()).
+ * Runs that start meanwhile see each .pyc complete or not at all (renamed into place). Once done, COMPILED marks
+ * it; an interrupted compile is taken up again at the next start.
  */
 static void envstore_compile_next(EnvStore *s);
 
+/* The environment's root is read-only (0555): open it to us for one new file. */
+static void mark_compiled(const char *path) {
+        _cleanup_close_ int dirfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int fd;
+
+        if (dirfd < 0 || fchmod(dirfd, 0755) < 0)
+                return;
+        fd = openat(dirfd, COMPILED, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0444);
+        if (fd >= 0)
+                close(fd);
+        (void) fchmod(dirfd, 0555);
+}
+
+static int adopt_bytecode(EnvStore *s) {
+        _cleanup_close_ int env_fd = -EBADF, out_fd = -EBADF, layout_fd = -EBADF;
+        EnvLayout l = {};
+        int r;
+
+        env_fd = open(s->compiling, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        out_fd = open(s->compile_out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (env_fd < 0 || out_fd < 0)
+                return -errno;
+        /* site-packages of this environment: lib/pythonX.Y/site-packages, as the venv step made it. */
+        layout_fd = openat(env_fd, "lib", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (layout_fd < 0)
+                return -errno;
+        {
+                DIR *d = fdopendir(TAKE_FD(layout_fd));
+                struct dirent *de;
+                char *sp = NULL;
+
+                if (!d)
+                        return -errno;
+                while (!sp && (de = readdir(d)))
+                        if (startswith(de->d_name, "python") && asprintf(&sp, "lib/%s/site-packages", de->d_name) < 0)
+                                sp = NULL;
+                closedir(d);
+                if (!sp)
+                        return -ENOENT;
+                l.site_packages = sp;
+        }
+        r = env_adopt_bytecode(env_fd, s->compiling, l.site_packages, out_fd);
+        env_layout_done(&l);
+        return r;
+}
+
 static void on_compile_done(Process *p, void *userdata) {
         EnvStore *s = userdata;
-        char marker[4096];
-        int fd;
+        int n;
 
         /* compileall fails when some file is not valid Python for this interpreter (templates, tests for
          * other versions): what could be compiled is, and trying again would not change that. */
-        if (p->signal == 0) {
-                snprintf(marker, sizeof(marker), "%s/" COMPILED, s->compiling);
-                fd = open(marker, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-                if (fd >= 0)
-                        close(fd);
-                log_debug("Compiled the bytecode of environment %.12s in %" PRIu64 " ms%s.",
-                          strrchr(s->compiling, '/') + 1, process_duration_usec(p) / USEC_PER_MSEC,
-                          p->exit_code == 0 ? "" : " (some files are not valid Python for it)");
-        } else
-                log_info("Compiling the bytecode of environment %.12s stopped (signal %d).",
-                         strrchr(s->compiling, '/') + 1, p->signal);
+        if (p->signal == 0 && !p->timed_out && p->exit_code != 127) {
+                n = adopt_bytecode(s);
+                if (n < 0)
+                        log_warning("Failed to put the bytecode of environment %.12s in place: %s",
+                                    strrchr(s->compiling, '/') + 1, strerror(-n));
+                else {
+                        mark_compiled(s->compiling);
+                        log_debug("Compiled the bytecode of environment %.12s in %" PRIu64 " ms (%d files)%s.",
+                                  strrchr(s->compiling, '/') + 1, process_duration_usec(p) / USEC_PER_MSEC, n,
+                                  p->exit_code == 0 ? "" : "; some files are not valid Python for it");
+                }
+        } else {
+                _cleanup_free_ char *err = capture_text(&p->err, NULL);
+                log_info("Compiling the bytecode of environment %.12s failed (%s%d)%s%s",
+                         strrchr(s->compiling, '/') + 1, p->signal ? "signal " : "exit ",
+                         p->signal ?: p->exit_code, err && *err ? ": " : ".", strempty(err));
+        }
         s->compile = NULL;
-        free(s->compiling);
-        s->compiling = NULL;
         process_free(p);
+        (void) rm_rf_untrusted(s->compile_out);
+        s->compile_out = mfree(s->compile_out);
+        s->compiling = mfree(s->compiling);
         envstore_compile_next(s);
 }
 
-static void envstore_compile_next(EnvStore *s) {
-        static char *env[] = { (char *) "PATH=/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
+/* Stop the compile that runs now, and forget it (its environment is going away). */
+static void compile_abort(EnvStore *s) {
+        s->compile = process_free(s->compile);
+        if (s->compile_out)
+                (void) rm_rf_untrusted(s->compile_out);
+        s->compile_out = mfree(s->compile_out);
+        s->compiling = mfree(s->compiling);
+}
 
-        while (!s->compile && s->compile_queue && s->compile_queue[0]) {
-                _cleanup_free_ char *path = s->compile_queue[0], *python = NULL, *lib = NULL, *marker = NULL;
+static void envstore_compile_next(EnvStore *s) {
+        while (!s->compile && s->compile_spawn && s->compile_queue && s->compile_queue[0]) {
+                _cleanup_free_ char *path = s->compile_queue[0], *python = s->compile_pythons[0], *marker = NULL,
+                                    *out = NULL;
+                int k;
 
                 memmove(s->compile_queue, s->compile_queue + 1, strv_length(s->compile_queue) * sizeof(char *));
-                if (asprintf(&python, "%s/bin/python", path) < 0 || asprintf(&lib, "%s/lib", path) < 0 ||
-                    asprintf(&marker, "%s/" COMPILED, path) < 0)
+                memmove(s->compile_pythons, s->compile_pythons + 1,
+                        strv_length(s->compile_pythons) * sizeof(char *));
+                if (asprintf(&marker, "%s/" COMPILED, path) < 0 ||
+                    asprintf(&out, "%s/.compile-%s", s->envs, strrchr(path, '/') + 1) < 0)
                         return;
-                if (access(marker, F_OK) >= 0 || access(python, X_OK) < 0)
+                if (access(marker, F_OK) >= 0 || access(path, F_OK) < 0)
                         continue;   /* done already, or collected meanwhile */
-                char *argv[] = { python, (char *) "-I", (char *) "-S", (char *) "-m", (char *) "compileall",
-                                 (char *) "-q", lib, NULL };
-                ProcessOptions o = { .argv = argv, .env = env, .cwd = s->empty, .stdin_fd = -EBADF,
-                                     .timeout_usec = s->config->prepare_timeout_usec, .head_max = 2048,
-                                     .tail_max = 2048 };
-                if (process_spawn(s->event, &o, on_compile_done, s, &s->compile) < 0) {
-                        log_warning("Failed to start compiling the bytecode of %s.", path);
+                (void) rm_rf_untrusted(out);
+                if (mkdir(out, 0700) < 0) {
+                        log_warning_errno(errno, "Failed to create %s: %m", out);
+                        continue;
+                }
+                k = s->compile_spawn(s->compile_userdata, path, python, out, s->config->prepare_timeout_usec,
+                                     on_compile_done, s, &s->compile);
+                if (k < 0) {
+                        log_warning_errno(k, "Failed to start compiling the bytecode of %s: %m", path);
+                        (void) rm_rf_untrusted(out);
                         continue;
                 }
                 s->compiling = TAKE_PTR(path);
+                s->compile_out = TAKE_PTR(out);
         }
 }
 
-static void envstore_compile_later(EnvStore *s, const char *path) {
+static void envstore_compile_later(EnvStore *s, const char *path, const char *python) {
         if ((s->compiling && streq(s->compiling, path)) || strv_contains(s->compile_queue, path))
                 return;
-        if (strv_extend(&s->compile_queue, path) < 0)
+        if (strv_extend(&s->compile_pythons, python) < 0)
                 return;
+        if (strv_extend(&s->compile_queue, path) < 0) {
+                free(s->compile_pythons[strv_length(s->compile_pythons) - 1]);
+                s->compile_pythons[strv_length(s->compile_pythons) - 1] = NULL;
+                return;
+        }
         envstore_compile_next(s);
 }
 
@@ -510,11 +611,23 @@ static int build_step_install(Build *b) {
         return build_spawn(b, argv, env);
 }
 
-static int build_complete(Build *b) {
+/* 0: in place. 1: refused, *ret_message says why. -errno otherwise. */
+static int build_complete(Build *b, char **ret_message) {
         _cleanup_json_ json_object *info = json_object_new_object(), *reqs = json_object_new_array();
-        char marker[4096];
+        _cleanup_close_ int dirfd = -EBADF, fd = -EBADF;
         const char *text;
-        FILE *f;
+        int r;
+
+        dirfd = open(b->tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dirfd < 0)
+                return -errno;
+        /* uv's lock for installs into this environment: there will be none. */
+        if (unlinkat(dirfd, ".lock", 0) < 0 && errno != ENOENT)
+                return -errno;
+        /* What the packages installed, before anything can start an interpreter on it. */
+        r = env_layout_verify(dirfd, &b->layout, ret_message);
+        if (r != 0)
+                return r;
 
         for (size_t i = 0; b->requirements[i]; i++)
                 json_object_array_add(reqs, json_object_new_string(b->requirements[i]));
@@ -522,27 +635,44 @@ static int build_complete(Build *b) {
         json_add_string(info, "python", b->python);
         json_add(info, "requirements", TAKE_PTR(reqs));
         json_add_int(info, "created", (int64_t) time(NULL));
-        snprintf(marker, sizeof(marker), "%s/" MARKER, b->tmp);
-        f = fopen(marker, "we");
-        if (!f)
+        fd = openat(dirfd, MARKER, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0)
                 return -errno;
         text = json_object_to_json_string_ext(info, JSON_C_TO_STRING_PRETTY);
-        fputs(text, f);
-        fputc('\n', f);
-        if (fclose(f) != 0)
-                return -errno;
+        r = write_all(fd, text, strlen(text));
+        if (r >= 0)
+                r = write_all(fd, "\n", 1);
+        if (r < 0)
+                return r;
+        fd = safe_close(fd);
+
+        /* Read-only on disk, not only through the sandbox's mounts. */
+        r = env_make_readonly(dirfd);
+        if (r < 0)
+                return r;
 
         /* Atomic: the environment appears complete or not at all. */
         if (rename(b->tmp, b->final) < 0) {
                 if (errno != EEXIST && errno != ENOTEMPTY)
                         return -errno;
                 /* Someone else completed the same key first; theirs is as good as ours. */
+                (void) rm_rf_untrusted(b->tmp);
         }
         free(b->tmp);
         b->tmp = NULL;
         if (access(b->final, F_OK) < 0)
                 return -errno;
         return 0;
+}
+
+/* After the venv step: remember what it made, to tell it from what the packages add. */
+static int build_snapshot(Build *b) {
+        _cleanup_close_ int dirfd = open(b->tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (dirfd < 0)
+                return -errno;
+        env_layout_done(&b->layout);
+        return env_layout_snapshot(dirfd, &b->layout);
 }
 
 static void on_step_done(Process *p, void *userdata) {
@@ -566,6 +696,14 @@ static void on_step_done(Process *p, void *userdata) {
                 return build_fail(b, -EIO, why);
         }
 
+        if (!b->installing) {
+                r = build_snapshot(b);
+                if (r < 0) {
+                        char m[256];
+                        snprintf(m, sizeof(m), "the new virtual environment could not be read: %s", strerror(-r));
+                        return build_fail(b, r, m);
+                }
+        }
         if (!b->installing && b->requirements[0]) {
                 r = build_step_install(b);
                 if (r < 0)
@@ -573,7 +711,11 @@ static void on_step_done(Process *p, void *userdata) {
                 return;
         }
 
-        r = build_complete(b);
+        r = build_complete(b, &why);
+        if (r == 1) {
+                log_warning("Environment %.12s (%s): %s.", b->key, strempty(b->requirements[0]), why);
+                return build_fail(b, -EPERM, why);
+        }
         if (r < 0) {
                 char m[256];
                 snprintf(m, sizeof(m), "the finished environment could not be put in place: %s", strerror(-r));
@@ -697,10 +839,20 @@ void envstore_cleanup(EnvStore *s) {
                         snprintf(p, sizeof(p), "%s/%s", s->envs, de->d_name);
                         snprintf(m, sizeof(m), "%s/" MARKER, p);
                         if (access(m, F_OK) >= 0) {
+                                _cleanup_free_ char *text = NULL;
+                                _cleanup_json_ json_object *info = NULL;
+                                if (read_small_file(m, 64 * 1024, &text) >= 0)
+                                        info = json_tokener_parse(text);
                                 snprintf(m, sizeof(m), "%s/" COMPILED, p);
-                                if (access(m, F_OK) < 0)
-                                        envstore_compile_later(s, p);
+                                if (access(m, F_OK) < 0 && json_get_string(info, "python"))
+                                        envstore_compile_later(s, p, json_get_string(info, "python"));
                         }
+                        continue;
+                }
+                if (startswith(de->d_name, ".compile-") && !(s->compile_out && streq(strrchr(s->compile_out, '/') + 1,
+                                                                                       de->d_name))) {
+                        snprintf(p, sizeof(p), "%s/%s", s->envs, de->d_name);
+                        (void) rm_rf_untrusted(p);
                         continue;
                 }
                 if (!startswith(de->d_name, ".build-"))
@@ -714,7 +866,7 @@ void envstore_cleanup(EnvStore *s) {
                         continue;
                 snprintf(p, sizeof(p), "%s/%s", s->envs, de->d_name);
                 log_info("Removing an interrupted build: %s", p);
-                (void) rm_rf(p);
+                (void) rm_rf_untrusted(p);
         }
         closedir(d);
 }
@@ -781,12 +933,13 @@ int envstore_gc(EnvStore *s, const char *keep_key) {
                         continue;
                 snprintf(p, sizeof(p), "%s/%s", s->envs, list[i].name);
                 if (s->compiling && streq(s->compiling, p))
-                        continue;   /* its compile writes there now: next time */
+                        compile_abort(s);   /* its compile goes with it */
                 log_info("Removing environment %.12s (%s, %" PRIu64 " MiB).", list[i].name,
                          too_old ? "unused for too long" : "over the store budget", list[i].size >> 20);
-                if (rm_rf(p) >= 0)
+                if (rm_rf_untrusted(p) >= 0)
                         total -= list[i].size;
         }
         free(list);
+        envstore_compile_next(s);
         return 0;
 }

@@ -16,6 +16,7 @@
 #include <systemd/sd-event.h>
 
 #include "config/config.h"
+#include "executor/process.h"
 #include "envstore/pythons.h"
 #include "pep723/pep508.h"
 
@@ -32,6 +33,16 @@ typedef struct EnvResult {
 typedef void (*EnvReadyFunc)(const EnvResult *result, void *userdata);
 
 int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *uv_path);
+
+/*
+ * How the store starts an interpreter on one of its environments: in a sandbox where env_dir is read-only and
+ * out_dir the only writable place of the host's. It compiles the environment's bytecode with the interpreter
+ * python into out_dir (a pycache_prefix tree). Set by whoever owns the sandbox, once it can start them; until then, nothing
+ * is compiled.
+ */
+typedef int (*EnvCompileFunc)(void *userdata, const char *env_dir, const char *python, const char *out_dir,
+                              uint64_t timeout_usec, ProcessDoneFunc done, void *done_userdata, Process **ret);
+void envstore_set_compiler(EnvStore *s, EnvCompileFunc f, void *userdata);
 EnvStore *envstore_free(EnvStore *s);
 void envstore_set_uv_version(EnvStore *s, const char *version);
 

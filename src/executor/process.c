@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -164,6 +165,9 @@ Process *process_free(Process *p) {
                 (void) rm_rf_untrusted(p->remove_dir);
                 free(p->remove_dir);
         }
+        /* Reaped: nothing of it runs as its uid any more (the sandbox's pid namespace went with it). */
+        if (p->release)
+                p->release(p->release_userdata);
         sd_event_unref(p->event);
         free(p);
         return NULL;
@@ -285,6 +289,17 @@ _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w, int 
                 _exit(127);
         }
 
+        /* Last, after the cgroup: the parent moved us while we could still be moved by it. */
+        if (o->uid > 0) {
+                if (setgroups(0, NULL) < 0 || setresgid(o->gid, o->gid, o->gid) < 0 ||
+                    setresuid(o->uid, o->uid, o->uid) < 0) {
+                        dprintf(STDERR_FILENO, "Failed to become uid %u: %s\n", (unsigned) o->uid, strerror(errno));
+                        _exit(127);
+                }
+                /* A change of credentials clears the parent-death signal. */
+                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+        }
+
         if (chdir(o->cwd ?: "/") < 0) {
                 dprintf(STDERR_FILENO, "Failed to enter %s: %s\n", o->cwd ?: "/", strerror(errno));
                 _exit(127);
@@ -302,12 +317,18 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
         int r;
 
         p = calloc(1, sizeof(*p));
-        if (!p)
+        if (!p) {
+                if (o->release)
+                        o->release(o->release_userdata);
                 return -ENOMEM;
+        }
         p->event = sd_event_ref(e);
         p->stdout_fd = p->stderr_fd = -EBADF;
         p->done = done;
         p->userdata = userdata;
+        p->uid = o->uid;
+        p->release = o->release;
+        p->release_userdata = o->release_userdata;
         if (o->remove_dir) {
                 p->remove_dir = strdup(o->remove_dir);
                 if (!p->remove_dir)

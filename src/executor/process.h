@@ -18,6 +18,7 @@
 
 typedef struct Process Process;
 typedef void (*ProcessDoneFunc)(Process *p, void *userdata);
+typedef void (*ProcessReleaseFunc)(void *userdata);
 
 typedef struct ProcessLimit {
         int resource;              /* RLIMIT_* */
@@ -40,6 +41,12 @@ typedef struct ProcessOptions {
                                     * process_free() (NULL: stay in ours) */
         const char *remove_dir;    /* removed with all it holds (rm_rf_untrusted()) at process_free(), after the
                                     * child is reaped; when process_spawn() fails, the caller removes it */
+        uid_t uid;                 /* the child drops every group and becomes uid:gid before it execs (only a
+                                    * root daemon can); 0: it stays who we are */
+        gid_t gid;
+        ProcessReleaseFunc release;   /* called once: from process_free(), after the child is reaped, or by
+                                       * process_spawn() when it fails; NULL: none */
+        void *release_userdata;
 } ProcessOptions;
 
 struct Process {
@@ -51,6 +58,9 @@ struct Process {
         uint64_t start_usec, end_usec;
         char *cgroup;              /* from ProcessOptions */
         char *remove_dir;          /* from ProcessOptions */
+        uid_t uid;                 /* from ProcessOptions */
+        ProcessReleaseFunc release;
+        void *release_userdata;
 
         bool exited;
         int exit_code;             /* when exited normally */

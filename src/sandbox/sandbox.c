@@ -144,6 +144,8 @@ int sandbox_build_argv(const SandboxPolicy *p, char ***ret) {
         /* The environment and its base interpreter, read-only, where they live on the host. */
         for (size_t i = 0; p->ro_paths && p->ro_paths[i]; i++)
                 r |= add3(&argv, "--ro-bind", p->ro_paths[i], p->ro_paths[i]);
+        for (size_t i = 0; p->rw_paths && p->rw_paths[i]; i++)
+                r |= add3(&argv, "--bind", p->rw_paths[i], p->rw_paths[i]);
 
         for (size_t i = 0; i < p->n_data; i++) {
                 char fd[16];

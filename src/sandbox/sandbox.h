@@ -26,6 +26,7 @@ typedef struct SandboxPolicy {
         uint64_t tmpfs_size;            /* size of /work and of /tmp; 0: kernel default */
         const char *etc_dir;            /* holds the passwd, group and hosts the sandbox sees */
         char *const *ro_paths;          /* bound read-only at the same absolute paths */
+        char *const *rw_paths;          /* bound writable at the same absolute paths (after ro_paths) */
         const SandboxData *data;        /* files created from fds (the script) */
         size_t n_data;
         int seccomp_fd;                 /* the BPF program for --seccomp (sandbox_seccomp_export()); -EBADF: none */

@@ -236,3 +236,27 @@ int read_small_file(const char *path, size_t max, char **ret) {
         *ret = buf;
         return 0;
 }
+
+int path_reachable_by_others(const char *path) {
+        _cleanup_free_ char *real = realpath(path, NULL);
+        struct stat st;
+
+        if (!real)
+                return -errno;
+        /* Each directory from the top: searchable. realpath() leaves no symlink to be followed. */
+        for (char *slash = strchr(real + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+                *slash = 0;
+                if (stat(real, &st) < 0)
+                        return -errno;
+                *slash = '/';
+                if (!(st.st_mode & S_IXOTH))
+                        return 0;
+        }
+        if (stat(real, &st) < 0)
+                return -errno;
+        if (!(st.st_mode & S_IROTH))
+                return 0;
+        if ((S_ISDIR(st.st_mode) || (st.st_mode & S_IXUSR)) && !(st.st_mode & S_IXOTH))
+                return 0;
+        return 1;
+}

@@ -21,3 +21,7 @@ int disk_usage(const char *path, uint64_t *ret);
 int write_all(int fd, const void *data, size_t n);
 /* Read a small file (up to max bytes) into a NUL-terminated string. */
 int read_small_file(const char *path, size_t max, char **ret);
+/* 1 when a user with no group in common with the owners (an "other") can reach path: every directory on the
+ * way searchable, and path itself readable, and searchable when it is a directory or executable. Symlinks on the
+ * way are followed as the kernel would. 0 when not; -errno when path cannot be examined. */
+int path_reachable_by_others(const char *path);

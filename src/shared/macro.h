@@ -51,6 +51,11 @@ static inline void freep(void *p) {
 }
 #define _cleanup_free_ _cleanup_(freep)
 
+static inline void *mfree(void *p) {
+        free(p);
+        return NULL;
+}
+
 static inline int safe_close(int fd) {
         if (fd >= 0) {
                 int saved = errno;
@@ -86,6 +91,11 @@ static inline const char *strempty(const char *s) {
 static inline const char *startswith(const char *s, const char *prefix) {
         size_t l = strlen(prefix);
         return strncmp(s, prefix, l) == 0 ? s + l : NULL;
+}
+
+static inline bool endswith(const char *s, const char *suffix) {
+        size_t a = strlen(s), b = strlen(suffix);
+        return a >= b && memcmp(s + a - b, suffix, b) == 0;
 }
 
 /* errno-style return from a libc call that sets errno. */

@@ -29,6 +29,8 @@ TOP_SRCDIR = os.environ.get("TOP_SRCDIR", os.path.join(os.path.dirname(__file__)
 REQUIRE_ALL = os.environ.get("MCP_SANDBOX_REQUIRE_ALL") == "1"
 MODERN = "2026-07-28"
 NOBODY = 65534          # the unprivileged user of tests that need a second one
+# Run every test daemon as this user (a name), as the packaged units run it; the tests themselves stay root.
+DAEMON_USER = os.environ.get("MCP_TEST_DAEMON_USER") or None
 LEGACY = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
 
 
@@ -78,10 +80,31 @@ def _run_at_exit():
             pass
 
 
+def _rmtree(top):
+    """rm -rf top, also where environments made directories read-only (0555) for a non-root test run."""
+    def opened(fn, path, exc):
+        # Only below top: never touch what holds it.
+        parent = os.path.dirname(path)
+        if isinstance(exc[1], FileNotFoundError) or not (parent == top or parent.startswith(top + "/")):
+            return
+        try:
+            os.chmod(parent, 0o755)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, 0o755)
+                shutil.rmtree(path, onerror=opened)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+    shutil.rmtree(top, onerror=opened)
+
+
 def scratch(prefix, parent=None):
-    """A new temporary directory, removed at exit."""
+    """A new temporary directory, removed at exit. Searchable by others (mode 0711): a root daemon's sandbox
+    uids pass through it when a cache directory is made below it."""
     d = tempfile.mkdtemp(prefix=prefix, dir=parent)
-    at_exit(lambda: shutil.rmtree(d, ignore_errors=True))
+    os.chmod(d, 0o711)
+    at_exit(lambda: _rmtree(d))
     return d
 
 
@@ -246,12 +269,24 @@ class Daemon:
             skip("DAEMON is not set to the built daemon")
         self.mode = mode
         self.dir = tempfile.mkdtemp(prefix="mcptest-")
+        # A root daemon's sandboxes run as uids of their own: they pass through here to the cache.
+        os.chmod(self.dir, 0o711)
+        self.uid = os.geteuid()
+        if DAEMON_USER:
+            import pwd
+            pw = pwd.getpwnam(DAEMON_USER)
+            self.uid = pw.pw_uid
+            os.chown(self.dir, pw.pw_uid, pw.pw_gid)
+            if cache_dir:
+                os.chown(cache_dir, pw.pw_uid, pw.pw_gid)
+            self.wrap = ["setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--init-groups", "--", *self.wrap]
         self.socket = os.path.join(self.dir, "mcp.sock")
         self.cache_dir = cache_dir or os.path.join(self.dir, "cache")
         self.log_path = os.path.join(self.dir, "daemon.log")
         self.notify_path = os.path.join(self.dir, "notify.sock")
         self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.notify.bind(self.notify_path)
+        os.chmod(self.notify_path, 0o666)
         self.notify.settimeout(0.05)
         self.notify_messages = []
         # Read sd_notify messages as they come, as systemd does: a datagram queue
@@ -414,7 +449,7 @@ class Daemon:
             self._notify_thread.join()
             self.notify.close()
             self._log.close()
-            shutil.rmtree(self.dir, ignore_errors=True)
+            _rmtree(self.dir)
 
     def __enter__(self):
         return self
@@ -449,8 +484,21 @@ def stdio_client(args=(), env=None, cache_dir=None):
     return Client([SHIM, *args], env=e)
 
 
+def reachable_by_others(path):
+    """Whether a user who is neither owner nor group (a root daemon's sandbox uids) can reach path."""
+    path = os.path.realpath(path)
+    parts = path.split("/")
+    for i in range(2, len(parts)):
+        if not os.stat("/".join(parts[:i])).st_mode & 0o001:
+            return False
+    return bool(os.stat(path).st_mode & 0o004)
+
+
 def test_pythons():
-    """{"3.12": "/path/to/bin", ...}: the CPythons this machine offers for tests (pyenv's)."""
+    """{"3.12": "/path/to/bin", ...}: the CPythons this machine offers for tests (pyenv's).
+
+    A root daemon runs its sandboxes as uids of their own, which cannot reach a pyenv below a 0700 /root:
+    scripts/test.sh makes /root searchable (chmod o+x), for root's test runs; elsewhere those are left out."""
     found = {}
     roots = [os.path.expanduser("~/.pyenv/versions"), "/root/.pyenv/versions"]
     for root in roots:
@@ -464,7 +512,10 @@ def test_pythons():
                 continue
             minor = ".".join(parts[:2])
             bindir = os.path.join(root, name, "bin")
-            if (3, 11) <= (int(parts[0]), int(parts[1])) and os.access(os.path.join(bindir, "python" + minor), os.X_OK):
+            exe = os.path.join(bindir, "python" + minor)
+            if (3, 11) <= (int(parts[0]), int(parts[1])) and os.access(exe, os.X_OK):
+                if os.geteuid() == 0 and not reachable_by_others(exe):
+                    continue
                 found[minor] = bindir
     return found
 
@@ -579,6 +630,55 @@ class RssGrowth:
     @property
     def grew(self):
         return self.peak - self.before
+
+
+_SAFETY_NET = []
+
+
+def pids_safety_net(pids_max=2000):
+    """Move this test program, and so every daemon and sandbox it starts from now on, into a pids cgroup of its
+    own with pids_max: a fork bomb that gets past the daemon's limits fails the test instead of taking the machine
+    down. Once per program; skips where there is no pids controller we may use (not root, or none mounted)."""
+    if _SAFETY_NET:
+        return
+    if os.geteuid() != 0:
+        skip("needs root to put the fork bomb under a pids cgroup safety net")
+    with open("/proc/self/cgroup") as f:
+        lines = [line.split(":", 2) for line in f.read().splitlines()]
+    base = ours = None
+    v1 = next((x[2] for x in lines if "pids" in x[1].split(",")), None)
+    if v1 is not None and os.path.exists("/sys/fs/cgroup/pids/cgroup.procs"):
+        base, ours = "/sys/fs/cgroup/pids", v1
+    else:
+        v2 = next((x[2] for x in lines if x[0] == "0"), None)
+        ctl = "/sys/fs/cgroup/cgroup.controllers"
+        if v2 is not None and os.path.exists(ctl) and "pids" in open(ctl).read().split():
+            base, ours = "/sys/fs/cgroup", v2
+    if base is None:
+        skip("no pids cgroup controller for a fork bomb's safety net")
+    parent = os.path.join(base, ours.lstrip("/"))
+    net = os.path.join(parent, f"mcptest-net-{os.getpid()}")
+    os.mkdir(net)
+    with open(os.path.join(net, "pids.max"), "w") as f:
+        f.write(str(pids_max))
+    with open(os.path.join(net, "cgroup.procs"), "w") as f:
+        f.write(str(os.getpid()))
+
+    def leave():
+        try:
+            with open(os.path.join(parent, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        except OSError:
+            pass
+        for _ in range(100):
+            try:
+                os.rmdir(net)
+                return
+            except OSError:
+                time.sleep(0.05)
+    # Registered first, so it runs last: after every daemon has stopped.
+    _AT_EXIT.insert(0, leave)
+    _SAFETY_NET.append(net)
 
 
 def wait_until(pred, timeout=10, what="condition"):

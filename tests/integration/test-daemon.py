@@ -110,6 +110,7 @@ def run_daemon(*args, timeout=15):
     if not DAEMON or not os.path.exists(DAEMON):
         skip("DAEMON is not set to the built daemon")
     with tempfile.TemporaryDirectory(prefix="mcptest-cache-") as cache:
+        os.chmod(cache, 0o711)   # a root daemon's sandbox uids pass through it
         return subprocess.run(daemon_argv(cache, *args), stdin=subprocess.DEVNULL, capture_output=True,
                               env=daemon_env(), timeout=timeout)
 
@@ -837,6 +838,7 @@ def stdio_mode_with_regular_files():
     if not DAEMON or not os.path.exists(DAEMON):
         skip("DAEMON is not set to the built daemon")
     with tempfile.TemporaryDirectory(prefix="mcptest-files-") as d:
+        os.chmod(d, 0o711)   # a root daemon's sandbox uids pass through it
         requests = (line(req(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                                                "clientInfo": {"name": "files", "version": "1"}}))
                     + line({"jsonrpc": "2.0", "method": "notifications/initialized"})

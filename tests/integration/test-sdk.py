@@ -197,6 +197,7 @@ def sdk_with_the_stdio_fallback():
     need_programs()
     py = sdk_python()
     run_dir = tempfile.mkdtemp(prefix="mcptest-sdk-stdio-")
+    os.chmod(run_dir, 0o711)   # a root daemon's sandbox uids pass through it to the cache
     try:
         wrapper = os.path.join(run_dir, "mcp-python-sandboxd")
         with open(wrapper, "w") as f:

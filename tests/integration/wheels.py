@@ -22,13 +22,15 @@ def _record_hash(data):
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-def build_wheel(directory, name, version="1.0", requires=(), module_source=None):
+def build_wheel(directory, name, version="1.0", requires=(), module_source=None, extra_files=()):
     """Write NAME-VERSION-py3-none-any.whl into directory; returns its path.
 
     The wheel holds one package, import name = name with "-" as "_", whose
     __init__.py defines __version__ (and whatever module_source adds), plus the
     dist-info files a wheel must have: METADATA, WHEEL and RECORD (with hashes).
     requires: PEP 508 strings for Requires-Dist.
+    extra_files: (path in the wheel, bytes) pairs added as they are, e.g. "NAME-VERSION.data/data/x" (installed
+    relative to the environment's root) or "x.pth" (into site-packages); listed in RECORD like the rest.
     """
     dist = re.sub(r"[-_.]+", "_", name)   # the wheel file name's form
     pkg = dist.lower()
@@ -42,6 +44,7 @@ def build_wheel(directory, name, version="1.0", requires=(), module_source=None)
         (f"{pkg}/__init__.py", source.encode()),
         (f"{info}/METADATA", metadata.encode()),
         (f"{info}/WHEEL", wheel.encode()),
+        *extra_files,
     ]
     record = "".join(f"{path},{_record_hash(data)},{len(data)}\n" for path, data in files)
     record += f"{info}/RECORD,,\n"

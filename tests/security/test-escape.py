@@ -721,13 +721,15 @@ NOBODY = 65534
 
 
 def bomb_daemon():
-    """The daemon as uid 65534 where possible: RLIMIT_NPROC does not bind root."""
+    """The daemon as uid 65534 where possible, under a pids cgroup safety net."""
+    mcptest.pids_safety_net()
     base = scratch("mcpt-sec-bombs-")
     os.chmod(base, 0o755)
     cache = os.path.join(base, "cache")
     os.mkdir(cache)
     args = ["--tmpfs-size=32M", "--max-runs=8"]
-    if os.geteuid() == 0 and shutil.which("setpriv") and os.access("/usr/bin/python3.11", os.X_OK):
+    if os.geteuid() == 0 and not mcptest.DAEMON_USER and shutil.which("setpriv") and \
+            os.access("/usr/bin/python3.11", os.X_OK):
         os.chown(cache, NOBODY, NOBODY)
         wrapper = os.path.join(base, "daemon-as-nobody")
         with open(wrapper, "w") as f:
@@ -743,7 +745,7 @@ def bomb_daemon():
         d.python, d.uid = "3.11", NOBODY
     else:
         d = Daemon(args=args, cache_dir=cache)
-        d.python, d.uid = newest_python(), os.geteuid()
+        d.python = newest_python()   # d.uid: the daemon's (MCP_TEST_DAEMON_USER's, or ours)
     at_exit(d.close)
     sandbox_works(d)
     return d

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A daemon started as root never runs a sandbox as host root.
+
+Each run gets a host uid of its own from sandbox-uid-range: two runs at once
+have two uids, neither 0, and neither can signal the other; a fork bomb stops
+at its own run's process cap while the daemon keeps answering; and the
+self-test refuses to run scripts when the kernel's settings would be writable
+from inside the sandbox.
+
+The fork bomb runs under a safety net: this test moves itself, and so the
+daemon and everything it starts, into a pids cgroup with a cap of its own
+before anything else, so that a regression fails the test instead of taking
+the machine down.
+
+Needs root, $DAEMON, $SHIM, bubblewrap and a Python >= 3.11; exit 77 without.
+"""
+
+import os
+import signal
+import stat
+import sys
+import time
+
+from mcptest import Daemon, at_exit, check, eq, main, pids_safety_net, scratch, skip, test, test_pythons, wait_until
+
+DEFAULT_RANGE = (2063597568, 2063663103)
+_STATE = {}
+
+
+def need_root():
+    if os.geteuid() != 0:
+        skip("needs root: this is what a root daemon does")
+
+
+def python():
+    have = test_pythons()
+    if not have:
+        skip("no Python >= 3.11 for tests")
+    return max(have, key=lambda v: tuple(map(int, v.split("."))))
+
+
+def daemon():
+    d = _STATE.get("daemon")
+    if d is not None and d.alive():
+        return d
+    pids_safety_net()
+    python()
+    d = Daemon(args=["--tmpfs-size=32M", "--max-runs=4", "--max-processes=64"])
+    at_exit(d.close)
+    _STATE["daemon"] = d
+    return d
+
+
+def client(d=None):
+    c = (d or daemon()).client()
+    c.initialize()
+    at_exit(lambda: c.proc.poll() is None and c.kill())
+    return c
+
+
+def host_uid(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
+
+
+def sandbox_processes(d):
+    """{pid: host uid} of the daemon's descendants below bwrap."""
+    out = {}
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            pid, names = int(p), []
+            up = pid
+            for _ in range(64):
+                with open(f"/proc/{up}/stat") as f:
+                    up = int(f.read().rsplit(")", 1)[1].split()[1])
+                if up == d.proc.pid:
+                    break
+                with open(f"/proc/{up}/comm") as f:
+                    names.append(f.read().strip())
+                if up <= 1:
+                    break
+            if up == d.proc.pid and "bwrap" in names:
+                out[pid] = host_uid(pid)
+        except (OSError, ValueError, StopIteration):
+            continue
+    return out
+
+
+def send_call(c, args):
+    rid = c.new_id()
+    c.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+            "params": {"name": "execute_python", "arguments": args}})
+    return rid
+
+
+@test
+def concurrent_runs_have_host_uids_of_their_own_and_cannot_signal_each_other():
+    d = daemon()
+    a, b = client(d), client(d)
+    # The bare environment built and its bytecode compiled: no sandbox but the runs' from here on.
+    r = a.call_tool("execute_python", {"script": "print(1)", "python_version": python()}, timeout=60)
+    check(not r.get("isError"), a.text(r))
+    wait_until(lambda: not sandbox_processes(d), 60, "the daemon's other sandboxes (bytecode compile) to end")
+    rid_a = send_call(a, {"script": "import time\ntime.sleep(6)\nprint('A finished')", "timeout_seconds": 30,
+                          "python_version": python()})
+    # A's python, on the host, as bwrap's descendant.
+    procs = wait_until(lambda: sandbox_processes(d), 20, "run A's sandbox")
+    uid_a = set(procs.values())
+    eq(len(uid_a), 1, f"host uids of run A's processes {procs}")
+    uid_a = uid_a.pop()
+    check(uid_a != 0, "run A's processes are host root")
+    check(DEFAULT_RANGE[0] <= uid_a <= DEFAULT_RANGE[1], f"run A's uid {uid_a} is not from sandbox-uid-range")
+    pid_a = max(procs)
+
+    # B, at the same time: another uid; it cannot reach A by pid (nor anything else with kill(-1)).
+    script_b = (
+        "import os, signal, errno\n"
+        f"try:\n    os.kill({pid_a}, signal.SIGKILL)\n    print('KILLED')\n"
+        "except OSError as e:\n    print('kill', errno.errorcode[e.errno])\n"
+        "try:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError as e:\n    print('kill -1', errno.errorcode[e.errno])\n"
+        "import time\ntime.sleep(1.5)\nprint('B finished')\n")
+    rid_b = send_call(b, {"script": script_b, "timeout_seconds": 30, "python_version": python()})
+    seen = wait_until(lambda: {u for u in sandbox_processes(d).values()} - {uid_a}, 20, "run B's sandbox")
+    uid_b = seen.pop()
+    check(uid_b not in (0, uid_a), f"run B's uid {uid_b}")
+    check(DEFAULT_RANGE[0] <= uid_b <= DEFAULT_RANGE[1], f"run B's uid {uid_b} is not from sandbox-uid-range")
+
+    rb = b.wait_for(rid_b, timeout=60)["result"]
+    out_b = rb["structuredContent"]["stdout"]
+    check("KILLED" not in out_b and "kill ESRCH" in out_b, f"run B reached run A: {out_b!r}")
+    check("B finished" in out_b, f"run B: {b.text(rb)}")
+    ra = a.wait_for(rid_a, timeout=60)["result"]
+    eq(ra["structuredContent"].get("exit_code"), 0, f"run A's exit code: {a.text(ra)}")
+    eq(ra["structuredContent"].get("stdout"), "A finished\n", "run A's output")
+    # Both uids are given back once their runs are gone: nothing of them is left on the host.
+    wait_until(lambda: not {uid_a, uid_b} & set(sandbox_processes(d).values()), 15, "the runs' processes to go")
+
+
+@test
+def a_fork_bomb_stops_at_its_own_runs_cap_and_the_daemon_keeps_answering():
+    d = daemon()
+    bomber, other = client(d), client(d)
+    bomb = ("import os, time\nn = 0\ntry:\n    while n < 5000:\n        if os.fork() == 0:\n"
+            "            time.sleep(60)\n            os._exit(0)\n        n += 1\nfinally:\n    print('forked', n)\n")
+    rid = send_call(bomber, {"script": bomb, "timeout_seconds": 30, "python_version": python()})
+    # Once the bomb has hit its cap, another user's call is answered within a few seconds.
+    time.sleep(2)
+    t0 = time.monotonic()
+    r = other.call_tool("execute_python", {"script": "print('still here')", "python_version": python()}, timeout=30)
+    took = time.monotonic() - t0
+    eq((r.get("structuredContent") or {}).get("stdout"), "still here\n", f"the other call: {other.text(r)}")
+    check(took < 10, f"the other call took {took:.1f}s beside the fork bomb")
+    res = bomber.wait_for(rid, timeout=60)["result"]
+    st = res["structuredContent"]
+    forked = int(st["stdout"].split()[-1]) if st.get("stdout", "").startswith("forked") else None
+    check(forked is not None and forked < 64, f"the bomb forked {forked} times, past its cap of 64: {bomber.text(res)}")
+    eq(st.get("limit"), "processes", f"the limit the bomb hit: {bomber.text(res)}")
+    check(d.alive(), "the daemon died")
+    wait_until(lambda: not sandbox_processes(d), 20, "the bomb's processes to be gone")
+
+
+FAKE_BWRAP = r'''#!/usr/bin/python3
+# bwrap, but /proc/sys/kernel/core_pattern inside is a writable file (as a broken sandbox would leave it).
+import os, sys
+real, extra = sys.argv[1], ["--bind", sys.argv[2], "/proc/sys/kernel/core_pattern"]
+args = sys.argv[3:]
+def splice(a):
+    i = a.index("/proc") + 1 if "--proc" in a else None
+    return a if i is None else a[:i] + extra + a[i:]
+if "--args" in args:
+    i = args.index("--args")
+    fd = int(args[i + 1])
+    data = b""
+    while True:
+        b = os.read(fd, 1 << 16)
+        if not b:
+            break
+        data += b
+    inner = [x.decode() for x in data.split(b"\0")[:-1]]
+    r, w = os.pipe()
+    os.write(w, b"".join(x.encode() + b"\0" for x in splice(inner)))
+    os.close(w)
+    os.dup2(r, fd)
+    args[i + 1] = str(fd)
+else:
+    args = splice(args)
+os.execv(real, [real] + args)
+'''
+
+
+@test
+def the_self_test_refuses_a_sandbox_whose_kernel_settings_are_writable():
+    need_root()
+    python()
+    base = scratch("mcptest-fakebwrap-")
+    os.chmod(base, 0o755)
+    target = os.path.join(base, "core_pattern")
+    with open(target, "w") as f:
+        f.write("core\n")
+    os.chmod(target, 0o666)
+    wrapper = os.path.join(base, "bwrap")
+    with open(wrapper, "w") as f:
+        f.write(FAKE_BWRAP.replace("sys.argv[1]", repr("/usr/bin/bwrap")).replace("sys.argv[2]", repr(target))
+                .replace("args = sys.argv[3:]", "args = sys.argv[1:]"))
+    os.chmod(wrapper, 0o755)
+    with Daemon(args=[f"--bwrap={wrapper}"]) as d:
+        c = d.client()
+        c.initialize()
+        marker = os.path.join(base, "ran")
+        r = c.call_tool("execute_python", {"script": f"open({marker!r}, 'w')\nprint('ran')",
+                                           "python_version": python()}, timeout=60)
+        text = c.text(r)
+        check(r.get("isError") is True, f"a script ran in the broken sandbox: {text}")
+        check("/proc/sys/kernel/core_pattern is writable from inside the sandbox" in text, text)
+        check("fix:" in text, f"the error gives no fix: {text}")
+        check("Refusing to run scripts" in d.log(), d.log())
+        c.close()
+    # The self-test only asked: the file is as it was.
+    with open(target) as f:
+        eq(f.read(), "core\n", "the stand-in core_pattern")
+    check(stat.S_IMODE(os.stat(target).st_mode) == 0o666, "mode of the stand-in")
+
+
+if __name__ == "__main__":
+    main()

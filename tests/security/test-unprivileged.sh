@@ -1,0 +1,36 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# The security tests again with the daemon as an unprivileged service user, as
+# the packaged units run it (the other runs of them use a root daemon, whose
+# sandboxes get uids of their own). The user is $MCP_TEST_SERVICE_USER
+# (default: mcp-sandbox-test, which scripts/test.sh creates); the tests
+# themselves run as root, which they need to look at the host.
+#
+# Exit 77 (skipped) when not root or the user does not exist.
+set -u
+
+user=${MCP_TEST_SERVICE_USER:-mcp-sandbox-test}
+if [ "$(id -u)" -ne 0 ]; then
+        echo "needs root to start the daemon as $user"
+        exit 77
+fi
+if ! id -u "$user" >/dev/null 2>&1; then
+        echo "no user $user: scripts/test.sh creates it (useradd --system $user)"
+        exit 77
+fi
+if [ "$(id -u "$user")" -eq 0 ]; then
+        echo "$user is root" >&2
+        exit 1
+fi
+
+MCP_TEST_DAEMON_USER=$user
+export MCP_TEST_DAEMON_USER
+status=0
+for t in test-escape.py test-package-code.py; do
+        echo "== $t, the daemon as $user"
+        python3 "$TOP_SRCDIR/tests/security/$t"
+        rc=$?
+        [ "$rc" -eq 0 ] || [ "$status" -ne 0 ] || status=$rc
+done
+exit "$status"
