@@ -619,10 +619,11 @@ Pool *runtime_pool(const Runtime *r) {
 /* ---- the sandbox -------------------------------------------------------- */
 
 /* A cgroup of its own for the next run, when the daemon has a delegated subtree; NULL: rlimits only. */
-static char *new_run_cgroup(const SandboxLimits *limits) {
+static char **new_run_cgroup(const SandboxLimits *limits) {
         static bool logged;
         static unsigned long long n_runs;
-        char *path = NULL, name[64];
+        _cleanup_free_ char *path = NULL;
+        char **paths = NULL, name[64];
         const char *dir;
         int k;
 
@@ -642,23 +643,27 @@ static char *new_run_cgroup(const SandboxLimits *limits) {
                                   name);
                 return NULL;
         }
-        return path;
+        if (strv_extend(&paths, path) < 0) {
+                (void) rmdir(path);
+                return NULL;
+        }
+        return paths;
 }
 
 /* Spawn o with the run's resource limits: a cgroup of its own when we can (and may), rlimits otherwise
  * (sandbox/limits.h). */
 static int spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *limits, bool may_cgroup,
                          ProcessDoneFunc done, void *userdata, Process **ret) {
-        _cleanup_free_ char *cgroup = may_cgroup ? new_run_cgroup(limits) : NULL;
+        _cleanup_strv_free_ char **cgroups = may_cgroup ? new_run_cgroup(limits) : NULL;
         ProcessLimit rlimits[SANDBOX_N_RLIMITS];
         int k;
 
         o->limits = rlimits;
-        o->n_limits = sandbox_limits_rlimits(limits, cgroup != NULL, rlimits);
-        o->cgroup = cgroup;
+        o->n_limits = sandbox_limits_rlimits(limits, cgroups != NULL, rlimits);
+        o->cgroups = cgroups;
         k = process_spawn(r->event, o, done, userdata, ret);
-        if (k < 0 && cgroup)
-                (void) rmdir(cgroup);
+        for (size_t i = 0; k < 0 && cgroups && cgroups[i]; i++)
+                (void) rmdir(cgroups[i]);
         return k;
 }
 
