@@ -618,33 +618,25 @@ Pool *runtime_pool(const Runtime *r) {
 
 /* ---- the sandbox -------------------------------------------------------- */
 
-/* A cgroup of its own for the next run, when the daemon has a delegated subtree; NULL: rlimits only. */
+/* The cgroups of the next run (one, or one in each cgroup v1 hierarchy), when the daemon has cgroups; NULL: rlimits
+ * only. */
 static char **new_run_cgroup(const SandboxLimits *limits) {
         static bool logged;
         static unsigned long long n_runs;
-        _cleanup_free_ char *path = NULL;
         char **paths = NULL, name[64];
-        const char *dir;
         int k;
 
-        dir = sandbox_cgroup_dir();
         if (!logged) {
                 logged = true;
                 log_info("Resource limits: %s.", strempty(sandbox_limits_mechanism_detail()));
         }
-        if (!dir)
+        if (sandbox_cgroup_probe() <= 0)
                 return NULL;
-        /* Runs that ended but could not be removed then (still busy) go now. */
-        sandbox_cgroup_remove_stale(dir);
         snprintf(name, sizeof(name), "run-%d-%llu", (int) getpid(), ++n_runs);
-        k = sandbox_cgroup_new_run(dir, name, limits, &path);
+        k = sandbox_cgroup_new_run_cgroups(name, limits, &paths);
         if (k < 0) {
-                log_warning_errno(k, "Failed to create the cgroup %s/%s, falling back to rlimits for this run: %m", dir,
+                log_warning_errno(k, "Failed to create the cgroup %s of a run, falling back to rlimits for this run: %m",
                                   name);
-                return NULL;
-        }
-        if (strv_extend(&paths, path) < 0) {
-                (void) rmdir(path);
                 return NULL;
         }
         return paths;

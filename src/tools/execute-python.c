@@ -876,7 +876,7 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
         if (failed) {
                 SandboxCgroupEvents ev = {};
                 if (p->cgroups)
-                        (void) sandbox_cgroup_read_events(p->cgroups[0], &ev);
+                        (void) sandbox_cgroup_read_events(p->cgroups, &ev);
                 limit = sandbox_limit_hit(&(SandboxOutcome) {
                         .exit_code = code,
                         .decoded = true,   /* above */
