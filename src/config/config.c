@@ -63,10 +63,10 @@ static const Setting settings[] = {
         S("network", SETTING_BOOL, network, "Give scripts network access"),
         S("unsafe-no-sandbox", SETTING_BOOL, unsafe_no_sandbox,
           "Run scripts WITHOUT a sandbox, as the daemon's user (development only)"),
-        /* Without a delegated cgroup: RLIMIT_AS, which counts address space per process (numpy's thread pools
+        /* Without a cgroup per run: RLIMIT_AS, which counts address space per process (numpy's thread pools
          * reserve much more than they use: keep it at 1G or more), and RLIMIT_NPROC, which counts all of the
          * service user's processes and does not bind root. */
-        S("max-memory", SETTING_SIZE, max_memory, "Memory of a run: memory.max, else RLIMIT_AS (0: no limit)"),
+        S("max-memory", SETTING_SIZE, max_memory, "Memory of a run: its cgroup's limit, else RLIMIT_AS (0: no limit)"),
         S("max-processes", SETTING_UINT, max_processes,
           "Processes and threads of a run: pids.max, else RLIMIT_NPROC (0: no limit)"),
         S("max-cpu-time", SETTING_SECONDS, max_cpu_time_usec,

@@ -19,6 +19,7 @@
 #include "strv.h"
 #include "manager.h"
 #include "runtime.h"
+#include "sandbox/limits.h"
 #include "sandboxes/sandboxes.h"
 #include "tools/tools.h"
 
@@ -471,6 +472,10 @@ int manager_new(Manager **ret, Config *config) {
         if (r < 0)
                 return r;
 
+        /* The cgroups a root daemon creates are named after its cache: its own, also after a restart. */
+        r = sandbox_cgroup_set_instance(config->cache_dir);
+        if (r < 0)
+                return r;
         r = runtime_new(&m->runtime, m);
         if (r < 0)
                 return r;
@@ -498,6 +503,8 @@ Manager *manager_free(Manager *m) {
                 manager_drop_session(m, m->sessions);
         sandboxes_free();
         runtime_free(m->runtime);
+        /* The runs are gone: so go their cgroups, and those the daemon created to hold them. */
+        sandbox_cgroup_release();
         for (size_t i = 0; i < m->n_listeners; i++)
                 sd_event_source_disable_unref(m->listeners[i]);
         free(m->listeners);

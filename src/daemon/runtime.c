@@ -674,47 +674,44 @@ Pool *runtime_pool(const Runtime *r) {
 
 /* ---- the sandbox -------------------------------------------------------- */
 
-/* A cgroup of its own for the next run, when the daemon has a delegated subtree; NULL: rlimits only. */
-static char *new_run_cgroup(const SandboxLimits *limits) {
+/* The cgroups of the next run (one, or one in each cgroup v1 hierarchy), when the daemon has cgroups; NULL: rlimits
+ * only. */
+static char **new_run_cgroup(const SandboxLimits *limits) {
         static bool logged;
         static unsigned long long n_runs;
-        char *path = NULL, name[64];
-        const char *dir;
+        char **paths = NULL, name[64];
         int k;
 
-        dir = sandbox_cgroup_dir();
         if (!logged) {
                 logged = true;
                 log_info("Resource limits: %s.", strempty(sandbox_limits_mechanism_detail()));
         }
-        if (!dir)
+        if (sandbox_cgroup_probe() <= 0)
                 return NULL;
-        /* Runs that ended but could not be removed then (still busy) go now. */
-        sandbox_cgroup_remove_stale(dir);
         snprintf(name, sizeof(name), "run-%d-%llu", (int) getpid(), ++n_runs);
-        k = sandbox_cgroup_new_run(dir, name, limits, &path);
+        k = sandbox_cgroup_new_run_cgroups(name, limits, &paths);
         if (k < 0) {
-                log_warning_errno(k, "Failed to create the cgroup %s/%s, falling back to rlimits for this run: %m", dir,
+                log_warning_errno(k, "Failed to create the cgroup %s of a run, falling back to rlimits for this run: %m",
                                   name);
                 return NULL;
         }
-        return path;
+        return paths;
 }
 
 /* Spawn o with the run's resource limits: a cgroup of its own when we can (and may), rlimits otherwise
  * (sandbox/limits.h). */
 static int spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *limits, bool may_cgroup,
                          ProcessDoneFunc done, void *userdata, Process **ret) {
-        _cleanup_free_ char *cgroup = may_cgroup ? new_run_cgroup(limits) : NULL;
+        _cleanup_strv_free_ char **cgroups = may_cgroup ? new_run_cgroup(limits) : NULL;
         ProcessLimit rlimits[SANDBOX_N_RLIMITS];
         int k;
 
         o->limits = rlimits;
-        o->n_limits = sandbox_limits_rlimits(limits, cgroup != NULL, rlimits);
-        o->cgroup = cgroup;
+        o->n_limits = sandbox_limits_rlimits(limits, cgroups != NULL, rlimits);
+        o->cgroups = cgroups;
         k = process_spawn(r->event, o, done, userdata, ret);
-        if (k < 0 && cgroup)
-                (void) rmdir(cgroup);
+        for (size_t i = 0; k < 0 && cgroups && cgroups[i]; i++)
+                (void) rmdir(cgroups[i]);
         return k;
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "fs-util.h"
 #include "macro.h"
 #include "process.h"
+#include "strv.h"
 
 static uint64_t now_usec(void) {
         struct timespec ts;
@@ -81,13 +83,114 @@ static int cgroup_write(const char *cgroup, const char *name, const char *value)
         return r;
 }
 
+/* The pids cgroup.procs lists, in a new array. */
+static int cgroup_pids(const char *cgroup, pid_t **ret, size_t *ret_n) {
+        char path[PATH_MAX];
+        pid_t *pids = NULL;
+        size_t n = 0, allocated = 0;
+        long v;
+        FILE *f;
+
+        if ((size_t) snprintf(path, sizeof(path), "%s/cgroup.procs", cgroup) >= sizeof(path))
+                return -ENAMETOOLONG;
+        f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        while (fscanf(f, "%ld", &v) == 1) {
+                if (n == allocated) {
+                        pid_t *np = realloc(pids, (allocated = allocated * 2 + 64) * sizeof(pid_t));
+                        if (!np) {
+                                free(pids);
+                                fclose(f);
+                                return -ENOMEM;
+                        }
+                        pids = np;
+                }
+                pids[n++] = (pid_t) v;
+        }
+        fclose(f);
+        *ret = pids;
+        *ret_n = n;
+        return 0;
+}
+
+static bool has_pid(const pid_t *pids, size_t n, pid_t pid) {
+        for (size_t i = 0; i < n; i++)
+                if (pids[i] == pid)
+                        return true;
+        return false;
+}
+
+/*
+ * SIGKILL the processes cgroup.procs lists (at most 256 a call): cgroup v1 has no cgroup.kill. A pid read there
+ * may belong to someone else by the time it is signalled, so each is pinned with a pidfd first and signalled only
+ * when the list, read again, still has it. Returns how many were signalled.
+ */
+static int cgroup_kill_listed(const char *cgroup) {
+        _cleanup_free_ pid_t *listed = NULL, *again = NULL;
+        size_t n_listed = 0, n_again = 0;
+        int fds[256], r, killed = 0;
+
+        r = cgroup_pids(cgroup, &listed, &n_listed);
+        if (r < 0)
+                return r;
+        n_listed = MIN(n_listed, ELEMENTSOF(fds));
+        for (size_t i = 0; i < n_listed; i++)
+                fds[i] = (int) syscall(SYS_pidfd_open, listed[i], 0);
+        r = cgroup_pids(cgroup, &again, &n_again);
+        for (size_t i = 0; i < n_listed; i++) {
+                if (fds[i] < 0)
+                        continue;
+                if (r >= 0 && has_pid(again, n_again, listed[i]) &&
+                    syscall(SYS_pidfd_send_signal, fds[i], SIGKILL, NULL, 0) >= 0)
+                        killed++;
+                close(fds[i]);
+        }
+        return r < 0 ? r : killed;
+}
+
+/* Kill all a cgroup holds: cgroup.kill on cgroup v2 (Linux 5.14 and later), one by one otherwise. */
+static void cgroup_kill(const char *cgroup) {
+        if (cgroup_write(cgroup, "cgroup.kill", "1") < 0)
+                (void) cgroup_kill_listed(cgroup);
+}
+
+/* Cgroups still busy when their process was freed (its processes were on their way out): removed later. */
+static char **busy_cgroups;
+
+/* Remove a cgroup, killing what is left in it and waiting up to about tries ms for it to go; -EBUSY if it stays. */
+static int cgroup_remove(const char *cgroup, unsigned tries) {
+        for (unsigned i = 0;; i++) {
+                if (rmdir(cgroup) >= 0 || errno == ENOENT)
+                        return 0;
+                if (errno != EBUSY)
+                        return -errno;
+                if (i >= tries)
+                        return -EBUSY;
+                cgroup_kill(cgroup);
+                (void) usleep(1000);
+        }
+}
+
+static void remove_busy_cgroups(unsigned tries) {
+        size_t j = 0;
+
+        for (size_t i = 0; busy_cgroups && busy_cgroups[i]; i++)
+                if (cgroup_remove(busy_cgroups[i], tries) == -EBUSY)
+                        busy_cgroups[j++] = busy_cgroups[i];
+                else
+                        free(busy_cgroups[i]);
+        if (busy_cgroups)
+                busy_cgroups[j] = NULL;
+}
+
 static void kill_group(Process *p) {
         if (p->pid > 0 && !p->exited) {
                 (void) kill(-p->pid, SIGKILL);
                 (void) kill(p->pid, SIGKILL);
-                /* Whatever left the process group, too (Linux 5.14 and later). */
-                if (p->cgroup)
-                        (void) cgroup_write(p->cgroup, "cgroup.kill", "1");
+                /* Whatever left the process group, too. */
+                for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
+                        cgroup_kill(p->cgroups[i]);
         }
 }
 
@@ -156,11 +259,13 @@ Process *process_free(Process *p) {
         safe_close(p->stderr_fd);
         capture_done(&p->out);
         capture_done(&p->err);
-        if (p->cgroup) {
-                /* Empty once the child is reaped: its pid namespace went with it. Busy: left for later. */
-                (void) rmdir(p->cgroup);
-                free(p->cgroup);
-        }
+        /* Empty once the child is reaped: its pid namespace went with it. What is still on its way out (or, without
+         * the namespace, left the process group) is killed and given a moment; busy after that: tried again later. */
+        for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
+                if (cgroup_remove(p->cgroups[i], 20) == -EBUSY)
+                        (void) strv_extend(&busy_cgroups, p->cgroups[i]);
+        strv_free(p->cgroups);
+        remove_busy_cgroups(0);
         if (p->remove_dir) {
                 (void) rm_rf_untrusted(p->remove_dir);
                 free(p->remove_dir);
@@ -242,6 +347,9 @@ void process_free_detached(void) {
                 detached = p->detached_next;
                 process_free(p);   /* killed already: waits for it, then removes what it leaves */
         }
+        /* A last chance, of up to a second each, for the cgroups still busy. */
+        remove_busy_cgroups(1000);
+        busy_cgroups = strv_free(busy_cgroups);
 }
 
 _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w, int sync_r) {
@@ -285,7 +393,7 @@ _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w, int 
 
         /* Wait until the parent has put us into our cgroup: nothing may run outside it. */
         if (sync_r >= 0 && read(sync_r, &c, 1) != 1) {
-                dprintf(STDERR_FILENO, "Failed to enter the cgroup %s.\n", o->cgroup);
+                dprintf(STDERR_FILENO, "Failed to enter the cgroup %s.\n", o->cgroups[0]);
                 _exit(127);
         }
 
@@ -315,6 +423,9 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
         _cleanup_(process_freep) Process *p = NULL;
         int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF }, sync[2] = { -EBADF, -EBADF };
         int r;
+
+        /* Cgroups of earlier runs that were still busy when those were freed may be empty now. */
+        remove_busy_cgroups(0);
 
         p = calloc(1, sizeof(*p));
         if (!p) {
@@ -346,10 +457,13 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
                 r = -errno;
                 goto fail;
         }
-        if (o->cgroup) {
-                p->cgroup = strdup(o->cgroup);
-                if (!p->cgroup || pipe2(sync, O_CLOEXEC) < 0) {
-                        r = p->cgroup ? -errno : -ENOMEM;
+        if (o->cgroups && o->cgroups[0]) {
+                if (strv_extend_strv(&p->cgroups, o->cgroups) < 0) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                if (pipe2(sync, O_CLOEXEC) < 0) {
+                        r = -errno;
                         goto fail;
                 }
         }
@@ -368,11 +482,13 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
         /* The child is in its own session; its pid is its process group. */
         safe_close(out[1]);
         safe_close(err[1]);
-        if (o->cgroup) {
+        if (p->cgroups) {
                 char pid[32];
                 sync[0] = safe_close(sync[0]);
                 snprintf(pid, sizeof(pid), "%d", (int) p->pid);
-                r = cgroup_write(o->cgroup, "cgroup.procs", pid);
+                r = 0;
+                for (size_t i = 0; p->cgroups[i] && r >= 0; i++)
+                        r = cgroup_write(p->cgroups[i], "cgroup.procs", pid);
                 /* On failure the child reads EOF and exits; process_free() below reaps it. */
                 if (r >= 0 && write(sync[1], "x", 1) != 1)
                         r = -errno;

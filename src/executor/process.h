@@ -37,8 +37,9 @@ typedef struct ProcessOptions {
         size_t head_max, tail_max; /* per stream */
         const ProcessLimit *limits;   /* set in the child; never above the hard limit it inherits */
         size_t n_limits;
-        const char *cgroup;        /* a cgroup v2 directory the child enters before it execs; removed at
-                                    * process_free() (NULL: stay in ours) */
+        char *const *cgroups;      /* the cgroup directories the child enters before it execs (v2: one; v1: one
+                                    * in each hierarchy); emptied and removed at process_free() (NULL: stay in
+                                    * ours) */
         const char *remove_dir;    /* removed with all it holds (rm_rf_untrusted()) at process_free(), after the
                                     * child is reaped; when process_spawn() fails, the caller removes it */
         uid_t uid;                 /* the child drops every group and becomes uid:gid before it execs (only a
@@ -56,7 +57,7 @@ struct Process {
         sd_event_source *child_source, *stdout_source, *stderr_source, *timer_source;
         Capture out, err;
         uint64_t start_usec, end_usec;
-        char *cgroup;              /* from ProcessOptions */
+        char **cgroups;            /* from ProcessOptions */
         char *remove_dir;          /* from ProcessOptions */
         uid_t uid;                 /* from ProcessOptions */
         ProcessReleaseFunc release;
@@ -82,7 +83,8 @@ Process *process_free(Process *p);
 void process_drain(Process *p, size_t max);
 /* Done with it before it exited: kill it, stop reading it; it is reaped and freed in the background. */
 void process_detach(Process *p);
-/* At exit: reap and free the detached processes still dying (their cgroups and directories go with them). */
+/* At exit: reap and free the detached processes still dying (their cgroups and directories go with them), and
+ * remove the cgroups that were still busy when their process was freed. */
 void process_free_detached(void);
 /* How many there are. */
 unsigned process_n_detached(void);

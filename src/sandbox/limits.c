@@ -18,6 +18,8 @@
 #include "config/config.h"
 #include "limits.h"
 #include "macro.h"
+#include "sha256.h"
+#include "strv.h"
 
 #ifndef CGROUP2_SUPER_MAGIC
 #define CGROUP2_SUPER_MAGIC 0x63677270
@@ -149,7 +151,7 @@ const char *sandbox_limit_hit(const SandboxOutcome *o) {
         return found;
 }
 
-/* ---- cgroup v2 ---------------------------------------------------------- */
+/* ---- cgroups, either version ------------------------------------------ */
 
 static int reason(char **ret_reason, int r, const char *format, ...) _printf_(3, 4);
 static int reason(char **ret_reason, int r, const char *format, ...) {
@@ -207,35 +209,198 @@ static int read_at(const char *dir, const char *name, char *buf, size_t size) {
         return (int) have;
 }
 
-/* Is word one of the space-separated words of list? */
-static bool has_word(const char *list, const char *word) {
+/* Is word one of the words of list, separated by any of seps? */
+static bool has_word_sep(const char *list, const char *word, const char *seps) {
         size_t l = strlen(word);
 
         for (const char *p = list; (p = strstr(p, word)); p += l)
-                if ((p == list || isspace((unsigned char) p[-1])) && (!p[l] || isspace((unsigned char) p[l])))
+                if ((p == list || strchr(seps, p[-1])) && (!p[l] || strchr(seps, p[l])))
                         return true;
         return false;
 }
 
-int sandbox_cgroup_find(const char *proc_cgroup, const char *mount, char **ret_dir, char **ret_reason) {
-        _cleanup_free_ char *line = NULL, *dir = NULL;
+static bool has_word(const char *list, const char *word) {
+        return has_word_sep(list, word, " \t\n");
+}
+
+/* "key N" lines, as in memory.events: N of key, when there is such a line. */
+static bool event_value(const char *text, const char *key, uint64_t *ret) {
+        size_t l = strlen(key);
+
+        for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+                if (strncmp(p, key, l) == 0 && p[l] == ' ') {
+                        *ret = strtoull(p + l + 1, NULL, 10);
+                        return true;
+                }
+        return false;
+}
+
+int sandbox_cgroup_read_events(char *const *paths, SandboxCgroupEvents *ret) {
+        char buf[1024];
+        bool found = false;
+        uint64_t v;
+
+        *ret = (SandboxCgroupEvents) {};
+        for (size_t i = 0; paths && paths[i]; i++) {
+                const char *path = paths[i];
+
+                if (read_at(path, "memory.events", buf, sizeof(buf)) >= 0) {
+                        found = true;
+                        if (event_value(buf, "oom_kill", &v))
+                                ret->oom_kill += v;
+                } else if (read_at(path, "memory.oom_control", buf, sizeof(buf)) >= 0) {
+                        found = true;
+                        if (event_value(buf, "oom_kill", &v))
+                                ret->oom_kill += v;
+                        else {
+                                /* Before Linux 4.13 no count of kills: that the limit was hit is what there is. */
+                                static const char *const failcnt[] = { "memory.failcnt", "memory.memsw.failcnt" };
+                                for (size_t j = 0; j < ELEMENTSOF(failcnt); j++)
+                                        if (read_at(path, failcnt[j], buf, sizeof(buf)) >= 0)
+                                                ret->oom_kill += strtoull(buf, NULL, 10);
+                        }
+                }
+                if (read_at(path, "pids.events", buf, sizeof(buf)) >= 0) {
+                        found = true;
+                        if (event_value(buf, "max", &v))
+                                ret->pids_max += v;
+                }
+        }
+        return found ? 0 : -ENOENT;
+}
+
+void sandbox_cgroup_remove_stale(const char *dir) {
+        DIR *d = opendir(dir);
+        struct dirent *de;
+
+        if (!d)
+                return;
+        /* A run still going keeps its cgroup busy: rmdir fails for it. */
+        while ((de = readdir(d)))
+                if (de->d_type == DT_DIR && startswith(de->d_name, "run-"))
+                        (void) unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+        closedir(d);
+}
+
+/* mountinfo writes a space, a tab, a newline and a backslash in octal (\040): undone in place. */
+static void unoctal(char *s) {
+        char *w = s;
+
+        for (const char *r = s; *r;)
+                if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' &&
+                    r[3] <= '7') {
+                        *w++ = (char) ((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+                        r += 4;
+                } else
+                        *w++ = *r++;
+        *w = 0;
+}
+
+int sandbox_cgroup_mount(const char *mountinfo, const char *controller, char **ret_mount, char **ret_root) {
+        _cleanup_free_ char *line = NULL;
         size_t allocated = 0;
-        char *path = NULL;
+        int r = -ENOENT;
+        FILE *f;
+
+        f = fopen(mountinfo, "re");
+        if (!f)
+                return -errno;
+        while (getline(&line, &allocated, f) >= 0) {
+                /* "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime shared:9 - cgroup cgroup rw,memory" */
+                char *fields[5], *fstype, *options, *p = line, *sep;
+                size_t n = 0;
+
+                line[strcspn(line, "\n")] = 0;
+                sep = strstr(line, " - ");
+                if (!sep)
+                        continue;
+                *sep = 0;
+                while (n < ELEMENTSOF(fields) && (fields[n] = strsep(&p, " ")))
+                        n++;
+                p = sep + 3;
+                fstype = strsep(&p, " ");
+                (void) strsep(&p, " ");         /* the source */
+                options = p;
+                if (n < ELEMENTSOF(fields) || !fstype || !options)
+                        continue;
+                if (controller ? !streq(fstype, "cgroup") || !has_word_sep(options, controller, ",")
+                               : !streq(fstype, "cgroup2"))
+                        continue;
+                unoctal(fields[3]);
+                unoctal(fields[4]);
+                *ret_mount = strdup(fields[4]);
+                *ret_root = strdup(fields[3]);
+                if (!*ret_mount || !*ret_root) {
+                        free(*ret_mount);
+                        free(*ret_root);
+                        *ret_mount = *ret_root = NULL;
+                        r = -ENOMEM;
+                } else
+                        r = 0;
+                break;
+        }
+        fclose(f);
+        return r;
+}
+
+/*
+ * Our cgroup in one hierarchy, from proc_cgroup ("ID:CONTROLLERS:PATH" lines): the "0::" line for controller
+ * NULL (v2), else the v1 line that lists controller. -ENOENT when there is none.
+ */
+static int own_cgroup(const char *proc_cgroup, const char *controller, char **ret_path) {
+        _cleanup_free_ char *line = NULL;
+        size_t allocated = 0;
+        int r = -ENOENT;
         FILE *f;
 
         f = fopen(proc_cgroup, "re");
         if (!f)
-                return reason(ret_reason, -errno, "%s cannot be read: %s", proc_cgroup, strerror(errno));
-        while (getline(&line, &allocated, f) >= 0)
-                if (startswith(line, "0::")) {
-                        path = line + 3;
-                        path[strcspn(path, "\n")] = 0;
-                        break;
-                }
+                return -errno;
+        while (getline(&line, &allocated, f) >= 0) {
+                char *p = line, *id, *list;
+
+                line[strcspn(line, "\n")] = 0;
+                id = strsep(&p, ":");
+                list = strsep(&p, ":");
+                if (!id || !list || !p || p[0] != '/')
+                        continue;
+                if (controller ? !has_word_sep(list, controller, ",") : !streq(id, "0") || *list)
+                        continue;
+                *ret_path = strdup(p);
+                r = *ret_path ? 0 : -ENOMEM;
+                break;
+        }
         fclose(f);
-        if (!path || path[0] != '/')
+        return r;
+}
+
+/* The directory of the cgroup path of a hierarchy whose cgroup root is mounted at mount; -EXDEV when it is not
+ * below root. */
+static int cgroup_dir(const char *mount, const char *root, const char *path, char **ret) {
+        const char *rest = path;
+
+        if (!streq(root, "/")) {
+                rest = startswith(path, root);
+                if (!rest || (*rest && *rest != '/'))
+                        return -EXDEV;
+        }
+        if (streq(rest, "/"))
+                rest = "";
+        return asprintf(ret, "%s%s", mount, rest) < 0 ? -ENOMEM : 0;
+}
+
+/* ---- cgroup v2 ---------------------------------------------------------- */
+
+int sandbox_cgroup_find(const char *proc_cgroup, const char *mount, char **ret_dir, char **ret_reason) {
+        _cleanup_free_ char *path = NULL, *dir = NULL;
+        int r;
+
+        r = own_cgroup(proc_cgroup, NULL, &path);
+        if (r == -ENOENT)
                 return reason(ret_reason, -EOPNOTSUPP, "the daemon is in no cgroup v2 (no \"0::\" line in %s)",
                               proc_cgroup);
+        if (r < 0)
+                return reason(ret_reason, r, "%s cannot be read: %s", proc_cgroup, strerror(-r));
 
         /* Our own leaf (systemd's DelegateSubgroup=supervisor, or where we moved ourselves) stands for its parent. */
         size_t l = strlen(path);
@@ -272,6 +437,7 @@ int sandbox_cgroup_prepare(const char *dir, char **ret_reason) {
         r = read_at(dir, "cgroup.controllers", controllers, sizeof(controllers));
         if (r < 0)
                 return reason(ret_reason, r, "%s/cgroup.controllers cannot be read: %s", dir, strerror(-r));
+        controllers[strcspn(controllers, "\n")] = 0;
         if (!has_word(controllers, "memory") || !has_word(controllers, "pids"))
                 return reason(ret_reason, -EOPNOTSUPP,
                               "the memory and pids controllers are not available in %s (it offers: %.200s)", dir,
@@ -302,6 +468,67 @@ int sandbox_cgroup_prepare(const char *dir, char **ret_reason) {
         if (r < 0)
                 return reason(ret_reason, r, "the controllers cannot be enabled in %s/cgroup.subtree_control: %s",
                               dir, strerror(-r));
+        return 0;
+}
+
+int sandbox_cgroup_v2_create(const char *proc_cgroup, const char *mount, const char *mount_root, const char *name,
+                             char **ret_dir, char **ret_reason) {
+        _cleanup_free_ char *path = NULL, *ours = NULL, *dir = NULL;
+        char controllers[1024], subtree[1024];
+        int r;
+
+        r = own_cgroup(proc_cgroup, NULL, &path);
+        if (r == -ENOENT)
+                return reason(ret_reason, -EOPNOTSUPP, "the daemon is in no cgroup v2 (no \"0::\" line in %s)",
+                              proc_cgroup);
+        if (r < 0)
+                return reason(ret_reason, r, "%s cannot be read: %s", proc_cgroup, strerror(-r));
+        r = cgroup_dir(mount, mount_root, path, &ours);
+        if (r == -EXDEV)
+                return reason(ret_reason, -EOPNOTSUPP, "the daemon's cgroup %s is not in the part of cgroup v2 "
+                              "mounted at %s", path, mount);
+        if (r < 0)
+                return r;
+
+        r = read_at(ours, "cgroup.controllers", controllers, sizeof(controllers));
+        if (r < 0)
+                return reason(ret_reason, r, "%s/cgroup.controllers cannot be read: %s", ours, strerror(-r));
+        controllers[strcspn(controllers, "\n")] = 0;
+        if (!has_word(controllers, "memory") || !has_word(controllers, "pids"))
+                return reason(ret_reason, -EOPNOTSUPP,
+                              "cgroup v2 offers no memory and pids controllers to the daemon's cgroup %s (it "
+                              "offers: %.200s)",
+                              ours, *controllers ? controllers : "none");
+        r = read_at(ours, "cgroup.subtree_control", subtree, sizeof(subtree));
+        if (r < 0)
+                return reason(ret_reason, r, "%s/cgroup.subtree_control cannot be read: %s", ours, strerror(-r));
+        if (!has_word(subtree, "memory") || !has_word(subtree, "pids")) {
+                r = write_at(ours, "cgroup.subtree_control", "+memory +pids");
+                if (r == -EBUSY)
+                        return reason(ret_reason, -EOPNOTSUPP,
+                                      "the daemon's cgroup %s holds processes, and cgroup v2 enables controllers "
+                                      "for the children of a cgroup only when it has none (start the daemon with "
+                                      "Delegate=yes in its unit)",
+                                      ours);
+                if (r < 0)
+                        return reason(ret_reason, r,
+                                      "the controllers cannot be enabled in %s/cgroup.subtree_control: %s", ours,
+                                      strerror(-r));
+                /* Best effort: the cpu controller refuses while a real-time process is around. */
+                if (has_word(controllers, "cpu"))
+                        (void) write_at(ours, "cgroup.subtree_control", "+cpu");
+        }
+
+        if (asprintf(&dir, "%s/%s", ours, name) < 0)
+                return -ENOMEM;
+        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                return reason(ret_reason, -errno, "%s cannot be created: %s", dir, strerror(errno));
+        r = sandbox_cgroup_prepare(dir, ret_reason);
+        if (r < 0) {
+                (void) rmdir(dir);
+                return r;
+        }
+        *ret_dir = TAKE_PTR(dir);
         return 0;
 }
 
@@ -366,92 +593,352 @@ int sandbox_cgroup_attach(const char *path, pid_t pid) {
         return write_at(path, "cgroup.procs", s);
 }
 
-static uint64_t event_value(const char *text, const char *key) {
-        size_t l = strlen(key);
+/* ---- cgroup v1 ---------------------------------------------------------- */
 
-        for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-                if (strncmp(p, key, l) == 0 && p[l] == ' ')
-                        return strtoull(p + l + 1, NULL, 10);
-        return 0;
+static const char *const v1_controllers[_SANDBOX_CGROUP_V1_MAX] = {
+        [SANDBOX_CGROUP_V1_PIDS] = "pids",
+        [SANDBOX_CGROUP_V1_MEMORY] = "memory",
+        [SANDBOX_CGROUP_V1_CPU] = "cpu",
+};
+
+const char *sandbox_cgroup_v1_controller(SandboxCgroupV1 c) {
+        return c >= 0 && c < _SANDBOX_CGROUP_V1_MAX ? v1_controllers[c] : NULL;
 }
 
-int sandbox_cgroup_read_events(const char *path, SandboxCgroupEvents *ret) {
-        char buf[1024];
+int sandbox_cgroup_v1_find(const char *mountinfo, const char *proc_cgroup, const char *controller, char **ret_dir,
+                           char **ret_reason) {
+        _cleanup_free_ char *mount = NULL, *root = NULL, *path = NULL;
         int r;
 
-        *ret = (SandboxCgroupEvents) {};
-        r = read_at(path, "memory.events", buf, sizeof(buf));
+        r = sandbox_cgroup_mount(mountinfo, controller, &mount, &root);
+        if (r == -ENOENT)
+                return reason(ret_reason, -EOPNOTSUPP, "no cgroup v1 hierarchy with the %s controller is mounted",
+                              controller);
         if (r < 0)
-                return r;
-        ret->oom_kill = event_value(buf, "oom_kill");
-        r = read_at(path, "pids.events", buf, sizeof(buf));
+                return reason(ret_reason, r, "%s cannot be read: %s", mountinfo, strerror(-r));
+        r = own_cgroup(proc_cgroup, controller, &path);
+        if (r == -ENOENT)
+                return reason(ret_reason, -EOPNOTSUPP, "%s names no cgroup of the daemon in the v1 %s hierarchy",
+                              proc_cgroup, controller);
         if (r < 0)
-                return r;
-        ret->pids_max = event_value(buf, "max");
+                return reason(ret_reason, r, "%s cannot be read: %s", proc_cgroup, strerror(-r));
+        r = cgroup_dir(mount, root, path, ret_dir);
+        if (r == -EXDEV)
+                return reason(ret_reason, -EOPNOTSUPP,
+                              "the daemon's cgroup %s of the v1 %s hierarchy is not in the part mounted at %s", path,
+                              controller, mount);
+        return r;
+}
+
+int sandbox_cgroup_v1_create(const char *dir, const char *name, char **ret_dir, char **ret_reason) {
+        _cleanup_free_ char *path = NULL;
+
+        if (asprintf(&path, "%s/%s", dir, name) < 0)
+                return -ENOMEM;
+        if (mkdir(path, 0755) < 0 && errno != EEXIST)
+                return reason(ret_reason, -errno, "%s cannot be created: %s", path, strerror(errno));
+        *ret_dir = TAKE_PTR(path);
         return 0;
 }
 
-void sandbox_cgroup_remove_stale(const char *dir) {
-        DIR *d = opendir(dir);
-        struct dirent *de;
+static int v1_write_memory(const char *path, uint64_t memory) {
+        char s[32];
+        int r;
 
-        if (!d)
-                return;
-        /* A run still going keeps its cgroup busy: rmdir fails for it. */
-        while ((de = readdir(d)))
-                if (de->d_type == DT_DIR && startswith(de->d_name, "run-"))
-                        (void) unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
-        closedir(d);
+        if (memory > 0)
+                snprintf(s, sizeof(s), "%" PRIu64, memory);
+        else
+                strcpy(s, "-1");
+        /* Memory and swap (memsw) may never be below memory alone: raised, memsw goes first. */
+        r = write_at(path, "memory.limit_in_bytes", s);
+        if (r == -EINVAL) {
+                r = write_at(path, "memory.memsw.limit_in_bytes", s);
+                if (r >= 0)
+                        r = write_at(path, "memory.limit_in_bytes", s);
+        }
+        if (r < 0)
+                return r;
+        /* Swap would let a run go past its limit. Without swap accounting, no swapping is the next best. */
+        r = write_at(path, "memory.memsw.limit_in_bytes", s);
+        if (r == -ENOENT && memory > 0) {
+                r = write_at(path, "memory.swappiness", "0");
+                if (r == -ENOENT)
+                        r = 0;
+        }
+        if (r < 0 && r != -ENOENT)
+                return r;
+        /* A new cgroup inherits oom_kill_disable: a run at its limit is killed, never left waiting. */
+        r = write_at(path, "memory.oom_control", "0");
+        return r == -ENOENT ? 0 : r;
+}
+
+static int v1_write_cpu(const char *path, uint64_t quota) {
+        char s[32];
+        int r;
+
+        /* The quota off first: a new period is checked against the quota in place. */
+        r = write_at(path, "cpu.cfs_quota_us", "-1");
+        if (r >= 0) {
+                snprintf(s, sizeof(s), "%u", CPU_PERIOD_USEC);
+                r = write_at(path, "cpu.cfs_period_us", s);
+        }
+        if (r >= 0 && quota > 0) {
+                snprintf(s, sizeof(s), "%" PRIu64, quota * CPU_PERIOD_USEC / 100);
+                r = write_at(path, "cpu.cfs_quota_us", s);
+        }
+        /* No CFS bandwidth control in this kernel: fine unless a cap was asked for. */
+        return r == -ENOENT && quota == 0 ? 0 : r;
+}
+
+int sandbox_cgroup_v1_new_run(char *const dirs[static _SANDBOX_CGROUP_V1_MAX], const char *name,
+                              const SandboxLimits *l, char ***ret_paths) {
+        _cleanup_strv_free_ char **paths = NULL;
+        char *run[_SANDBOX_CGROUP_V1_MAX] = {};
+        int r = 0;
+
+        if (!dirs[SANDBOX_CGROUP_V1_PIDS] || !dirs[SANDBOX_CGROUP_V1_MEMORY])
+                return -EINVAL;
+        if (l->cpu_quota > 0 && !dirs[SANDBOX_CGROUP_V1_CPU])
+                return -EOPNOTSUPP;
+
+        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX && r >= 0; c++) {
+                if (!dirs[c])
+                        continue;
+                if (asprintf(&run[c], "%s/%s", dirs[c], name) < 0) {
+                        run[c] = NULL;
+                        r = -ENOMEM;
+                        break;
+                }
+                /* Controllers mounted together share one hierarchy, and one run cgroup. */
+                if (strv_contains(paths, run[c]))
+                        continue;
+                if (mkdir(run[c], 0755) < 0 && errno != EEXIST)
+                        r = -errno;
+                else if (strv_extend(&paths, run[c]) < 0) {
+                        (void) rmdir(run[c]);
+                        r = -ENOMEM;
+                }
+        }
+        if (r >= 0)
+                r = write_limit(run[SANDBOX_CGROUP_V1_PIDS], "pids.max", l->processes, false);
+        if (r >= 0)
+                r = v1_write_memory(run[SANDBOX_CGROUP_V1_MEMORY], l->memory);
+        if (r >= 0 && run[SANDBOX_CGROUP_V1_CPU])
+                r = v1_write_cpu(run[SANDBOX_CGROUP_V1_CPU], l->cpu_quota);
+        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++)
+                free(run[c]);
+        if (r < 0) {
+                for (size_t i = 0; paths && paths[i]; i++)
+                        (void) rmdir(paths[i]);
+                return r;
+        }
+        *ret_paths = TAKE_PTR(paths);
+        return 0;
 }
 
 /* ---- the daemon's mechanism ------------------------------------------- */
 
 static struct {
         bool probed;
-        char *dir;
+        SandboxCgroupMode mode;
+        char *dirs[_SANDBOX_CGROUP_V1_MAX];     /* where runs go; v2: dirs[0] */
+        char *name;                             /* of the cgroups a root daemon creates */
         char *detail;
 } state;
 
-int sandbox_cgroup_probe(void) {
-        _cleanup_free_ char *why = NULL, *dir = NULL;
+int sandbox_cgroup_set_instance(const char *key) {
+        char hex[65];
+
+        sha256_hex(key, strlen(key), hex);
+        free(state.name);
+        if (asprintf(&state.name, "mcp-python-sandbox-%.16s", hex) < 0) {
+                state.name = NULL;
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static const char *instance_name(void) {
+        return state.name ?: "mcp-python-sandbox";
+}
+
+static int probe_v2_delegated(char **why) {
+        _cleanup_free_ char *dir = NULL;
         struct statfs fs;
         int r;
 
-        if (state.probed)
-                return !!state.dir;
-        state.probed = true;
-
         if (statfs("/sys/fs/cgroup", &fs) < 0 || (uint64_t) fs.f_type != CGROUP2_SUPER_MAGIC)
-                why = strdup("/sys/fs/cgroup is not a cgroup v2 hierarchy (cgroup v1 or a hybrid layout)");
-        else {
-                r = sandbox_cgroup_find("/proc/self/cgroup", "/sys/fs/cgroup", &dir, &why);
-                if (r >= 0)
-                        r = sandbox_cgroup_prepare(dir, &why);
-                if (r >= 0) {
-                        sandbox_cgroup_remove_stale(dir);
-                        state.dir = TAKE_PTR(dir);
-                }
-        }
-
-        if (state.dir)
-                r = asprintf(&state.detail,
-                             "cgroup v2: every run gets a cgroup of its own under %s (memory.max, pids.max, "
-                             "cpu.max), plus rlimits for CPU time, file size, open files and core dumps",
-                             state.dir);
-        else
-                r = asprintf(&state.detail,
-                             "rlimits on the sandbox (RLIMIT_AS per process, RLIMIT_NPROC per user, RLIMIT_CPU, "
-                             "RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CORE); no cgroup of its own for each run "
-                             "because %s",
-                             why ?: "cgroup v2 could not be used");
+                return reason(why, -EOPNOTSUPP,
+                              "/sys/fs/cgroup is not a cgroup v2 hierarchy (cgroup v1 or a hybrid layout)");
+        r = sandbox_cgroup_find("/proc/self/cgroup", "/sys/fs/cgroup", &dir, why);
+        if (r >= 0)
+                r = sandbox_cgroup_prepare(dir, why);
         if (r < 0)
-                state.detail = NULL;
-        return !!state.dir;
+                return r;
+        sandbox_cgroup_remove_stale(dir);
+        state.dirs[0] = TAKE_PTR(dir);
+        return 0;
 }
 
-const char *sandbox_cgroup_dir(void) {
+static int probe_v2_own(char **why) {
+        _cleanup_free_ char *mount = NULL, *root = NULL, *dir = NULL;
+        int r;
+
+        r = sandbox_cgroup_mount("/proc/self/mountinfo", NULL, &mount, &root);
+        if (r == -ENOENT)
+                return reason(why, -EOPNOTSUPP, "no cgroup v2 hierarchy is mounted");
+        if (r < 0)
+                return reason(why, r, "/proc/self/mountinfo cannot be read: %s", strerror(-r));
+        r = sandbox_cgroup_v2_create("/proc/self/cgroup", mount, root, instance_name(), &dir, why);
+        if (r < 0)
+                return r;
+        sandbox_cgroup_remove_stale(dir);
+        state.dirs[0] = TAKE_PTR(dir);
+        return 0;
+}
+
+static int probe_v1(char **why) {
+        char *dirs[_SANDBOX_CGROUP_V1_MAX] = {};
+        int r = 0;
+
+        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++) {
+                _cleanup_free_ char *ours = NULL, *cpu_why = NULL;
+                bool optional = c == SANDBOX_CGROUP_V1_CPU;
+
+                r = sandbox_cgroup_v1_find("/proc/self/mountinfo", "/proc/self/cgroup", v1_controllers[c], &ours,
+                                           optional ? &cpu_why : why);
+                if (r >= 0)
+                        r = sandbox_cgroup_v1_create(ours, instance_name(), &dirs[c], optional ? &cpu_why : why);
+                if (r < 0 && optional)
+                        r = 0;
+                if (r < 0)
+                        break;
+        }
+        if (r < 0) {
+                for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++)
+                        if (dirs[c]) {
+                                (void) rmdir(dirs[c]);
+                                free(dirs[c]);
+                        }
+                return r;
+        }
+        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++) {
+                if (dirs[c])
+                        sandbox_cgroup_remove_stale(dirs[c]);
+                state.dirs[c] = dirs[c];
+        }
+        return 0;
+}
+
+static int describe(bool root, const char *why_v2, const char *why_own, const char *why_v1) {
+        const char *pids = state.dirs[SANDBOX_CGROUP_V1_PIDS], *memory = state.dirs[SANDBOX_CGROUP_V1_MEMORY],
+                   *cpu = state.dirs[SANDBOX_CGROUP_V1_CPU];
+        static const char rest[] = "plus rlimits for CPU time, file size, open files and core dumps";
+        char memsw[PATH_MAX];
+
+        switch (state.mode) {
+        case SANDBOX_CGROUP_V2_DELEGATED:
+                return asprintf(&state.detail,
+                                "cgroup v2: every run gets a cgroup of its own under %s (memory.max, pids.max, "
+                                "cpu.max), %s",
+                                state.dirs[0], rest);
+        case SANDBOX_CGROUP_V2_OWN:
+                return asprintf(&state.detail,
+                                "cgroup v2, created by the daemon as root: every run gets a cgroup of its own under "
+                                "%s (memory.max, pids.max, cpu.max), %s",
+                                state.dirs[0], rest);
+        case SANDBOX_CGROUP_V1_OWN:
+                snprintf(memsw, sizeof(memsw), "%s/memory.memsw.limit_in_bytes", memory);
+                return asprintf(&state.detail,
+                                "cgroup v1 (pids, memory%s), created by the daemon as root: every run gets a cgroup "
+                                "of its own in each hierarchy, under %s%s%s and %s (pids.max, "
+                                "memory.limit_in_bytes%s%s), %s",
+                                cpu ? ", cpu" : "", pids, cpu ? ", " : "", cpu ? memory : "", cpu ?: memory,
+                                access(memsw, F_OK) >= 0 ? " with swap in memory.memsw.limit_in_bytes"
+                                                         : " with swappiness 0, as this kernel does not account swap",
+                                cpu ? ", cpu.cfs_quota_us" : "", rest);
+        case SANDBOX_CGROUP_NONE:
+                break;
+        }
+        if (!root)
+                return asprintf(&state.detail,
+                                "rlimits on the sandbox (RLIMIT_AS per process, RLIMIT_NPROC per user, RLIMIT_CPU, "
+                                "RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CORE); no cgroup of its own for each run "
+                                "because %s, and only a daemon running as root creates cgroups itself",
+                                why_v2 ?: "cgroup v2 could not be used");
+        return asprintf(&state.detail,
+                        "rlimits on the sandbox (RLIMIT_AS per process, RLIMIT_NPROC per user, RLIMIT_CPU, "
+                        "RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CORE); no cgroup of its own for each run because %s; "
+                        "and as root the daemon could not create cgroups itself: on cgroup v2, %s; on cgroup v1, %s",
+                        why_v2 ?: "cgroup v2 could not be used", why_own ?: "it could not",
+                        why_v1 ?: "it could not");
+}
+
+int sandbox_cgroup_probe(void) {
+        _cleanup_free_ char *why_v2 = NULL, *why_own = NULL, *why_v1 = NULL;
+
+        if (state.probed)
+                return state.mode != SANDBOX_CGROUP_NONE;
+        state.probed = true;
+
+        if (probe_v2_delegated(&why_v2) >= 0)
+                state.mode = SANDBOX_CGROUP_V2_DELEGATED;
+        else if (geteuid() == 0) {
+                if (probe_v2_own(&why_own) >= 0)
+                        state.mode = SANDBOX_CGROUP_V2_OWN;
+                else if (probe_v1(&why_v1) >= 0)
+                        state.mode = SANDBOX_CGROUP_V1_OWN;
+        }
+        if (describe(geteuid() == 0, why_v2, why_own, why_v1) < 0)
+                state.detail = NULL;
+        return state.mode != SANDBOX_CGROUP_NONE;
+}
+
+SandboxCgroupMode sandbox_cgroup_mode(void) {
         (void) sandbox_cgroup_probe();
-        return state.dir;
+        return state.mode;
+}
+
+int sandbox_cgroup_new_run_cgroups(const char *name, const SandboxLimits *l, char ***ret_paths) {
+        _cleanup_strv_free_ char **paths = NULL;
+        _cleanup_free_ char *path = NULL;
+        int r;
+
+        switch (sandbox_cgroup_mode()) {
+        case SANDBOX_CGROUP_V2_DELEGATED:
+        case SANDBOX_CGROUP_V2_OWN:
+                r = sandbox_cgroup_new_run(state.dirs[0], name, l, &path);
+                if (r < 0)
+                        return r;
+                if (strv_extend(&paths, path) < 0) {
+                        (void) rmdir(path);
+                        return -ENOMEM;
+                }
+                *ret_paths = TAKE_PTR(paths);
+                return 0;
+        case SANDBOX_CGROUP_V1_OWN:
+                return sandbox_cgroup_v1_new_run(state.dirs, name, l, ret_paths);
+        case SANDBOX_CGROUP_NONE:
+                break;
+        }
+        return -EOPNOTSUPP;
+}
+
+void sandbox_cgroup_release(void) {
+        bool own = state.mode == SANDBOX_CGROUP_V2_OWN || state.mode == SANDBOX_CGROUP_V1_OWN;
+
+        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++) {
+                if (!state.dirs[c])
+                        continue;
+                sandbox_cgroup_remove_stale(state.dirs[c]);
+                /* Ours to remove unless systemd delegated it; busy (a run still going): left for the next daemon. */
+                if (own)
+                        (void) rmdir(state.dirs[c]);
+                free(state.dirs[c]);
+        }
+        free(state.name);
+        free(state.detail);
+        memset(&state, 0, sizeof(state));
 }
 
 const char *sandbox_limits_mechanism(void) {

@@ -5,17 +5,21 @@
  * Resource limits of one run: memory, processes, CPU time, file size, open
  * files, no core dumps.
  *
- * Two mechanisms. When the daemon owns a delegated cgroup v2 subtree, every
- * run gets a child cgroup of its own (memory.max, pids.max, cpu.max): limits
- * for the run as a whole. Otherwise rlimits set on bwrap, inherited by
- * everything in the sandbox: RLIMIT_AS (per process, address space rather
- * than memory) and RLIMIT_NPROC (which counts all processes of the daemon's
- * user, and does not bind uid 0). RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_NOFILE and
- * RLIMIT_CORE=0 apply in both cases.
+ * Two mechanisms. Where the daemon can have cgroups, every run gets a cgroup
+ * of its own, and its memory, processes and CPU bandwidth are limits for the
+ * run as a whole: in a delegated cgroup v2 subtree (memory.max, pids.max,
+ * cpu.max) or, for a daemon running as root without one, in cgroups it
+ * creates itself, on cgroup v2 or in the cgroup v1 pids and memory (and cpu)
+ * hierarchies (pids.max, memory.limit_in_bytes, cpu.cfs_quota_us).
+ * Otherwise rlimits set on bwrap, inherited by everything in the sandbox:
+ * RLIMIT_AS (per process, address space rather than memory) and RLIMIT_NPROC
+ * (which counts all processes of the daemon's user, and does not bind uid 0).
+ * RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_NOFILE and RLIMIT_CORE=0 apply in both
+ * cases.
  *
- * The cgroup functions take the directories to work on, so that tests can
- * point them at a fake tree; sandbox_cgroup_probe() runs them once on the
- * real one and remembers the outcome for the whole daemon.
+ * The cgroup functions take the directories and files to work on, so that
+ * tests can point them at a fake tree; sandbox_cgroup_probe() runs them once
+ * on the real one and remembers the outcome for the whole daemon.
  */
 
 #include <stdbool.h>
@@ -82,12 +86,31 @@ typedef struct SandboxOutcome {
  */
 const char *sandbox_limit_hit(const SandboxOutcome *o);
 
-/* ---- cgroup v2 ---------------------------------------------------------- */
+/* ---- cgroups, either version ------------------------------------------ */
 
 typedef struct SandboxCgroupEvents {
-        uint64_t oom_kill;      /* memory.events */
+        uint64_t oom_kill;      /* v2 memory.events, v1 memory.oom_control */
         uint64_t pids_max;      /* pids.events */
 } SandboxCgroupEvents;
+
+/*
+ * The events of a run, added up over its cgroups (v2: one; v1: one in each
+ * hierarchy): each directory gives what it has of memory.events,
+ * memory.oom_control and pids.events. -ENOENT when none has any.
+ */
+int sandbox_cgroup_read_events(char *const *paths, SandboxCgroupEvents *ret);
+/* Remove run cgroups left behind by an earlier daemon (run-*, empty). */
+void sandbox_cgroup_remove_stale(const char *dir);
+
+/*
+ * Where a cgroup hierarchy is mounted, from a mountinfo file: the cgroup v1
+ * hierarchy that has controller ("pids", "memory", "cpu"), or for NULL the
+ * cgroup v2 one. The mount point in *ret_mount and the cgroup mounted there
+ * (normally "/") in *ret_root; -ENOENT when there is none.
+ */
+int sandbox_cgroup_mount(const char *mountinfo, const char *controller, char **ret_mount, char **ret_root);
+
+/* ---- cgroup v2 ---------------------------------------------------------- */
 
 /*
  * The delegated cgroup this process may create run cgroups in, from
@@ -106,21 +129,93 @@ int sandbox_cgroup_find(const char *proc_cgroup, const char *mount, char **ret_d
  */
 int sandbox_cgroup_prepare(const char *dir, char **ret_reason);
 
+/*
+ * Without a delegated subtree, as root: our own cgroup (proc_cgroup's "0::"
+ * line, under mount, mounted from mount_root) gets a child, name, made to
+ * hold run cgroups. Our cgroup must offer memory and pids, and must have them
+ * enabled for its children already or be able to: cgroup v2 allows that only
+ * to the root cgroup and to cgroups without processes of their own, and the
+ * daemon moves no one, itself included. -EOPNOTSUPP with the reason
+ * otherwise.
+ */
+int sandbox_cgroup_v2_create(const char *proc_cgroup, const char *mount, const char *mount_root, const char *name,
+                             char **ret_dir, char **ret_reason);
+
 /* dir/name created (or reused) with the limits written; its path in *ret_path. */
 int sandbox_cgroup_new_run(const char *dir, const char *name, const SandboxLimits *l, char **ret_path);
 /* Move pid (0: the caller) into the cgroup at path. */
 int sandbox_cgroup_attach(const char *path, pid_t pid);
-int sandbox_cgroup_read_events(const char *path, SandboxCgroupEvents *ret);
-/* Remove run cgroups left behind by an earlier daemon (run-*, empty). */
-void sandbox_cgroup_remove_stale(const char *dir);
+
+/* ---- cgroup v1 ---------------------------------------------------------- */
+
+typedef enum SandboxCgroupV1 {
+        SANDBOX_CGROUP_V1_PIDS,
+        SANDBOX_CGROUP_V1_MEMORY,
+        SANDBOX_CGROUP_V1_CPU,          /* optional */
+        _SANDBOX_CGROUP_V1_MAX,
+} SandboxCgroupV1;
+
+/* "pids", "memory", "cpu". */
+const char *sandbox_cgroup_v1_controller(SandboxCgroupV1 c);
+
+/*
+ * Our own cgroup in the v1 hierarchy of controller: its line in proc_cgroup
+ * ("4:memory:/path"), under where mountinfo says that hierarchy is mounted.
+ * -EOPNOTSUPP with the reason in *ret_reason when there is none.
+ */
+int sandbox_cgroup_v1_find(const char *mountinfo, const char *proc_cgroup, const char *controller, char **ret_dir,
+                           char **ret_reason);
+
+/* dir/name made (or reused) to hold run cgroups; its path in *ret_dir. */
+int sandbox_cgroup_v1_create(const char *dir, const char *name, char **ret_dir, char **ret_reason);
+
+/*
+ * The cgroups of one run: dirs[c]/name for each hierarchy (the cpu one may be
+ * NULL; hierarchies mounted together share one directory), made (or reused)
+ * with the limits written: pids.max; memory.limit_in_bytes and, where swap is
+ * accounted, memory.memsw.limit_in_bytes at the same value; the OOM killer on;
+ * cpu.cfs_quota_us. A CPU cap without a cpu hierarchy is -EOPNOTSUPP. Their
+ * paths in *ret_paths; on failure none is left.
+ */
+int sandbox_cgroup_v1_new_run(char *const dirs[static _SANDBOX_CGROUP_V1_MAX], const char *name,
+                              const SandboxLimits *l, char ***ret_paths);
+
+/* ---- the daemon's mechanism ------------------------------------------- */
+
+typedef enum SandboxCgroupMode {
+        SANDBOX_CGROUP_NONE,            /* rlimits only */
+        SANDBOX_CGROUP_V2_DELEGATED,    /* a subtree systemd delegated to us */
+        SANDBOX_CGROUP_V2_OWN,          /* created by the daemon as root */
+        SANDBOX_CGROUP_V1_OWN,          /* created by the daemon as root, in the v1 hierarchies */
+} SandboxCgroupMode;
+
+/*
+ * What tells this daemon's cgroups from those of another on the same host
+ * (the cache directory): the cgroups a root daemon creates are named after it,
+ * "mcp-python-sandbox-<hash>", the same across restarts, so that a daemon
+ * finds and removes what its predecessor left. Before the first probe.
+ */
+int sandbox_cgroup_set_instance(const char *key);
 
 /*
  * Process-wide, probed once on first use: does this daemon give runs their
- * own cgroup? Returns 1 (cgroup) or 0 (rlimits only).
+ * own cgroup? In this order: a delegated cgroup v2 subtree; as root, cgroup
+ * v2 below our own cgroup, then the cgroup v1 pids and memory hierarchies.
+ * Returns 1 (cgroup) or 0 (rlimits only).
  */
 int sandbox_cgroup_probe(void);
-/* The delegated cgroup runs are created in; NULL in rlimit mode. */
-const char *sandbox_cgroup_dir(void);
+SandboxCgroupMode sandbox_cgroup_mode(void);
+
+/*
+ * The cgroups of a new run, named name, with the limits written: one
+ * directory on cgroup v2, one in each hierarchy on v1. -EOPNOTSUPP in rlimit
+ * mode.
+ */
+int sandbox_cgroup_new_run_cgroups(const char *name, const SandboxLimits *l, char ***ret_paths);
+
+/* At exit, when the runs are gone: remove the run cgroups still there, and the cgroups the daemon created. */
+void sandbox_cgroup_release(void);
+
 /* "cgroup" or "rlimit" (probes if needed). */
 const char *sandbox_limits_mechanism(void);
 /* One sentence for people: the mechanism, and why cgroups are not used when they are not. */

@@ -875,8 +875,8 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
         const char *limit = NULL;
         if (failed) {
                 SandboxCgroupEvents ev = {};
-                if (p->cgroup)
-                        (void) sandbox_cgroup_read_events(p->cgroup, &ev);
+                if (p->cgroups)
+                        (void) sandbox_cgroup_read_events(p->cgroups, &ev);
                 limit = sandbox_limit_hit(&(SandboxOutcome) {
                         .exit_code = code,
                         .decoded = true,   /* above */

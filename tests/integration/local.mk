@@ -21,6 +21,7 @@ INTEGRATION_TESTS = \
 	tests/integration/test-failclosed.py \
 	tests/integration/test-access.py \
 	tests/integration/test-limits.py \
+	tests/integration/test-cgroups.py \
 	tests/integration/test-sandboxes.py \
 	tests/integration/test-hostile.py \
 	tests/integration/test-outputs.py \

@@ -693,6 +693,96 @@ def wait_until(pred, timeout=10, what="condition"):
         time.sleep(0.02)
 
 
+def cgroup_mounts():
+    """{controller: mount point} of the cgroup v1 hierarchies, and "": the cgroup v2 one, from /proc/self/mountinfo."""
+    found = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            head, _, tail = line.partition(" - ")
+            fields, rest = head.split(), tail.split()
+            if len(fields) < 5 or len(rest) < 3:
+                continue
+            point = fields[4].replace("\\040", " ")
+            if rest[0] == "cgroup2":
+                found.setdefault("", point)
+            elif rest[0] == "cgroup":
+                for word in rest[2].split(","):
+                    found.setdefault(word, point)
+    return found
+
+
+def own_cgroups(pid="self"):
+    """{controller: path} of a process's cgroups, from /proc/PID/cgroup: each v1 controller, and "": the v2 one."""
+    found = {}
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            for c in controllers.split(",") if controllers else [""]:
+                found[c] = path
+    return found
+
+
+_NET = {}
+
+
+def pids_safety_net(max_pids=3000):
+    """Put this test program, and so every daemon it starts from now on, into a pids cgroup of its own with
+    pids.max at max_pids: a fork bomb that gets past its run's limit stops there, not at the machine's. Call it
+    before anything that can exhaust processes. Its directory, or None when this host has no place for one (not
+    root, no pids controller in cgroup v1, and cgroup v2 offers none at its root)."""
+    if "dir" in _NET:
+        return _NET["dir"]
+    _NET["dir"] = None
+    if os.geteuid() != 0:
+        return None
+    mounts, ours = cgroup_mounts(), own_cgroups()
+    if "pids" in mounts and "pids" in ours:
+        home = mounts["pids"] + ours["pids"].rstrip("/")
+    elif "" in mounts:
+        # cgroup v2: below the root cgroup, the one that may have processes beside its children.
+        home = mounts[""]
+        try:
+            with open(os.path.join(home, "cgroup.subtree_control")) as f:
+                if "pids" not in f.read().split():
+                    return None
+        except OSError:
+            return None
+    else:
+        return None
+    net = os.path.join(home, f"mcptest-net-{os.getpid()}")
+    try:
+        os.mkdir(net)
+        with open(os.path.join(net, "pids.max"), "w") as f:
+            f.write(str(max_pids))
+        with open(os.path.join(net, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+    except OSError:
+        try:
+            os.rmdir(net)
+        except OSError:
+            pass
+        return None
+
+    def remove():
+        # Out again, then the net goes once whatever ran inside it has (the daemons are stopped by then).
+        with open(os.path.join(home, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                # What a daemon that did not stop cleanly left in it (cgroups: empty ones go with rmdir).
+                for d, _, _ in sorted(os.walk(net), key=lambda w: -w[0].count("/")):
+                    os.rmdir(d)
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+    at_exit(remove)
+    _NET["dir"] = net
+    return net
+
+
 def processes_with(marker):
     """pids whose command line holds marker (zombies have none, so they do not count)."""
     found = []

@@ -125,11 +125,14 @@ def each_verdict_is_recorded_with_its_fields():
         ("import sys\nsys.exit(3)\n", {}, "failed", "3", None, None),
         ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", {}, "killed", "-9", "SIGKILL", None),
         ("import time\ntime.sleep(30)\n", {"timeout_seconds": 1}, "timeout", "-9", "SIGKILL", "timeout"),
+        # MemoryError under RLIMIT_AS; with a cgroup, the OOM killer's SIGKILL.
         ("x = b'x' * (300 << 20)\n", {"limits": {"memory_mb": 100}}, "limit", "1", None, "memory"),
     ]
     for body, args, verdict, code, sig, limit in cases:
         script = unique(body)
         r, st = run(c, script, **args)
+        if limit == "memory" and st["limits"]["mechanism"] == "cgroup":
+            code, sig = "-9", "SIGKILL"
         msg, f = record_for(d, script)
         check_common(f, script, c)
         what = f"record of {body!r}"

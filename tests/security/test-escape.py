@@ -766,6 +766,9 @@ BOMBS = {
 
 @test
 def bombs_beside_a_client_that_keeps_being_served():
+    # The bombs' daemon in a pids cgroup of ours: a fork bomb that gets past its limit stops there.
+    if os.geteuid() == 0 and not mcptest.pids_safety_net():
+        skip("no pids cgroup to run a fork bomb in as root (the safety net)")
     d = bomb_daemon()
     if d.uid == 0:
         print("# the daemon runs as root: RLIMIT_NPROC does not bind, the fork bomb relies on cgroups", flush=True)

@@ -2,10 +2,12 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <systemd/sd-event.h>
 #include <unistd.h>
@@ -122,6 +124,130 @@ START_TEST(test_detach_after_exit_frees_at_once) {
 }
 END_TEST
 
+/* Dead: no such process, or a zombie nobody has reaped yet. */
+static bool gone(pid_t pid) {
+        char path[64], buf[512], *e;
+        FILE *f;
+        bool zombie = false;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+        f = fopen(path, "re");
+        if (!f)
+                return true;
+        if (fgets(buf, sizeof(buf), f) && (e = strrchr(buf, ')')))
+                zombie = e[1] == ' ' && e[2] == 'Z';
+        fclose(f);
+        return zombie;
+}
+
+static size_t read_pids(const char *cgroup, pid_t *pids, size_t max) {
+        char path[PATH_MAX + 64];
+        size_t n = 0;
+        long v;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/cgroup.procs", cgroup);
+        f = fopen(path, "re");
+        if (!f)
+                return 0;
+        while (n < max && fscanf(f, "%ld", &v) == 1)
+                pids[n++] = (pid_t) v;
+        fclose(f);
+        return n;
+}
+
+/* Our cgroup in the v1 hierarchy of controller, where it is usually mounted; NULL when that is not there. */
+static char *v1_own(const char *controller) {
+        char line[PATH_MAX], *dir = NULL;
+        size_t l = strlen(controller);
+        FILE *f = fopen("/proc/self/cgroup", "re");
+
+        if (!f)
+                return NULL;
+        while (!dir && fgets(line, sizeof(line), f)) {
+                /* "8:pids:/path" */
+                char *list = strchr(line, ':'), *path = list ? strchr(list + 1, ':') : NULL;
+                if (!path || (size_t) (path - list - 1) != l || strncmp(list + 1, controller, l) != 0)
+                        continue;
+                path[strcspn(path, "\n")] = 0;
+                if (asprintf(&dir, "/sys/fs/cgroup/%s%s", controller, streq(path + 1, "/") ? "" : path + 1) < 0)
+                        dir = NULL;
+        }
+        fclose(f);
+        if (dir && access(dir, W_OK) < 0) {
+                free(dir);
+                dir = NULL;
+        }
+        return dir;
+}
+
+static void write_file(const char *dir, const char *name, const char *value) {
+        char path[PATH_MAX + 64];
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        f = fopen(path, "we");
+        ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+        fputs(value, f);
+        ck_assert_int_eq(fclose(f), 0);
+}
+
+/*
+ * On the real cgroup v1 hierarchies, where there are (root, pids and memory): the child enters a cgroup in each
+ * before it runs; a process that left its process group is killed through them (v1 has no cgroup.kill); both
+ * are removed when the process is freed.
+ */
+START_TEST(test_cgroups_v1) {
+        _cleanup_free_ char *pids_own = NULL, *memory_own = NULL;
+        char pids[PATH_MAX], memory[PATH_MAX];
+        char *cgroups[] = { pids, memory, NULL };
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) "setsid sleep 600 & exec sleep 600", NULL };
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 64, .tail_max = 64, .cgroups = cgroups };
+        pid_t in_pids[8], in_memory[8];
+        size_t n = 0, m;
+        bool done = false;
+        Process *p = NULL;
+        struct stat st;
+
+        pids_own = v1_own("pids");
+        memory_own = v1_own("memory");
+        if (geteuid() != 0 || !pids_own || !memory_own) {
+                printf("# test_cgroups_v1 skipped: needs root and the cgroup v1 pids and memory hierarchies\n");
+                return;
+        }
+        snprintf(pids, sizeof(pids), "%s/test-process-%d", pids_own, (int) getpid());
+        snprintf(memory, sizeof(memory), "%s/test-process-%d", memory_own, (int) getpid());
+        ck_assert_int_eq(mkdir(pids, 0755), 0);
+        ck_assert_int_eq(mkdir(memory, 0755), 0);
+        write_file(pids, "pids.max", "16");
+
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        /* The child and the one it started in a session of its own, in both. */
+        for (unsigned i = 0; i < 1000; i++) {
+                n = read_pids(pids, in_pids, ELEMENTSOF(in_pids));
+                if (n == 2 && getsid(in_pids[0]) != getsid(in_pids[1]))
+                        break;
+                ck_assert_int_ge(sd_event_run(event, 10 * USEC_PER_MSEC), 0);
+        }
+        ck_assert_uint_eq(n, 2);
+        ck_assert(getsid(in_pids[0]) != getsid(in_pids[1]));
+        ck_assert(in_pids[0] == p->pid || in_pids[1] == p->pid);
+        m = read_pids(memory, in_memory, ELEMENTSOF(in_memory));
+        ck_assert_uint_eq(m, 2);
+
+        process_kill(p);
+        RUN_UNTIL(done);
+        ck_assert(done);
+        for (unsigned i = 0; i < 1000 && !(gone(in_pids[0]) && gone(in_pids[1])); i++)
+                usleep(1000);
+        ck_assert(gone(in_pids[0]) && gone(in_pids[1]));
+
+        process_free(p);
+        ck_assert_int_lt(stat(pids, &st), 0);
+        ck_assert_int_lt(stat(memory, &st), 0);
+}
+END_TEST
+
 static Suite *process_suite(void) {
         Suite *s = suite_create("process");
         TCase *tc = tcase_create("detach");
@@ -131,6 +257,7 @@ static Suite *process_suite(void) {
         tcase_add_test(tc, test_drain_then_detach);
         tcase_add_test(tc, test_free_detached_at_exit);
         tcase_add_test(tc, test_detach_after_exit_frees_at_once);
+        tcase_add_test(tc, test_cgroups_v1);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -551,17 +551,18 @@ END_TEST
 
 START_TEST(test_cgroup_events_and_stale) {
         char *d = tmpdir_new(), p[PATH_MAX];
+        char *one[] = { d, NULL };
         SandboxCgroupEvents ev;
         struct stat st;
 
         put(d, "memory.events", "low 0\nhigh 0\nmax 12\noom 2\noom_kill 1\noom_group_kill 0\n");
         put(d, "pids.events", "max 5\n");
-        ck_assert_int_eq(sandbox_cgroup_read_events(d, &ev), 0);
+        ck_assert_int_eq(sandbox_cgroup_read_events(one, &ev), 0);
         ck_assert_uint_eq(ev.oom_kill, 1);
         ck_assert_uint_eq(ev.pids_max, 5);
         put(d, "memory.events", "low 0\nmax 3\noom_kill 0\n");
         put(d, "pids.events", "max 0\n");
-        ck_assert_int_eq(sandbox_cgroup_read_events(d, &ev), 0);
+        ck_assert_int_eq(sandbox_cgroup_read_events(one, &ev), 0);
         ck_assert_uint_eq(ev.oom_kill, 0);
         ck_assert_uint_eq(ev.pids_max, 0);
 
@@ -579,6 +580,330 @@ START_TEST(test_cgroup_events_and_stale) {
         snprintf(p, sizeof(p), "%s/supervisor", d);
         ck_assert_int_eq(stat(p, &st), 0);
         rm_rf(d);
+}
+END_TEST
+
+START_TEST(test_cgroup_v1_events) {
+        char *d = tmpdir_new(), pids[PATH_MAX], memory[PATH_MAX], cpu[PATH_MAX];
+        char *run[] = { pids, memory, cpu, NULL };
+        SandboxCgroupEvents ev;
+
+        /* A run's cgroup in each hierarchy; each tells what it knows. */
+        snprintf(pids, sizeof(pids), "%s/pids", d);
+        snprintf(memory, sizeof(memory), "%s/memory", d);
+        snprintf(cpu, sizeof(cpu), "%s/cpu", d);
+        mkdir_in(d, "pids");
+        mkdir_in(d, "memory");
+        mkdir_in(d, "cpu");
+        put(cpu, "cpu.stat", "nr_periods 0\n");
+        ck_assert_int_eq(sandbox_cgroup_read_events(run, &ev), -ENOENT);
+
+        put(pids, "pids.events", "max 3\n");
+        put(memory, "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
+        put(memory, "memory.failcnt", "40\n");
+        ck_assert_int_eq(sandbox_cgroup_read_events(run, &ev), 0);
+        ck_assert_uint_eq(ev.oom_kill, 2);
+        ck_assert_uint_eq(ev.pids_max, 3);
+
+        /* The OOM killer not called: the limit may have been hit, page cache reclaimed, nothing killed. */
+        put(memory, "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
+        put(pids, "pids.events", "max 0\n");
+        ck_assert_int_eq(sandbox_cgroup_read_events(run, &ev), 0);
+        ck_assert_uint_eq(ev.oom_kill, 0);
+        ck_assert_uint_eq(ev.pids_max, 0);
+
+        /* Before Linux 4.13 there is no count of kills: the failures to charge stand in for it. */
+        put(memory, "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\n");
+        put(memory, "memory.memsw.failcnt", "2\n");
+        ck_assert_int_eq(sandbox_cgroup_read_events(run, &ev), 0);
+        ck_assert_uint_eq(ev.oom_kill, 42);
+        rm_rf(d);
+}
+END_TEST
+
+START_TEST(test_cgroup_mount) {
+        char *d = tmpdir_new(), mi[PATH_MAX];
+        _cleanup_free_ char *mount = NULL, *root = NULL;
+
+        snprintf(mi, sizeof(mi), "%s/mountinfo", d);
+        put(d, "mountinfo",
+            "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+            "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+            "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime shared:9 - cgroup cgroup rw,cpu,cpuacct\n"
+            "33 31 0:30 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset,clone_children\n"
+            "35 31 0:32 /docker/abc /sys/fs/cgroup/mem\\040ory rw - cgroup cgroup rw,memory\n"
+            "40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,xattr,name=systemd\n"
+            "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n"
+            "50 22 0:50 / /mnt/no\\040dash rw\n");
+
+        ck_assert_int_eq(sandbox_cgroup_mount(mi, "cpu", &mount, &root), 0);
+        ck_assert_str_eq(mount, "/sys/fs/cgroup/cpu,cpuacct");
+        ck_assert_str_eq(root, "/");
+        free(mount);
+        free(root);
+
+        /* Octal escapes undone; the cgroup mounted there kept. */
+        ck_assert_int_eq(sandbox_cgroup_mount(mi, "memory", &mount, &root), 0);
+        ck_assert_str_eq(mount, "/sys/fs/cgroup/mem ory");
+        ck_assert_str_eq(root, "/docker/abc");
+        free(mount);
+        free(root);
+
+        ck_assert_int_eq(sandbox_cgroup_mount(mi, NULL, &mount, &root), 0);
+        ck_assert_str_eq(mount, "/sys/fs/cgroup/unified");
+        free(mount);
+        free(root);
+        mount = root = NULL;
+
+        /* "cpu" is not "cpuset" nor "cpuacct" alone, "pids" is not mounted, "systemd" is no controller name. */
+        ck_assert_int_eq(sandbox_cgroup_mount(mi, "pids", &mount, &root), -ENOENT);
+        ck_assert_int_eq(sandbox_cgroup_mount(mi, "systemd", &mount, &root), -ENOENT);
+        put(d, "mountinfo", "33 31 0:30 / /sys/fs/cgroup/cpuset rw - cgroup cgroup rw,cpuset\n");
+        ck_assert_int_eq(sandbox_cgroup_mount(mi, "cpu", &mount, &root), -ENOENT);
+        ck_assert_ptr_null(mount);
+        rm_rf(d);
+}
+END_TEST
+
+START_TEST(test_cgroup_v1_find_and_create) {
+        char *d = tmpdir_new(), mi[PATH_MAX], proc[PATH_MAX], info[2 * PATH_MAX], want[PATH_MAX];
+        _cleanup_free_ char *got = NULL, *why = NULL, *parent = NULL;
+        struct stat st;
+
+        snprintf(mi, sizeof(mi), "%s/mountinfo", d);
+        snprintf(proc, sizeof(proc), "%s/self-cgroup", d);
+        mkdir_in(d, "pids");
+        mkdir_in(d, "memory");
+        mkdir_in(d, "pids/user.slice");
+        snprintf(info, sizeof(info),
+                 "39 31 0:36 / %s/pids rw,relatime - cgroup cgroup rw,pids\n"
+                 "35 31 0:32 /lxc/c1 %s/memory rw,relatime - cgroup cgroup rw,memory\n"
+                 "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n",
+                 d, d);
+        put(d, "mountinfo", info);
+        put(d, "self-cgroup", "8:pids:/user.slice\n4:memory:/lxc/c1\n1:name=systemd:/x\n0::/\n");
+
+        ck_assert_int_eq(sandbox_cgroup_v1_find(mi, proc, "pids", &got, &why), 0);
+        snprintf(want, sizeof(want), "%s/pids/user.slice", d);
+        ck_assert_str_eq(got, want);
+        free(got);
+        got = NULL;
+
+        /* The hierarchy's root as mounted (a container's) is the mount point. */
+        ck_assert_int_eq(sandbox_cgroup_v1_find(mi, proc, "memory", &got, &why), 0);
+        snprintf(want, sizeof(want), "%s/memory", d);
+        ck_assert_str_eq(got, want);
+        free(got);
+        got = NULL;
+
+        /* Ours outside of what is mounted; a hierarchy not mounted; none of ours in it. */
+        put(d, "self-cgroup", "8:pids:/\n4:memory:/lxc/c2\n");
+        ck_assert_int_eq(sandbox_cgroup_v1_find(mi, proc, "memory", &got, &why), -EOPNOTSUPP);
+        ck_assert_ptr_nonnull(strstr(why, "not in the part mounted"));
+        ck_assert_int_eq(sandbox_cgroup_v1_find(mi, proc, "cpu", &got, &why), -EOPNOTSUPP);
+        ck_assert_ptr_nonnull(strstr(why, "no cgroup v1 hierarchy with the cpu controller"));
+        put(d, "self-cgroup", "0::/\n");
+        ck_assert_int_eq(sandbox_cgroup_v1_find(mi, proc, "pids", &got, &why), -EOPNOTSUPP);
+        ck_assert_ptr_nonnull(strstr(why, "names no cgroup"));
+
+        /* The root of the hierarchy is the mount point itself. */
+        put(d, "self-cgroup", "8:pids:/\n");
+        ck_assert_int_eq(sandbox_cgroup_v1_find(mi, proc, "pids", &got, &why), 0);
+        snprintf(want, sizeof(want), "%s/pids", d);
+        ck_assert_str_eq(got, want);
+
+        /* The daemon's parent of run cgroups below it, made or found. */
+        ck_assert_int_eq(sandbox_cgroup_v1_create(got, "mcp-python-sandbox-x", &parent, &why), 0);
+        snprintf(want, sizeof(want), "%s/pids/mcp-python-sandbox-x", d);
+        ck_assert_str_eq(parent, want);
+        ck_assert_int_eq(stat(parent, &st), 0);
+        free(parent);
+        parent = NULL;
+        ck_assert_int_eq(sandbox_cgroup_v1_create(got, "mcp-python-sandbox-x", &parent, &why), 0);
+        free(parent);
+        parent = NULL;
+        ck_assert_int_eq(sandbox_cgroup_v1_create("/nonexistent", "y", &parent, &why), -ENOENT);
+        ck_assert_ptr_nonnull(strstr(why, "cannot be created"));
+        rm_rf(d);
+}
+END_TEST
+
+/* A fake v1 hierarchy's run cgroup, with the files cgroupfs would give it. */
+static void fake_v1_run(const char *dir, const char *const *files) {
+        char run[PATH_MAX];
+
+        snprintf(run, sizeof(run), "%s/run-1", dir);
+        ck_assert_msg(mkdir(run, 0755) == 0 || errno == EEXIST, "%s: %s", run, strerror(errno));
+        for (size_t i = 0; files[i]; i++)
+                put(run, files[i], "");
+}
+
+static const char *const v1_pids_files[] = { "pids.max", "cgroup.procs", NULL };
+static const char *const v1_memory_files[] = { "memory.limit_in_bytes", "memory.memsw.limit_in_bytes",
+                                                "memory.oom_control", "memory.swappiness", "cgroup.procs", NULL };
+static const char *const v1_cpu_files[] = { "cpu.cfs_period_us", "cpu.cfs_quota_us", "cgroup.procs", NULL };
+
+START_TEST(test_cgroup_v1_new_run) {
+        char *d = tmpdir_new(), pids[1024], memory[1024], cpu[1024], run[PATH_MAX];
+        char *dirs[_SANDBOX_CGROUP_V1_MAX] = { pids, memory, cpu };
+        SandboxLimits l = { .memory = 256 << 20, .processes = 64, .cpu_quota = 150 };
+        char **paths = NULL;
+        struct stat st;
+
+        ck_assert_str_eq(sandbox_cgroup_v1_controller(SANDBOX_CGROUP_V1_MEMORY), "memory");
+        snprintf(pids, sizeof(pids), "%s/pids", d);
+        snprintf(memory, sizeof(memory), "%s/memory", d);
+        snprintf(cpu, sizeof(cpu), "%s/cpu", d);
+        mkdir_in(d, "pids");
+        mkdir_in(d, "memory");
+        mkdir_in(d, "cpu");
+        fake_v1_run(pids, v1_pids_files);
+        fake_v1_run(memory, v1_memory_files);
+        fake_v1_run(cpu, v1_cpu_files);
+
+        ck_assert_int_eq(sandbox_cgroup_v1_new_run(dirs, "run-1", &l, &paths), 0);
+        ck_assert_uint_eq(strv_length(paths), 3);
+        snprintf(run, sizeof(run), "%s/run-1", pids);
+        ck_assert_str_eq(paths[0], run);
+        ck_file(run, "pids.max", "64");
+        snprintf(run, sizeof(run), "%s/run-1", memory);
+        ck_assert_str_eq(paths[1], run);
+        ck_file(run, "memory.limit_in_bytes", "268435456");
+        ck_file(run, "memory.memsw.limit_in_bytes", "268435456");
+        ck_file(run, "memory.oom_control", "0");
+        ck_file(run, "memory.swappiness", "");   /* swap is in memsw: left alone */
+        snprintf(run, sizeof(run), "%s/run-1", cpu);
+        ck_assert_str_eq(paths[2], run);
+        ck_file(run, "cpu.cfs_period_us", "100000");
+        ck_file(run, "cpu.cfs_quota_us", "150000");
+        paths = strv_free(paths);
+
+        /* No limits: "max" and -1. */
+        fake_v1_run(pids, v1_pids_files);
+        fake_v1_run(memory, v1_memory_files);
+        fake_v1_run(cpu, v1_cpu_files);
+        ck_assert_int_eq(sandbox_cgroup_v1_new_run(dirs, "run-1", &(SandboxLimits) {}, &paths), 0);
+        snprintf(run, sizeof(run), "%s/run-1", pids);
+        ck_file(run, "pids.max", "max");
+        snprintf(run, sizeof(run), "%s/run-1", memory);
+        ck_file(run, "memory.limit_in_bytes", "-1");
+        ck_file(run, "memory.memsw.limit_in_bytes", "-1");
+        snprintf(run, sizeof(run), "%s/run-1", cpu);
+        ck_file(run, "cpu.cfs_quota_us", "-1");
+        paths = strv_free(paths);
+
+        /* Without swap accounting (no memsw), the run does not swap. */
+        fake_v1_run(memory, v1_memory_files);
+        snprintf(run, sizeof(run), "%s/run-1", memory);
+        unlink_in(run, "memory.memsw.limit_in_bytes");
+        ck_assert_int_eq(sandbox_cgroup_v1_new_run(dirs, "run-1", &(SandboxLimits) { .memory = 1 << 20 }, &paths),
+                         0);
+        ck_file(run, "memory.limit_in_bytes", "1048576");
+        ck_file(run, "memory.swappiness", "0");
+        paths = strv_free(paths);
+
+        /* No cpu hierarchy: fine without a CPU cap, refused with one. */
+        dirs[SANDBOX_CGROUP_V1_CPU] = NULL;
+        fake_v1_run(pids, v1_pids_files);
+        fake_v1_run(memory, v1_memory_files);
+        ck_assert_int_eq(sandbox_cgroup_v1_new_run(dirs, "run-1", &(SandboxLimits) { .processes = 9 }, &paths), 0);
+        ck_assert_uint_eq(strv_length(paths), 2);
+        paths = strv_free(paths);
+        ck_assert_int_eq(sandbox_cgroup_v1_new_run(dirs, "run-1", &l, &paths), -EOPNOTSUPP);
+        ck_assert_ptr_null(paths);
+
+        /* Controllers mounted together (pids,cpu): one run cgroup for both. */
+        dirs[SANDBOX_CGROUP_V1_CPU] = pids;
+        fake_v1_run(pids, v1_pids_files);
+        fake_v1_run(pids, v1_cpu_files);
+        fake_v1_run(memory, v1_memory_files);
+        ck_assert_int_eq(sandbox_cgroup_v1_new_run(dirs, "run-1", &l, &paths), 0);
+        ck_assert_uint_eq(strv_length(paths), 2);
+        snprintf(run, sizeof(run), "%s/run-1", pids);
+        ck_file(run, "pids.max", "64");
+        ck_file(run, "cpu.cfs_quota_us", "150000");
+        paths = strv_free(paths);
+
+        /* A limit that cannot be written fails the run; what it made goes again. */
+        dirs[SANDBOX_CGROUP_V1_CPU] = NULL;
+        ck_assert_int_eq(sandbox_cgroup_v1_new_run(dirs, "run-2", &(SandboxLimits) {}, &paths), -ENOENT);
+        ck_assert_ptr_null(paths);
+        snprintf(run, sizeof(run), "%s/run-2", pids);
+        ck_assert_int_lt(stat(run, &st), 0);
+        snprintf(run, sizeof(run), "%s/run-2", memory);
+        ck_assert_int_lt(stat(run, &st), 0);
+
+        /* Both hierarchies it cannot do without. */
+        dirs[SANDBOX_CGROUP_V1_MEMORY] = NULL;
+        ck_assert_int_eq(sandbox_cgroup_v1_new_run(dirs, "run-1", &l, &paths), -EINVAL);
+        rm_rf(d);
+}
+END_TEST
+
+START_TEST(test_cgroup_v2_create) {
+        char *root = tmpdir_new(), proc[PATH_MAX], ours[1024], want[PATH_MAX];
+        _cleanup_free_ char *got = NULL, *why = NULL;
+
+        snprintf(proc, sizeof(proc), "%s/self-cgroup", root);
+        snprintf(ours, sizeof(ours), "%s/init.scope", root);
+        mkdir_in(root, "init.scope");
+        mkdir_in(root, "init.scope/sbx");
+        snprintf(want, sizeof(want), "%s/sbx", ours);
+        put(want, "cgroup.controllers", "memory pids\n");
+        put(want, "cgroup.subtree_control", "");
+
+        /* v1 only. */
+        put(root, "self-cgroup", "4:memory:/x\n");
+        ck_assert_int_eq(sandbox_cgroup_v2_create(proc, root, "/", "sbx", &got, &why), -EOPNOTSUPP);
+        ck_assert_ptr_nonnull(strstr(why, "no cgroup v2"));
+
+        /* No controllers in the v2 hierarchy (a hybrid layout's "unified"): nothing to limit with. */
+        put(root, "self-cgroup", "0::/init.scope\n");
+        put(ours, "cgroup.controllers", "\n");
+        put(ours, "cgroup.subtree_control", "");
+        ck_assert_int_eq(sandbox_cgroup_v2_create(proc, root, "/", "sbx", &got, &why), -EOPNOTSUPP);
+        ck_assert_ptr_nonnull(strstr(why, "offers no memory and pids"));
+
+        /* Enabled for our children already: nothing written to ours. */
+        put(ours, "cgroup.controllers", "cpu memory pids\n");
+        put(ours, "cgroup.subtree_control", "memory pids\n");
+        ck_assert_int_eq(sandbox_cgroup_v2_create(proc, root, "/", "sbx", &got, &why), 0);
+        ck_assert_str_eq(got, want);
+        ck_file(ours, "cgroup.subtree_control", "memory pids\n");
+        ck_file(want, "cgroup.subtree_control", "+memory +pids");
+        free(got);
+        got = NULL;
+
+        /* Enabled when not: memory and pids, then cpu where it can be. */
+        put(ours, "cgroup.controllers", "memory pids\n");
+        put(ours, "cgroup.subtree_control", "");
+        put(want, "cgroup.subtree_control", "");
+        ck_assert_int_eq(sandbox_cgroup_v2_create(proc, root, "/", "sbx", &got, &why), 0);
+        ck_file(ours, "cgroup.subtree_control", "+memory +pids");
+        free(got);
+        got = NULL;
+
+        /* The root cgroup's own child, and a mount that starts below the root (a cgroup namespace's). */
+        put(root, "self-cgroup", "0::/\n");
+        put(root, "cgroup.controllers", "memory pids\n");
+        put(root, "cgroup.subtree_control", "memory pids");
+        mkdir_in(root, "sbx");
+        snprintf(want, sizeof(want), "%s/sbx", root);
+        put(want, "cgroup.controllers", "memory pids\n");
+        put(want, "cgroup.subtree_control", "");
+        ck_assert_int_eq(sandbox_cgroup_v2_create(proc, root, "/", "sbx", &got, &why), 0);
+        ck_assert_str_eq(got, want);
+        free(got);
+        got = NULL;
+        put(root, "self-cgroup", "0::/lxc/c1/init.scope\n");
+        snprintf(want, sizeof(want), "%s/sbx", ours);
+        ck_assert_int_eq(sandbox_cgroup_v2_create(proc, root, "/lxc/c1", "sbx", &got, &why), 0);
+        ck_assert_str_eq(got, want);
+        free(got);
+        got = NULL;
+        ck_assert_int_eq(sandbox_cgroup_v2_create(proc, root, "/lxc/c2", "sbx", &got, &why), -EOPNOTSUPP);
+        ck_assert_ptr_nonnull(strstr(why, "not in the part"));
+        rm_rf(root);
 }
 END_TEST
 
@@ -610,6 +935,11 @@ static Suite *sandbox_suite(void) {
         tcase_add_test(tc, test_cgroup_prepare);
         tcase_add_test(tc, test_cgroup_new_run);
         tcase_add_test(tc, test_cgroup_events_and_stale);
+        tcase_add_test(tc, test_cgroup_v2_create);
+        tcase_add_test(tc, test_cgroup_mount);
+        tcase_add_test(tc, test_cgroup_v1_find_and_create);
+        tcase_add_test(tc, test_cgroup_v1_new_run);
+        tcase_add_test(tc, test_cgroup_v1_events);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -1,0 +1,318 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Integration test of the cgroups a daemon running as root creates for its runs.
+
+Without a delegated cgroup v2 subtree, a root daemon makes cgroups itself: on
+cgroup v2 below its own cgroup, or in the cgroup v1 pids and memory (and cpu)
+hierarchies. Shown here from both sides of the sandbox: every run is in a
+cgroup of its own, in each hierarchy, with the run's limits written there; a
+fork bomb stops at its run's pids.max and a memory hog, also one that fills a
+tmpfs (/tmp, /work, /dev/shm: their pages are charged to the writer's memory
+cgroup), at its memory limit, each reported as that limit from the cgroup's
+events alone (the scripts leave nothing on stderr to go by); the daemon
+answers the next call at once; no run cgroup is left behind, and the daemon's
+own cgroups go when it stops.
+
+The daemon runs inside a pids cgroup of this program's with pids.max 3000
+(mcptest.pids_safety_net()): a fork bomb that got past its run's limit would
+stop there, not take the machine.
+
+Needs root, a pids cgroup for the safety net, bubblewrap and a Python 3.11+.
+Exit 77 when they or cgroups the daemon can create are missing.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import time
+import uuid
+
+import mcptest
+from mcptest import Daemon, check, eq, main, skip, test, test_pythons
+
+_STATE = {}
+
+TMPFS_MB = 512
+
+
+def python_version():
+    have = test_pythons()
+    if have:
+        return max(have, key=lambda v: tuple(map(int, v.split(".")))), []
+    for name in sorted(os.listdir("/usr/bin"), reverse=True):
+        parts = name[len("python"):].split(".")
+        if name.startswith("python3.") and len(parts) == 2 and parts[1].isdigit() and int(parts[1]) >= 11:
+            return f"3.{parts[1]}", ["--python-search-path=/usr/bin"]
+    skip("no Python 3.11+ (pyenv, or /usr/bin/python3.N) for the tests")
+
+
+def daemon():
+    """The daemon as root, in the safety net, with tmpfs larger than the memory limits used here."""
+    if "d" in _STATE:
+        return _STATE["d"]
+    if os.geteuid() != 0:
+        skip("only a daemon running as root creates cgroups itself, and these tests are not root")
+    if not shutil.which("bwrap"):
+        skip("bubblewrap is not installed")
+    net = mcptest.pids_safety_net()
+    if not net:
+        skip("no pids cgroup for the safety net (cgroup v1 pids, or cgroup v2 with pids at its root): no fork "
+             "bomb is run without one")
+    version, args = python_version()
+    d = Daemon(args=[f"--tmpfs-size={TMPFS_MB}M", *args])
+    mcptest.at_exit(d.close)
+    c = d.client()
+    c.initialize()
+    st = c.call_tool("check_environment", {}, timeout=60)["structuredContent"]
+    sb = st["sandbox"]
+    if not sb.get("working"):
+        skip(f"the sandbox does not work here: {sb.get('error', 'self-test failed')}")
+    if sb["limits"] != "cgroup":
+        skip(f"the daemon gives runs no cgroup of their own here: {sb['limits_detail']}")
+    _STATE.update(d=d, client=c, python=version, detail=sb["limits_detail"])
+    # Where the daemon makes its cgroups: below its own (this program's), named after its cache directory.
+    name = "mcp-python-sandbox-" + hashlib.sha256(d.cache_dir.encode()).hexdigest()[:16]
+    mounts, ours = mcptest.cgroup_mounts(), mcptest.own_cgroups()
+    used = hierarchies() + (["cpu"] if v1() and ", cpu)" in sb["limits_detail"] else [])
+    _STATE["parents"] = {h: mounts[h] + ours[h].rstrip("/") + "/" + name for h in used}
+    return d
+
+
+def client():
+    daemon()
+    return _STATE["client"]
+
+
+def v1():
+    return _STATE["detail"].startswith("cgroup v1")
+
+
+def hierarchies():
+    """The controllers whose hierarchies hold a run's cgroups: "pids" and "memory" on v1, "" (v2) otherwise."""
+    return ["pids", "memory"] if v1() else [""]
+
+
+def run(script, limits=None, timeout=60):
+    args = {"script": script, "python_version": _STATE["python"]}
+    if limits:
+        args["limits"] = limits
+    c = client()
+    r = c.call_tool("execute_python", args, timeout=timeout)
+    return r, r["structuredContent"], c.text(r)
+
+
+def start_run(c, script, limits=None):
+    rid = c.new_id()
+    args = {"script": script, "python_version": _STATE["python"]}
+    if limits:
+        args["limits"] = limits
+    c.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+            "params": {"name": "execute_python", "arguments": args}})
+    return rid
+
+
+def read(path):
+    with open(path) as f:
+        return f.read().strip()
+
+
+def run_dirs():
+    """The run cgroups there are now below the daemon's own, in each hierarchy: {path, ...}."""
+    found = set()
+    for parent in _STATE["parents"].values():
+        try:
+            found.update(os.path.join(parent, n) for n in os.listdir(parent) if n.startswith("run-"))
+        except FileNotFoundError:
+            pass
+    return found
+
+
+# A run that shows where it is from inside, then waits with a child the test finds from outside by its
+# command line (sleep's argument, unique to the run).
+WHERE = r'''
+import json, os, subprocess
+inside = {}
+for line in open("/proc/self/cgroup"):
+    _, controllers, path = line.rstrip("\n").split(":", 2)
+    for c in controllers.split(",") if controllers else [""]:
+        inside[c] = path
+print(json.dumps({"cgroup": inside, "cgroupns": os.readlink("/proc/self/ns/cgroup")}), flush=True)
+subprocess.run(["/bin/sleep", "MARK"])
+'''
+
+
+@test
+def each_run_has_cgroups_of_its_own():
+    d = daemon()
+    detail = _STATE["detail"]
+    if v1():
+        check(detail.startswith("cgroup v1 (pids, memory") and "created by the daemon as root" in detail,
+              f"limits_detail: {detail}")
+    else:
+        check("cgroup v2" in detail, f"limits_detail: {detail}")
+
+    # Two runs at once, on two connections.
+    clients, marks, rids = [], [], []
+    for _ in range(2):
+        c = d.client()
+        c.initialize()
+        mark = f"4.{uuid.uuid4().int % 10 ** 9:09d}"
+        clients.append(c)
+        marks.append(mark)
+        rids.append(start_run(c, WHERE.replace("MARK", mark)))
+    mounts = mcptest.cgroup_mounts()
+    parents = _STATE["parents"]
+    seen = []
+    for mark in marks:
+        pids = mcptest.wait_until(lambda: mcptest.processes_with(f"sleep\0{mark}"), 20, f"the run's sleep {mark}")
+        seen.append(mcptest.own_cgroups(pids[0]))
+
+    names = []
+    for where in seen:
+        run_names = set()
+        for h in parents:
+            path = where[h]
+            parent, name = os.path.split(mounts[h] + path)
+            check(name.startswith(f"run-{d.proc.pid}-"), f"{h or 'v2'}: the run's cgroup {path}")
+            # In the daemon's cgroup, below its own (this program's: in the safety net for pids).
+            eq(parent, parents[h], f"{h or 'v2'}: the cgroup the run's is in")
+            run_names.add(name)
+            full = mounts[h] + path
+            # The run's limits, written there (the configured defaults: 2048 MiB, 256 processes).
+            if h in ("pids", ""):
+                eq(read(os.path.join(full, "pids.max")), "256", f"{full}/pids.max")
+            if h == "memory":
+                eq(int(read(os.path.join(full, "memory.limit_in_bytes"))), 2048 << 20, f"{full} memory limit")
+                if os.path.exists(os.path.join(full, "memory.memsw.limit_in_bytes")):
+                    eq(int(read(os.path.join(full, "memory.memsw.limit_in_bytes"))), 2048 << 20,
+                       f"{full} memory+swap limit")
+            if h == "":
+                eq(read(os.path.join(full, "memory.max")), str(2048 << 20), f"{full}/memory.max")
+        eq(len(run_names), 1, f"the same run cgroup in each hierarchy: {where}")
+        names.append(run_names.pop())
+    check(names[0] != names[1], f"two runs, one cgroup: {names}")
+
+    for c, rid in zip(clients, rids):
+        reply = c.wait_for(rid, timeout=60)
+        st = reply["result"]["structuredContent"]
+        check(not reply["result"].get("isError"), f"the run failed: {c.text(reply['result'])[-800:]}")
+        inside = json.loads(st["stdout"].splitlines()[0])
+        # From inside: the hierarchies are there, and the run sits at the root of a cgroup namespace of its
+        # own (bwrap unshares it), which is its run cgroup; or, without that namespace, at the run's path.
+        for h in hierarchies():
+            p = inside["cgroup"].get(h)
+            check(p == "/" or os.path.basename(p or "").startswith("run-"),
+                  f"{h or 'v2'} from inside: {inside['cgroup']}")
+        check(inside["cgroupns"] != os.readlink("/proc/self/ns/cgroup") or
+              any(os.path.basename(inside["cgroup"][h]).startswith("run-") for h in hierarchies()),
+              f"the run is in the host's cgroup namespace at the host's cgroup: {inside}")
+        c.close()
+    mcptest.wait_until(lambda: not run_dirs(), 5, f"the runs' cgroups to go: {run_dirs()}")
+
+
+# Stopped by the run's pids.max; quiet about it: only the cgroup's events can say which limit it was.
+FORK_BOMB = r'''
+import os, sys, time
+n = 0
+while n < 2000:     # bounded, so that a broken limit fails the test rather than the machine
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    n += 1
+print("forked", n, flush=True)
+os._exit(3)
+'''
+
+
+@test
+def fork_bomb_stops_at_its_pids_max():
+    d = daemon()
+    for limit, most in ((None, 256), (64, 64)):
+        t0 = time.monotonic()
+        r, st, text = run(FORK_BOMB, limits={"max_processes": limit} if limit else None)
+        check(r.get("isError"), f"the bomb succeeded: {text[-600:]}")
+        eq(st.get("limit"), "processes", f"limit (stdout {st['stdout']!r}, stderr {st['stderr'][-300:]!r})")
+        eq(st["stderr"], "", "stderr (the limit is known from pids.events)")
+        forked = int(st["stdout"].split()[-1])
+        check(0 < forked < most, f"forked {forked} with max_processes {most}")
+        check(time.monotonic() - t0 < 20, "the fork bomb took too long to stop")
+        # The daemon answers the next call within a few seconds.
+        t0 = time.monotonic()
+        r, st, text = run("print('next')", timeout=10)
+        check(not r.get("isError") and st["stdout"] == "next\n", f"the next call: {text[-600:]}")
+        check(time.monotonic() - t0 < 5, f"the next call took {time.monotonic() - t0:.1f}s")
+    check(d.alive(), "the daemon died")
+    # Nothing of the bombs is left: no process below the daemon, no run cgroup.
+    mcptest.wait_until(lambda: not mcptest.children(d.proc.pid), 10, "the bombs' processes to go")
+    mcptest.wait_until(lambda: not run_dirs(), 5, f"the runs' cgroups to go: {run_dirs()}")
+
+
+# Memory that only the memory cgroup can see the end of: kills leave no traceback, so the limit said comes from
+# the cgroup's OOM events. Each prints how far it got.
+HEAP = r'''
+keep = []
+for i in range(64):          # 1 GiB at most
+    keep.append(b"x" * (16 << 20))
+    print(len(keep) * 16, flush=True)
+'''
+
+FILL = r'''
+import os
+fd = os.open("PATH", os.O_WRONLY | os.O_CREAT, 0o600)
+chunk = b"y" * (1 << 20)
+for i in range(400):         # 400 MiB at most: less than the tmpfs holds
+    os.write(fd, chunk)
+    if i % 16 == 15:
+        print(i + 1, flush=True)
+print("wrote all", flush=True)
+'''
+
+
+@test
+def memory_hog_and_tmpfs_fill_stop_at_the_memory_limit():
+    daemon()
+    r, st, text = run(HEAP, limits={"memory_mb": 128})
+    eq(st.get("limit"), "memory", f"heap: limit ({text[-600:]})")
+    eq(st.get("signal"), "SIGKILL", "heap: killed")
+    got = int(st["stdout"].split()[-1]) if st["stdout"].strip() else 0
+    check(got < 160, f"heap: got to {got} MiB with memory_mb 128")
+
+    for path in ("/tmp/fill", "/work/fill", "/dev/shm/fill"):
+        # With room: 400 MiB fit in the tmpfs and in 1 GiB of memory.
+        r, st, text = run(FILL.replace("PATH", path), limits={"memory_mb": 1024})
+        check(not r.get("isError") and "wrote all" in st["stdout"], f"{path} with room: {text[-600:]}")
+        # At 128 MiB: the tmpfs pages the run writes count as its memory.
+        r, st, text = run(FILL.replace("PATH", path), limits={"memory_mb": 128})
+        eq(st.get("limit"), "memory", f"{path}: limit ({text[-600:]})")
+        check("wrote all" not in st["stdout"], f"{path}: the fill went through: {st['stdout'][-200:]}")
+        got = int(st["stdout"].split()[-1]) if st["stdout"].strip() else 0
+        check(got <= 128, f"{path}: wrote {got} MiB with memory_mb 128")
+    r, st, text = run("print('next')", timeout=10)
+    check(not r.get("isError"), f"the next call: {text[-600:]}")
+    mcptest.wait_until(lambda: not run_dirs(), 5, f"the runs' cgroups to go: {run_dirs()}")
+
+
+@test
+def no_cgroup_is_left_when_the_daemon_stops():
+    d = daemon()
+    parents = _STATE["parents"].values()
+    check(all(os.path.isdir(p) for p in parents), f"the daemon's cgroups while it runs: {parents}")
+    # A run still going when the daemon is told to stop.
+    c = d.client()
+    c.initialize()
+    start_run(c, "import time\ntime.sleep(60)\n")
+    mcptest.wait_until(lambda: run_dirs(), 20, "the run's cgroup")
+    eq(d.stop(), 0, "the daemon's exit status")
+    c.kill()
+    left = [p for p in parents if os.path.exists(p)]
+    eq(left, [], "the daemon's cgroups after it stopped")
+    _STATE.pop("d", None)
+
+
+if __name__ == "__main__":
+    main()
