@@ -632,55 +632,6 @@ class RssGrowth:
         return self.peak - self.before
 
 
-_SAFETY_NET = []
-
-
-def pids_safety_net(pids_max=2000):
-    """Move this test program, and so every daemon and sandbox it starts from now on, into a pids cgroup of its
-    own with pids_max: a fork bomb that gets past the daemon's limits fails the test instead of taking the machine
-    down. Once per program; skips where there is no pids controller we may use (not root, or none mounted)."""
-    if _SAFETY_NET:
-        return
-    if os.geteuid() != 0:
-        skip("needs root to put the fork bomb under a pids cgroup safety net")
-    with open("/proc/self/cgroup") as f:
-        lines = [line.split(":", 2) for line in f.read().splitlines()]
-    base = ours = None
-    v1 = next((x[2] for x in lines if "pids" in x[1].split(",")), None)
-    if v1 is not None and os.path.exists("/sys/fs/cgroup/pids/cgroup.procs"):
-        base, ours = "/sys/fs/cgroup/pids", v1
-    else:
-        v2 = next((x[2] for x in lines if x[0] == "0"), None)
-        ctl = "/sys/fs/cgroup/cgroup.controllers"
-        if v2 is not None and os.path.exists(ctl) and "pids" in open(ctl).read().split():
-            base, ours = "/sys/fs/cgroup", v2
-    if base is None:
-        skip("no pids cgroup controller for a fork bomb's safety net")
-    parent = os.path.join(base, ours.lstrip("/"))
-    net = os.path.join(parent, f"mcptest-net-{os.getpid()}")
-    os.mkdir(net)
-    with open(os.path.join(net, "pids.max"), "w") as f:
-        f.write(str(pids_max))
-    with open(os.path.join(net, "cgroup.procs"), "w") as f:
-        f.write(str(os.getpid()))
-
-    def leave():
-        try:
-            with open(os.path.join(parent, "cgroup.procs"), "w") as f:
-                f.write(str(os.getpid()))
-        except OSError:
-            pass
-        for _ in range(100):
-            try:
-                os.rmdir(net)
-                return
-            except OSError:
-                time.sleep(0.05)
-    # Registered first, so it runs last: after every daemon has stopped.
-    _AT_EXIT.insert(0, leave)
-    _SAFETY_NET.append(net)
-
-
 def wait_until(pred, timeout=10, what="condition"):
     """pred()'s first true value, polled until timeout seconds have passed."""
     deadline = time.monotonic() + timeout
