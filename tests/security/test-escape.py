@@ -13,14 +13,17 @@ Covered: host secrets (/etc/shadow, files under /root and /home), writes
 outside /work and /tmp, remounting read-only mounts, the uv cache and the
 environment store, tampering with an environment's site-packages, the daemon's
 and the host's Unix sockets (path and abstract), other runs' processes and
-files, signalling and tracing the daemon, the network, capabilities and ids,
-timeouts, processes that outlive their session (client gone, sandbox closed,
-daemon stopped), and bombs beside a client that keeps being served.
+files, signalling and tracing the daemon, the network, socket families other
+than AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK (AF_VSOCK, AF_PACKET, ...),
+capabilities and ids, timeouts, processes that outlive their session (client
+gone, sandbox closed, daemon stopped), and bombs beside a client that keeps
+being served.
 
 Needs $DAEMON, $SHIM, bubblewrap, uv and a pyenv Python >= 3.11. Exit 77 when
 they are missing.
 """
 
+import errno
 import hashlib
 import json
 import os
@@ -602,6 +605,90 @@ def network_is_off():
                 raise AssertionError(f"the host server got something: {what}: {got!r}")
             except BlockingIOError:
                 pass
+    both(one)
+
+
+# Socket families beyond the four a Python program needs (AF_UNIX, AF_INET, AF_INET6, AF_NETLINK) reach past
+# network=no: AF_VSOCK talks to the hypervisor's services, AF_PACKET and AF_XDP to the device, AF_ALG, AF_KEY,
+# AF_TIPC, AF_RDS, ... to large, rarely exercised kernel code. The filter refuses them with EAFNOSUPPORT.
+# Each denied family with a type (and protocol) it would otherwise accept, where there is one.
+DENIED_FAMILIES = {
+    "AF_UNSPEC": (0, 1, 0), "AF_AX25": (3, 5, 0), "AF_IPX": (4, 2, 0), "AF_APPLETALK": (5, 2, 0),
+    "AF_NETROM": (6, 5, 0), "AF_BRIDGE": (7, 2, 0), "AF_ATMPVC": (8, 2, 0), "AF_X25": (9, 5, 0),
+    "AF_ROSE": (11, 5, 0), "AF_DECnet": (12, 5, 0), "AF_NETBEUI": (13, 2, 0), "AF_SECURITY": (14, 2, 0),
+    "AF_KEY": (15, 3, 2), "AF_PACKET": (17, 3, 0), "AF_ASH": (18, 2, 0), "AF_ECONET": (19, 2, 0),
+    "AF_ATMSVC": (20, 2, 0), "AF_RDS": (21, 5, 0), "AF_SNA": (22, 1, 0), "AF_IRDA": (23, 1, 0),
+    "AF_PPPOX": (24, 5, 0), "AF_WANPIPE": (25, 3, 0), "AF_LLC": (26, 2, 0), "AF_IB": (27, 1, 0),
+    "AF_MPLS": (28, 2, 0), "AF_CAN": (29, 3, 1), "AF_TIPC": (30, 4, 0), "AF_BLUETOOTH": (31, 3, 1),
+    "AF_IUCV": (32, 1, 0), "AF_RXRPC": (33, 2, 2), "AF_ISDN": (34, 3, 0), "AF_PHONET": (35, 2, 0),
+    "AF_IEEE802154": (36, 2, 0), "AF_CAIF": (37, 5, 0), "AF_ALG": (38, 5, 0), "AF_NFC": (39, 5, 0),
+    "AF_VSOCK": (40, 1, 0), "AF_KCM": (41, 2, 0), "AF_QIPCRTR": (42, 2, 0), "AF_SMC": (43, 1, 0),
+    "AF_XDP": (44, 3, 0), "AF_MCTP": (45, 2, 0), "46": (46, 1, 0), "47": (47, 1, 0), "64": (64, 1, 0),
+    "255": (255, 1, 0), "0x7fffffff": (0x7fffffff, 1, 0), "-1": (-1, 1, 0),
+}
+
+FAMILIES = r'''
+libc = ctypes.CDLL(None, use_errno=True)
+def failed():
+    e = ctypes.get_errno()
+    raise OSError(e, os.strerror(e))
+def sock(family, type_, proto=0):
+    fd = libc.socket(family, type_, proto)
+    if fd < 0:
+        failed()
+    os.close(fd)
+def pair(family, type_):
+    fds = (ctypes.c_int * 2)()
+    if libc.socketpair(family, type_, 0, fds) != 0:
+        failed()
+    os.close(fds[0])
+    os.close(fds[1])
+TYPES = (socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_RAW, socket.SOCK_RDM, socket.SOCK_SEQPACKET)
+denied = P[0]
+tries = {"natural": {name: attempt(sock, *ftp) for name, ftp in denied.items()},
+         "types": {f"{name}/{t}": attempt(sock, ftp[0], t) for name, ftp in denied.items() for t in TYPES},
+         "pair": {f"{name}/{t}": attempt(pair, ftp[0], t) for name, ftp in denied.items() for t in TYPES}}
+# Only what was not refused as it must be (the output is capped), and how many were tried.
+res = {what: {k: e for k, e in t.items() if e != "EAFNOSUPPORT"} for what, t in tries.items()}
+res["tried"] = {what: len(t) for what, t in tries.items()}
+U, I, I6, N = socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK
+res["allowed"] = {
+    "unix/stream": attempt(sock, U, socket.SOCK_STREAM), "unix/dgram": attempt(sock, U, socket.SOCK_DGRAM),
+    "unix/seqpacket": attempt(sock, U, socket.SOCK_SEQPACKET),
+    "inet/stream": attempt(sock, I, socket.SOCK_STREAM), "inet/dgram": attempt(sock, I, socket.SOCK_DGRAM),
+    "inet6/stream": attempt(sock, I6, socket.SOCK_STREAM), "inet6/dgram": attempt(sock, I6, socket.SOCK_DGRAM),
+    "netlink/route": attempt(sock, N, socket.SOCK_RAW, 0), "netlink/dgram": attempt(sock, N, socket.SOCK_DGRAM, 0),
+    "pair unix/stream": attempt(pair, U, socket.SOCK_STREAM), "pair unix/dgram": attempt(pair, U, socket.SOCK_DGRAM),
+    "pair unix/seqpacket": attempt(pair, U, socket.SOCK_SEQPACKET),
+    "python": attempt(lambda: socket.socket(socket.AF_INET6, socket.SOCK_STREAM).close()),
+}
+done(res)
+'''
+
+
+def host_socket(family, type_, proto):
+    try:
+        socket.socket(family, type_, proto).close()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+
+
+@test
+def only_unix_inet_inet6_and_netlink_sockets():
+    # What this kernel offers the test's user outside: where it creates the socket (or says EPERM), the
+    # EAFNOSUPPORT inside is the filter's, not a missing module's.
+    host = {name: host_socket(*ftp) for name, ftp in DENIED_FAMILIES.items() if 0 <= ftp[0] < 64}
+    print(f"# on the host: {sorted(n for n, e in host.items() if e != 'EAFNOSUPPORT')} not EAFNOSUPPORT", flush=True)
+
+    def one(via):
+        res = probe(FAMILIES, (DENIED_FAMILIES,), via)
+        eq(res["tried"], {"natural": len(DENIED_FAMILIES), "types": 5 * len(DENIED_FAMILIES),
+                          "pair": 5 * len(DENIED_FAMILIES)}, "attempts")
+        for what in ("natural", "types", "pair"):
+            check(not res[what], f"{what}: denied families not refused with EAFNOSUPPORT: {res[what]}")
+        bad = {k: e for k, e in res["allowed"].items() if e != "ok"}
+        check(not bad, f"allowed families refused: {bad}")
     both(one)
 
 
