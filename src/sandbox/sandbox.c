@@ -23,6 +23,10 @@ static const char *const etc_passthrough[] = {
         "/etc/localtime",
 };
 
+/* Besides /proc/sys, the parts of /proc that steer the host rather than show the sandbox: the magic SysRq key,
+ * interrupt affinities, devices' configuration. Some kernels have not all of them. */
+static const char *const proc_host_controls[] = { "/proc/sysrq-trigger", "/proc/irq", "/proc/bus" };
+
 /* Top-level directories that are /usr symlinks on merged-/usr systems, or real directories elsewhere. */
 static const char *const usr_aliases[] = { "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
 
@@ -114,6 +118,17 @@ int sandbox_build_argv(const SandboxPolicy *p, char ***ret) {
                         r |= add3(&argv, "--ro-bind", usr_aliases[i], usr_aliases[i]);
         }
         r |= add2(&argv, "--proc", "/proc");
+        /*
+         * The kernel's settings (kernel.core_pattern runs a program as root on the host) and the rest of what
+         * steers the host, read-only whatever host uid the sandbox's user is. bwrap covers these only where
+         * access(W_OK) says it could write them: never /proc/sys itself (no directory of sysctls is writable),
+         * nothing when it runs unprivileged, irq and bus when the sandbox's user is the host's root. bwrap binds
+         * from outside, the host's /proc: the same settings (the namespaced ones are those of the process that
+         * looks). /proc/sys must be there.
+         */
+        r |= add3(&argv, "--ro-bind", "/proc/sys", "/proc/sys");
+        for (size_t i = 0; i < ELEMENTSOF(proc_host_controls); i++)
+                r |= add3(&argv, "--ro-bind-try", proc_host_controls[i], proc_host_controls[i]);
         r |= add2(&argv, "--dev", "/dev");
         /* POSIX shared memory (multiprocessing) lives here: size-capped like /tmp. */
         r |= add_tmpfs(&argv, "/dev/shm", p->tmpfs_size);

@@ -15,9 +15,10 @@ environment store, tampering with an environment's site-packages, the daemon's
 and the host's Unix sockets (path and abstract), other runs' processes and
 files, signalling and tracing the daemon, the network, socket families other
 than AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK (AF_VSOCK, AF_PACKET, ...),
-capabilities and ids, timeouts, processes that outlive their session (client
-gone, sandbox closed, daemon stopped), and bombs beside a client that keeps
-being served.
+capabilities and ids, a read-only /proc/sys (and /proc/sysrq-trigger,
+/proc/irq, /proc/bus) under a root and an unprivileged daemon, timeouts,
+processes that outlive their session (client gone, sandbox closed, daemon
+stopped), and bombs beside a client that keeps being served.
 
 Needs $DAEMON, $SHIM, bubblewrap, uv and a pyenv Python >= 3.11. Exit 77 when
 they are missing.
@@ -726,6 +727,85 @@ def no_capabilities_and_nobody_ids():
         for k in ("setuid0", "setgid0", "chown"):
             check(res[k] in ("EPERM", "EINVAL"), f"{k}: {res[k]}")
     both(one)
+
+
+# --- /proc ---------------------------------------------------------------------------
+
+# With a root daemon the sandbox's user is the host's root, and /proc/sys is the host's kernel settings:
+# kernel.core_pattern set to a pipe runs a program as root on the host at the next crash. bwrap 0.8 covers
+# /proc/sys only where access(W_OK) says it could be written, which it never says for the directory itself.
+PROC_COVERED = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
+
+PROC = r'''
+def writable(path):
+    # Asked without opening: the kernel's answer for a write, and no file descriptor that could write.
+    try:
+        return "ok" if os.access(path, os.W_OK) else "EACCES"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+def open_for_writing(path):
+    # Only where access() already refused: an open that must fail too. Never written, never truncated.
+    if writable(path) == "ok":
+        return "not tried: writable"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOCTTY)
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+    os.close(fd)
+    return "ok"
+mounts = {}
+for line in open("/proc/self/mountinfo"):
+    f = line.split()
+    mounts[f[4]] = f[5].split(",")   # the last mount on a mount point is the one seen
+covered = {p: (mounts.get(p), os.path.exists(p)) for p in P[0]}
+below = {m: o for m, o in mounts.items() if m.startswith("/proc/sys/")}
+files = []
+for root, dirs, names in os.walk("/proc/sys"):
+    files += [os.path.join(root, n) for n in names]
+files += [os.path.join(r, n) for d in ("/proc/irq", "/proc/bus") for r, _, ns in os.walk(d) for n in ns]
+res = {"core_pattern": {"access": writable("/proc/sys/kernel/core_pattern"),
+                        "open": open_for_writing("/proc/sys/kernel/core_pattern")},
+       "sysrq": writable("/proc/sysrq-trigger"),
+       "covered": covered, "below": below, "n_files": len(files),
+       "writable": [p for p in files if writable(p) not in ("EROFS", "EACCES", "ENOENT")][:20]}
+done(res)
+'''
+
+
+def check_proc(res):
+    cp = res["core_pattern"]
+    check(cp["access"] in ("EROFS", "EACCES"), f"/proc/sys/kernel/core_pattern is writable: {cp}")
+    check(cp["open"] in ("EROFS", "EACCES"), f"opening /proc/sys/kernel/core_pattern for writing: {cp['open']}")
+    check(res["sysrq"] in ("EROFS", "EACCES", "ENOENT"), f"/proc/sysrq-trigger: {res['sysrq']}")
+    for path, (opts, exists) in res["covered"].items():
+        if path == "/proc/sysrq-trigger" and not exists and not os.path.exists(path):
+            continue   # this kernel has none (CONFIG_MAGIC_SYSRQ off)
+        check(opts is not None, f"{path} is not a mount point of its own inside (mountinfo)")
+        check("ro" in opts, f"{path} is mounted {','.join(opts)} inside, not ro")
+    bad = {m: o for m, o in res["below"].items() if "ro" not in o}
+    check(not bad, f"mounts below /proc/sys not read-only: {bad}")
+    check(res["n_files"] > 100, f"only {res['n_files']} files seen below /proc/sys, /proc/irq and /proc/bus")
+    check(not res["writable"], f"writable inside: {res['writable'][:20]}")
+
+
+@test
+def proc_sys_and_friends_are_read_only():
+    def one(via):
+        check_proc(probe(PROC, (PROC_COVERED,), via))
+    both(one)
+
+
+@test
+def proc_sys_is_read_only_under_an_unprivileged_daemon_too():
+    # The same policy must still start when bwrap runs without privileges (and then binds nothing it may not).
+    d = bomb_daemon()
+    if d.uid == 0:
+        skip("no way to run the daemon unprivileged here (setpriv, /usr/bin/python3.11)")
+    c = d.client()
+    c.initialize()
+    at_exit(lambda: c.proc.poll() is None and c.kill())
+    check_proc(probe(PROC, (PROC_COVERED,), c=c, python_version=d.python))
+    c.close()
 
 
 # --- run lifetime ------------------------------------------------------------------

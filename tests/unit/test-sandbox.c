@@ -182,6 +182,29 @@ START_TEST(test_argv_filesystem) {
 }
 END_TEST
 
+START_TEST(test_argv_proc) {
+        _cleanup_strv_free_ char **a = build(false, 7);
+        ssize_t proc = find_seq(a, (const char *const[]) { "--proc", "/proc", NULL });
+
+        /* What steers the host is read-only, bound over the sandbox's own /proc after it is mounted; /proc/sys
+         * without -try: a sandbox without it does not start. */
+        ck_assert(proc > 0);
+        ck_assert(HAS_SEQ(a, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"));
+        ck_assert(!HAS_SEQ(a, "--ro-bind-try", "/proc/sys", "/proc/sys"));
+        static const char *const optional[] = { "/proc/sysrq-trigger", "/proc/irq", "/proc/bus" };
+        for (size_t i = 0; i < ELEMENTSOF(optional); i++) {
+                ssize_t at = find_seq(a, (const char *const[]) { "--ro-bind-try", optional[i], optional[i], NULL });
+                ck_assert_msg(at > proc, "%s is not bound read-only after --proc", optional[i]);
+        }
+        /* Nothing of /proc is bound writable: each path there follows --proc or a read-only bind. */
+        for (size_t i = 2; a[i]; i++)
+                if (startswith(a[i], "/proc"))
+                        ck_assert_msg(streq(a[i - 1], "--proc") || startswith(a[i - 1], "--ro-bind") ||
+                                              startswith(a[i - 2], "--ro-bind"),
+                                      "%s %s %s", a[i - 2], a[i - 1], a[i]);
+}
+END_TEST
+
 START_TEST(test_argv_seccomp_and_command) {
         _cleanup_strv_free_ char **a = build(false, 7), **b = build(false, -EBADF);
         ssize_t dashdash = find(a, "--");
@@ -700,6 +723,7 @@ static Suite *sandbox_suite(void) {
 
         tcase_add_test(tc, test_argv_isolation);
         tcase_add_test(tc, test_argv_filesystem);
+        tcase_add_test(tc, test_argv_proc);
         tcase_add_test(tc, test_argv_seccomp_and_command);
         tcase_add_test(tc, test_argv_network);
         tcase_add_test(tc, test_argv_bad_env);
