@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs-util.h"
 #include "macro.h"
 #include "sandbox.h"
 #include "strv.h"
@@ -70,14 +72,14 @@ char **sandbox_run_env(const char *env_dir) {
         return env;
 }
 
-int sandbox_build_argv(const SandboxPolicy *p, char ***ret) {
+/* bwrap's options for the policy: everything between bwrap and the "--" before the command. */
+static int build_options(const SandboxPolicy *p, char ***ret) {
         _cleanup_strv_free_ char **argv = strv_new();
         int r = 0;
 
         if (!argv)
                 return -ENOMEM;
 
-        r |= add(&argv, p->bwrap);
         /* Every namespace, the network too unless allowed; no way to make more user namespaces. */
         r |= add2(&argv, "--unshare-all", "--unshare-user");
         if (p->network)
@@ -176,6 +178,22 @@ int sandbox_build_argv(const SandboxPolicy *p, char ***ret) {
         /* Nothing else is writable: not the root bwrap built, nor the mount points in it. */
         r |= add2(&argv, "--remount-ro", "/");
         r |= add2(&argv, "--chdir", SANDBOX_WORK_DIR);
+        if (r < 0)
+                return -ENOMEM;
+
+        *ret = TAKE_PTR(argv);
+        return 0;
+}
+
+/* bwrap, then the given options, then the command after "--". */
+static int build_command_line(const SandboxPolicy *p, char *const *options, char ***ret) {
+        _cleanup_strv_free_ char **argv = strv_new();
+        int r = 0;
+
+        if (!argv)
+                return -ENOMEM;
+        r |= add(&argv, p->bwrap);
+        r |= strv_extend_strv(&argv, options);
         r |= add(&argv, "--");
         for (size_t i = 0; p->command && p->command[i]; i++)
                 r |= add(&argv, p->command[i]);
@@ -183,6 +201,49 @@ int sandbox_build_argv(const SandboxPolicy *p, char ***ret) {
                 return -ENOMEM;
 
         *ret = TAKE_PTR(argv);
+        return 0;
+}
+
+int sandbox_build_argv(const SandboxPolicy *p, char ***ret) {
+        _cleanup_strv_free_ char **options = NULL;
+        int r;
+
+        r = build_options(p, &options);
+        if (r < 0)
+                return r;
+        return build_command_line(p, options, ret);
+}
+
+int sandbox_build_args(const SandboxPolicy *p, char ***ret_argv, int *ret_args_fd) {
+        _cleanup_strv_free_ char **options = NULL, **argv = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        char s[16];
+        int r;
+
+        r = build_options(p, &options);
+        if (r < 0)
+                return r;
+
+        /* Each option NUL-terminated, as bwrap's --args reads them, from the start of the file. */
+        fd = memfd_create("bwrap-args", MFD_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        for (size_t i = 0; options[i]; i++) {
+                r = write_all(fd, options[i], strlen(options[i]) + 1);
+                if (r < 0)
+                        return r;
+        }
+        if (lseek(fd, 0, SEEK_SET) < 0)
+                return -errno;
+
+        snprintf(s, sizeof(s), "%d", fd);
+        char *args_option[] = { (char *) "--args", s, NULL };
+        r = build_command_line(p, args_option, &argv);
+        if (r < 0)
+                return r;
+
+        *ret_argv = TAKE_PTR(argv);
+        *ret_args_fd = TAKE_FD(fd);
         return 0;
 }
 

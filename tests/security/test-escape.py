@@ -16,7 +16,8 @@ and the host's Unix sockets (path and abstract), other runs' processes and
 files, signalling and tracing the daemon, the network, socket families other
 than AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK (AF_VSOCK, AF_PACKET, ...),
 capabilities and ids, a read-only /proc/sys (and /proc/sysrq-trigger,
-/proc/irq, /proc/bus) under a root and an unprivileged daemon, timeouts,
+/proc/irq, /proc/bus) under a root and an unprivileged daemon, bwrap's
+command line (the policy, the cache's paths) seen from inside, timeouts,
 processes that outlive their session (client gone, sandbox closed, daemon
 stopped), and bombs beside a client that keeps being served.
 
@@ -806,6 +807,70 @@ def proc_sys_is_read_only_under_an_unprivileged_daemon_too():
     at_exit(lambda: c.proc.poll() is None and c.kill())
     check_proc(probe(PROC, (PROC_COVERED,), c=c, python_version=d.python))
     c.close()
+
+
+# --- bwrap's command line ---------------------------------------------------------------
+
+# bwrap's command line is the whole policy: the cache directory (its sandbox-etc), every bound path, the
+# environment's variables. It reaches bwrap through a file descriptor (--args); pid 1 of the sandbox, a copy of
+# bwrap, shows only that and the command, which is the run's own (its /proc/self/cmdline).
+ARGV = r'''
+cache = P[0]
+key = os.path.basename(os.path.realpath(sys.prefix))
+def read(p, what):
+    try:
+        with open(f"/proc/{p}/{what}", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+own_cmdline = read("self", "cmdline").split(b"\0")[:-1]
+own_environ = set(read("self", "environ").split(b"\0")[:-1])
+pid1 = read(1, "cmdline").split(b"\0")[:-1]
+res = {"key": key, "pid1": [a.decode(errors="replace")[:200] for a in pid1[:4]], "pid1_rest_is_own": pid1[4:] == own_cmdline,
+       "read": [], "leaks": {}, "fds": {}}
+secrets = (cache.encode(), key.encode(), os.path.join(cache, "sandbox-etc").encode(), b"--ro-bind", b"--setenv",
+           b"--seccomp")
+for p in sorted((p for p in os.listdir("/proc") if p.isdigit()), key=int):
+    for what in ("cmdline", "environ"):
+        data = read(p, what)
+        if data is None:
+            continue
+        res["read"].append(f"{p}/{what}")
+        items = data.split(b"\0")
+        # What the run sees of itself anyway: its own command line, its own PATH and VIRTUAL_ENV (sys.prefix).
+        rest = [i for i in items if i not in (own_cmdline if what == "cmdline" else own_environ)]
+        found = [s.decode() for s in secrets if any(s in i for i in rest)]
+        if found:
+            res["leaks"][f"{p}/{what}"] = found
+    try:
+        for fd in os.listdir(f"/proc/{p}/fd"):
+            try:
+                link = os.readlink(f"/proc/{p}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("/memfd:"):
+                res["fds"][f"{p}/{fd}"] = link
+    except OSError:
+        pass
+done(res)
+'''
+
+
+@test
+def bwrap_command_line_is_not_visible_inside():
+    d = daemon()
+
+    def one(via):
+        res = probe(ARGV, (d.cache_dir,), via)
+        check(len(res["key"]) == 64, f"the environment's key: {res['key']}")
+        check({"1/cmdline", "1/environ"} <= set(res["read"]), f"pid 1's cmdline and environ not read: {res['read']}")
+        pid1 = res["pid1"]
+        check(len(pid1) >= 4 and os.path.basename(pid1[0]) == "bwrap" and pid1[1] == "--args" and pid1[2].isdigit()
+              and pid1[3] == "--", f"pid 1's command line: {pid1[:12]}")
+        check(res["pid1_rest_is_own"], "pid 1's command line after bwrap --args N -- is not the run's own")
+        check(not res["leaks"], f"the cache dir, key or bwrap options visible in: {res['leaks']}")
+        check(not res["fds"], f"memfds of the daemon's (bwrap's arguments, the filter) open inside: {res['fds']}")
+    both(one)
 
 
 # --- run lifetime ------------------------------------------------------------------

@@ -220,6 +220,61 @@ START_TEST(test_argv_seccomp_and_command) {
 }
 END_TEST
 
+START_TEST(test_args_fd) {
+        static char *cmd[] = { (char *) "/usr/bin/python3", (char *) "-c", (char *) "pass", NULL };
+        static char *env[] = { (char *) "EMPTY=", (char *) "HOME=/work", NULL };
+        SandboxPolicy p = { .bwrap = "/usr/bin/bwrap", .etc_dir = "/var/cache/x/sandbox-etc", .seccomp_fd = 7,
+                            .env = env, .command = cmd };
+        _cleanup_strv_free_ char **full = NULL, **argv = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        char buf[65536], fd_s[16];
+        ssize_t n, dashdash;
+        size_t at = 0, i;
+
+        ck_assert_int_eq(sandbox_build_argv(&p, &full), 0);
+        ck_assert_int_eq(sandbox_build_args(&p, &argv, &fd), 0);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_ne(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
+        ck_assert_int_eq(lseek(fd, 0, SEEK_CUR), 0);
+
+        /* The command line: bwrap --args FD -- the command, nothing of the policy. */
+        snprintf(fd_s, sizeof(fd_s), "%d", fd);
+        ck_assert_uint_eq(strv_length(argv), 7);
+        ck_assert_str_eq(argv[0], "/usr/bin/bwrap");
+        ck_assert_str_eq(argv[1], "--args");
+        ck_assert_str_eq(argv[2], fd_s);
+        ck_assert_str_eq(argv[3], "--");
+        ck_assert_str_eq(argv[4], "/usr/bin/python3");
+        ck_assert_str_eq(argv[6], "pass");
+
+        /* The file: exactly the options of the full command line, each NUL-terminated (an empty one too). */
+        n = read(fd, buf, sizeof(buf));
+        ck_assert_int_gt(n, 0);
+        ck_assert_int_lt(n, (ssize_t) sizeof(buf));
+        ck_assert_int_eq(buf[n - 1], 0);
+        dashdash = find(full, "--");
+        ck_assert_int_gt(dashdash, 1);
+        for (i = 1; i < (size_t) dashdash; i++) {
+                ck_assert_int_lt(at, n);
+                ck_assert_str_eq(buf + at, full[i]);
+                at += strlen(full[i]) + 1;
+        }
+        ck_assert_int_eq(at, n);
+        ck_assert(HAS_SEQ(full, "--setenv", "EMPTY", ""));
+        ck_assert(HAS_SEQ(full, "--ro-bind", "/var/cache/x/sandbox-etc/passwd", "/etc/passwd"));
+        ck_assert(HAS_SEQ(full, "--seccomp", "7"));
+
+        /* A policy that cannot be built leaves no fd behind. */
+        static char *bad_env[] = { (char *) "NOEQUALS", NULL };
+        char **none = NULL;
+        int none_fd = -EBADF;
+        p.env = bad_env;
+        ck_assert_int_eq(sandbox_build_args(&p, &none, &none_fd), -EINVAL);
+        ck_assert_ptr_null(none);
+        ck_assert_int_eq(none_fd, -EBADF);
+}
+END_TEST
+
 START_TEST(test_argv_network) {
         _cleanup_strv_free_ char **a = build(true, 7);
 
@@ -726,6 +781,7 @@ static Suite *sandbox_suite(void) {
         tcase_add_test(tc, test_argv_proc);
         tcase_add_test(tc, test_argv_seccomp_and_command);
         tcase_add_test(tc, test_argv_network);
+        tcase_add_test(tc, test_args_fd);
         tcase_add_test(tc, test_argv_bad_env);
         suite_add_tcase(s, tc);
 
