@@ -961,12 +961,12 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
         char *rw[] = { (char *) rw_dir, NULL };
         _cleanup_strv_free_ char **argv = NULL, **binds = strv_new(), **env = sandbox_run_env(env_dir);
         static char *bwrap_env[] = { (char *) "PATH=/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
-        _cleanup_close_ int seccomp_fd = -EBADF;
-        int keep[9];
+        _cleanup_close_ int seccomp_fd = -EBADF, args_fd = -EBADF;
+        int keep[10];
         size_t n_keep = 0;
         int k;
 
-        if (n_data + n_pass + 1 > ELEMENTSOF(keep))
+        if (n_data + n_pass + 2 > ELEMENTSOF(keep))
                 return -E2BIG;
         /* No filter, no run: the sandbox never starts with less than it promises. */
         seccomp_fd = sandbox_seccomp_export();
@@ -987,10 +987,12 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
         policy.seccomp_fd = seccomp_fd;
         policy.env = env;
         policy.command = command;
-        k = sandbox_build_argv(&policy, &argv);
+        /* The options through a memfd (--args): the sandbox's pid 1, a copy of bwrap, shows only the command. */
+        k = sandbox_build_args(&policy, &argv, &args_fd);
         if (k < 0)
                 return k;
 
+        keep[n_keep++] = args_fd;
         for (size_t i = 0; i < n_data; i++)
                 keep[n_keep++] = data[i].fd;
         keep[n_keep++] = seccomp_fd;

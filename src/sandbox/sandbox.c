@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs-util.h"
 #include "macro.h"
 #include "sandbox.h"
 #include "strv.h"
@@ -22,6 +24,10 @@ static const char *const etc_passthrough[] = {
         "/etc/pki",
         "/etc/localtime",
 };
+
+/* Besides /proc/sys, the parts of /proc that steer the host rather than show the sandbox: the magic SysRq key,
+ * interrupt affinities, devices' configuration. Some kernels have not all of them. */
+static const char *const proc_host_controls[] = { "/proc/sysrq-trigger", "/proc/irq", "/proc/bus" };
 
 /* Top-level directories that are /usr symlinks on merged-/usr systems, or real directories elsewhere. */
 static const char *const usr_aliases[] = { "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32" };
@@ -66,14 +72,14 @@ char **sandbox_run_env(const char *env_dir) {
         return env;
 }
 
-int sandbox_build_argv(const SandboxPolicy *p, char ***ret) {
+/* bwrap's options for the policy: everything between bwrap and the "--" before the command. */
+static int build_options(const SandboxPolicy *p, char ***ret) {
         _cleanup_strv_free_ char **argv = strv_new();
         int r = 0;
 
         if (!argv)
                 return -ENOMEM;
 
-        r |= add(&argv, p->bwrap);
         /* Every namespace, the network too unless allowed; no way to make more user namespaces. */
         r |= add2(&argv, "--unshare-all", "--unshare-user");
         if (p->network)
@@ -114,6 +120,17 @@ int sandbox_build_argv(const SandboxPolicy *p, char ***ret) {
                         r |= add3(&argv, "--ro-bind", usr_aliases[i], usr_aliases[i]);
         }
         r |= add2(&argv, "--proc", "/proc");
+        /*
+         * The kernel's settings (kernel.core_pattern runs a program as root on the host) and the rest of what
+         * steers the host, read-only whatever host uid the sandbox's user is. bwrap covers these only where
+         * access(W_OK) says it could write them: never /proc/sys itself (no directory of sysctls is writable),
+         * nothing when it runs unprivileged, irq and bus when the sandbox's user is the host's root. bwrap binds
+         * from outside, the host's /proc: the same settings (the namespaced ones are those of the process that
+         * looks). /proc/sys must be there.
+         */
+        r |= add3(&argv, "--ro-bind", "/proc/sys", "/proc/sys");
+        for (size_t i = 0; i < ELEMENTSOF(proc_host_controls); i++)
+                r |= add3(&argv, "--ro-bind-try", proc_host_controls[i], proc_host_controls[i]);
         r |= add2(&argv, "--dev", "/dev");
         /* POSIX shared memory (multiprocessing) lives here: size-capped like /tmp. */
         r |= add_tmpfs(&argv, "/dev/shm", p->tmpfs_size);
@@ -163,6 +180,22 @@ int sandbox_build_argv(const SandboxPolicy *p, char ***ret) {
         /* Nothing else is writable: not the root bwrap built, nor the mount points in it. */
         r |= add2(&argv, "--remount-ro", "/");
         r |= add2(&argv, "--chdir", SANDBOX_WORK_DIR);
+        if (r < 0)
+                return -ENOMEM;
+
+        *ret = TAKE_PTR(argv);
+        return 0;
+}
+
+/* bwrap, then the given options, then the command after "--". */
+static int build_command_line(const SandboxPolicy *p, char *const *options, char ***ret) {
+        _cleanup_strv_free_ char **argv = strv_new();
+        int r = 0;
+
+        if (!argv)
+                return -ENOMEM;
+        r |= add(&argv, p->bwrap);
+        r |= strv_extend_strv(&argv, options);
         r |= add(&argv, "--");
         for (size_t i = 0; p->command && p->command[i]; i++)
                 r |= add(&argv, p->command[i]);
@@ -170,6 +203,49 @@ int sandbox_build_argv(const SandboxPolicy *p, char ***ret) {
                 return -ENOMEM;
 
         *ret = TAKE_PTR(argv);
+        return 0;
+}
+
+int sandbox_build_argv(const SandboxPolicy *p, char ***ret) {
+        _cleanup_strv_free_ char **options = NULL;
+        int r;
+
+        r = build_options(p, &options);
+        if (r < 0)
+                return r;
+        return build_command_line(p, options, ret);
+}
+
+int sandbox_build_args(const SandboxPolicy *p, char ***ret_argv, int *ret_args_fd) {
+        _cleanup_strv_free_ char **options = NULL, **argv = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        char s[16];
+        int r;
+
+        r = build_options(p, &options);
+        if (r < 0)
+                return r;
+
+        /* Each option NUL-terminated, as bwrap's --args reads them, from the start of the file. */
+        fd = memfd_create("bwrap-args", MFD_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        for (size_t i = 0; options[i]; i++) {
+                r = write_all(fd, options[i], strlen(options[i]) + 1);
+                if (r < 0)
+                        return r;
+        }
+        if (lseek(fd, 0, SEEK_SET) < 0)
+                return -errno;
+
+        snprintf(s, sizeof(s), "%d", fd);
+        char *args_option[] = { (char *) "--args", s, NULL };
+        r = build_command_line(p, args_option, &argv);
+        if (r < 0)
+                return r;
+
+        *ret_argv = TAKE_PTR(argv);
+        *ret_args_fd = TAKE_FD(fd);
         return 0;
 }
 

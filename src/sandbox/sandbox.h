@@ -38,8 +38,14 @@ typedef struct SandboxPolicy {
  * unbuffered output, no bytecode writes, a headless matplotlib. env_dir may be NULL. A strv. */
 char **sandbox_run_env(const char *env_dir);
 
-/* Build the bwrap argv (a strv). */
+/* Build the bwrap argv (a strv): bwrap, its options, "--" and the command. */
 int sandbox_build_argv(const SandboxPolicy *p, char ***ret);
+
+/* The same command line with the options out of sight: *ret_args_fd a new memfd (O_CLOEXEC) holding them
+ * for bwrap's --args, positioned at its start, and *ret_argv "bwrap --args FD -- command...". The whole policy
+ * (paths, environment) is then not in the command line that the sandbox's pid 1, a copy of bwrap, shows. The
+ * caller hands the memfd to bwrap at the same number. */
+int sandbox_build_args(const SandboxPolicy *p, char ***ret_argv, int *ret_args_fd);
 
 /* Write passwd, group and hosts for the sandbox into dir (created if missing). */
 int sandbox_write_etc(const char *dir);

@@ -6,6 +6,7 @@
 #include <seccomp.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "macro.h"
@@ -30,6 +31,10 @@ const char *const sandbox_seccomp_denied[] = {
         NULL,
 };
 
+/* The socket families a run may use: local sockets, the network (when it has one), and netlink, which the C
+ * library asks for interfaces and addresses. Kept in increasing order. */
+const int sandbox_seccomp_socket_families[] = { AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, -1 };
+
 /* Namespace flags clone() must not carry. (CLONE_NEWTIME shares its bit with the exit signal in clone().) */
 static const uint64_t clone_namespace_flags[] = {
         CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
@@ -44,6 +49,31 @@ static int deny(scmp_filter_ctx ctx, const char *name, int error) {
         if (nr < 0)
                 return 0;
         return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(error), nr, 0);
+}
+
+/*
+ * socket() and socketpair() with any other family fail with EAFNOSUPPORT, as where the kernel lacks it: AF_VSOCK
+ * would reach the hypervisor's services whatever network= says, AF_PACKET, AF_XDP, AF_ALG, AF_KEY, AF_TIPC, AF_RDS,
+ * ... large and rarely exercised kernel code. One comparison per rule: every value below the highest allowed family
+ * that is not allowed, then everything above it. The comparison is of the whole 64-bit register, so a value the
+ * kernel would truncate to an allowed family (high bits set) is refused too.
+ */
+static int deny_socket_families(scmp_filter_ctx ctx, int nr) {
+        int last = -1, r;
+
+        for (size_t i = 0; sandbox_seccomp_socket_families[i] >= 0; i++) {
+                int allowed = sandbox_seccomp_socket_families[i];
+
+                for (int af = last + 1; af < allowed; af++) {
+                        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, 1,
+                                             SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) af));
+                        if (r < 0)
+                                return r;
+                }
+                last = allowed;
+        }
+        return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, 1,
+                                SCMP_A0(SCMP_CMP_GT, (scmp_datum_t) last));
 }
 
 static int build(scmp_filter_ctx ctx) {
@@ -69,6 +99,13 @@ static int build(scmp_filter_ctx ctx) {
                 if (r < 0)
                         return r;
         }
+
+        r = deny_socket_families(ctx, SCMP_SYS(socket));
+        if (r < 0)
+                return r;
+        r = deny_socket_families(ctx, SCMP_SYS(socketpair));
+        if (r < 0)
+                return r;
 
         /*
          * personality(): only PER_LINUX (0) and the query 0xffffffff. The kernel reads the argument as 32

@@ -8,6 +8,9 @@
  * modules, clocks, reboot, ...). Denied calls fail with EPERM, so Python sees
  * a clean PermissionError rather than a dead process; clone3 fails with ENOSYS
  * so that the C library falls back to clone, whose flags the filter can see.
+ * socket() and socketpair() work for AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK
+ * only: any other family fails with EAFNOSUPPORT, as if the kernel had none
+ * (AF_VSOCK would otherwise reach the host's services with network=no).
  *
  * The filter is for the native architecture only. System calls of another
  * ABI (i386 via int 0x80, x32 on x86-64) kill the process: libseccomp sends
@@ -22,6 +25,9 @@
 
 /* The syscall names denied outright, NULL-terminated (for tests and documentation). */
 extern const char *const sandbox_seccomp_denied[];
+
+/* The socket families socket() and socketpair() accept, in increasing order, terminated by -1. */
+extern const int sandbox_seccomp_socket_families[];
 
 /* A new memfd (O_CLOEXEC) holding the BPF program, positioned at its start; returns the fd or -errno. */
 int sandbox_seccomp_export(void);

@@ -13,14 +13,19 @@ Covered: host secrets (/etc/shadow, files under /root and /home), writes
 outside /work and /tmp, remounting read-only mounts, the uv cache and the
 environment store, tampering with an environment's site-packages, the daemon's
 and the host's Unix sockets (path and abstract), other runs' processes and
-files, signalling and tracing the daemon, the network, capabilities and ids,
-timeouts, processes that outlive their session (client gone, sandbox closed,
-daemon stopped), and bombs beside a client that keeps being served.
+files, signalling and tracing the daemon, the network, socket families other
+than AF_UNIX, AF_INET, AF_INET6 and AF_NETLINK (AF_VSOCK, AF_PACKET, ...),
+capabilities and ids, a read-only /proc/sys (and /proc/sysrq-trigger,
+/proc/irq, /proc/bus) under a root and an unprivileged daemon, bwrap's
+command line (the policy, the cache's paths) seen from inside, timeouts,
+processes that outlive their session (client gone, sandbox closed, daemon
+stopped), and bombs beside a client that keeps being served.
 
 Needs $DAEMON, $SHIM, bubblewrap, uv and a pyenv Python >= 3.11. Exit 77 when
 they are missing.
 """
 
+import errno
 import hashlib
 import json
 import os
@@ -605,6 +610,90 @@ def network_is_off():
     both(one)
 
 
+# Socket families beyond the four a Python program needs (AF_UNIX, AF_INET, AF_INET6, AF_NETLINK) reach past
+# network=no: AF_VSOCK talks to the hypervisor's services, AF_PACKET and AF_XDP to the device, AF_ALG, AF_KEY,
+# AF_TIPC, AF_RDS, ... to large, rarely exercised kernel code. The filter refuses them with EAFNOSUPPORT.
+# Each denied family with a type (and protocol) it would otherwise accept, where there is one.
+DENIED_FAMILIES = {
+    "AF_UNSPEC": (0, 1, 0), "AF_AX25": (3, 5, 0), "AF_IPX": (4, 2, 0), "AF_APPLETALK": (5, 2, 0),
+    "AF_NETROM": (6, 5, 0), "AF_BRIDGE": (7, 2, 0), "AF_ATMPVC": (8, 2, 0), "AF_X25": (9, 5, 0),
+    "AF_ROSE": (11, 5, 0), "AF_DECnet": (12, 5, 0), "AF_NETBEUI": (13, 2, 0), "AF_SECURITY": (14, 2, 0),
+    "AF_KEY": (15, 3, 2), "AF_PACKET": (17, 3, 0), "AF_ASH": (18, 2, 0), "AF_ECONET": (19, 2, 0),
+    "AF_ATMSVC": (20, 2, 0), "AF_RDS": (21, 5, 0), "AF_SNA": (22, 1, 0), "AF_IRDA": (23, 1, 0),
+    "AF_PPPOX": (24, 5, 0), "AF_WANPIPE": (25, 3, 0), "AF_LLC": (26, 2, 0), "AF_IB": (27, 1, 0),
+    "AF_MPLS": (28, 2, 0), "AF_CAN": (29, 3, 1), "AF_TIPC": (30, 4, 0), "AF_BLUETOOTH": (31, 3, 1),
+    "AF_IUCV": (32, 1, 0), "AF_RXRPC": (33, 2, 2), "AF_ISDN": (34, 3, 0), "AF_PHONET": (35, 2, 0),
+    "AF_IEEE802154": (36, 2, 0), "AF_CAIF": (37, 5, 0), "AF_ALG": (38, 5, 0), "AF_NFC": (39, 5, 0),
+    "AF_VSOCK": (40, 1, 0), "AF_KCM": (41, 2, 0), "AF_QIPCRTR": (42, 2, 0), "AF_SMC": (43, 1, 0),
+    "AF_XDP": (44, 3, 0), "AF_MCTP": (45, 2, 0), "46": (46, 1, 0), "47": (47, 1, 0), "64": (64, 1, 0),
+    "255": (255, 1, 0), "0x7fffffff": (0x7fffffff, 1, 0), "-1": (-1, 1, 0),
+}
+
+FAMILIES = r'''
+libc = ctypes.CDLL(None, use_errno=True)
+def failed():
+    e = ctypes.get_errno()
+    raise OSError(e, os.strerror(e))
+def sock(family, type_, proto=0):
+    fd = libc.socket(family, type_, proto)
+    if fd < 0:
+        failed()
+    os.close(fd)
+def pair(family, type_):
+    fds = (ctypes.c_int * 2)()
+    if libc.socketpair(family, type_, 0, fds) != 0:
+        failed()
+    os.close(fds[0])
+    os.close(fds[1])
+TYPES = (socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_RAW, socket.SOCK_RDM, socket.SOCK_SEQPACKET)
+denied = P[0]
+tries = {"natural": {name: attempt(sock, *ftp) for name, ftp in denied.items()},
+         "types": {f"{name}/{t}": attempt(sock, ftp[0], t) for name, ftp in denied.items() for t in TYPES},
+         "pair": {f"{name}/{t}": attempt(pair, ftp[0], t) for name, ftp in denied.items() for t in TYPES}}
+# Only what was not refused as it must be (the output is capped), and how many were tried.
+res = {what: {k: e for k, e in t.items() if e != "EAFNOSUPPORT"} for what, t in tries.items()}
+res["tried"] = {what: len(t) for what, t in tries.items()}
+U, I, I6, N = socket.AF_UNIX, socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK
+res["allowed"] = {
+    "unix/stream": attempt(sock, U, socket.SOCK_STREAM), "unix/dgram": attempt(sock, U, socket.SOCK_DGRAM),
+    "unix/seqpacket": attempt(sock, U, socket.SOCK_SEQPACKET),
+    "inet/stream": attempt(sock, I, socket.SOCK_STREAM), "inet/dgram": attempt(sock, I, socket.SOCK_DGRAM),
+    "inet6/stream": attempt(sock, I6, socket.SOCK_STREAM), "inet6/dgram": attempt(sock, I6, socket.SOCK_DGRAM),
+    "netlink/route": attempt(sock, N, socket.SOCK_RAW, 0), "netlink/dgram": attempt(sock, N, socket.SOCK_DGRAM, 0),
+    "pair unix/stream": attempt(pair, U, socket.SOCK_STREAM), "pair unix/dgram": attempt(pair, U, socket.SOCK_DGRAM),
+    "pair unix/seqpacket": attempt(pair, U, socket.SOCK_SEQPACKET),
+    "python": attempt(lambda: socket.socket(socket.AF_INET6, socket.SOCK_STREAM).close()),
+}
+done(res)
+'''
+
+
+def host_socket(family, type_, proto):
+    try:
+        socket.socket(family, type_, proto).close()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+
+
+@test
+def only_unix_inet_inet6_and_netlink_sockets():
+    # What this kernel offers the test's user outside: where it creates the socket (or says EPERM), the
+    # EAFNOSUPPORT inside is the filter's, not a missing module's.
+    host = {name: host_socket(*ftp) for name, ftp in DENIED_FAMILIES.items() if 0 <= ftp[0] < 64}
+    print(f"# on the host: {sorted(n for n, e in host.items() if e != 'EAFNOSUPPORT')} not EAFNOSUPPORT", flush=True)
+
+    def one(via):
+        res = probe(FAMILIES, (DENIED_FAMILIES,), via)
+        eq(res["tried"], {"natural": len(DENIED_FAMILIES), "types": 5 * len(DENIED_FAMILIES),
+                          "pair": 5 * len(DENIED_FAMILIES)}, "attempts")
+        for what in ("natural", "types", "pair"):
+            check(not res[what], f"{what}: denied families not refused with EAFNOSUPPORT: {res[what]}")
+        bad = {k: e for k, e in res["allowed"].items() if e != "ok"}
+        check(not bad, f"allowed families refused: {bad}")
+    both(one)
+
+
 # --- capabilities ------------------------------------------------------------------
 
 CAPS = r'''
@@ -638,6 +727,149 @@ def no_capabilities_and_nobody_ids():
         # EINVAL: uid 0 is not even mapped in the sandbox's user namespace.
         for k in ("setuid0", "setgid0", "chown"):
             check(res[k] in ("EPERM", "EINVAL"), f"{k}: {res[k]}")
+    both(one)
+
+
+# --- /proc ---------------------------------------------------------------------------
+
+# With a root daemon the sandbox's user is the host's root, and /proc/sys is the host's kernel settings:
+# kernel.core_pattern set to a pipe runs a program as root on the host at the next crash. bwrap 0.8 covers
+# /proc/sys only where access(W_OK) says it could be written, which it never says for the directory itself.
+PROC_COVERED = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
+
+PROC = r'''
+def writable(path):
+    # Asked without opening: the kernel's answer for a write, and no file descriptor that could write.
+    try:
+        return "ok" if os.access(path, os.W_OK) else "EACCES"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+def open_for_writing(path):
+    # Only where access() already refused: an open that must fail too. Never written, never truncated.
+    if writable(path) == "ok":
+        return "not tried: writable"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOCTTY)
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+    os.close(fd)
+    return "ok"
+mounts = {}
+for line in open("/proc/self/mountinfo"):
+    f = line.split()
+    mounts[f[4]] = f[5].split(",")   # the last mount on a mount point is the one seen
+covered = {p: (mounts.get(p), os.path.exists(p)) for p in P[0]}
+below = {m: o for m, o in mounts.items() if m.startswith("/proc/sys/")}
+files = []
+for root, dirs, names in os.walk("/proc/sys"):
+    files += [os.path.join(root, n) for n in names]
+files += [os.path.join(r, n) for d in ("/proc/irq", "/proc/bus") for r, _, ns in os.walk(d) for n in ns]
+res = {"core_pattern": {"access": writable("/proc/sys/kernel/core_pattern"),
+                        "open": open_for_writing("/proc/sys/kernel/core_pattern")},
+       "sysrq": writable("/proc/sysrq-trigger"),
+       "covered": covered, "below": below, "n_files": len(files),
+       "writable": [p for p in files if writable(p) not in ("EROFS", "EACCES", "ENOENT")][:20]}
+done(res)
+'''
+
+
+def check_proc(res):
+    cp = res["core_pattern"]
+    check(cp["access"] in ("EROFS", "EACCES"), f"/proc/sys/kernel/core_pattern is writable: {cp}")
+    check(cp["open"] in ("EROFS", "EACCES"), f"opening /proc/sys/kernel/core_pattern for writing: {cp['open']}")
+    check(res["sysrq"] in ("EROFS", "EACCES", "ENOENT"), f"/proc/sysrq-trigger: {res['sysrq']}")
+    for path, (opts, exists) in res["covered"].items():
+        if path == "/proc/sysrq-trigger" and not exists and not os.path.exists(path):
+            continue   # this kernel has none (CONFIG_MAGIC_SYSRQ off)
+        check(opts is not None, f"{path} is not a mount point of its own inside (mountinfo)")
+        check("ro" in opts, f"{path} is mounted {','.join(opts)} inside, not ro")
+    bad = {m: o for m, o in res["below"].items() if "ro" not in o}
+    check(not bad, f"mounts below /proc/sys not read-only: {bad}")
+    check(res["n_files"] > 100, f"only {res['n_files']} files seen below /proc/sys, /proc/irq and /proc/bus")
+    check(not res["writable"], f"writable inside: {res['writable'][:20]}")
+
+
+@test
+def proc_sys_and_friends_are_read_only():
+    def one(via):
+        check_proc(probe(PROC, (PROC_COVERED,), via))
+    both(one)
+
+
+@test
+def proc_sys_is_read_only_under_an_unprivileged_daemon_too():
+    # The same policy must still start when bwrap runs without privileges (and then binds nothing it may not).
+    d = bomb_daemon()
+    if d.uid == 0:
+        skip("no way to run the daemon unprivileged here (setpriv, /usr/bin/python3.11)")
+    c = d.client()
+    c.initialize()
+    at_exit(lambda: c.proc.poll() is None and c.kill())
+    check_proc(probe(PROC, (PROC_COVERED,), c=c, python_version=d.python))
+    c.close()
+
+
+# --- bwrap's command line ---------------------------------------------------------------
+
+# bwrap's command line is the whole policy: the cache directory (its sandbox-etc), every bound path, the
+# environment's variables. It reaches bwrap through a file descriptor (--args); pid 1 of the sandbox, a copy of
+# bwrap, shows only that and the command, which is the run's own (its /proc/self/cmdline).
+ARGV = r'''
+cache = P[0]
+key = os.path.basename(os.path.realpath(sys.prefix))
+def read(p, what):
+    try:
+        with open(f"/proc/{p}/{what}", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+own_cmdline = read("self", "cmdline").split(b"\0")[:-1]
+own_environ = set(read("self", "environ").split(b"\0")[:-1])
+pid1 = read(1, "cmdline").split(b"\0")[:-1]
+res = {"key": key, "pid1": [a.decode(errors="replace")[:200] for a in pid1[:4]], "pid1_rest_is_own": pid1[4:] == own_cmdline,
+       "read": [], "leaks": {}, "fds": {}}
+secrets = (cache.encode(), key.encode(), os.path.join(cache, "sandbox-etc").encode(), b"--ro-bind", b"--setenv",
+           b"--seccomp")
+for p in sorted((p for p in os.listdir("/proc") if p.isdigit()), key=int):
+    for what in ("cmdline", "environ"):
+        data = read(p, what)
+        if data is None:
+            continue
+        res["read"].append(f"{p}/{what}")
+        items = data.split(b"\0")
+        # What the run sees of itself anyway: its own command line, its own PATH and VIRTUAL_ENV (sys.prefix).
+        rest = [i for i in items if i not in (own_cmdline if what == "cmdline" else own_environ)]
+        found = [s.decode() for s in secrets if any(s in i for i in rest)]
+        if found:
+            res["leaks"][f"{p}/{what}"] = found
+    try:
+        for fd in os.listdir(f"/proc/{p}/fd"):
+            try:
+                link = os.readlink(f"/proc/{p}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("/memfd:"):
+                res["fds"][f"{p}/{fd}"] = link
+    except OSError:
+        pass
+done(res)
+'''
+
+
+@test
+def bwrap_command_line_is_not_visible_inside():
+    d = daemon()
+
+    def one(via):
+        res = probe(ARGV, (d.cache_dir,), via)
+        check(len(res["key"]) == 64, f"the environment's key: {res['key']}")
+        check({"1/cmdline", "1/environ"} <= set(res["read"]), f"pid 1's cmdline and environ not read: {res['read']}")
+        pid1 = res["pid1"]
+        check(len(pid1) >= 4 and os.path.basename(pid1[0]) == "bwrap" and pid1[1] == "--args" and pid1[2].isdigit()
+              and pid1[3] == "--", f"pid 1's command line: {pid1[:12]}")
+        check(res["pid1_rest_is_own"], "pid 1's command line after bwrap --args N -- is not the run's own")
+        check(not res["leaks"], f"the cache dir, key or bwrap options visible in: {res['leaks']}")
+        check(not res["fds"], f"memfds of the daemon's (bwrap's arguments, the filter) open inside: {res['fds']}")
     both(one)
 
 

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -181,6 +182,29 @@ START_TEST(test_argv_filesystem) {
 }
 END_TEST
 
+START_TEST(test_argv_proc) {
+        _cleanup_strv_free_ char **a = build(false, 7);
+        ssize_t proc = find_seq(a, (const char *const[]) { "--proc", "/proc", NULL });
+
+        /* What steers the host is read-only, bound over the sandbox's own /proc after it is mounted; /proc/sys
+         * without -try: a sandbox without it does not start. */
+        ck_assert(proc > 0);
+        ck_assert(HAS_SEQ(a, "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"));
+        ck_assert(!HAS_SEQ(a, "--ro-bind-try", "/proc/sys", "/proc/sys"));
+        static const char *const optional[] = { "/proc/sysrq-trigger", "/proc/irq", "/proc/bus" };
+        for (size_t i = 0; i < ELEMENTSOF(optional); i++) {
+                ssize_t at = find_seq(a, (const char *const[]) { "--ro-bind-try", optional[i], optional[i], NULL });
+                ck_assert_msg(at > proc, "%s is not bound read-only after --proc", optional[i]);
+        }
+        /* Nothing of /proc is bound writable: each path there follows --proc or a read-only bind. */
+        for (size_t i = 2; a[i]; i++)
+                if (startswith(a[i], "/proc"))
+                        ck_assert_msg(streq(a[i - 1], "--proc") || startswith(a[i - 1], "--ro-bind") ||
+                                              startswith(a[i - 2], "--ro-bind"),
+                                      "%s %s %s", a[i - 2], a[i - 1], a[i]);
+}
+END_TEST
+
 START_TEST(test_argv_seccomp_and_command) {
         _cleanup_strv_free_ char **a = build(false, 7), **b = build(false, -EBADF);
         ssize_t dashdash = find(a, "--");
@@ -193,6 +217,61 @@ START_TEST(test_argv_seccomp_and_command) {
         ck_assert_str_eq(a[n - 2], "-c");
         ck_assert_str_eq(a[n - 1], "pass");
         ck_assert(find(b, "--seccomp") < 0);
+}
+END_TEST
+
+START_TEST(test_args_fd) {
+        static char *cmd[] = { (char *) "/usr/bin/python3", (char *) "-c", (char *) "pass", NULL };
+        static char *env[] = { (char *) "EMPTY=", (char *) "HOME=/work", NULL };
+        SandboxPolicy p = { .bwrap = "/usr/bin/bwrap", .etc_dir = "/var/cache/x/sandbox-etc", .seccomp_fd = 7,
+                            .env = env, .command = cmd };
+        _cleanup_strv_free_ char **full = NULL, **argv = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        char buf[65536], fd_s[16];
+        ssize_t n, dashdash;
+        size_t at = 0, i;
+
+        ck_assert_int_eq(sandbox_build_argv(&p, &full), 0);
+        ck_assert_int_eq(sandbox_build_args(&p, &argv, &fd), 0);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_ne(fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
+        ck_assert_int_eq(lseek(fd, 0, SEEK_CUR), 0);
+
+        /* The command line: bwrap --args FD -- the command, nothing of the policy. */
+        snprintf(fd_s, sizeof(fd_s), "%d", fd);
+        ck_assert_uint_eq(strv_length(argv), 7);
+        ck_assert_str_eq(argv[0], "/usr/bin/bwrap");
+        ck_assert_str_eq(argv[1], "--args");
+        ck_assert_str_eq(argv[2], fd_s);
+        ck_assert_str_eq(argv[3], "--");
+        ck_assert_str_eq(argv[4], "/usr/bin/python3");
+        ck_assert_str_eq(argv[6], "pass");
+
+        /* The file: exactly the options of the full command line, each NUL-terminated (an empty one too). */
+        n = read(fd, buf, sizeof(buf));
+        ck_assert_int_gt(n, 0);
+        ck_assert_int_lt(n, (ssize_t) sizeof(buf));
+        ck_assert_int_eq(buf[n - 1], 0);
+        dashdash = find(full, "--");
+        ck_assert_int_gt(dashdash, 1);
+        for (i = 1; i < (size_t) dashdash; i++) {
+                ck_assert_int_lt(at, n);
+                ck_assert_str_eq(buf + at, full[i]);
+                at += strlen(full[i]) + 1;
+        }
+        ck_assert_int_eq(at, n);
+        ck_assert(HAS_SEQ(full, "--setenv", "EMPTY", ""));
+        ck_assert(HAS_SEQ(full, "--ro-bind", "/var/cache/x/sandbox-etc/passwd", "/etc/passwd"));
+        ck_assert(HAS_SEQ(full, "--seccomp", "7"));
+
+        /* A policy that cannot be built leaves no fd behind. */
+        static char *bad_env[] = { (char *) "NOEQUALS", NULL };
+        char **none = NULL;
+        int none_fd = -EBADF;
+        p.env = bad_env;
+        ck_assert_int_eq(sandbox_build_args(&p, &none, &none_fd), -EINVAL);
+        ck_assert_ptr_null(none);
+        ck_assert_int_eq(none_fd, -EBADF);
 }
 END_TEST
 
@@ -279,6 +358,117 @@ static int child_probe(int fd) {
                 bad |= 1 << 6;
         return bad;
 }
+
+static bool family_allowed(long af) {
+        for (size_t i = 0; sandbox_seccomp_socket_families[i] >= 0; i++)
+                if (sandbox_seccomp_socket_families[i] == af)
+                        return true;
+        return false;
+}
+
+/* Whether the kernel has the family for this caller: it makes the socket, or refuses it for another reason. */
+static bool kernel_has(int af, int type) {
+        int s = socket(af, type | SOCK_CLOEXEC, 0);
+
+        if (s >= 0)
+                close(s);
+        return s >= 0 || errno != EAFNOSUPPORT;
+}
+
+/* A socket call that must fail with EAFNOSUPPORT; false (and a line on stderr) when it did not. */
+static bool refused(const char *what, long af, int type, long r) {
+        if (r == -1 && errno == EAFNOSUPPORT)
+                return true;
+        if (r >= 0)
+                close((int) r);
+        dprintf(STDERR_FILENO, "%s(0x%lx, %d): %s\n", what, af, type, r >= 0 ? "created" : strerror(errno));
+        return false;
+}
+
+/* In a child, like child_probe(): every family but the four, every type, by socket() and socketpair(). */
+static int child_probe_families(int fd) {
+        static const int types[] = { SOCK_STREAM, SOCK_DGRAM, SOCK_RAW, SOCK_RDM, SOCK_SEQPACKET };
+        struct sock_filter insns[4096];
+        bool had[64][ELEMENTSOF(types)];
+        unsigned filter_only = 0;
+        int bad = 0, pair[2];
+
+        /* First what the kernel offers without the filter, so that a refusal can be told from a missing module. */
+        for (int af = 0; af < 64; af++)
+                for (size_t t = 0; t < ELEMENTSOF(types); t++)
+                        had[af][t] = kernel_has(af, types[t]);
+
+        ssize_t n = read(fd, insns, sizeof(insns));
+        struct sock_fprog prog = { .len = (unsigned short) (n / (ssize_t) sizeof(insns[0])), .filter = insns };
+        if (n <= 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+            prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) < 0)
+                return 0x80;
+
+        for (int af = 0; af < 300; af++) {
+                if (family_allowed(af))
+                        continue;
+                for (size_t t = 0; t < ELEMENTSOF(types); t++) {
+                        if (!refused("socket", af, types[t], socket(af, types[t] | SOCK_CLOEXEC, 0)))
+                                bad |= 1 << 0;
+                        else if (af < 64 && had[af][t])
+                                filter_only++;
+                        if (!refused("socketpair", af, types[t], socketpair(af, types[t] | SOCK_CLOEXEC, 0, pair)))
+                                bad |= 1 << 1;
+                }
+        }
+        /* What the kernel truncates to an allowed family (or to AF_VSOCK) is refused in full. */
+        for (long af = AF_UNIX; af <= AF_VSOCK; af++)
+                if (!refused("socket", (1L << 32) | af, SOCK_DGRAM,
+                             syscall(SYS_socket, (1L << 32) | af, SOCK_DGRAM | SOCK_CLOEXEC, 0)))
+                        bad |= 1 << 2;
+        /* The refusals were the filter's: this kernel has some of those families (AF_VSOCK, AF_PACKET, ...). */
+        if (filter_only == 0)
+                bad |= 1 << 3;
+
+        /* The four still work as they did. */
+        for (size_t i = 0; sandbox_seccomp_socket_families[i] >= 0; i++) {
+                int af = sandbox_seccomp_socket_families[i];
+                int type = af == AF_NETLINK ? SOCK_RAW : SOCK_DGRAM;
+                int s = socket(af, type | SOCK_CLOEXEC, 0);
+
+                if (s < 0 && (af == AF_UNIX || af == AF_NETLINK || errno == EAFNOSUPPORT)) {
+                        dprintf(STDERR_FILENO, "socket(%d, %d): %s\n", af, type, strerror(errno));
+                        bad |= 1 << 4;
+                }
+                if (s >= 0)
+                        close(s);
+        }
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0)
+                bad |= 1 << 5;
+        else {
+                close(pair[0]);
+                close(pair[1]);
+        }
+        return bad;
+}
+
+START_TEST(test_seccomp_socket_families) {
+        _cleanup_close_ int fd = sandbox_seccomp_export();
+        int status;
+        pid_t pid;
+
+        /* Exactly the four, in order. */
+        ck_assert_int_eq(sandbox_seccomp_socket_families[0], AF_UNIX);
+        ck_assert_int_eq(sandbox_seccomp_socket_families[1], AF_INET);
+        ck_assert_int_eq(sandbox_seccomp_socket_families[2], AF_INET6);
+        ck_assert_int_eq(sandbox_seccomp_socket_families[3], AF_NETLINK);
+        ck_assert_int_eq(sandbox_seccomp_socket_families[4], -1);
+
+        ck_assert_int_ge(fd, 0);
+        pid = fork();
+        ck_assert_int_ge(pid, 0);
+        if (pid == 0)
+                _exit(child_probe_families(fd));
+        ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+        ck_assert_msg(WIFEXITED(status), "the probe died of signal %d", WTERMSIG(status));
+        ck_assert_msg(WEXITSTATUS(status) == 0, "failed checks: 0x%x", WEXITSTATUS(status));
+}
+END_TEST
 
 START_TEST(test_seccomp_filter_works) {
         _cleanup_close_ int fd = sandbox_seccomp_export();
@@ -913,14 +1103,17 @@ static Suite *sandbox_suite(void) {
 
         tcase_add_test(tc, test_argv_isolation);
         tcase_add_test(tc, test_argv_filesystem);
+        tcase_add_test(tc, test_argv_proc);
         tcase_add_test(tc, test_argv_seccomp_and_command);
         tcase_add_test(tc, test_argv_network);
+        tcase_add_test(tc, test_args_fd);
         tcase_add_test(tc, test_argv_bad_env);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("seccomp");
         tcase_add_test(tc, test_seccomp_export);
         tcase_add_test(tc, test_seccomp_filter_works);
+        tcase_add_test(tc, test_seccomp_socket_families);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("limits");
