@@ -169,8 +169,9 @@ import os, sys
 real, extra = sys.argv[1], ["--bind", sys.argv[2], "/proc/sys/kernel/core_pattern"]
 args = sys.argv[3:]
 def splice(a):
-    i = a.index("/proc") + 1 if "--proc" in a else None
-    return a if i is None else a[:i] + extra + a[i:]
+    # Last among the options (after the sandbox's own covers of /proc), before the command.
+    i = a.index("--") if "--" in a else len(a)
+    return a[:i] + extra + a[i:]
 if "--args" in args:
     i = args.index("--args")
     fd = int(args[i + 1])
