@@ -959,7 +959,8 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
                        char *const *command, uint64_t timeout_usec, const SandboxLimits *limits, bool may_cgroup,
                        size_t head_max, size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
         char *rw[] = { (char *) rw_dir, NULL };
-        _cleanup_strv_free_ char **argv = NULL, **binds = strv_new(), **env = sandbox_run_env(env_dir);
+        _cleanup_strv_free_ char **argv = NULL, **env = sandbox_run_env(env_dir ? SANDBOX_ENV_DIR : NULL),
+                                 **inside = strv_new();
         static char *bwrap_env[] = { (char *) "PATH=/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
         _cleanup_close_ int seccomp_fd = -EBADF, args_fd = -EBADF;
         int keep[10];
@@ -973,20 +974,25 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
         if (seccomp_fd < 0)
                 return seccomp_fd;
 
-        if (env_dir)
-                strv_extend(&binds, env_dir);
-        strv_extend_strv(&binds, ro_paths);
-        if (!binds || !env)
+        /* The command as the run sees it: the environment at SANDBOX_ENV_DIR, not where it is on the host. */
+        for (size_t i = 0; command && command[i]; i++) {
+                _cleanup_free_ char *moved = NULL;
+                k = env_dir ? path_moved(command[i], env_dir, SANDBOX_ENV_DIR, &moved) : 0;
+                if (k < 0 || strv_extend(&inside, k > 0 ? moved : command[i]) < 0)
+                        return -ENOMEM;
+        }
+        if (!env || !inside)
                 return -ENOMEM;
 
         SandboxPolicy policy = runtime_sandbox_policy(r);
-        policy.ro_paths = binds;
+        policy.env_dir = env_dir;
+        policy.ro_paths = ro_paths;
         policy.rw_paths = rw_dir ? rw : NULL;
         policy.data = data;
         policy.n_data = n_data;
         policy.seccomp_fd = seccomp_fd;
         policy.env = env;
-        policy.command = command;
+        policy.command = inside;
         /* The options through a memfd (--args): the sandbox's pid 1, a copy of bwrap, shows only the command. */
         k = sandbox_build_args(&policy, &argv, &args_fd);
         if (k < 0)
@@ -1045,13 +1051,15 @@ static int spawn_compile(void *userdata, const char *env_dir, const char *python
                 return -ENOENT;
         if (asprintf(&prefix_arg, "pycache_prefix=%s", out_dir) < 0 || asprintf(&lib, "%s/lib", env_dir) < 0)
                 return -ENOMEM;
-        char *ro[] = { py->prefix, NULL };
+        /* The environment at its own path here, which the pycache_prefix tree then mirrors (nothing of it reaches a
+         * model: co_filename is set anew when a run imports the .pyc). */
+        char *ro[] = { (char *) env_dir, streq(py->prefix, "/usr") ? NULL : py->prefix, NULL };
         char *command[] = { py->executable, (char *) "-I", (char *) "-S", (char *) "-B", (char *) "-X", prefix_arg,
                             (char *) "-m", (char *) "compileall", (char *) "-q", lib, NULL };
         sandbox_limits_from_config(r->config, &limits);
         limits.cpu_usec = 0;    /* the build's own time limit stands */
-        return spawn_bwrap(r, env_dir, streq(py->prefix, "/usr") ? NULL : ro, out_dir, NULL, 0, NULL, 0, command,
-                           timeout_usec, &limits, true, 4096, 4096, done, done_userdata, ret);
+        return spawn_bwrap(r, NULL, ro, out_dir, NULL, 0, NULL, 0, command, timeout_usec, &limits, true, 4096, 4096,
+                           done, done_userdata, ret);
 }
 
 

@@ -161,6 +161,8 @@ static int build_options(const SandboxPolicy *p, char ***ret) {
         /* The environment and its base interpreter, read-only, where they live on the host. */
         for (size_t i = 0; p->ro_paths && p->ro_paths[i]; i++)
                 r |= add3(&argv, "--ro-bind", p->ro_paths[i], p->ro_paths[i]);
+        if (p->env_dir)
+                r |= add3(&argv, "--ro-bind", p->env_dir, SANDBOX_ENV_DIR);
         for (size_t i = 0; p->rw_paths && p->rw_paths[i]; i++)
                 r |= add3(&argv, "--bind", p->rw_paths[i], p->rw_paths[i]);
 

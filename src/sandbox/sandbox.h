@@ -12,6 +12,9 @@
 #include <stdint.h>
 
 #define SANDBOX_WORK_DIR "/work"
+/* Where a run sees its environment: the same for every environment, so that nothing the run prints (sys.prefix,
+ * tracebacks, VIRTUAL_ENV) names the store's path on the host. */
+#define SANDBOX_ENV_DIR "/venv"
 #define SANDBOX_UID 65534
 #define SANDBOX_GID 65534
 
@@ -25,6 +28,7 @@ typedef struct SandboxPolicy {
         bool network;
         uint64_t tmpfs_size;            /* size of /work and of /tmp; 0: kernel default */
         const char *etc_dir;            /* holds the passwd, group and hosts the sandbox sees */
+        const char *env_dir;            /* the environment: bound read-only at SANDBOX_ENV_DIR; NULL: none */
         char *const *ro_paths;          /* bound read-only at the same absolute paths */
         char *const *rw_paths;          /* bound writable at the same absolute paths (after ro_paths) */
         const SandboxData *data;        /* files created from fds (the script) */
@@ -35,7 +39,8 @@ typedef struct SandboxPolicy {
 } SandboxPolicy;
 
 /* The environment variables a run sees: PATH (with env_dir/bin first), HOME=/work, TMPDIR, LANG,
- * unbuffered output, no bytecode writes, a headless matplotlib. env_dir may be NULL. A strv. */
+ * unbuffered output, no bytecode writes, a headless matplotlib. env_dir (where the run sees its environment:
+ * SANDBOX_ENV_DIR in the sandbox) may be NULL. A strv. */
 char **sandbox_run_env(const char *env_dir);
 
 /* Build the bwrap argv (a strv): bwrap, its options, "--" and the command. */

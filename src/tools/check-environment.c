@@ -117,7 +117,7 @@ static void check_env_finish(CheckEnv *c) {
         json_add_int(st, "tmpfs_size_bytes", (int64_t) cfg->tmpfs_size);
 
         o = json_object_new_object();
-        json_add_string(o, "path", cfg->cache_dir);
+        /* Not the path: a tool result tells the model nothing of where the store is on the host. */
         json_add_int(o, "warm_environments", envstore_n_ready(store));
         json_add_int(o, "building", envstore_n_building(store));
         if (c->sizes_known) {

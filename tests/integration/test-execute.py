@@ -803,7 +803,8 @@ def isolation_negative_evidence():
             problems.append(message)
 
     want(res["uid"] == [65534] * 4, f"uid, euid, gid, egid: {res['uid']}")
-    want(os.path.realpath(res["prefix"]) == os.path.realpath(env_dir), f"sys.prefix {res['prefix']} is not {env_dir}")
+    # The environment at /venv, wherever the store keeps it on the host.
+    want(res["prefix"] == "/venv", f"sys.prefix {res['prefix']} is not /venv")
     for path, e in res["outside"].items():
         want(e in ("EROFS", "EACCES"), f"writing {path}: {e}, want EROFS or EACCES")
     # Read-only twice over: the mount (EROFS) and, on disk, the file's mode (EACCES for a sandbox uid of its own).

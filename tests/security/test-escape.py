@@ -400,7 +400,8 @@ def site_packages_cannot_be_modified_for_later_runs():
                 found.append(os.path.join(root, f))
     check(not found, f"files planted in the environment on the host: {found}")
     inside = first["file"]
-    with open(inside if os.path.exists(inside) else os.path.join(host, inside.lstrip("/")), "rb") as f:
+    check(inside.startswith("/venv/"), f"the module's path inside is not below /venv: {inside}")
+    with open(os.path.join(host, inside[len("/venv/"):]), "rb") as f:
         eq(hashlib.sha256(f.read()).hexdigest(), first["hash"], "the module's hash on the host")
 
 
@@ -813,10 +814,10 @@ def proc_sys_is_read_only_under_an_unprivileged_daemon_too():
 
 # bwrap's command line is the whole policy: the cache directory (its sandbox-etc), every bound path, the
 # environment's variables. It reaches bwrap through a file descriptor (--args); pid 1 of the sandbox, a copy of
-# bwrap, shows only that and the command, which is the run's own (its /proc/self/cmdline).
+# bwrap, shows only that and the command, which is the run's own (its /proc/self/cmdline). The run sees its
+# environment at /venv, so no process inside shows the store's path or the environment's key anywhere.
 ARGV = r'''
-cache = P[0]
-key = os.path.basename(os.path.realpath(sys.prefix))
+cache, key = P
 def read(p, what):
     try:
         with open(f"/proc/{p}/{what}", "rb") as f:
@@ -826,8 +827,8 @@ def read(p, what):
 own_cmdline = read("self", "cmdline").split(b"\0")[:-1]
 own_environ = set(read("self", "environ").split(b"\0")[:-1])
 pid1 = read(1, "cmdline").split(b"\0")[:-1]
-res = {"key": key, "pid1": [a.decode(errors="replace")[:200] for a in pid1[:4]], "pid1_rest_is_own": pid1[4:] == own_cmdline,
-       "read": [], "leaks": {}, "fds": {}}
+res = {"key": key, "prefix": sys.prefix, "pid1": [a.decode(errors="replace")[:200] for a in pid1[:4]],
+       "pid1_rest_is_own": pid1[4:] == own_cmdline, "read": [], "leaks": {}, "fds": {}}
 secrets = (cache.encode(), key.encode(), os.path.join(cache, "sandbox-etc").encode(), b"--ro-bind", b"--setenv",
            b"--seccomp")
 for p in sorted((p for p in os.listdir("/proc") if p.isdigit()), key=int):
@@ -836,10 +837,9 @@ for p in sorted((p for p in os.listdir("/proc") if p.isdigit()), key=int):
         if data is None:
             continue
         res["read"].append(f"{p}/{what}")
+        # Its own command line and environment too: the run sees its environment at /venv, not in the store.
         items = data.split(b"\0")
-        # What the run sees of itself anyway: its own command line, its own PATH and VIRTUAL_ENV (sys.prefix).
-        rest = [i for i in items if i not in (own_cmdline if what == "cmdline" else own_environ)]
-        found = [s.decode() for s in secrets if any(s in i for i in rest)]
+        found = [s.decode() for s in secrets if any(s in i for i in items)]
         if found:
             res["leaks"][f"{p}/{what}"] = found
     try:
@@ -860,9 +860,15 @@ done(res)
 def bwrap_command_line_is_not_visible_inside():
     d = daemon()
 
+    # The key of the environment the probes run in (the bare one of this Python), from a result.
+    r = shared_client().call_tool("execute_python", {"script": "print(1)", "python_version": newest_python()},
+                                  timeout=120)
+    key = (r.get("structuredContent") or {}).get("environment", {}).get("key", "")
+    check(len(key) == 64, f"the environment's key: {key!r}")
+
     def one(via):
-        res = probe(ARGV, (d.cache_dir,), via)
-        check(len(res["key"]) == 64, f"the environment's key: {res['key']}")
+        res = probe(ARGV, (d.cache_dir, key), via)
+        eq(res["prefix"], "/venv", "sys.prefix inside")
         check({"1/cmdline", "1/environ"} <= set(res["read"]), f"pid 1's cmdline and environ not read: {res['read']}")
         pid1 = res["pid1"]
         check(len(pid1) >= 4 and os.path.basename(pid1[0]) == "bwrap" and pid1[1] == "--args" and pid1[2].isdigit()

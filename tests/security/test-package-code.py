@@ -316,5 +316,29 @@ def package_code_runs_only_inside_the_sandbox_and_environments_stay_read_only():
     hello_of_another_user_is_clean()
 
 
+@test
+def tool_results_name_no_host_path_of_the_store_or_cache():
+    """A run sees its environment at /venv: sys.prefix, VIRTUAL_ENV, a package's __file__ and a traceback through
+    it say /venv, and nothing in any result, check_environment's included, names where the store is."""
+    build_wheel(index(), "mcpt-paths", "1.0", module_source="def boom():\n    raise RuntimeError('boom')\n")
+    c = client()
+    script = ("import json, os, sys, mcpt_paths\n"
+              "print(json.dumps([sys.prefix, sys.executable, os.environ.get('VIRTUAL_ENV'), mcpt_paths.__file__]))\n"
+              "mcpt_paths.boom()\n")
+    r, st = run(c, script, ["mcpt-paths"])
+    import json
+    prefix, executable, venv, module = json.loads(st["stdout"].splitlines()[0])
+    eq((prefix, venv), ("/venv", "/venv"), "sys.prefix and VIRTUAL_ENV inside")
+    check(executable.startswith("/venv/bin/python"), f"sys.executable: {executable}")
+    check(module.startswith("/venv/lib/"), f"the package's __file__: {module}")
+    check('File "/venv/lib/' in st.get("stderr", "") and "RuntimeError: boom" in st.get("stderr", ""),
+          f"the traceback through the package: {st.get('stderr')}")
+    env = client().call_tool("check_environment", {}, timeout=60)
+    cache = os.path.realpath(daemon().cache_dir)
+    for what, result in (("execute_python", r), ("check_environment", env)):
+        text = json.dumps(result)
+        check(cache not in text and daemon().cache_dir not in text, f"{what}'s result names the cache: {text[:2000]}")
+
+
 if __name__ == "__main__":
     main()
