@@ -253,7 +253,7 @@ static char *record_owner(int env_fd, const char *site_packages, const char *pat
                 return NULL;
         sp = -EBADF;
         while (!owner && (de = readdir(d))) {
-                _cleanup_free_ char *record = NULL;
+                _cleanup_close_ int dist = -EBADF;
                 size_t len = strlen(de->d_name);
                 struct stat st;
                 FILE *f;
@@ -261,9 +261,12 @@ static char *record_owner(int env_fd, const char *site_packages, const char *pat
 
                 if (len < 11 || !streq(de->d_name + len - 10, ".dist-info"))
                         continue;
-                if (asprintf(&record, "%s/RECORD", de->d_name) < 0)
-                        break;
-                fd = openat(dirfd(d), record, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+                /* This tree is known to break the rules: a .dist-info may be a symlink out of it, and its RECORD a
+                 * fifo, which open(2) would wait on for a writer, with the daemon's event loop. */
+                dist = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (dist < 0)
+                        continue;
+                fd = openat(dist, "RECORD", O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
                 if (fd < 0)
                         continue;
                 if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > MAX_RECORD || !(f = fdopen(fd, "re"))) {

@@ -227,6 +227,26 @@ static void fifo_in_site_packages(void) {
         ck_assert_int_eq(mkfifoat(env_fd, SP "/evil.fifo", 0644), 0);
 }
 
+/* A fifo where a RECORD is looked for: open(2) on it would wait for a writer, forever. */
+static void fifo_as_record(void) {
+        mkdirs(env_fd, SP "/evil-1.0.dist-info");
+        ck_assert_int_eq(mkfifoat(env_fd, SP "/evil-1.0.dist-info/RECORD", 0644), 0);
+        put(env_fd, "pyvenv.cfg", "home = /tmp/evil\n", 0644);
+}
+
+/* A .dist-info that leads out of the environment is not consulted. */
+static void symlinked_dist_info(void) {
+        _cleanup_free_ char *outside = NULL;
+        _cleanup_close_ int top_fd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+        ck_assert_int_ge(top_fd, 0);
+        mkdirs(top_fd, "elsewhere");
+        put(top_fd, "elsewhere/RECORD", "../../../pyvenv.cfg,sha256=BBBB,12\n", 0644);
+        ck_assert_int_ge(asprintf(&outside, "%s/elsewhere", top), 0);
+        link_to(env_fd, SP "/evil-1.0.dist-info", outside);
+        put(env_fd, "pyvenv.cfg", "home = /tmp/evil\n", 0644);
+}
+
 static void remove_pyvenv_cfg(void) {
         ck_assert_int_eq(unlinkat(env_fd, "pyvenv.cfg", 0), 0);
 }
@@ -293,6 +313,8 @@ static const struct {
         { "symlink in share", symlink_in_share, 1, { "\"share/doc/x\"", "is not a plain file or directory" } },
         { "symlink at the top", symlink_at_top, 1, { "\"evil\"", "is not a plain file or directory" } },
         { "fifo", fifo_in_site_packages, 1, { "\"" SP "/evil.fifo\"", "is not a plain file or directory" } },
+        { "fifo as a RECORD", fifo_as_record, 1, { "none of their RECORD files lists it" } },
+        { "symlinked .dist-info", symlinked_dist_info, 1, { "none of their RECORD files lists it" } },
         { "removed pyvenv.cfg", remove_pyvenv_cfg, 1,
           { "\"pyvenv.cfg\"", "removes a part of the virtual environment itself" } },
         { "removed bin/python", remove_python, 1, { "\"bin/python\"", "removes a part" } },
