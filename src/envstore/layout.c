@@ -222,34 +222,48 @@ static int verify_one(int dirfd, const char *name, const char *path, const struc
         return 0;
 }
 
-/* Which installed distribution's RECORD lists path (relative to the environment's root): "name-version" of its
- * .dist-info, or NULL. */
+/* path (relative to the environment's root) as a RECORD names it: relative to site-packages the shortest way, as
+ * installers write it (os.path.relpath): "../../../pyvenv.cfg", "../os.py" for lib/pythonX.Y/os.py. */
+static char *record_path(const char *site_packages, const char *path) {
+        size_t common = 0, up = 1, i;
+        char *rel;
+
+        /* The leading directories both share. */
+        for (i = 0; site_packages[i] && site_packages[i] == path[i]; i++)
+                if (path[i] == '/')
+                        common = i + 1;
+        if (!site_packages[i] && path[i] == '/')
+                return strdup(path + i + 1);
+        /* One step up for each directory of site_packages below them. */
+        for (const char *c = site_packages + common; *c; c++)
+                up += *c == '/';
+        rel = malloc(up * 3 + strlen(path + common) + 1);
+        if (!rel)
+                return NULL;
+        rel[0] = 0;
+        for (i = 0; i < up; i++)
+                strcat(rel, "../");
+        strcat(rel, path + common);
+        return rel;
+}
+
+/* Which installed distribution's RECORD lists path (relative to the environment's root), or a file below it when
+ * it is a directory: "name-version" of its .dist-info, or NULL. */
 static char *record_owner(int env_fd, const char *site_packages, const char *path) {
         _cleanup_close_ int sp = openat(env_fd, site_packages, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         _cleanup_free_ char *rel = NULL, *line = NULL;
-        size_t up = 1, cap = 0;
+        size_t cap = 0;
         struct dirent *de;
         char *owner = NULL;
         DIR *d;
 
         if (sp < 0)
                 return NULL;
-        /* RECORD paths are relative to site-packages: "../../../pyvenv.cfg". */
-        for (const char *c = site_packages; *c; c++)
-                up += *c == '/';
-        if (below(path, site_packages))
-                rel = strdup(path + strlen(site_packages) + 1);
-        else {
-                rel = malloc(up * 3 + strlen(path) + 1);
-                if (rel) {
-                        rel[0] = 0;
-                        for (size_t i = 0; i < up; i++)
-                                strcat(rel, "../");
-                        strcat(rel, path);
-                }
-        }
+        rel = record_path(site_packages, path);
+        if (!rel)
+                return NULL;
         d = fdopendir(sp);
-        if (!rel || !d)
+        if (!d)
                 return NULL;
         sp = -EBADF;
         while (!owner && (de = readdir(d))) {
@@ -275,7 +289,7 @@ static char *record_owner(int env_fd, const char *site_packages, const char *pat
                 }
                 while (getline(&line, &cap, f) > 0) {
                         const char *rest = startswith(line, rel);
-                        if (rest && *rest == ',') {
+                        if (rest && (*rest == ',' || *rest == '/')) {
                                 owner = strndup(de->d_name, len - 10);
                                 break;
                         }

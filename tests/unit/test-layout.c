@@ -190,6 +190,8 @@ static void change_pth(void) {
 static void stdlib_package(void) {
         mkdirs(env_fd, "lib/python3.11/encodings");
         put(env_fd, "lib/python3.11/encodings/__init__.py", "import evil\n", 0644);
+        /* As uv writes it. */
+        record("shadow-2.0", "../encodings/__init__.py,sha256=AAAA,12\n");
 }
 
 static void stdlib_module(void) {
@@ -199,6 +201,7 @@ static void stdlib_module(void) {
 
 static void new_interpreter(void) {
         put(env_fd, "bin/python3.99", "#!/bin/sh\n", 0755);
+        record("py-3.99", "../../../bin/python3.99,sha256=AAAA,10\n../../../bin/python3.9,sha256=AAAA,10\n");
 }
 
 static void changed_interpreter(void) {
@@ -208,6 +211,7 @@ static void changed_interpreter(void) {
 
 static void symlink_in_site_packages(void) {
         link_to(env_fd, SP "/evil.py", "/etc/passwd");
+        record("evil-1.0", "evil.pyc,,\nevil.py,,\n");
 }
 
 static void symlink_in_bin(void) {
@@ -266,6 +270,15 @@ static void new_file_at_top(void) {
 
 static void new_dir_at_top(void) {
         mkdirs(env_fd, "etc/jupyter");
+        put(env_fd, "etc/jupyter/x.json", "{}\n", 0644);
+        /* A directory whose name only begins like the offending one's. */
+        record("a-1.0", "../../../etcetera/x,sha256=AAAA,3\n");
+        record("jupyter-1.0", "../../../etc/jupyter/x.json,sha256=AAAA,3\n");
+}
+
+static void lookalike_site_packages(void) {
+        mkdirs(env_fd, "lib/python3.11/site-packagesX");
+        record("x-1.0", "../../../lib/python3.11/site-packagesX,,\n../site-packagesX/y,,\n");
 }
 
 static void nothing(void) {
@@ -300,15 +313,15 @@ static const struct {
         { "changed _virtualenv.pth", change_pth, 1,
           { "evil-1.0 installed \"" SP "/_virtualenv.pth\"", "changes" } },
         { "new stdlib package", stdlib_package, 1,
-          { "\"lib/python3.11/encodings\"", "would shadow the standard library" } },
+          { "shadow-2.0 installed \"lib/python3.11/encodings\"", "would shadow the standard library" } },
         { "new stdlib module", stdlib_module, 1,
-          { "\"lib/python3.11/os.py\"", "would shadow the standard library" } },
+          { "shadow-2.0 installed \"lib/python3.11/os.py\"", "would shadow the standard library" } },
         { "new interpreter", new_interpreter, 1,
-          { "\"bin/python3.99\"", "would replace the environment's interpreter" } },
+          { "py-3.99 installed \"bin/python3.99\"", "would replace the environment's interpreter" } },
         { "changed interpreter", changed_interpreter, 1,
           { "\"bin/python\"", "changes what the virtual environment itself is made of" } },
         { "symlink in site-packages", symlink_in_site_packages, 1,
-          { "\"" SP "/evil.py\"", "is not a plain file or directory" } },
+          { "evil-1.0 installed \"" SP "/evil.py\"", "is not a plain file or directory" } },
         { "symlink in bin", symlink_in_bin, 1, { "\"bin/tool\"", "is not a plain file or directory" } },
         { "symlink in share", symlink_in_share, 1, { "\"share/doc/x\"", "is not a plain file or directory" } },
         { "symlink at the top", symlink_at_top, 1, { "\"evil\"", "is not a plain file or directory" } },
@@ -321,7 +334,9 @@ static const struct {
         { "lib64 replaced", replace_lib64, 1, { "\"lib64\"", "replaces what the virtual environment" } },
         { "new file at the top", new_file_at_top, 1,
           { "\"sitecustomize.py\"", "is outside the places where wheels install" } },
-        { "new directory at the top", new_dir_at_top, 1, { "\"etc\"", "is outside the places" } },
+        { "new directory at the top", new_dir_at_top, 1, { "jupyter-1.0 installed \"etc\"", "is outside the places" } },
+        { "beside site-packages", lookalike_site_packages, 1,
+          { "x-1.0 installed \"lib/python3.11/site-packagesX\"", "would shadow the standard library" } },
         { "nothing installed", nothing, 0, {} },
         { "what wheels install", wheel_install, 0, {} },
 };
