@@ -356,24 +356,23 @@ static int readonly_one(int dirfd, const char *name, const char *path, const str
 }
 
 static int readonly_dirs(int dirfd, const char *name, const char *path, const struct stat *st, void *userdata) {
-        strv_extend((char ***) userdata, path);
-        return 0;
+        if (!S_ISDIR(st->st_mode))
+                return 0;
+        return strv_extend((char ***) userdata, path);
 }
 
 int env_make_readonly(int dirfd) {
         _cleanup_strv_free_ char **dirs = strv_new();
         int r;
 
+        if (!dirs)
+                return -ENOMEM;
         r = walk(dirfd, "", 0, readonly_one, NULL);
         if (r < 0)
                 return r;
-        if (!dirs)
-                return -ENOMEM;
         r = walk(dirfd, "", 0, readonly_dirs, &dirs);
         if (r < 0)
                 return r;
-        if (!dirs)
-                return -ENOMEM;
         /* Deepest first, so that the walk above never meets a directory it cannot write. */
         for (size_t i = strv_length(dirs); i > 0; i--) {
                 struct stat st;
