@@ -391,7 +391,9 @@ static bool pyc_source_stem(const char *name, char stem[static NAME_MAX + 1]) {
         size_t len = strlen(name);
         const char *dot = strchr(name, '.');
 
-        if (len < 5 || !endswith(name, ".pyc") || !dot || dot == name || (size_t) (dot - name) > NAME_MAX - 3)
+        /* A TAG between NAME and .pyc: "mod.pyc" or "mod..pyc" is none of Python's names in __pycache__. */
+        if (len < 5 || !endswith(name, ".pyc") || !dot || dot == name || (size_t) (dot - name) > NAME_MAX - 3 ||
+            (size_t) (dot - name) + 1 >= len - 4)
                 return false;
         memcpy(stem, name, (size_t) (dot - name));
         strcpy(stem + (dot - name), ".py");

@@ -529,6 +529,10 @@ START_TEST(test_adopt_bytecode) {
         put(mirror, SP "/pkg/target", "", 0644);
         link_to(mirror, SP "/pkg/sym.cpython-311.pyc", "target");
         put(mirror, "lib/python3.11/os.cpython-311.pyc", "", 0644);
+        /* Not moved either: no TAG, so not a name Python looks for in __pycache__. */
+        put(mirror, SP "/pkg/mod.pyc", "", 0644);
+        put(mirror, SP "/pkg/mod..pyc", "", 0644);
+        put(mirror, SP "/pkg/.pyc", "", 0644);
 
         ck_assert_int_eq(env_adopt_bytecode(env_fd, env_path, SP, out), 3);
 
@@ -553,6 +557,7 @@ START_TEST(test_adopt_bytecode) {
         /* What was not moved is where it was, and nowhere in the environment. */
         static const char *const stay[] = {
                 "orphan.cpython-311.pyc", "data.cpython-311.pyc", "linked.cpython-311.pyc", "sym.cpython-311.pyc",
+                "mod.pyc", "mod..pyc", ".pyc",
         };
         for (size_t i = 0; i < ELEMENTSOF(stay); i++) {
                 _cleanup_free_ char *from = NULL, *to = NULL;
