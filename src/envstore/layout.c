@@ -222,38 +222,52 @@ static int verify_one(int dirfd, const char *name, const char *path, const struc
         return 0;
 }
 
-/* Which installed distribution's RECORD lists path (relative to the environment's root): "name-version" of its
- * .dist-info, or NULL. */
+/* path (relative to the environment's root) as a RECORD names it: relative to site-packages the shortest way, as
+ * installers write it (os.path.relpath): "../../../pyvenv.cfg", "../os.py" for lib/pythonX.Y/os.py. */
+static char *record_path(const char *site_packages, const char *path) {
+        size_t common = 0, up = 1, i;
+        char *rel;
+
+        /* The leading directories both share. */
+        for (i = 0; site_packages[i] && site_packages[i] == path[i]; i++)
+                if (path[i] == '/')
+                        common = i + 1;
+        if (!site_packages[i] && path[i] == '/')
+                return strdup(path + i + 1);
+        /* One step up for each directory of site_packages below them. */
+        for (const char *c = site_packages + common; *c; c++)
+                up += *c == '/';
+        rel = malloc(up * 3 + strlen(path + common) + 1);
+        if (!rel)
+                return NULL;
+        rel[0] = 0;
+        for (i = 0; i < up; i++)
+                strcat(rel, "../");
+        strcat(rel, path + common);
+        return rel;
+}
+
+/* Which installed distribution's RECORD lists path (relative to the environment's root), or a file below it when
+ * it is a directory: "name-version" of its .dist-info, or NULL. */
 static char *record_owner(int env_fd, const char *site_packages, const char *path) {
         _cleanup_close_ int sp = openat(env_fd, site_packages, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         _cleanup_free_ char *rel = NULL, *line = NULL;
-        size_t up = 1, cap = 0;
+        size_t cap = 0;
         struct dirent *de;
         char *owner = NULL;
         DIR *d;
 
         if (sp < 0)
                 return NULL;
-        /* RECORD paths are relative to site-packages: "../../../pyvenv.cfg". */
-        for (const char *c = site_packages; *c; c++)
-                up += *c == '/';
-        if (below(path, site_packages))
-                rel = strdup(path + strlen(site_packages) + 1);
-        else {
-                rel = malloc(up * 3 + strlen(path) + 1);
-                if (rel) {
-                        rel[0] = 0;
-                        for (size_t i = 0; i < up; i++)
-                                strcat(rel, "../");
-                        strcat(rel, path);
-                }
-        }
+        rel = record_path(site_packages, path);
+        if (!rel)
+                return NULL;
         d = fdopendir(sp);
-        if (!rel || !d)
+        if (!d)
                 return NULL;
         sp = -EBADF;
         while (!owner && (de = readdir(d))) {
-                _cleanup_free_ char *record = NULL;
+                _cleanup_close_ int dist = -EBADF;
                 size_t len = strlen(de->d_name);
                 struct stat st;
                 FILE *f;
@@ -261,9 +275,12 @@ static char *record_owner(int env_fd, const char *site_packages, const char *pat
 
                 if (len < 11 || !streq(de->d_name + len - 10, ".dist-info"))
                         continue;
-                if (asprintf(&record, "%s/RECORD", de->d_name) < 0)
-                        break;
-                fd = openat(dirfd(d), record, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+                /* This tree is known to break the rules: a .dist-info may be a symlink out of it, and its RECORD a
+                 * fifo, which open(2) would wait on for a writer, with the daemon's event loop. */
+                dist = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (dist < 0)
+                        continue;
+                fd = openat(dist, "RECORD", O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
                 if (fd < 0)
                         continue;
                 if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > MAX_RECORD || !(f = fdopen(fd, "re"))) {
@@ -272,7 +289,7 @@ static char *record_owner(int env_fd, const char *site_packages, const char *pat
                 }
                 while (getline(&line, &cap, f) > 0) {
                         const char *rest = startswith(line, rel);
-                        if (rest && *rest == ',') {
+                        if (rest && (*rest == ',' || *rest == '/')) {
                                 owner = strndup(de->d_name, len - 10);
                                 break;
                         }
@@ -339,24 +356,23 @@ static int readonly_one(int dirfd, const char *name, const char *path, const str
 }
 
 static int readonly_dirs(int dirfd, const char *name, const char *path, const struct stat *st, void *userdata) {
-        strv_extend((char ***) userdata, path);
-        return 0;
+        if (!S_ISDIR(st->st_mode))
+                return 0;
+        return strv_extend((char ***) userdata, path);
 }
 
 int env_make_readonly(int dirfd) {
         _cleanup_strv_free_ char **dirs = strv_new();
         int r;
 
+        if (!dirs)
+                return -ENOMEM;
         r = walk(dirfd, "", 0, readonly_one, NULL);
         if (r < 0)
                 return r;
-        if (!dirs)
-                return -ENOMEM;
         r = walk(dirfd, "", 0, readonly_dirs, &dirs);
         if (r < 0)
                 return r;
-        if (!dirs)
-                return -ENOMEM;
         /* Deepest first, so that the walk above never meets a directory it cannot write. */
         for (size_t i = strv_length(dirs); i > 0; i--) {
                 struct stat st;
@@ -375,7 +391,9 @@ static bool pyc_source_stem(const char *name, char stem[static NAME_MAX + 1]) {
         size_t len = strlen(name);
         const char *dot = strchr(name, '.');
 
-        if (len < 5 || !endswith(name, ".pyc") || !dot || dot == name || (size_t) (dot - name) > NAME_MAX - 3)
+        /* A TAG between NAME and .pyc: "mod.pyc" or "mod..pyc" is none of Python's names in __pycache__. */
+        if (len < 5 || !endswith(name, ".pyc") || !dot || dot == name || (size_t) (dot - name) > NAME_MAX - 3 ||
+            (size_t) (dot - name) + 1 >= len - 4)
                 return false;
         memcpy(stem, name, (size_t) (dot - name));
         strcpy(stem + (dot - name), ".py");

@@ -69,6 +69,18 @@ test_runlog_SOURCES = tests/unit/test-runlog.c
 test_runlog_CFLAGS = $(UNIT_CFLAGS)
 test_runlog_LDADD = $(UNIT_LIBS)
 
+check_PROGRAMS += test-uidpool
+TESTS += test-uidpool
+test_uidpool_SOURCES = tests/unit/test-uidpool.c
+test_uidpool_CFLAGS = $(UNIT_CFLAGS)
+test_uidpool_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-layout
+TESTS += test-layout
+test_layout_SOURCES = tests/unit/test-layout.c
+test_layout_CFLAGS = $(UNIT_CFLAGS)
+test_layout_LDADD = $(UNIT_LIBS)
+
 # Every unit suite under valgrind, in one process (CK_FORK=no): no errors, no leaks.
 check-valgrind: $(check_PROGRAMS)
 	@for t in $(filter test-%,$(check_PROGRAMS)); do \

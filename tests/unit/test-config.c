@@ -132,6 +132,11 @@ START_TEST(test_defaults) {
         assert_strv(c.python_search_path, search, 2);
         ck_assert_uint_eq(strv_length(c.python_versions), 0);
         ck_assert_uint_eq(strv_length(c.warmup), 0);
+        /* 0x7B000000-0x7B00FFFF: 65536 uids of no account, container or DynamicUser=. */
+        ck_assert_uint_eq(c.sandbox_uids.first, 2063597568);
+        ck_assert_uint_eq(c.sandbox_uids.last, 2063663103);
+        ck_assert_uint_eq(c.sandbox_uids.first, 0x7B000000);
+        ck_assert_uint_eq(c.sandbox_uids.last - c.sandbox_uids.first + 1, 65536);
 }
 END_TEST
 
@@ -237,6 +242,61 @@ START_TEST(test_parse_bool) {
 }
 END_TEST
 
+START_TEST(test_parse_uid_range) {
+        static const struct {
+                const char *in;
+                uint32_t first, last;
+        } good[] = {
+                { "2063597568-2063663103", 2063597568, 2063663103 },
+                { "100000-165535", 100000, 165535 },
+                { "1-16", 1, 16 },                      /* 16 uids, the fewest */
+                { "65518-65533", 65518, 65533 },        /* just below nobody */
+                { "65535-65550", 65535, 65550 },        /* just above */
+                { "2147483631-2147483646", 2147483631, 2147483646 },
+                { "0100000-0100015", 100000, 100015 },  /* decimal, leading zeros and all */
+        };
+        static const char *const not_a_range[] = {
+                "", "abc", "10-", "-10", "10", "-", "10 - 20", " 10-20", "10-20 ", "+10-20", "10-+20", "10--20",
+                "0x10-0x20", "10-20-30", "1.5-20", "10-20x", "100000:165535",
+                "18446744073709551616-18446744073709551617",
+        };
+        static const char *const unsafe[] = {
+                "0-100",                        /* root */
+                "0-65533",
+                "65000-70000",                  /* nobody */
+                "65534-65549",
+                "65519-65534",
+                "1-4294967294",
+                "5-3",                          /* empty */
+                "100-114",                      /* 15 uids */
+                "100-100",
+                "100-2147483647",               /* 2^31 - 1 and above */
+                "2147483647-2147483662",
+                "100-4294967295",               /* (uid_t) -1 */
+                "4294967295-4294967310",
+                "100-18446744073709551615",
+        };
+        UidRange u;
+
+        for (size_t i = 0; i < ELEMENTSOF(good); i++) {
+                u = (UidRange) { 7, 7 };
+                ck_assert_msg(parse_uid_range(good[i].in, &u) == 0, "%s", good[i].in);
+                ck_assert_msg(u.first == good[i].first && u.last == good[i].last, "%s: %" PRIu32 "-%" PRIu32,
+                              good[i].in, u.first, u.last);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(not_a_range); i++) {
+                u = (UidRange) { 7, 7 };
+                ck_assert_msg(parse_uid_range(not_a_range[i], &u) == -EINVAL, "\"%s\"", not_a_range[i]);
+                ck_assert(u.first == 7 && u.last == 7);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(unsafe); i++) {
+                u = (UidRange) { 7, 7 };
+                ck_assert_msg(parse_uid_range(unsafe[i], &u) == -ERANGE, "%s", unsafe[i]);
+                ck_assert(u.first == 7 && u.last == 7);
+        }
+}
+END_TEST
+
 START_TEST(test_set_each_type) {
         _cleanup_(config_done) Config c;
         char *error = NULL;
@@ -279,6 +339,11 @@ START_TEST(test_set_each_type) {
         ck_assert_uint_eq(c.store_max_age_usec, 7 * 86400 * USEC_PER_SEC);
         ck_assert_int_eq(config_set(&c, "store-max-size", "0", &error), 0);
         ck_assert_uint_eq(c.store_max_size, 0);
+
+        ck_assert_int_eq(config_set(&c, "sandbox-uid-range", "100000-165535", &error), 0);
+        ck_assert_ptr_null(error);
+        ck_assert_uint_eq(c.sandbox_uids.first, 100000);
+        ck_assert_uint_eq(c.sandbox_uids.last, 165535);
 }
 END_TEST
 
@@ -356,6 +421,17 @@ START_TEST(test_set_errors) {
                 { "max-connections", "99999999999999999999", "is not a whole number" },
                 { "default-timeout", "soon", "default-timeout: \"soon\" is not a duration" },
                 { "log-level", "loud", "log-level: \"loud\" is not a log level" },
+                { "sandbox-uid-range", "0-100",
+                  "sandbox-uid-range: \"0-100\" is not a safe range: it must hold at least 16 uids, not 0, not 65534 "
+                  "(nobody), all below 2147483647" },
+                { "sandbox-uid-range", "65000-70000", "sandbox-uid-range: \"65000-70000\" is not a safe range" },
+                { "sandbox-uid-range", "5-3", "sandbox-uid-range: \"5-3\" is not a safe range" },
+                { "sandbox-uid-range", "100000-100014", "\"100000-100014\" is not a safe range: it must hold at least 16" },
+                { "sandbox-uid-range", "100-4294967295", "\"100-4294967295\" is not a safe range" },
+                { "sandbox-uid-range", "abc",
+                  "sandbox-uid-range: \"abc\" is not a uid range (FIRST-LAST, e.g. 2063597568-2063663103)" },
+                { "sandbox-uid-range", "10-", "sandbox-uid-range: \"10-\" is not a uid range (FIRST-LAST" },
+                { "sandbox-uid-range", "", "sandbox-uid-range: \"\" is not a uid range" },
         };
 
         config_init(&c);
@@ -371,6 +447,8 @@ START_TEST(test_set_errors) {
         /* A bad value leaves the old one. */
         ck_assert_uint_eq(c.max_connections, 256);
         ck_assert(!c.network);
+        ck_assert_uint_eq(c.sandbox_uids.first, 2063597568);
+        ck_assert_uint_eq(c.sandbox_uids.last, 2063663103);
 }
 END_TEST
 
@@ -577,7 +655,8 @@ START_TEST(test_argv) {
                                     (const char *const[]) { "--listen=/run/t.sock", "--stdio", "--network",
                                                             "--max-connections", "7", "--default-timeout=2min",
                                                             "--python-versions=3.12", "--config=/etc/t.conf",
-                                                            "--check-config", "--log-level=debug", NULL },
+                                                            "--check-config", "--log-level=debug",
+                                                            "--sandbox-uid-range", "300000-300015", NULL },
                                     &config_file, &check, NULL),
                          0);
         ck_assert_str_eq(c.listen_path, "/run/t.sock");
@@ -590,6 +669,8 @@ START_TEST(test_argv) {
         ck_assert_str_eq(config_file, "/etc/t.conf");
         ck_assert(check);
         ck_assert_int_eq(c.log_level, LOG_DEBUG);
+        ck_assert_uint_eq(c.sandbox_uids.first, 300000);
+        ck_assert_uint_eq(c.sandbox_uids.last, 300015);
 
         /* A boolean takes an optional value. */
         ck_assert_int_eq(parse_argv(&c, (const char *const[]) { "--network=no", NULL }, &config_file, &check, NULL), 0);
@@ -613,6 +694,13 @@ START_TEST(test_argv_errors) {
                          -EINVAL);
         ck_assert_msg(strstr(err, "--max-connections: \"x\" is not a whole number"), "%s", err);
         free(err);
+
+        ck_assert_int_eq(parse_argv(&c, (const char *const[]) { "--sandbox-uid-range=0-100", NULL }, &config_file,
+                                    &check, &err),
+                         -EINVAL);
+        ck_assert_msg(strstr(err, "--sandbox-uid-range: \"0-100\" is not a safe range"), "%s", err);
+        free(err);
+        ck_assert_uint_eq(c.sandbox_uids.first, 2063597568);
 
         ck_assert_int_eq(parse_argv(&c, (const char *const[]) { "stray", NULL }, &config_file, &check, &err), -EINVAL);
         ck_assert_msg(strstr(err, "Unexpected argument \"stray\""), "%s", err);
@@ -683,6 +771,9 @@ START_TEST(test_dump_round_trip_defaults) {
 
         config_init(&c);
         assert_round_trip(&c);
+
+        _cleanup_free_ char *text = dump(&c);
+        ck_assert_msg(strstr(text, "\nsandbox-uid-range = 2063597568-2063663103\n"), "%s", text);
 }
 END_TEST
 
@@ -705,7 +796,8 @@ START_TEST(test_dump_round_trip_changed) {
                                     "python-versions = 3.12 3.13\n"
                                     "warmup = numpy pandas\n"
                                     "warmup = rich\n"
-                                    "store-max-size = 0\n",
+                                    "store-max-size = 0\n"
+                                    "sandbox-uid-range = 100000-165535\n",
                                     &log),
                          0);
         ck_assert_str_eq(log, "");
@@ -721,9 +813,96 @@ START_TEST(test_dump_round_trip_changed) {
         ck_assert_msg(strstr(text, "\nnetwork = yes\n"), "%s", text);
         ck_assert_msg(strstr(text, "\nwarmup = numpy pandas\n"), "%s", text);
         ck_assert_msg(strstr(text, "\nwarmup = rich\n"), "%s", text);
+        ck_assert_msg(strstr(text, "\nsandbox-uid-range = 100000-165535\n"), "%s", text);
         /* Command-line only settings are not file keys. */
         ck_assert_ptr_null(strstr(text, "listen"));
         ck_assert_ptr_null(strstr(text, "stdio"));
+}
+END_TEST
+
+START_TEST(test_dump_uid_range_set_back) {
+        _cleanup_(config_done) Config c, again;
+        _cleanup_free_ char *text = NULL, *error = NULL;
+        const char *line, *value;
+        char buf[64];
+        size_t n;
+
+        /* What --check-config prints is what config_set() takes. */
+        config_init(&c);
+        ck_assert_int_eq(config_set(&c, "sandbox-uid-range", "70000-70015", &error), 0);
+        text = dump(&c);
+        line = strstr(text, "\nsandbox-uid-range = ");
+        ck_assert_ptr_nonnull(line);
+        value = line + strlen("\nsandbox-uid-range = ");
+        n = strcspn(value, "\n");
+        ck_assert_uint_lt(n, sizeof(buf));
+        memcpy(buf, value, n);
+        buf[n] = 0;
+        ck_assert_str_eq(buf, "70000-70015");
+
+        config_init(&again);
+        ck_assert_int_eq(config_set(&again, "sandbox-uid-range", buf, &error), 0);
+        ck_assert_ptr_null(error);
+        ck_assert_uint_eq(again.sandbox_uids.first, 70000);
+        ck_assert_uint_eq(again.sandbox_uids.last, 70015);
+}
+END_TEST
+
+START_TEST(test_help_uid_range) {
+        _cleanup_free_ char *text = NULL;
+        size_t size = 0;
+        FILE *f = open_memstream(&text, &size);
+
+        ck_assert_ptr_nonnull(f);
+        config_help(f, "mcp-python-sandboxd");
+        ck_assert_int_eq(fclose(f), 0);
+        ck_assert_msg(strstr(text, "--sandbox-uid-range=FIRST-LAST"), "%s", text);
+}
+END_TEST
+
+/* ---- reload ------------------------------------------------------------ */
+
+static int reload(Config *live, Config *fresh, char **ret_log) {
+        Redirect rd;
+        int n;
+
+        redirect_begin(&rd, 2);
+        n = config_apply_reload(live, fresh);
+        *ret_log = redirect_end(&rd);
+        return n;
+}
+
+START_TEST(test_reload_uid_range_restart_only) {
+        _cleanup_(config_done) Config live, fresh;
+        _cleanup_free_ char *log = NULL, *again = NULL, *error = NULL;
+
+        config_init(&live);
+        config_init(&fresh);
+        /* Nothing changed: nothing taken over, nothing said. */
+        ck_assert_int_eq(reload(&live, &fresh, &log), 0);
+        ck_assert_str_eq(log, "");
+        free(log);
+
+        /* The uid range is read once, when the pool is made: it stays, with a warning; the rest is taken over. */
+        ck_assert_int_eq(config_set(&fresh, "sandbox-uid-range", "100000-165535", &error), 0);
+        ck_assert_int_eq(config_set(&fresh, "max-queue", "5", &error), 0);
+        ck_assert_int_eq(reload(&live, &fresh, &log), 1);
+        ck_assert_uint_eq(live.sandbox_uids.first, 2063597568);
+        ck_assert_uint_eq(live.sandbox_uids.last, 2063663103);
+        ck_assert_uint_eq(live.max_queue, 5);
+        ck_assert_msg(strstr(log, "<4>sandbox-uid-range changed, but takes effect only after a restart.\n"), "%s",
+                      log);
+        ck_assert_msg(strstr(log, "max-queue changed."), "%s", log);
+        ck_assert_ptr_null(strstr(log, "sandbox-uid-range changed.\n"));
+
+        /* And again at the next reload (a configuration read afresh), for as long as the file says otherwise. */
+        config_done(&fresh);
+        config_init(&fresh);
+        ck_assert_int_eq(config_set(&fresh, "sandbox-uid-range", "100000-165535", &error), 0);
+        ck_assert_int_eq(config_set(&fresh, "max-queue", "5", &error), 0);
+        ck_assert_int_eq(reload(&live, &fresh, &again), 0);
+        ck_assert_msg(strstr(again, "sandbox-uid-range changed, but takes effect only after a restart."), "%s", again);
+        ck_assert_uint_eq(live.sandbox_uids.first, 2063597568);
 }
 END_TEST
 
@@ -737,6 +916,7 @@ static Suite *config_suite(void) {
         tcase_add_test(tc, test_parse_size);
         tcase_add_test(tc, test_parse_seconds);
         tcase_add_test(tc, test_parse_bool);
+        tcase_add_test(tc, test_parse_uid_range);
         tcase_add_test(tc, test_set_each_type);
         tcase_add_test(tc, test_lists);
         tcase_add_test(tc, test_list_lines);
@@ -760,6 +940,13 @@ static Suite *config_suite(void) {
         tcase_add_test(tc, test_command_line_beats_file);
         tcase_add_test(tc, test_dump_round_trip_defaults);
         tcase_add_test(tc, test_dump_round_trip_changed);
+        tcase_add_test(tc, test_dump_uid_range_set_back);
+        tcase_add_test(tc, test_help_uid_range);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("reload");
+        tcase_add_checked_fixture(tc, setup, NULL);
+        tcase_add_test(tc, test_reload_uid_range_restart_only);
         suite_add_tcase(s, tc);
         return s;
 }
