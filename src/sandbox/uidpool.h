@@ -9,8 +9,10 @@
  * RLIMIT_NPROC bind that sandbox alone, keeps sandboxes from signalling or
  * tracing each other, and keeps every sandboxed process off host uid 0.
  *
- * Uids are handed out round robin, so a uid given back is the last to be
- * taken again. The pool is refcounted: a process that holds a uid holds the
+ * Uids are handed out round robin: a cursor goes round the range, skipping
+ * the uids taken, so a uid given back comes again only once the cursor has
+ * gone past every other free uid of the range (with the default range, some
+ * 65,000 sandboxes later). The pool is refcounted: a process that holds a uid holds the
  * pool, so that it can give the uid back whenever it is freed.
  */
 
