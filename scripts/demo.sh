@@ -17,6 +17,11 @@ run=$(mktemp -d)
 trap 'kill "$daemon" 2>/dev/null; wait "$daemon" 2>/dev/null; rm -rf "$run"' EXIT
 # A cache that survives demo runs, so the second run is warm.
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/mcp-python-sandbox-demo"
+# As root the daemon runs its sandboxes as uids of their own, which cannot
+# pass through a 0700 /root to a cache there.
+if [ "$(id -u)" -eq 0 ] && [ -z "${XDG_CACHE_HOME:-}" ]; then
+        cache=/var/cache/mcp-python-sandbox-demo
+fi
 "$build/mcp-python-sandboxd" --listen="$run/mcp.sock" --cache-dir="$cache" --log-level=notice &
 daemon=$!
 i=0

@@ -520,6 +520,21 @@ def test_pythons():
     return found
 
 
+def newest_python():
+    """The newest test Python's version ("3.13"); skips when there is none."""
+    have = test_pythons()
+    if not have:
+        skip("no Python >= 3.11 for tests (pyenv's)")
+    return max(have, key=lambda v: tuple(map(int, v.split("."))))
+
+
+def initialized(c):
+    """c, initialized, killed at exit if it still runs."""
+    c.initialize()
+    at_exit(lambda: c.proc.poll() is None and c.kill())
+    return c
+
+
 def need_pythons(*minors):
     have = test_pythons()
     missing = [m for m in minors if m not in have]

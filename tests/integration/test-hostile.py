@@ -22,8 +22,8 @@ import time
 import uuid
 
 from mcptest import RssGrowth, at_exit, scratch
-from mcptest import (Daemon, UvLog, check, children, eq, fd_count, main, need_uv, rss_kib, sanitized, skip, test,
-                     test_pythons)
+from mcptest import (Daemon, UvLog, check, children, eq, fd_count, initialized, main, need_uv, newest_python, rss_kib,
+                     sanitized, skip, test, test_pythons)
 from mcptest import wait_until, processes_with
 from wheels import build_wheel
 
@@ -32,13 +32,6 @@ LEGACY = "2025-11-25"
 UV_DELAY = 2
 
 _STATE = {}
-
-
-def newest_python():
-    have = test_pythons()
-    if not have:
-        skip("no pyenv Python >= 3.11")
-    return max(have, key=lambda v: tuple(map(int, v.split("."))))
 
 
 def sleeper(mark, seconds=600):
@@ -102,10 +95,7 @@ def daemon():
 
 
 def client(d=None):
-    c = (d or daemon()).client()
-    c.initialize()
-    at_exit(lambda: c.proc.poll() is None and c.kill())
-    return c
+    return initialized((d or daemon()).client())
 
 
 class Raw:

@@ -37,20 +37,13 @@ import uuid
 
 import mcptest
 from mcptest import at_exit, scratch
-from mcptest import Daemon, check, children, eq, main, need_uv, skip, test, test_pythons
+from mcptest import Daemon, check, children, eq, initialized, main, need_uv, newest_python, skip, test
 from mcptest import wait_until, processes_with
 from wheels import build_wheel
 
 PROBE_OK = "PROBE-COMPLETED-" + uuid.uuid4().hex[:8]
 
 _STATE = {}
-
-
-def newest_python():
-    have = test_pythons()
-    if not have:
-        skip("no pyenv Python >= 3.11")
-    return max(have, key=lambda v: tuple(map(int, v.split("."))))
 
 
 def wheel_dir():
@@ -88,10 +81,7 @@ def daemon():
 
 
 def client(d=None):
-    c = (d or daemon()).client()
-    c.initialize()
-    at_exit(lambda: c.proc.poll() is None and c.kill())
-    return c
+    return initialized((d or daemon()).client())
 
 
 def shared_client():

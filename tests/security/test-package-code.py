@@ -24,18 +24,10 @@ import stat
 import threading
 import time
 
-from mcptest import Daemon, at_exit, check, eq, main, need_uv, scratch, skip, test, test_pythons, wait_until
+from mcptest import Daemon, at_exit, check, eq, main, need_uv, newest_python, scratch, test, wait_until
 from wheels import build_wheel
 
 _STATE = {}
-
-
-def python():
-    have = test_pythons()
-    if not have:
-        skip("no Python >= 3.11 for tests")
-    minor = max(have, key=lambda v: tuple(map(int, v.split("."))))
-    return minor
 
 
 def index():
@@ -51,7 +43,7 @@ def daemon():
     if d is not None and d.alive():
         return d
     need_uv()
-    python()
+    newest_python()
     index()
     d = Daemon(args=[f"--find-links={index()}", "--offline", "--tmpfs-size=32M", "--max-runs=4"])
     at_exit(d.close)
@@ -70,7 +62,7 @@ def client(nobody=False):
 
 def run(c, script, deps=()):
     r = c.call_tool("execute_python", {"script": script, "dependencies": list(deps),
-                                       "python_version": python(), "timeout_seconds": 60}, timeout=180)
+                                       "python_version": newest_python(), "timeout_seconds": 60}, timeout=180)
     return r, r.get("structuredContent") or {}
 
 
@@ -93,7 +85,7 @@ def bare_env():
     check(not r.get("isError"), c.text(r))
     key = st["environment"]["key"]
     wait_until(lambda: compiled(key), 60, "the bare environment's bytecode compile")
-    site = os.path.join(envs_dir(), key, "lib", "python" + python(), "site-packages")
+    site = os.path.join(envs_dir(), key, "lib", "python" + newest_python(), "site-packages")
     check(os.path.isdir(site), f"no {site}")
     return key, site
 
@@ -213,7 +205,7 @@ def a_wheel_that_replaces_pyvenv_cfg_is_refused_and_nothing_of_it_runs():
     environment, even with -I -S, takes them for its standard library. Here home points at a stand-in of that
     directory outside the environment (the real attacker computes the environment's own path)."""
     bare_key, bare_site = bare_env()
-    minor = python()
+    minor = newest_python()
     marker = host_marker("data")
 
     fake_prefix = scratch("mcpt-pkg-home-")

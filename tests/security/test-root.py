@@ -17,12 +17,11 @@ Needs root, $DAEMON, $SHIM, bubblewrap and a Python >= 3.11; exit 77 without.
 """
 
 import os
-import signal
 import stat
-import sys
 import time
 
-from mcptest import Daemon, at_exit, check, eq, main, pids_safety_net, scratch, skip, test, test_pythons, wait_until
+from mcptest import Daemon, at_exit, check, eq, initialized, main, newest_python, pids_safety_net, scratch, skip, test
+from mcptest import wait_until
 
 DEFAULT_RANGE = (2063597568, 2063663103)
 _STATE = {}
@@ -33,20 +32,13 @@ def need_root():
         skip("needs root: this is what a root daemon does")
 
 
-def python():
-    have = test_pythons()
-    if not have:
-        skip("no Python >= 3.11 for tests")
-    return max(have, key=lambda v: tuple(map(int, v.split("."))))
-
-
 def daemon():
     d = _STATE.get("daemon")
     if d is not None and d.alive():
         return d
     if not pids_safety_net():
         skip("no pids cgroup to run a fork bomb in as root (the safety net)")
-    python()
+    newest_python()
     d = Daemon(args=["--tmpfs-size=32M", "--max-runs=4", "--max-processes=64"])
     at_exit(d.close)
     _STATE["daemon"] = d
@@ -54,10 +46,7 @@ def daemon():
 
 
 def client(d=None):
-    c = (d or daemon()).client()
-    c.initialize()
-    at_exit(lambda: c.proc.poll() is None and c.kill())
-    return c
+    return initialized((d or daemon()).client())
 
 
 def host_uid(pid):
@@ -102,11 +91,11 @@ def concurrent_runs_have_host_uids_of_their_own_and_cannot_signal_each_other():
     d = daemon()
     a, b = client(d), client(d)
     # The bare environment built and its bytecode compiled: no sandbox but the runs' from here on.
-    r = a.call_tool("execute_python", {"script": "print(1)", "python_version": python()}, timeout=60)
+    r = a.call_tool("execute_python", {"script": "print(1)", "python_version": newest_python()}, timeout=60)
     check(not r.get("isError"), a.text(r))
     wait_until(lambda: not sandbox_processes(d), 60, "the daemon's other sandboxes (bytecode compile) to end")
     rid_a = send_call(a, {"script": "import time\ntime.sleep(6)\nprint('A finished')", "timeout_seconds": 30,
-                          "python_version": python()})
+                          "python_version": newest_python()})
     # A's python, on the host, as bwrap's descendant.
     procs = wait_until(lambda: sandbox_processes(d), 20, "run A's sandbox")
     uid_a = set(procs.values())
@@ -123,7 +112,7 @@ def concurrent_runs_have_host_uids_of_their_own_and_cannot_signal_each_other():
         "except OSError as e:\n    print('kill', errno.errorcode[e.errno])\n"
         "try:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError as e:\n    print('kill -1', errno.errorcode[e.errno])\n"
         "import time\ntime.sleep(1.5)\nprint('B finished')\n")
-    rid_b = send_call(b, {"script": script_b, "timeout_seconds": 30, "python_version": python()})
+    rid_b = send_call(b, {"script": script_b, "timeout_seconds": 30, "python_version": newest_python()})
     seen = wait_until(lambda: {u for u in sandbox_processes(d).values()} - {uid_a}, 20, "run B's sandbox")
     uid_b = seen.pop()
     check(uid_b not in (0, uid_a), f"run B's uid {uid_b}")
@@ -146,11 +135,11 @@ def a_fork_bomb_stops_at_its_own_runs_cap_and_the_daemon_keeps_answering():
     bomber, other = client(d), client(d)
     bomb = ("import os, time\nn = 0\ntry:\n    while n < 5000:\n        if os.fork() == 0:\n"
             "            time.sleep(60)\n            os._exit(0)\n        n += 1\nfinally:\n    print('forked', n)\n")
-    rid = send_call(bomber, {"script": bomb, "timeout_seconds": 30, "python_version": python()})
+    rid = send_call(bomber, {"script": bomb, "timeout_seconds": 30, "python_version": newest_python()})
     # Once the bomb has hit its cap, another user's call is answered within a few seconds.
     time.sleep(2)
     t0 = time.monotonic()
-    r = other.call_tool("execute_python", {"script": "print('still here')", "python_version": python()}, timeout=30)
+    r = other.call_tool("execute_python", {"script": "print('still here')", "python_version": newest_python()}, timeout=30)
     took = time.monotonic() - t0
     eq((r.get("structuredContent") or {}).get("stdout"), "still here\n", f"the other call: {other.text(r)}")
     check(took < 10, f"the other call took {took:.1f}s beside the fork bomb")
@@ -196,7 +185,7 @@ os.execv(real, [real] + args)
 @test
 def the_self_test_refuses_a_sandbox_whose_kernel_settings_are_writable():
     need_root()
-    python()
+    newest_python()
     base = scratch("mcptest-fakebwrap-")
     os.chmod(base, 0o755)
     target = os.path.join(base, "core_pattern")
@@ -213,7 +202,7 @@ def the_self_test_refuses_a_sandbox_whose_kernel_settings_are_writable():
         c.initialize()
         marker = os.path.join(base, "ran")
         r = c.call_tool("execute_python", {"script": f"open({marker!r}, 'w')\nprint('ran')",
-                                           "python_version": python()}, timeout=60)
+                                           "python_version": newest_python()}, timeout=60)
         text = c.text(r)
         check(r.get("isError") is True, f"a script ran in the broken sandbox: {text}")
         check("/proc/sys/kernel/core_pattern is writable from inside the sandbox" in text, text)
