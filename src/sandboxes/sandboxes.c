@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <sys/stat.h>
@@ -76,7 +77,16 @@ struct SandboxPrepare {
         void *userdata;
 };
 
+/*
+ * A Sandbox is referenced by the registry (from sandbox_new() until sandbox_close()) and, for as long as they run,
+ * by the event handlers and functions that call back into the tools: a callback may close the sandbox (a failed
+ * create_sandbox does), and the code that called it must still be able to look at it afterwards. Closed, it is out
+ * of the registry, its process and event sources are gone, and nothing new starts on it; the memory goes with the
+ * last reference.
+ */
 struct Sandbox {
+        unsigned n_ref;
+        bool closed;
         Sandbox *next, *prev;
         char id[SANDBOX_ID_LEN + 1];
         uid_t uid;
@@ -135,6 +145,32 @@ static void sandbox_stop(Sandbox *sb);
 static void schedule_dispatch(Sandbox *sb);
 static void reap_arm(Sandbox *sb);
 static void switch_env(Sandbox *sb);
+
+static Sandbox *sandbox_ref(Sandbox *sb) {
+        if (sb)
+                sb->n_ref++;
+        return sb;
+}
+
+static Sandbox *sandbox_unref(Sandbox *sb) {
+        if (!sb)
+                return NULL;
+        assert(sb->n_ref > 0);
+        if (--sb->n_ref > 0)
+                return NULL;
+        /* Only sandbox_close() drops the registry's reference: the process and the event sources are gone. */
+        assert(sb->closed && !sb->proc && !sb->io && !sb->defer && !sb->ops && !sb->prepare);
+        requirement_list_done(&sb->base_reqs);
+        requirement_list_done(&sb->reqs);
+        requirement_list_done(&sb->next_reqs);
+        free(sb->base_env);
+        free(sb->env);
+        free(sb->next_env);
+        free(sb->broken);
+        free(sb);
+        return NULL;
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(Sandbox *, sandbox_unref);
 
 /* ---- registry ------------------------------------------------------------ */
 
@@ -216,6 +252,8 @@ static void reap_arm(Sandbox *sb) {
         const Config *c = registry->config;
         uint64_t when = UINT64_MAX;
 
+        if (sb->closed)
+                return;
         if (c->sandbox_idle_timeout_usec > 0)
                 when = sb->used_usec + c->sandbox_idle_timeout_usec;
         if (sb->ttl_usec > 0)
@@ -268,6 +306,7 @@ int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
         sb = calloc(1, sizeof(*sb));
         if (!sb)
                 return -ENOMEM;
+        sb->n_ref = 1;          /* the registry's */
         for (size_t i = 0; i < sizeof(raw); i++)
                 snprintf(sb->id + 2 * i, 3, "%02x", raw[i]);
         sb->uid = uid;
@@ -289,6 +328,8 @@ int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
 static void op_finish(SandboxOp *op, const SandboxOpOutcome *o);
 
 static void fail_all(Sandbox *sb, const char *error) {
+        _unused_ _cleanup_(sandbox_unrefp) Sandbox *ref = sandbox_ref(sb);
+
         while (sb->ops) {
                 SandboxOpOutcome o = { .error = error };
                 op_finish(sb->ops, &o);
@@ -296,8 +337,21 @@ static void fail_all(Sandbox *sb, const char *error) {
 }
 
 void sandbox_close(Sandbox *sb) {
-        if (!sb)
+        if (!sb || sb->closed)
                 return;
+
+        /* The callbacks below may close it again (a no-op now) or free what refers to it: hold it until the end. */
+        _unused_ _cleanup_(sandbox_unrefp) Sandbox *ref = sandbox_ref(sb);
+        sb->closed = true;
+        if (sb->prev)
+                sb->prev->next = sb->next;
+        else
+                registry->list = sb->next;
+        if (sb->next)
+                sb->next->prev = sb->prev;
+        sb->next = sb->prev = NULL;
+        registry->n--;
+
         if (sb->prepare) {
                 SandboxPrepare *p = TAKE_PTR(sb->prepare);
                 SandboxPreparedFunc cb = p->cb;
@@ -309,26 +363,10 @@ void sandbox_close(Sandbox *sb) {
         }
         fail_all(sb, "the sandbox was closed");
         sandbox_stop(sb);
-
-        if (sb->prev)
-                sb->prev->next = sb->next;
-        else
-                registry->list = sb->next;
-        if (sb->next)
-                sb->next->prev = sb->prev;
-        registry->n--;
-
-        sd_event_source_disable_unref(sb->reap_timer);
-        sd_event_source_disable_unref(sb->op_timer);
-        sd_event_source_disable_unref(sb->defer);
-        requirement_list_done(&sb->base_reqs);
-        requirement_list_done(&sb->reqs);
-        requirement_list_done(&sb->next_reqs);
-        free(sb->base_env);
-        free(sb->env);
-        free(sb->next_env);
-        free(sb->broken);
-        free(sb);
+        sb->reap_timer = sd_event_source_disable_unref(sb->reap_timer);
+        sb->op_timer = sd_event_source_disable_unref(sb->op_timer);
+        sb->defer = sd_event_source_disable_unref(sb->defer);
+        sandbox_unref(sb);      /* the registry's */
 }
 
 /* ---- the process ------------------------------------------------------------ */
@@ -547,7 +585,7 @@ static void drop_input(Sandbox *sb) {
 }
 
 static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        Sandbox *sb = userdata;
+        _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(userdata);
         char rec[RECORD_MAX + 1];
 
         if (revents & EPOLLOUT) {
@@ -611,7 +649,7 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
 }
 
 static void on_bwrap_exit(Process *p, void *userdata) {
-        Sandbox *sb = userdata;
+        _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(userdata);
         _cleanup_free_ char *err = capture_text(&p->err, NULL);
         bool said_hello = sb->ready || sb->worker_ns_pid > 0;
         bool fast = now_usec() - sb->spawned_usec < 5 * USEC_PER_SEC;
@@ -641,6 +679,8 @@ static void on_bwrap_exit(Process *p, void *userdata) {
                         .error = "the sandbox stopped and was started afresh: variables and files in /work are lost",
                 };
                 op_finish(op, &o);
+                if (sb->closed)
+                        return;
         }
         if (sandbox_spawn(sb) < 0)
                 fail_all(sb, "the sandbox could not be started again");
@@ -656,6 +696,8 @@ static int sandbox_spawn(Sandbox *sb) {
         char fdstr[16];
         int k;
 
+        if (sb->closed)
+                return -ESHUTDOWN;
         /* Always in bwrap, also when runs go without it (unsafe-no-sandbox): what the self-test found decides. */
         if (runtime_self_test_error(r))
                 return -EPERM;
@@ -723,7 +765,7 @@ static void op_unlink(SandboxOp *op) {
 }
 
 static void op_finish(SandboxOp *op, const SandboxOpOutcome *o) {
-        Sandbox *sb = op->sandbox;
+        _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(op->sandbox);
         bool was_head = sb->ops == op;
         SandboxReplyFunc cb = op->cb;
         void *ud = op->userdata;
@@ -775,6 +817,8 @@ static int on_op_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 }
 
 static int arm_op_timer(Sandbox *sb, uint64_t usec) {
+        if (sb->closed)
+                return -ESHUTDOWN;
         if (!sb->op_timer)
                 return sd_event_add_time_relative(registry->event, &sb->op_timer, CLOCK_MONOTONIC, usec,
                                                   USEC_PER_SEC / 50, on_op_timer, sb);
@@ -855,11 +899,15 @@ static void dispatch(Sandbox *sb) {
 }
 
 static int on_defer(sd_event_source *s, void *userdata) {
-        dispatch(userdata);
+        _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(userdata);
+
+        dispatch(sb);
         return 0;
 }
 
 static void schedule_dispatch(Sandbox *sb) {
+        if (sb->closed)
+                return;
         if (!sb->defer) {
                 if (sd_event_add_defer(registry->event, &sb->defer, on_defer, sb) < 0)
                         return;
@@ -890,6 +938,8 @@ static int op_queue(Sandbox *sb, SandboxOp *op, bool front, SandboxOp **ret) {
 
 int sandbox_request(Sandbox *sb, json_object *request, uint64_t timeout_usec, SandboxReplyFunc cb, void *userdata,
                     SandboxOp **ret) {
+        if (sb->closed)
+                return -ESHUTDOWN;
         SandboxOp *op = calloc(1, sizeof(*op));
         if (!op)
                 return -ENOMEM;
@@ -904,6 +954,8 @@ int sandbox_request(Sandbox *sb, json_object *request, uint64_t timeout_usec, Sa
 }
 
 int sandbox_reset(Sandbox *sb, SandboxReplyFunc cb, void *userdata, SandboxOp **ret) {
+        if (sb->closed)
+                return -ESHUTDOWN;
         SandboxOp *op = calloc(1, sizeof(*op));
         if (!op)
                 return -ENOMEM;
@@ -951,7 +1003,7 @@ void sandbox_prepare_cancel(SandboxPrepare *p) {
 }
 
 static void prepare_done(SandboxPrepare *p, const char *error) {
-        Sandbox *sb = p->sandbox;
+        _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(p->sandbox);
         SandboxPreparedFunc cb = p->cb;
         void *ud = p->userdata;
         _cleanup_free_ char *e = error ? strdup(error) : NULL;
@@ -1046,6 +1098,8 @@ int sandbox_prepare(Sandbox *sb, json_object *requirements, const char *python_v
         SandboxPrepare *p;
         int k;
 
+        if (sb->closed)
+                return -ESHUTDOWN;
         if (sb->prepare)
                 return -EBUSY;
         p = calloc(1, sizeof(*p));
