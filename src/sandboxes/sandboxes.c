@@ -26,6 +26,7 @@
 #include "sandboxes.h"
 #include "sandbox/limits.h"
 #include "tools/script.h"
+#include "utf8.h"
 
 #define RECORD_MAX 65536                        /* one SOCK_SEQPACKET record: kind byte + payload */
 #define MESSAGE_MAX (64u * 1024 * 1024)         /* a reply, assembled */
@@ -35,6 +36,11 @@
 #define INTERNAL_TIMEOUT_USEC (60 * USEC_PER_SEC)
 #define SNAPSHOT_MAX (32 * 1024 * 1024)
 #define MAX_FAST_DEATHS 3
+/* What a sandbox prints on stderr goes to the log: a line is cut after this many bytes, */
+#define OUTPUT_LINE_MAX 400
+/* and at most this many lines per interval are logged, the rest counted. */
+#define OUTPUT_LINES_BURST 50
+#define OUTPUT_LINES_INTERVAL_USEC (60 * USEC_PER_SEC)
 
 typedef enum OpKind {
         OP_REQUEST,             /* a message for the driver */
@@ -109,6 +115,14 @@ struct Sandbox {
         unsigned fast_deaths;
         uint64_t spawned_usec;
         char *broken;                   /* why it cannot run; set after repeated failures */
+
+        /* Its stderr (bwrap's and the driver's, which a cell can reach too) on its way to the log */
+        char line[OUTPUT_LINE_MAX];
+        size_t line_len;
+        uint64_t line_cut;              /* bytes of this line past OUTPUT_LINE_MAX */
+        uint64_t lines_since_usec;
+        unsigned lines_logged;          /* in the interval since lines_since_usec */
+        uint64_t lines_dropped;
 
         /* Messages */
         char *out;                      /* the message being sent */
@@ -371,7 +385,11 @@ void sandbox_close(Sandbox *sb) {
 
 /* ---- the process ------------------------------------------------------------ */
 
+static void output_flush(Sandbox *sb);
+
 static void sandbox_stop(Sandbox *sb) {
+        if (sb->proc)
+                output_flush(sb);
         sb->io = sd_event_source_disable_unref(sb->io);
         sb->sock = safe_close(sb->sock);
         sb->worker_pidfd = safe_close(sb->worker_pidfd);
@@ -648,14 +666,83 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         return 0;
 }
 
+/* ---- what the sandbox prints ------------------------------------------------------ */
+
+/*
+ * A sandbox's stderr carries bwrap's complaints and the driver's notes, and anything a cell writes there (through
+ * /proc/PID/fd/2 of the driver): none of it may pass for a line of our own. Each line becomes one log call at one
+ * priority, escaped (no line breaks, no escape sequences, no leading '<' that could be taken for a priority), cut
+ * at OUTPUT_LINE_MAX bytes, at most OUTPUT_LINES_BURST of them a minute.
+ */
+static void output_dropped_flush(Sandbox *sb) {
+        if (sb->lines_dropped > 0)
+                log_info("Sandbox %.8s… of uid " UID_FMT ": %" PRIu64 " more line%s of its output not logged "
+                         "(at most %u a minute).",
+                         sb->id, sb->uid, sb->lines_dropped, sb->lines_dropped == 1 ? "" : "s", OUTPUT_LINES_BURST);
+        sb->lines_dropped = 0;
+}
+
+static void output_line(Sandbox *sb) {
+        uint64_t now = now_usec();
+        _cleanup_free_ char *text = NULL;
+
+        if (now - sb->lines_since_usec >= OUTPUT_LINES_INTERVAL_USEC) {
+                output_dropped_flush(sb);
+                sb->lines_since_usec = now;
+                sb->lines_logged = 0;
+        }
+        if (sb->lines_logged >= OUTPUT_LINES_BURST)
+                sb->lines_dropped++;
+        else {
+                sb->lines_logged++;
+                text = utf8_escape_line(sb->line, sb->line_len);
+                if (sb->line_cut > 0)
+                        log_info("Sandbox %.8s… of uid " UID_FMT " printed: %s [%" PRIu64 " more bytes]", sb->id,
+                                 sb->uid, strempty(text), sb->line_cut);
+                else
+                        log_info("Sandbox %.8s… of uid " UID_FMT " printed: %s", sb->id, sb->uid, strempty(text));
+        }
+        sb->line_len = 0;
+        sb->line_cut = 0;
+}
+
+static void on_stderr(Process *p, const char *data, size_t n, void *userdata) {
+        Sandbox *sb = userdata;
+
+        while (n > 0) {
+                const char *nl = memchr(data, '\n', n);
+                size_t len = nl ? (size_t) (nl - data) : n;
+                size_t take = MIN(len, OUTPUT_LINE_MAX - sb->line_len);
+
+                memcpy(sb->line + sb->line_len, data, take);
+                sb->line_len += take;
+                sb->line_cut += len - take;
+                if (!nl)
+                        break;
+                output_line(sb);
+                data = nl + 1;
+                n -= len + 1;
+        }
+}
+
+/* The sandbox stopped: what it printed last, even without a line break, and how much was not logged. */
+static void output_flush(Sandbox *sb) {
+        if (sb->line_len > 0 || sb->line_cut > 0)
+                output_line(sb);
+        output_dropped_flush(sb);
+}
+
 static void on_bwrap_exit(Process *p, void *userdata) {
         _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(userdata);
         _cleanup_free_ char *err = capture_text(&p->err, NULL);
         bool said_hello = sb->ready || sb->worker_ns_pid > 0;
         bool fast = now_usec() - sb->spawned_usec < 5 * USEC_PER_SEC;
 
-        log_info("Sandbox %.8s… of uid " UID_FMT " stopped (exit %d)%s%s", sb->id, sb->uid, p->exit_code,
-                 err && *err ? ": " : ".", strempty(err));
+        output_flush(sb);
+        log_info("Sandbox %.8s… of uid " UID_FMT " stopped (exit %d).", sb->id, sb->uid, p->exit_code);
+        /* What it said, for the sandbox's user (see below): without the line break at its end. */
+        for (size_t l = err ? strlen(err) : 0; l > 0 && strchr("\n\r\t ", err[l - 1]); l--)
+                err[l - 1] = 0;
         sb->proc = NULL;
         process_free(p);
         sandbox_stop(sb);
@@ -724,6 +811,7 @@ static int sandbox_spawn(Sandbox *sb) {
                 sb->sock = safe_close(sb->sock);
                 return k;
         }
+        process_set_stderr_func(sb->proc, on_stderr, sb);
         k = sd_event_add_io(registry->event, &sb->io, sb->sock, EPOLLIN, on_io, sb);
         if (k < 0) {
                 sandbox_stop(sb);

@@ -142,5 +142,82 @@ def closing_a_sandbox_while_it_is_created_does_not_take_the_daemon_down():
     c.close()
 
 
+# What a cell writes to the stderr it shares with bwrap (the driver's, through /proc), then the driver killed, so that
+# bwrap exits and the daemon says why.
+FORGE = r"""
+import os, sys
+print("<0>FORGED-OWN-STDERR", file=sys.stderr)
+fd = os.open("/proc/%d/fd/2" % os.getppid(), os.O_WRONLY)
+os.write(fd, b"<0>FORGED-EMERG\n<3>FORGED-ERR\nplain\\back\n\x1b[31mFORGED-RED\x1b[0m\nFORGED-CR\rHIDDEN\n")
+os.write(fd, b"\xc2\x9b2JFORGED-C1 \xff\xfe FORGED-BAD-UTF8 caf\xc3\xa9\n")
+os.write(fd, b"FORGED-LONG " + b"L" * 5000 + b"\n")
+os.write(fd, b"<1>FORGED-NO-NEWLINE")
+os.close(fd)
+os.kill(os.getppid(), 9)
+import time
+time.sleep(30)   # bwrap ends with the driver, this with it
+"""
+FLOOD = r"""
+import os
+fd = os.open("/proc/%d/fd/2" % os.getppid(), os.O_WRONLY)
+for i in range(200):
+    os.write(fd, b"FORGED-FLOOD %d\n" % i)
+os.kill(os.getppid(), 9)
+import time
+time.sleep(30)   # bwrap ends with the driver, this with it
+"""
+
+
+def log_is_clean(d):
+    """No line of the daemon's log starts with what a sandbox wrote, none holds a raw control character; each line
+    of the sandbox's is one line of ours, at one priority. Returns the log's lines."""
+    with open(d.log_path, "rb") as f:
+        lines = f.read().split(b"\n")
+    for line in lines:
+        check(not re.match(rb"<[0-7]>(FORGED|plain)", line), f"a forged log line: {line!r}")
+        check(not re.search(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]", line),
+              f"a control character in the log: {line[:300]!r}")
+    ours = [line for line in lines if b"printed: " in line]
+    check(all(line.startswith(b"<6>Sandbox ") for line in ours), f"the sandbox's lines: {ours[:5]}")
+    return lines
+
+
+@test
+def what_a_sandbox_prints_cannot_forge_log_lines():
+    d, c = start()
+    r = c.call_tool("create_sandbox", {"python_version": newest_python()}, timeout=120)
+    check(not r.get("isError"), f"create_sandbox: {c.text(r)}")
+    sid = r["structuredContent"]["sandbox_id"]
+    r = c.call_tool("execute_code", {"sandbox_id": sid, "code": FORGE})
+    check(r.get("isError") and "started afresh" in c.text(r), f"the cell that kills the driver: {c.text(r)}")
+    wait_until(lambda: " stopped (exit " in d.log_full(), 10, "the daemon's word of the sandbox's end")
+    lines = log_is_clean(d)
+    text = b"\n".join(lines).decode("utf-8", "replace")
+    for want in ("printed: \\x3c0>FORGED-EMERG", "printed: \\x3c3>FORGED-ERR", "printed: plain\\x5cback",
+                 "printed: \\x1b[31mFORGED-RED\\x1b[0m", "printed: FORGED-CR\\x0dHIDDEN",
+                 "printed: \\xc2\\x9b2JFORGED-C1 \\xff\\xfe FORGED-BAD-UTF8 caf\u00e9",
+                 "printed: \\x3c1>FORGED-NO-NEWLINE"):
+        check(want in text, f"{want!r} is not in the daemon's log: {d.log()}")
+    # The cell's own stderr is its answer's, not the log's.
+    check("FORGED-OWN-STDERR" not in text, "the cell's own stderr reached the log")
+    # A long line is cut.
+    long = [line for line in lines if b"FORGED-LONG" in line]
+    eq(len(long), 1, "the long line")
+    check(len(long[0]) < 600 and re.search(rb"\[4\d\d\d more bytes\]$", long[0]), f"the long line: {long[0][:80]!r}...")
+
+    # The sandbox still works; a flood of lines is counted rather than logged.
+    r = c.call_tool("execute_code", {"sandbox_id": sid, "code": "6 * 7"})
+    eq((r.get("isError"), (r.get("structuredContent") or {}).get("result")), (False, "42"), c.text(r))
+    r = c.call_tool("execute_code", {"sandbox_id": sid, "code": FLOOD})
+    check(r.get("isError") and "started afresh" in c.text(r), f"the flooding cell: {c.text(r)}")
+    wait_until(lambda: "of its output not logged" in d.log_full(), 10, "word of the lines not logged")
+    c.close()
+    d.stop()
+    lines = log_is_clean(d)
+    flood = [line for line in lines if b"FORGED-FLOOD" in line]
+    check(0 < len(flood) < 50, f"{len(flood)} of the 200 flood lines logged")
+    check(any(re.search(rb"1\d\d more lines of its output not logged", line) for line in lines),
+          f"no word of the lines not logged: {d.log()}")
+
 if __name__ == "__main__":
     main()
