@@ -19,6 +19,7 @@
 
 #include "daemon/manager.h"
 #include "daemon/runtime.h"
+#include "driver-input.h"
 #include "fs-util.h"
 #include "json-util.h"
 #include "log.h"
@@ -28,8 +29,6 @@
 #include "tools/script.h"
 #include "utf8.h"
 
-#define RECORD_MAX 65536                        /* one SOCK_SEQPACKET record: kind byte + payload */
-#define MESSAGE_MAX (64u * 1024 * 1024)         /* a reply, assembled */
 #define HELLO_TIMEOUT_USEC (30 * USEC_PER_SEC)
 #define INTERRUPT_GRACE_USEC (2 * USEC_PER_SEC)
 #define RESTART_WAIT_USEC (10 * USEC_PER_SEC)
@@ -127,8 +126,7 @@ struct Sandbox {
         /* Messages */
         char *out;                      /* the message being sent */
         size_t out_len, out_off;
-        char *in;
-        size_t in_len;
+        DriverInput input;
 
         SandboxOp *ops;                 /* head is the current one */
         sd_event_source *op_timer;
@@ -395,9 +393,7 @@ static void sandbox_stop(Sandbox *sb) {
         sb->worker_pidfd = safe_close(sb->worker_pidfd);
         sb->proc = process_free(sb->proc);   /* kills bwrap and all in it */
         sb->ready = false;
-        sb->in_len = 0;
-        free(sb->in);
-        sb->in = NULL;
+        driver_input_done(&sb->input);
         free(sb->out);
         sb->out = NULL;
         sb->out_len = sb->out_off = 0;
@@ -532,7 +528,7 @@ static void on_hello(Sandbox *sb, json_object *hello) {
 
 static int send_pending(Sandbox *sb) {
         while (sb->out && sb->out_off < sb->out_len) {
-                size_t n = MIN(sb->out_len - sb->out_off, (size_t) RECORD_MAX - 1);
+                size_t n = MIN(sb->out_len - sb->out_off, (size_t) DRIVER_RECORD_MAX - 1);
                 char kind = sb->out_off + n >= sb->out_len ? 'E' : 'C';
                 struct iovec iov[2] = { { &kind, 1 }, { sb->out + sb->out_off, n } };
                 struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
@@ -596,15 +592,9 @@ static void on_message(Sandbox *sb, json_object *msg) {
         }
 }
 
-static void drop_input(Sandbox *sb) {
-        free(sb->in);
-        sb->in = NULL;
-        sb->in_len = 0;
-}
-
 static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(userdata);
-        char rec[RECORD_MAX + 1];
+        char rec[DRIVER_RECORD_MAX + 1];        /* one more: a longer record is not the driver's */
 
         if (revents & EPOLLOUT) {
                 if (send_pending(sb) < 0)
@@ -624,43 +614,16 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
                         sb->io = sd_event_source_disable_unref(sb->io);
                         return 0;
                 }
-                if (n > (ssize_t) RECORD_MAX) {   /* not from the driver */
-                        drop_input(sb);
-                        continue;
-                }
-                if (rec[0] == 'H') {
-                        _cleanup_json_ json_object *j = NULL;
-                        drop_input(sb);
-                        rec[n] = 0;
-                        j = json_tokener_parse(rec + 1);
-                        if (j)
-                                on_hello(sb, j);
-                        continue;
-                }
-                if (rec[0] != 'C' && rec[0] != 'E') {
-                        drop_input(sb);
-                        continue;
-                }
-                if (sb->in_len + (size_t) n > MESSAGE_MAX) {
-                        drop_input(sb);
-                        continue;
-                }
-                char *nb = realloc(sb->in, sb->in_len + (size_t) n + 1);
-                if (!nb)
-                        return 0;
-                sb->in = nb;
-                memcpy(sb->in + sb->in_len, rec + 1, (size_t) n - 1);
-                sb->in_len += (size_t) n - 1;
-                sb->in[sb->in_len] = 0;
-                if (rec[0] == 'E') {
-                        json_tokener *tok = json_tokener_new_ex(64);
-                        json_object *j = tok ? json_tokener_parse_ex(tok, sb->in, (int) sb->in_len) : NULL;
-                        if (tok)
-                                json_tokener_free(tok);
-                        drop_input(sb);
-                        if (j && json_object_is_type(j, json_type_object))
-                                on_message(sb, j);
-                        json_object_put(j);
+                _cleanup_json_ json_object *j = NULL;
+                switch (driver_input_feed(&sb->input, rec, (size_t) n, &j)) {
+                case DRIVER_RECORD_HELLO:
+                        on_hello(sb, j);
+                        break;
+                case DRIVER_RECORD_MESSAGE:
+                        on_message(sb, j);
+                        break;
+                case DRIVER_RECORD_NONE:
+                        break;
                 }
         }
         return 0;
