@@ -29,6 +29,7 @@ libcore_a_SOURCES = \
 	src/tools/sandbox-files.c \
 	src/sandboxes/sandboxes.c src/sandboxes/sandboxes.h \
 	src/sandboxes/driver.c \
+	src/sandboxes/driver-input.c src/sandboxes/driver-input.h \
 	src/sandbox/sandbox.c src/sandbox/sandbox.h \
 	src/sandbox/seccomp.c src/sandbox/seccomp.h \
 	src/sandbox/limits.c src/sandbox/limits.h \

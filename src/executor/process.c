@@ -40,6 +40,17 @@ static void maybe_done(Process *p) {
         }
 }
 
+static void add_output(Process *p, bool is_out, const char *buf, size_t n) {
+        capture_add(is_out ? &p->out : &p->err, buf, n);
+        if (!is_out && p->stderr_func)
+                p->stderr_func(p, buf, n, p->stderr_userdata);
+}
+
+void process_set_stderr_func(Process *p, ProcessOutputFunc f, void *userdata) {
+        p->stderr_func = f;
+        p->stderr_userdata = userdata;
+}
+
 static void close_pipe(Process *p, int *fd, sd_event_source **s) {
         *s = sd_event_source_disable_unref(*s);
         *fd = safe_close(*fd);
@@ -55,7 +66,7 @@ static int on_output(sd_event_source *s, int fd, uint32_t revents, void *userdat
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return 0;
         if (n > 0) {
-                capture_add(is_out ? &p->out : &p->err, buf, (size_t) n);
+                add_output(p, is_out, buf, (size_t) n);
                 return 0;
         }
         /* EOF or error: this stream is finished. */
@@ -218,7 +229,7 @@ static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *userdata
                         ssize_t n = read(fd, buf, sizeof(buf));
                         if (n <= 0)
                                 break;
-                        capture_add(i == 0 ? &p->out : &p->err, buf, (size_t) n);
+                        add_output(p, i == 0, buf, (size_t) n);
                 }
         }
         close_pipe(p, &p->stdout_fd, &p->stdout_source);
@@ -290,7 +301,7 @@ void process_drain(Process *p, size_t max) {
                                 continue;
                         if (n <= 0)
                                 break;
-                        capture_add(i == 0 ? &p->out : &p->err, buf, (size_t) n);
+                        add_output(p, i == 0, buf, (size_t) n);
                         left -= (size_t) n;
                 }
         }
@@ -325,6 +336,7 @@ void process_detach(Process *p) {
         p->timer_source = sd_event_source_disable_unref(p->timer_source);
         p->done = on_detached_done;
         p->userdata = NULL;
+        p->stderr_func = NULL;
         p->detached_prev = NULL;
         p->detached_next = detached;
         if (detached)

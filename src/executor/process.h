@@ -19,6 +19,8 @@
 typedef struct Process Process;
 typedef void (*ProcessDoneFunc)(Process *p, void *userdata);
 typedef void (*ProcessReleaseFunc)(void *userdata);
+/* A piece of what the child wrote, as it arrives; it must not free p. */
+typedef void (*ProcessOutputFunc)(Process *p, const char *data, size_t n, void *userdata);
 
 typedef struct ProcessLimit {
         int resource;              /* RLIMIT_* */
@@ -71,11 +73,15 @@ struct Process {
 
         ProcessDoneFunc done;
         void *userdata;
+        ProcessOutputFunc stderr_func;
+        void *stderr_userdata;
         Process *detached_prev, *detached_next;   /* process_detach()'s list */
 };
 
 /* Start the child. On exec failure the child exits 127 and stderr says why. */
 int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, void *userdata, Process **ret);
+/* Also hand stderr to f as it arrives (the capture keeps it as well); NULL: no more. */
+void process_set_stderr_func(Process *p, ProcessOutputFunc f, void *userdata);
 /* Kill the process group now; done still runs (unless the Process is freed). */
 void process_kill(Process *p);
 Process *process_free(Process *p);

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 
 #include "daemon/manager.h"
 #include "daemon/runtime.h"
+#include "driver-input.h"
 #include "fs-util.h"
 #include "json-util.h"
 #include "log.h"
@@ -25,15 +27,19 @@
 #include "sandboxes.h"
 #include "sandbox/limits.h"
 #include "tools/script.h"
+#include "utf8.h"
 
-#define RECORD_MAX 65536                        /* one SOCK_SEQPACKET record: kind byte + payload */
-#define MESSAGE_MAX (64u * 1024 * 1024)         /* a reply, assembled */
 #define HELLO_TIMEOUT_USEC (30 * USEC_PER_SEC)
 #define INTERRUPT_GRACE_USEC (2 * USEC_PER_SEC)
 #define RESTART_WAIT_USEC (10 * USEC_PER_SEC)
 #define INTERNAL_TIMEOUT_USEC (60 * USEC_PER_SEC)
 #define SNAPSHOT_MAX (32 * 1024 * 1024)
 #define MAX_FAST_DEATHS 3
+/* What a sandbox prints on stderr goes to the log: a line is cut after this many bytes, */
+#define OUTPUT_LINE_MAX 400
+/* and at most this many lines per interval are logged, the rest counted. */
+#define OUTPUT_LINES_BURST 50
+#define OUTPUT_LINES_INTERVAL_USEC (60 * USEC_PER_SEC)
 
 typedef enum OpKind {
         OP_REQUEST,             /* a message for the driver */
@@ -76,7 +82,16 @@ struct SandboxPrepare {
         void *userdata;
 };
 
+/*
+ * A Sandbox is referenced by the registry (from sandbox_new() until sandbox_close()) and, for as long as they run,
+ * by the event handlers and functions that call back into the tools: a callback may close the sandbox (a failed
+ * create_sandbox does), and the code that called it must still be able to look at it afterwards. Closed, it is out
+ * of the registry, its process and event sources are gone, and nothing new starts on it; the memory goes with the
+ * last reference.
+ */
 struct Sandbox {
+        unsigned n_ref;
+        bool closed;
         Sandbox *next, *prev;
         char id[SANDBOX_ID_LEN + 1];
         uid_t uid;
@@ -100,11 +115,18 @@ struct Sandbox {
         uint64_t spawned_usec;
         char *broken;                   /* why it cannot run; set after repeated failures */
 
+        /* Its stderr (bwrap's and the driver's, which a cell can reach too) on its way to the log */
+        char line[OUTPUT_LINE_MAX];
+        size_t line_len;
+        uint64_t line_cut;              /* bytes of this line past OUTPUT_LINE_MAX */
+        uint64_t lines_since_usec;
+        unsigned lines_logged;          /* in the interval since lines_since_usec */
+        uint64_t lines_dropped;
+
         /* Messages */
         char *out;                      /* the message being sent */
         size_t out_len, out_off;
-        char *in;
-        size_t in_len;
+        DriverInput input;
 
         SandboxOp *ops;                 /* head is the current one */
         sd_event_source *op_timer;
@@ -135,6 +157,32 @@ static void sandbox_stop(Sandbox *sb);
 static void schedule_dispatch(Sandbox *sb);
 static void reap_arm(Sandbox *sb);
 static void switch_env(Sandbox *sb);
+
+static Sandbox *sandbox_ref(Sandbox *sb) {
+        if (sb)
+                sb->n_ref++;
+        return sb;
+}
+
+static Sandbox *sandbox_unref(Sandbox *sb) {
+        if (!sb)
+                return NULL;
+        assert(sb->n_ref > 0);
+        if (--sb->n_ref > 0)
+                return NULL;
+        /* Only sandbox_close() drops the registry's reference: the process and the event sources are gone. */
+        assert(sb->closed && !sb->proc && !sb->io && !sb->defer && !sb->ops && !sb->prepare);
+        requirement_list_done(&sb->base_reqs);
+        requirement_list_done(&sb->reqs);
+        requirement_list_done(&sb->next_reqs);
+        free(sb->base_env);
+        free(sb->env);
+        free(sb->next_env);
+        free(sb->broken);
+        free(sb);
+        return NULL;
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(Sandbox *, sandbox_unref);
 
 /* ---- registry ------------------------------------------------------------ */
 
@@ -216,6 +264,8 @@ static void reap_arm(Sandbox *sb) {
         const Config *c = registry->config;
         uint64_t when = UINT64_MAX;
 
+        if (sb->closed)
+                return;
         if (c->sandbox_idle_timeout_usec > 0)
                 when = sb->used_usec + c->sandbox_idle_timeout_usec;
         if (sb->ttl_usec > 0)
@@ -268,6 +318,7 @@ int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
         sb = calloc(1, sizeof(*sb));
         if (!sb)
                 return -ENOMEM;
+        sb->n_ref = 1;          /* the registry's */
         for (size_t i = 0; i < sizeof(raw); i++)
                 snprintf(sb->id + 2 * i, 3, "%02x", raw[i]);
         sb->uid = uid;
@@ -289,6 +340,8 @@ int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
 static void op_finish(SandboxOp *op, const SandboxOpOutcome *o);
 
 static void fail_all(Sandbox *sb, const char *error) {
+        _unused_ _cleanup_(sandbox_unrefp) Sandbox *ref = sandbox_ref(sb);
+
         while (sb->ops) {
                 SandboxOpOutcome o = { .error = error };
                 op_finish(sb->ops, &o);
@@ -296,8 +349,21 @@ static void fail_all(Sandbox *sb, const char *error) {
 }
 
 void sandbox_close(Sandbox *sb) {
-        if (!sb)
+        if (!sb || sb->closed)
                 return;
+
+        /* The callbacks below may close it again (a no-op now) or free what refers to it: hold it until the end. */
+        _unused_ _cleanup_(sandbox_unrefp) Sandbox *ref = sandbox_ref(sb);
+        sb->closed = true;
+        if (sb->prev)
+                sb->prev->next = sb->next;
+        else
+                registry->list = sb->next;
+        if (sb->next)
+                sb->next->prev = sb->prev;
+        sb->next = sb->prev = NULL;
+        registry->n--;
+
         if (sb->prepare) {
                 SandboxPrepare *p = TAKE_PTR(sb->prepare);
                 SandboxPreparedFunc cb = p->cb;
@@ -309,39 +375,25 @@ void sandbox_close(Sandbox *sb) {
         }
         fail_all(sb, "the sandbox was closed");
         sandbox_stop(sb);
-
-        if (sb->prev)
-                sb->prev->next = sb->next;
-        else
-                registry->list = sb->next;
-        if (sb->next)
-                sb->next->prev = sb->prev;
-        registry->n--;
-
-        sd_event_source_disable_unref(sb->reap_timer);
-        sd_event_source_disable_unref(sb->op_timer);
-        sd_event_source_disable_unref(sb->defer);
-        requirement_list_done(&sb->base_reqs);
-        requirement_list_done(&sb->reqs);
-        requirement_list_done(&sb->next_reqs);
-        free(sb->base_env);
-        free(sb->env);
-        free(sb->next_env);
-        free(sb->broken);
-        free(sb);
+        sb->reap_timer = sd_event_source_disable_unref(sb->reap_timer);
+        sb->op_timer = sd_event_source_disable_unref(sb->op_timer);
+        sb->defer = sd_event_source_disable_unref(sb->defer);
+        sandbox_unref(sb);      /* the registry's */
 }
 
 /* ---- the process ------------------------------------------------------------ */
 
+static void output_flush(Sandbox *sb);
+
 static void sandbox_stop(Sandbox *sb) {
+        if (sb->proc)
+                output_flush(sb);
         sb->io = sd_event_source_disable_unref(sb->io);
         sb->sock = safe_close(sb->sock);
         sb->worker_pidfd = safe_close(sb->worker_pidfd);
         sb->proc = process_free(sb->proc);   /* kills bwrap and all in it */
         sb->ready = false;
-        sb->in_len = 0;
-        free(sb->in);
-        sb->in = NULL;
+        driver_input_done(&sb->input);
         free(sb->out);
         sb->out = NULL;
         sb->out_len = sb->out_off = 0;
@@ -476,7 +528,7 @@ static void on_hello(Sandbox *sb, json_object *hello) {
 
 static int send_pending(Sandbox *sb) {
         while (sb->out && sb->out_off < sb->out_len) {
-                size_t n = MIN(sb->out_len - sb->out_off, (size_t) RECORD_MAX - 1);
+                size_t n = MIN(sb->out_len - sb->out_off, (size_t) DRIVER_RECORD_MAX - 1);
                 char kind = sb->out_off + n >= sb->out_len ? 'E' : 'C';
                 struct iovec iov[2] = { { &kind, 1 }, { sb->out + sb->out_off, n } };
                 struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 2 };
@@ -540,15 +592,9 @@ static void on_message(Sandbox *sb, json_object *msg) {
         }
 }
 
-static void drop_input(Sandbox *sb) {
-        free(sb->in);
-        sb->in = NULL;
-        sb->in_len = 0;
-}
-
 static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        Sandbox *sb = userdata;
-        char rec[RECORD_MAX + 1];
+        _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(userdata);
+        char rec[DRIVER_RECORD_MAX + 1];        /* one more: a longer record is not the driver's */
 
         if (revents & EPOLLOUT) {
                 if (send_pending(sb) < 0)
@@ -568,56 +614,98 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
                         sb->io = sd_event_source_disable_unref(sb->io);
                         return 0;
                 }
-                if (n > (ssize_t) RECORD_MAX) {   /* not from the driver */
-                        drop_input(sb);
-                        continue;
-                }
-                if (rec[0] == 'H') {
-                        _cleanup_json_ json_object *j = NULL;
-                        drop_input(sb);
-                        rec[n] = 0;
-                        j = json_tokener_parse(rec + 1);
-                        if (j)
-                                on_hello(sb, j);
-                        continue;
-                }
-                if (rec[0] != 'C' && rec[0] != 'E') {
-                        drop_input(sb);
-                        continue;
-                }
-                if (sb->in_len + (size_t) n > MESSAGE_MAX) {
-                        drop_input(sb);
-                        continue;
-                }
-                char *nb = realloc(sb->in, sb->in_len + (size_t) n + 1);
-                if (!nb)
-                        return 0;
-                sb->in = nb;
-                memcpy(sb->in + sb->in_len, rec + 1, (size_t) n - 1);
-                sb->in_len += (size_t) n - 1;
-                sb->in[sb->in_len] = 0;
-                if (rec[0] == 'E') {
-                        json_tokener *tok = json_tokener_new_ex(64);
-                        json_object *j = tok ? json_tokener_parse_ex(tok, sb->in, (int) sb->in_len) : NULL;
-                        if (tok)
-                                json_tokener_free(tok);
-                        drop_input(sb);
-                        if (j && json_object_is_type(j, json_type_object))
-                                on_message(sb, j);
-                        json_object_put(j);
+                _cleanup_json_ json_object *j = NULL;
+                switch (driver_input_feed(&sb->input, rec, (size_t) n, &j)) {
+                case DRIVER_RECORD_HELLO:
+                        on_hello(sb, j);
+                        break;
+                case DRIVER_RECORD_MESSAGE:
+                        on_message(sb, j);
+                        break;
+                case DRIVER_RECORD_NONE:
+                        break;
                 }
         }
         return 0;
 }
 
-static void on_bwrap_exit(Process *p, void *userdata) {
+/* ---- what the sandbox prints ------------------------------------------------------ */
+
+/*
+ * A sandbox's stderr carries bwrap's complaints and the driver's notes, and anything a cell writes there (through
+ * /proc/PID/fd/2 of the driver): none of it may pass for a line of our own. Each line becomes one log call at one
+ * priority, escaped (no line breaks, no escape sequences, no leading '<' that could be taken for a priority), cut
+ * at OUTPUT_LINE_MAX bytes, at most OUTPUT_LINES_BURST of them a minute.
+ */
+static void output_dropped_flush(Sandbox *sb) {
+        if (sb->lines_dropped > 0)
+                log_info("Sandbox %.8s… of uid " UID_FMT ": %" PRIu64 " more line%s of its output not logged "
+                         "(at most %u a minute).",
+                         sb->id, sb->uid, sb->lines_dropped, sb->lines_dropped == 1 ? "" : "s", OUTPUT_LINES_BURST);
+        sb->lines_dropped = 0;
+}
+
+static void output_line(Sandbox *sb) {
+        uint64_t now = now_usec();
+        _cleanup_free_ char *text = NULL;
+
+        if (now - sb->lines_since_usec >= OUTPUT_LINES_INTERVAL_USEC) {
+                output_dropped_flush(sb);
+                sb->lines_since_usec = now;
+                sb->lines_logged = 0;
+        }
+        if (sb->lines_logged >= OUTPUT_LINES_BURST)
+                sb->lines_dropped++;
+        else {
+                sb->lines_logged++;
+                text = utf8_escape_line(sb->line, sb->line_len);
+                if (sb->line_cut > 0)
+                        log_info("Sandbox %.8s… of uid " UID_FMT " printed: %s [%" PRIu64 " more bytes]", sb->id,
+                                 sb->uid, strempty(text), sb->line_cut);
+                else
+                        log_info("Sandbox %.8s… of uid " UID_FMT " printed: %s", sb->id, sb->uid, strempty(text));
+        }
+        sb->line_len = 0;
+        sb->line_cut = 0;
+}
+
+static void on_stderr(Process *p, const char *data, size_t n, void *userdata) {
         Sandbox *sb = userdata;
+
+        while (n > 0) {
+                const char *nl = memchr(data, '\n', n);
+                size_t len = nl ? (size_t) (nl - data) : n;
+                size_t take = MIN(len, OUTPUT_LINE_MAX - sb->line_len);
+
+                memcpy(sb->line + sb->line_len, data, take);
+                sb->line_len += take;
+                sb->line_cut += len - take;
+                if (!nl)
+                        break;
+                output_line(sb);
+                data = nl + 1;
+                n -= len + 1;
+        }
+}
+
+/* The sandbox stopped: what it printed last, even without a line break, and how much was not logged. */
+static void output_flush(Sandbox *sb) {
+        if (sb->line_len > 0 || sb->line_cut > 0)
+                output_line(sb);
+        output_dropped_flush(sb);
+}
+
+static void on_bwrap_exit(Process *p, void *userdata) {
+        _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(userdata);
         _cleanup_free_ char *err = capture_text(&p->err, NULL);
         bool said_hello = sb->ready || sb->worker_ns_pid > 0;
         bool fast = now_usec() - sb->spawned_usec < 5 * USEC_PER_SEC;
 
-        log_info("Sandbox %.8s… of uid " UID_FMT " stopped (exit %d)%s%s", sb->id, sb->uid, p->exit_code,
-                 err && *err ? ": " : ".", strempty(err));
+        output_flush(sb);
+        log_info("Sandbox %.8s… of uid " UID_FMT " stopped (exit %d).", sb->id, sb->uid, p->exit_code);
+        /* What it said, for the sandbox's user (see below): without the line break at its end. */
+        for (size_t l = err ? strlen(err) : 0; l > 0 && strchr("\n\r\t ", err[l - 1]); l--)
+                err[l - 1] = 0;
         sb->proc = NULL;
         process_free(p);
         sandbox_stop(sb);
@@ -641,6 +729,8 @@ static void on_bwrap_exit(Process *p, void *userdata) {
                         .error = "the sandbox stopped and was started afresh: variables and files in /work are lost",
                 };
                 op_finish(op, &o);
+                if (sb->closed)
+                        return;
         }
         if (sandbox_spawn(sb) < 0)
                 fail_all(sb, "the sandbox could not be started again");
@@ -656,6 +746,8 @@ static int sandbox_spawn(Sandbox *sb) {
         char fdstr[16];
         int k;
 
+        if (sb->closed)
+                return -ESHUTDOWN;
         /* Always in bwrap, also when runs go without it (unsafe-no-sandbox): what the self-test found decides. */
         if (runtime_self_test_error(r))
                 return -EPERM;
@@ -682,6 +774,7 @@ static int sandbox_spawn(Sandbox *sb) {
                 sb->sock = safe_close(sb->sock);
                 return k;
         }
+        process_set_stderr_func(sb->proc, on_stderr, sb);
         k = sd_event_add_io(registry->event, &sb->io, sb->sock, EPOLLIN, on_io, sb);
         if (k < 0) {
                 sandbox_stop(sb);
@@ -723,7 +816,7 @@ static void op_unlink(SandboxOp *op) {
 }
 
 static void op_finish(SandboxOp *op, const SandboxOpOutcome *o) {
-        Sandbox *sb = op->sandbox;
+        _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(op->sandbox);
         bool was_head = sb->ops == op;
         SandboxReplyFunc cb = op->cb;
         void *ud = op->userdata;
@@ -775,6 +868,8 @@ static int on_op_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 }
 
 static int arm_op_timer(Sandbox *sb, uint64_t usec) {
+        if (sb->closed)
+                return -ESHUTDOWN;
         if (!sb->op_timer)
                 return sd_event_add_time_relative(registry->event, &sb->op_timer, CLOCK_MONOTONIC, usec,
                                                   USEC_PER_SEC / 50, on_op_timer, sb);
@@ -855,11 +950,15 @@ static void dispatch(Sandbox *sb) {
 }
 
 static int on_defer(sd_event_source *s, void *userdata) {
-        dispatch(userdata);
+        _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(userdata);
+
+        dispatch(sb);
         return 0;
 }
 
 static void schedule_dispatch(Sandbox *sb) {
+        if (sb->closed)
+                return;
         if (!sb->defer) {
                 if (sd_event_add_defer(registry->event, &sb->defer, on_defer, sb) < 0)
                         return;
@@ -890,6 +989,8 @@ static int op_queue(Sandbox *sb, SandboxOp *op, bool front, SandboxOp **ret) {
 
 int sandbox_request(Sandbox *sb, json_object *request, uint64_t timeout_usec, SandboxReplyFunc cb, void *userdata,
                     SandboxOp **ret) {
+        if (sb->closed)
+                return -ESHUTDOWN;
         SandboxOp *op = calloc(1, sizeof(*op));
         if (!op)
                 return -ENOMEM;
@@ -904,6 +1005,8 @@ int sandbox_request(Sandbox *sb, json_object *request, uint64_t timeout_usec, Sa
 }
 
 int sandbox_reset(Sandbox *sb, SandboxReplyFunc cb, void *userdata, SandboxOp **ret) {
+        if (sb->closed)
+                return -ESHUTDOWN;
         SandboxOp *op = calloc(1, sizeof(*op));
         if (!op)
                 return -ENOMEM;
@@ -951,7 +1054,7 @@ void sandbox_prepare_cancel(SandboxPrepare *p) {
 }
 
 static void prepare_done(SandboxPrepare *p, const char *error) {
-        Sandbox *sb = p->sandbox;
+        _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(p->sandbox);
         SandboxPreparedFunc cb = p->cb;
         void *ud = p->userdata;
         _cleanup_free_ char *e = error ? strdup(error) : NULL;
@@ -1046,6 +1149,8 @@ int sandbox_prepare(Sandbox *sb, json_object *requirements, const char *python_v
         SandboxPrepare *p;
         int k;
 
+        if (sb->closed)
+                return -ESHUTDOWN;
         if (sb->prepare)
                 return -EBUSY;
         p = calloc(1, sizeof(*p));

@@ -55,7 +55,9 @@ bool sandboxes_busy(void);
 int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret);
 /* The sandbox with this id if it belongs to uid, else NULL. */
 Sandbox *sandbox_find(const char *id, uid_t uid);
-/* Kill it, fail what waits for it, forget it. */
+/* Kill it, fail what waits for it (their callbacks run from in here), forget it. Safe from inside any of its
+ * callbacks, and a second time: sb stays valid until the callback that closed it returns, but nothing new
+ * starts on it (sandbox_request(), sandbox_reset() and sandbox_prepare() return -ESHUTDOWN). */
 void sandbox_close(Sandbox *sb);
 /* Calls back once with each of uid's sandboxes. */
 void sandboxes_foreach(uid_t uid, void (*cb)(Sandbox *sb, void *userdata), void *userdata);

@@ -58,6 +58,41 @@ char *utf8_sanitize(const char *s, size_t n, size_t *ret_len) {
         return out;
 }
 
+char *utf8_escape_line(const char *s, size_t n) {
+        static const char hex[] = "0123456789abcdef";
+        const unsigned char *p = (const unsigned char *) s;
+        char *out, *o;
+
+        if (n > (SIZE_MAX - 1) / 4)
+                return NULL;
+        out = o = malloc(n * 4 + 1);
+        if (!out)
+                return NULL;
+        for (size_t i = 0; i < n;) {
+                size_t l = valid_sequence(p + i, n - i);
+                /* C1 controls, U+0080 to U+009F: some terminals take U+009B for an escape sequence. */
+                bool c1 = l == 2 && p[i] == 0xc2 && p[i + 1] < 0xa0;
+                bool plain = l > 1 ? !c1
+                                   : l == 1 && p[i] >= 0x20 && p[i] != 0x7f && p[i] != '\\' && !(i == 0 && p[i] == '<');
+
+                if (plain) {
+                        memcpy(o, p + i, l);
+                        o += l;
+                        i += l;
+                        continue;
+                }
+                /* One byte at a time: an invalid sequence may hide the start of a valid one. */
+                for (size_t k = 0; k < (c1 ? 2 : 1); k++, i++) {
+                        *o++ = '\\';
+                        *o++ = 'x';
+                        *o++ = hex[p[i] >> 4];
+                        *o++ = hex[p[i] & 15];
+                }
+        }
+        *o = 0;
+        return out;
+}
+
 bool utf8_is_valid(const char *s, size_t n) {
         const unsigned char *p = (const unsigned char *) s;
 

@@ -11,5 +11,14 @@
  */
 char *utf8_sanitize(const char *s, size_t n, size_t *ret_len);
 
+/*
+ * Text from someone we do not trust, made safe for one line of our log:
+ * control characters (C0, DEL and C1, line breaks included), bytes that are
+ * not UTF-8, and a backslash become \xNN escapes, and so does a leading '<',
+ * which could pass for a syslog priority prefix. The rest is kept as it is.
+ * Returns a malloc'd string (at most 4n + 1 bytes), NULL when out of memory.
+ */
+char *utf8_escape_line(const char *s, size_t n);
+
 /* Strict UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF. */
 bool utf8_is_valid(const char *s, size_t n);

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # libFuzzer targets, built with ./configure --enable-fuzzer CC=clang.
 # Run each for a while: make fuzz FUZZ_SECONDS=30
-FUZZ_TARGETS = fuzz-framing fuzz-mcp fuzz-pep723 fuzz-config
+FUZZ_TARGETS = fuzz-framing fuzz-mcp fuzz-pep723 fuzz-config fuzz-driver fuzz-outputs
 EXTRA_DIST += $(addprefix tests/fuzz/,$(addsuffix .c,$(FUZZ_TARGETS))) tests/fuzz/corpus
 if ENABLE_FUZZER
 noinst_PROGRAMS += $(FUZZ_TARGETS)
@@ -23,6 +23,14 @@ fuzz_config_SOURCES = tests/fuzz/fuzz-config.c
 fuzz_config_CFLAGS = $(FUZZ_CFLAGS)
 fuzz_config_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
 fuzz_config_LDADD = $(FUZZ_LDADD)
+fuzz_driver_SOURCES = tests/fuzz/fuzz-driver.c
+fuzz_driver_CFLAGS = $(FUZZ_CFLAGS)
+fuzz_driver_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
+fuzz_driver_LDADD = $(FUZZ_LDADD)
+fuzz_outputs_SOURCES = tests/fuzz/fuzz-outputs.c
+fuzz_outputs_CFLAGS = $(FUZZ_CFLAGS)
+fuzz_outputs_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
+fuzz_outputs_LDADD = $(FUZZ_LDADD)
 
 FUZZ_SECONDS ?= 20
 fuzz: $(FUZZ_TARGETS)

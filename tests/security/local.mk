@@ -6,6 +6,7 @@ SECURITY_TESTS = \
 	tests/security/test-escape.py \
 	tests/security/test-package-code.py \
 	tests/security/test-root.py \
-	tests/security/test-unprivileged.sh
+	tests/security/test-unprivileged.sh \
+	tests/security/test-sandbox-failures.py
 TESTS += $(SECURITY_TESTS)
 EXTRA_DIST += $(SECURITY_TESTS)

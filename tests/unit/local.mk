@@ -81,6 +81,12 @@ test_layout_SOURCES = tests/unit/test-layout.c
 test_layout_CFLAGS = $(UNIT_CFLAGS)
 test_layout_LDADD = $(UNIT_LIBS)
 
+check_PROGRAMS += test-driver-input
+TESTS += test-driver-input
+test_driver_input_SOURCES = tests/unit/test-driver-input.c
+test_driver_input_CFLAGS = $(UNIT_CFLAGS)
+test_driver_input_LDADD = $(UNIT_LIBS)
+
 # Every unit suite under valgrind, in one process (CK_FORK=no): no errors, no leaks.
 check-valgrind: $(check_PROGRAMS)
 	@for t in $(filter test-%,$(check_PROGRAMS)); do \

@@ -248,6 +248,35 @@ START_TEST(test_cgroups_v1) {
 }
 END_TEST
 
+static void on_stderr(Process *p, const char *data, size_t n, void *userdata) {
+        size_t *seen = userdata;
+
+        for (size_t i = 0; i < n; i++)
+                ck_assert_int_eq(data[i], 'e');
+        *seen += n;
+}
+
+START_TEST(test_stderr_func_sees_all_of_stderr) {
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c",
+                         (char *) "head -c 100000 /dev/zero | tr '\\0' o; head -c 300000 /dev/zero | tr '\\0' e >&2",
+                         NULL };
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 64, .tail_max = 64 };
+        bool done = false;
+        size_t seen = 0;
+        Process *p = NULL;
+
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        process_set_stderr_func(p, on_stderr, &seen);
+        RUN_UNTIL(done);
+        ck_assert(done);
+        /* Every byte of stderr, none of stdout, though the capture kept only its head and tail. */
+        ck_assert_uint_eq(seen, 300000);
+        ck_assert_uint_eq(p->err.total, 300000);
+        ck_assert_uint_eq(capture_omitted(&p->err), 300000 - 128);
+        process_free(p);
+}
+END_TEST
+
 static Suite *process_suite(void) {
         Suite *s = suite_create("process");
         TCase *tc = tcase_create("detach");
@@ -258,6 +287,12 @@ static Suite *process_suite(void) {
         tcase_add_test(tc, test_free_detached_at_exit);
         tcase_add_test(tc, test_detach_after_exit_frees_at_once);
         tcase_add_test(tc, test_cgroups_v1);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("output");
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, test_stderr_func_sees_all_of_stderr);
         suite_add_tcase(s, tc);
         return s;
 }

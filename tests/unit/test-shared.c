@@ -17,6 +17,7 @@
 #include "fs-util.h"
 #include "macro.h"
 #include "strv.h"
+#include "utf8.h"
 
 /* ---- buf --------------------------------------------------------------- */
 
@@ -502,6 +503,49 @@ START_TEST(test_rm_rf_untrusted_depth) {
 }
 END_TEST
 
+/* ---- utf8 ------------------------------------------------------------ */
+
+static void check_escape_n(const char *in, size_t n, const char *want) {
+        char *got = utf8_escape_line(in, n);
+
+        ck_assert_ptr_nonnull(got);
+        ck_assert_str_eq(got, want);
+        free(got);
+}
+#define check_escape(in, want) check_escape_n((in), sizeof(in) - 1, (want))
+
+START_TEST(test_escape_line) {
+        check_escape("", "");
+        check_escape("plain text, caf\xc3\xa9 \xe2\x82\xac", "plain text, caf\xc3\xa9 \xe2\x82\xac");
+        /* A leading '<' could be a priority prefix; later ones are harmless. */
+        check_escape("<0>forged <3>", "\\x3c0>forged <3>");
+        check_escape("a\nb\rc\td\x1b[31m\x7f", "a\\x0ab\\x0dc\\x09d\\x1b[31m\\x7f");
+        check_escape("a\0b", "a\\x00b");
+        /* The escape character itself, so an escape in the text cannot pass for one of ours. */
+        check_escape("\\x41", "\\x5cx41");
+        /* C1 controls (CSI is U+009B), broken and overlong sequences, a character cut at the end. */
+        check_escape("\xc2\x9b" "2J \xc2\xa0", "\\xc2\\x9b" "2J \xc2\xa0");
+        check_escape("\xff\xfe\xc0\xaf", "\\xff\\xfe\\xc0\\xaf");
+        check_escape("ok \xe2\x82", "ok \\xe2\\x82");
+        /* An invalid lead byte does not swallow the valid character after it. */
+        check_escape("\xe2\xc3\xa9", "\\xe2\xc3\xa9");
+}
+END_TEST
+
+START_TEST(test_escape_line_all_bytes) {
+        char in[256], *out;
+
+        for (int i = 0; i < 256; i++)
+                in[i] = (char) i;
+        out = utf8_escape_line(in, sizeof(in));
+        ck_assert_ptr_nonnull(out);
+        ck_assert_uint_le(strlen(out), 4 * sizeof(in));
+        for (const unsigned char *p = (const unsigned char *) out; *p; p++)
+                ck_assert(*p >= 0x20 && *p < 0x7f);
+        free(out);
+}
+END_TEST
+
 static Suite *shared_suite(void) {
         Suite *s = suite_create("shared");
         TCase *tc = tcase_create("buf");
@@ -532,6 +576,11 @@ static Suite *shared_suite(void) {
         tcase_add_test(tc, test_rm_rf_untrusted);
         tcase_add_test(tc, test_rm_rf_untrusted_depth);
         tcase_add_test(tc, test_rm_rf_untrusted_locked_top);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("utf8");
+        tcase_add_test(tc, test_escape_line);
+        tcase_add_test(tc, test_escape_line_all_bytes);
         suite_add_tcase(s, tc);
         return s;
 }

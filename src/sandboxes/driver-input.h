@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * What a persistent sandbox's driver (driver.py) sends the daemon, record by
+ * record, as recv() returns them from the SOCK_SEQPACKET socket. Each record
+ * is a kind byte and a payload:
+ *   'H' hello: one JSON object, {"hello": PID, "python": VERSION}
+ *   'C' a piece of a message         'E' the message's last piece
+ * A message (a reply) is one JSON object in its pieces' payloads, at most
+ * DRIVER_MESSAGE_MAX bytes. The sandbox controls all of it: anything else is
+ * dropped, and memory stays bounded whatever arrives.
+ */
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define DRIVER_RECORD_MAX 65536                         /* one record: kind byte + payload */
+#define DRIVER_MESSAGE_MAX (64u * 1024 * 1024)          /* a message, assembled */
+
+typedef struct DriverInput {
+        char *buf;                      /* the message being assembled */
+        size_t len, allocated;
+        bool discarding;                /* this message is dropped, up to its 'E' */
+} DriverInput;
+
+typedef enum DriverRecord {
+        DRIVER_RECORD_NONE,             /* nothing complete (yet) */
+        DRIVER_RECORD_HELLO,
+        DRIVER_RECORD_MESSAGE,
+} DriverRecord;
+
+/*
+ * Take one record of n bytes (n as recv() with MSG_TRUNC reports it; rec
+ * holds at least MIN(n, DRIVER_RECORD_MAX) of them). A record that is not the
+ * driver's (too long, an unknown kind) is dropped with the message half
+ * received; a message past DRIVER_MESSAGE_MAX is dropped up to its 'E'.
+ * Returns DRIVER_RECORD_HELLO or DRIVER_RECORD_MESSAGE with *ret the object
+ * (the caller's reference) when the record completes one, else
+ * DRIVER_RECORD_NONE.
+ */
+DriverRecord driver_input_feed(DriverInput *in, const char *rec, size_t n, json_object **ret);
+/* Forget a message half received (the sandbox stopped). */
+void driver_input_done(DriverInput *in);

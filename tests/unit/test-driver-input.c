@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json-util.h"
+#include "macro.h"
+#include "sandboxes/driver-input.h"
+
+static DriverRecord feed(DriverInput *in, const char *rec, json_object **ret) {
+        return driver_input_feed(in, rec, strlen(rec), ret);
+}
+
+START_TEST(test_hello_and_message) {
+        DriverInput in = {};
+        json_object *j = NULL;
+
+        ck_assert_int_eq(feed(&in, "H{\"hello\":7,\"python\":\"3.12.1\"}", &j), DRIVER_RECORD_HELLO);
+        ck_assert_str_eq(json_get_string(j, "python"), "3.12.1");
+        json_object_put(j);
+
+        ck_assert_int_eq(feed(&in, "C{\"ok\":tr", &j), DRIVER_RECORD_NONE);
+        ck_assert_ptr_null(j);
+        ck_assert_int_eq(feed(&in, "C", &j), DRIVER_RECORD_NONE);
+        ck_assert_int_eq(feed(&in, "Eue,\"stdout\":\"hi\"}", &j), DRIVER_RECORD_MESSAGE);
+        ck_assert(json_object_get_boolean(json_get(j, "ok", json_type_boolean)));
+        ck_assert_str_eq(json_get_string(j, "stdout"), "hi");
+        json_object_put(j);
+        ck_assert_uint_eq(in.len, 0);
+
+        /* A message in one record. */
+        ck_assert_int_eq(feed(&in, "E{}", &j), DRIVER_RECORD_MESSAGE);
+        json_object_put(j);
+        driver_input_done(&in);
+}
+END_TEST
+
+START_TEST(test_what_is_not_the_drivers) {
+        DriverInput in = {};
+        json_object *j = NULL;
+        static char big[DRIVER_RECORD_MAX + 1];
+
+        /* Not an object, not JSON, empty: nothing. */
+        ck_assert_int_eq(feed(&in, "E[1,2]", &j), DRIVER_RECORD_NONE);
+        ck_assert_int_eq(feed(&in, "E{\"a\":", &j), DRIVER_RECORD_NONE);
+        ck_assert_int_eq(feed(&in, "E", &j), DRIVER_RECORD_NONE);
+        ck_assert_int_eq(feed(&in, "H5", &j), DRIVER_RECORD_NONE);
+        ck_assert_int_eq(driver_input_feed(&in, "", 0, &j), DRIVER_RECORD_NONE);
+        ck_assert_ptr_null(j);
+
+        /* An unknown kind or a record too long drops the message half received. */
+        ck_assert_int_eq(feed(&in, "C{\"x\":", &j), DRIVER_RECORD_NONE);
+        ck_assert_int_eq(feed(&in, "Zjunk", &j), DRIVER_RECORD_NONE);
+        ck_assert_uint_eq(in.len, 0);
+        ck_assert_int_eq(feed(&in, "E{\"y\":1}", &j), DRIVER_RECORD_MESSAGE);
+        ck_assert_ptr_null(json_get(j, "x", json_type_int));
+        json_object_put(j);
+
+        ck_assert_int_eq(feed(&in, "C{\"x\":", &j), DRIVER_RECORD_NONE);
+        big[0] = 'C';
+        ck_assert_int_eq(driver_input_feed(&in, big, sizeof(big), &j), DRIVER_RECORD_NONE);
+        ck_assert_uint_eq(in.len, 0);
+        driver_input_done(&in);
+}
+END_TEST
+
+START_TEST(test_message_too_long) {
+        DriverInput in = {};
+        json_object *j = NULL;
+        static char piece[DRIVER_RECORD_MAX];
+        size_t sent = 0;
+
+        /* A string longer than a message may be: dropped, up to its end, and nothing held. */
+        piece[0] = 'C';
+        memset(piece + 1, 'x', sizeof(piece) - 1);
+        ck_assert_int_eq(feed(&in, "C{\"s\":\"", &j), DRIVER_RECORD_NONE);
+        while (sent <= DRIVER_MESSAGE_MAX) {
+                ck_assert_int_eq(driver_input_feed(&in, piece, sizeof(piece), &j), DRIVER_RECORD_NONE);
+                sent += sizeof(piece) - 1;
+                ck_assert_uint_le(in.len, DRIVER_MESSAGE_MAX);
+        }
+        ck_assert(in.discarding);
+        ck_assert_ptr_null(in.buf);
+        ck_assert_int_eq(feed(&in, "C\"}", &j), DRIVER_RECORD_NONE);
+        ck_assert_int_eq(feed(&in, "E", &j), DRIVER_RECORD_NONE);
+        ck_assert_ptr_null(j);
+        /* The next message is whole again. */
+        ck_assert_int_eq(feed(&in, "E{\"ok\":true}", &j), DRIVER_RECORD_MESSAGE);
+        json_object_put(j);
+        driver_input_done(&in);
+}
+END_TEST
+
+static Suite *driver_input_suite(void) {
+        Suite *s = suite_create("driver-input");
+        TCase *tc = tcase_create("records");
+
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, test_hello_and_message);
+        tcase_add_test(tc, test_what_is_not_the_drivers);
+        tcase_add_test(tc, test_message_too_long);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void) {
+        SRunner *sr = srunner_create(driver_input_suite());
+        int failed;
+
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
