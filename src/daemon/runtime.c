@@ -85,6 +85,7 @@ struct Runtime {
         char *user;                     /* who the daemon, and then every script, runs as */
         char *unsandboxed_banner;
         bool unsandboxed;               /* as last announced in the log */
+        bool source_builds_announced;   /* allow-source-builds, likewise */
 
         TomlCacheEntry toml_cache[TOML_CACHE_SIZE];
         size_t toml_cache_next;
@@ -397,6 +398,14 @@ static void log_sandbox_broken(Runtime *r) {
 /* Loud, at start-up and whenever a reload turns it on: nobody should run this way by accident. */
 static void announce_unsandboxed(Runtime *r) {
         bool on = runtime_unsandboxed(r);
+
+        /* The one place where a package's code runs outside the sandbox, by the administrator's choice. */
+        if (r->config->allow_source_builds && !r->source_builds_announced)
+                log_warning("allow-source-builds=yes: uv runs the build code of source distributions on the host, "
+                            "as %s, with the store and the uv cache writable, outside the sandbox. Leave it off on "
+                            "a shared machine.",
+                            strempty(r->user));
+        r->source_builds_announced = r->config->allow_source_builds;
 
         if (on && !r->unsandboxed)
                 log_warning("Running scripts WITHOUT a sandbox (unsafe-no-sandbox=yes): for development only, never "

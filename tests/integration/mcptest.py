@@ -341,13 +341,30 @@ class Daemon:
             self.proc = subprocess.Popen(["systemd-socket-activate", "-l", self.socket, *passed, *argv],
                                          env=self.env,
                                          stdout=subprocess.DEVNULL, stderr=self._log)
+            # It binds before it listens: the path alone does not mean a client gets in.
             self.wait_for_path(self.socket)
+            self.wait_for_listener()
         elif self.mode == "listen":
             self.proc = subprocess.Popen([*argv, f"--listen={self.socket}"], env=self.env,
                                          stdout=subprocess.DEVNULL, stderr=self._log)
             self.wait_for_path(self.socket)
         else:
             raise ValueError(self.mode)
+
+    def wait_for_listener(self, timeout=10):
+        """Until a connection to the socket is accepted by the kernel (it listens)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(self.socket)
+                return
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"{self.socket} does not accept connections: {self.log()}")
+                time.sleep(0.01)
+            finally:
+                s.close()
 
     def wait_for_path(self, path, timeout=10):
         deadline = time.monotonic() + timeout

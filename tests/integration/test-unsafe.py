@@ -257,7 +257,16 @@ def prestarted_runs_go_without_the_sandbox_too():
     succeeded(*execute(c, "pass\n"), "the run that registers the environment")
 
     def waiting():
-        return [p for p in children(d.proc.pid) if b"mcp-python-sandbox-run-" in _cmdline(p)]
+        # A pre-started process waits for its script: its run directory is there, the script file not yet (a run
+        # that was just answered may still be exiting, with both).
+        found = []
+        for p in children(d.proc.pid):
+            args = [a for a in _cmdline(p).split(b"\0") if b"mcp-python-sandbox-run-" in a]
+            if args:
+                script = args[0].decode()
+                if os.path.isdir(os.path.dirname(script)) and not os.path.exists(script):
+                    found.append(p)
+        return found
     pid = wait_until(waiting, 15, "a pre-started process")[0]
     waiting_script = next(a for a in _cmdline(pid).split(b"\0") if b"mcp-python-sandbox-run-" in a).decode()
     r, st, text = execute(c, WHERE)
