@@ -200,14 +200,16 @@ int runtime_new(Runtime **ret, Manager *m) {
                         return k;
                 }
         }
-        /* The sandboxes' uids pass through it to their environments and /etc files, and see nothing else. */
-        k = mkdir_p(m->config->cache_dir, 0711);
-        if (k >= 0 && chmod(m->config->cache_dir, 0711) < 0)
+        /* A root daemon's sandbox uids pass through it to their environments and /etc files, and see nothing
+         * else; an unprivileged daemon's sandboxes are its own uid: nobody else needs in. */
+        mode_t cache_mode = r->uids ? 0711 : 0700;
+        k = mkdir_p(m->config->cache_dir, cache_mode);
+        if (k >= 0 && chmod(m->config->cache_dir, cache_mode) < 0)
                 k = -errno;
         if (k >= 0)
-                k = sandbox_write_etc(r->etc_dir);
+                k = sandbox_write_etc(r->etc_dir, r->uids != NULL);
         if (k >= 0)
-                k = envstore_new(&r->store, m->event, m->config, r->uv_path);
+                k = envstore_new(&r->store, m->event, m->config, r->uv_path, r->uids != NULL);
         if (k < 0) {
                 log_error_errno(k, "Failed to set up the cache directory %s: %m", m->config->cache_dir);
                 runtime_free(r);

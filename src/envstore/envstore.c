@@ -79,7 +79,7 @@ static uint64_t now_usec(void) {
         return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
 }
 
-int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *uv_path) {
+int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *uv_path, bool other_uids) {
         EnvStore *s = calloc(1, sizeof(*s));
         int r;
 
@@ -94,14 +94,15 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *
                 envstore_free(s);
                 return -ENOMEM;
         }
-        /* The sandboxes' uids pass through envs/ to the environment they are given (read-only, 0555); the uv
-         * cache and the rest are the daemon's alone. Also for a store an older version made 0755. */
-        r = mkdir_p(s->envs, 0711);
+        /* The uv cache and the rest are the daemon's alone; sandboxes of other uids pass through envs/ to the
+         * environment they are given (read-only, 0555). Also for a store an older version made 0755. */
+        mode_t envs_mode = other_uids ? 0711 : 0700;
+        r = mkdir_p(s->envs, envs_mode);
         if (r >= 0)
                 r = mkdir_p(s->uv_cache, 0700);
         if (r >= 0)
                 r = mkdir_p(s->empty, 0700);
-        if (r >= 0 && (chmod(s->envs, 0711) < 0 || chmod(s->uv_cache, 0700) < 0 || chmod(s->empty, 0700) < 0))
+        if (r >= 0 && (chmod(s->envs, envs_mode) < 0 || chmod(s->uv_cache, 0700) < 0 || chmod(s->empty, 0700) < 0))
                 r = -errno;
         if (r < 0) {
                 envstore_free(s);

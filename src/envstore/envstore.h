@@ -32,7 +32,9 @@ typedef struct EnvResult {
 
 typedef void (*EnvReadyFunc)(const EnvResult *result, void *userdata);
 
-int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *uv_path);
+/* other_uids: sandboxes run as uids other than ours (a root daemon's): they pass through envs/ (0711) to their
+ * environment; else envs/ is ours alone (0700). */
+int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *uv_path, bool other_uids);
 
 /*
  * How the store starts an interpreter on one of its environments: in a sandbox where env_dir is read-only and

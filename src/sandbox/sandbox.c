@@ -251,7 +251,7 @@ int sandbox_build_args(const SandboxPolicy *p, char ***ret_argv, int *ret_args_f
         return 0;
 }
 
-static int write_file(const char *dir, const char *name, const char *content) {
+static int write_file(const char *dir, const char *name, const char *content, mode_t mode) {
         char path[PATH_MAX], tmp[PATH_MAX];
         int fd;
         size_t n = strlen(content);
@@ -261,7 +261,7 @@ static int write_file(const char *dir, const char *name, const char *content) {
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0)
                 return -errno;
-        if (write(fd, content, n) != (ssize_t) n) {
+        if (write(fd, content, n) != (ssize_t) n || (mode && fchmod(fd, mode) < 0)) {
                 int r = errno ? -errno : -EIO;
                 close(fd);
                 return r;
@@ -271,16 +271,22 @@ static int write_file(const char *dir, const char *name, const char *content) {
         return 0;
 }
 
-int sandbox_write_etc(const char *dir) {
+int sandbox_write_etc(const char *dir, bool for_other_uids) {
+        /* Nothing secret; readable by the sandboxes' uids whatever the umask, when they are not ours. */
+        mode_t file_mode = for_other_uids ? 0644 : 0;
         int r;
 
         if (mkdir(dir, 0755) < 0 && errno != EEXIST)
                 return -errno;
-        r = write_file(dir, "passwd", "nobody:x:65534:65534:nobody:" SANDBOX_WORK_DIR ":/usr/sbin/nologin\n");
+        if (for_other_uids && chmod(dir, 0755) < 0)
+                return -errno;
+        r = write_file(dir, "passwd", "nobody:x:65534:65534:nobody:" SANDBOX_WORK_DIR ":/usr/sbin/nologin\n",
+                       file_mode);
         if (r < 0)
                 return r;
-        r = write_file(dir, "group", "nogroup:x:65534:\n");
+        r = write_file(dir, "group", "nogroup:x:65534:\n", file_mode);
         if (r < 0)
                 return r;
-        return write_file(dir, "hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+        return write_file(dir, "hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+                          file_mode);
 }

@@ -53,4 +53,5 @@ int sandbox_build_argv(const SandboxPolicy *p, char ***ret);
 int sandbox_build_args(const SandboxPolicy *p, char ***ret_argv, int *ret_args_fd);
 
 /* Write passwd, group and hosts for the sandbox into dir (created if missing). */
-int sandbox_write_etc(const char *dir);
+/* for_other_uids: the sandboxes run as uids other than ours, so the files are made readable by all. */
+int sandbox_write_etc(const char *dir, bool for_other_uids);

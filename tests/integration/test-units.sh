@@ -43,6 +43,8 @@ skipped=0
 daemon_pid=
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/test-units.XXXXXX") || exit 99
+# A root daemon's sandboxes run as uids of their own: they pass through here to its cache.
+chmod 0711 "$T"
 # The emulated service's daemon is not daemon_pid's child for long: setpriv
 # changes the user, which clears the parent-death signal bwrap set. Stop it by
 # its socket, which is this run's alone.
