@@ -347,7 +347,9 @@ class Daemon:
         elif self.mode == "listen":
             self.proc = subprocess.Popen([*argv, f"--listen={self.socket}"], env=self.env,
                                          stdout=subprocess.DEVNULL, stderr=self._log)
+            # The path appears at bind(), before listen(): wait until a connection is accepted.
             self.wait_for_path(self.socket)
+            self.wait_for_listener()
         else:
             raise ValueError(self.mode)
 
