@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <grp.h>
 #include <pwd.h>
 #include <regex.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs-util.h"
@@ -156,6 +158,34 @@ static char *user_name(void) {
         return s;
 }
 
+/* The uids of sandbox-uid-range (and their gids) must be nobody's: a user or group of one of them could reach into
+ * a sandbox of that uid (signal, trace, or write where it may write). One pass over the accounts, at start-up. */
+static int check_uid_range_unused(const UidRange *range) {
+        struct passwd *pw;
+        struct group *gr;
+        int r = 0;
+
+        setpwent();
+        while (r == 0 && (pw = getpwent()))
+                if (pw->pw_uid >= range->first && pw->pw_uid <= range->last) {
+                        log_error("sandbox-uid-range=%" PRIu32 "-%" PRIu32 " holds the uid %u of the user %s: choose "
+                                  "a range no account uses.",
+                                  range->first, range->last, (unsigned) pw->pw_uid, pw->pw_name);
+                        r = -EADDRINUSE;
+                }
+        endpwent();
+        setgrent();
+        while (r == 0 && (gr = getgrent()))
+                if (gr->gr_gid >= range->first && gr->gr_gid <= range->last) {
+                        log_error("sandbox-uid-range=%" PRIu32 "-%" PRIu32 " holds the gid %u of the group %s: "
+                                  "choose a range no account uses.",
+                                  range->first, range->last, (unsigned) gr->gr_gid, gr->gr_name);
+                        r = -EADDRINUSE;
+                }
+        endgrent();
+        return r;
+}
+
 int runtime_new(Runtime **ret, Manager *m) {
         Runtime *r = calloc(1, sizeof(*r));
         long ncpu;
@@ -172,7 +202,17 @@ int runtime_new(Runtime **ret, Manager *m) {
                                               : (unsigned) (ncpu > 0 ? ncpu : 1);
         /* Room for every user who can have a run going, so that taking a slot never allocates. */
         r->user_runs = calloc(r->max_runs, sizeof(UserRuns));
-        r->user = user_name();
+        if (geteuid() == 0) {
+                k = uid_pool_new(&r->uids, m->config->sandbox_uids.first, m->config->sandbox_uids.last);
+                if (k >= 0)
+                        k = check_uid_range_unused(&m->config->sandbox_uids);
+                if (k < 0) {
+                        runtime_free(r);
+                        return k;
+                }
+        }
+        /* Who an unsandboxed script runs as: a root daemon's, a uid of its own. */
+        r->user = r->uids ? strdup("an unprivileged uid of sandbox-uid-range") : user_name();
         if (!r->user_runs || !r->user || asprintf(&r->unsandboxed_banner,
                                  "WARNING: this run was not sandboxed: the server runs with unsafe-no-sandbox=yes "
                                  "(development only); the script ran as %s with access to the host's files and "
@@ -192,20 +232,21 @@ int runtime_new(Runtime **ret, Manager *m) {
                 runtime_free(r);
                 return k;
         }
-        if (geteuid() == 0) {
-                k = uid_pool_new(&r->uids, m->config->sandbox_uids.first, m->config->sandbox_uids.last);
-                if (k < 0) {
-                        log_error_errno(k, "Failed to set up the sandbox uids: %m");
-                        runtime_free(r);
-                        return k;
-                }
-        }
         /* A root daemon's sandbox uids pass through it to their environments and /etc files, and see nothing
          * else; an unprivileged daemon's sandboxes are its own uid: nobody else needs in. */
         mode_t cache_mode = r->uids ? 0711 : 0700;
         k = mkdir_p(m->config->cache_dir, cache_mode);
         if (k >= 0 && chmod(m->config->cache_dir, cache_mode) < 0)
                 k = -errno;
+        /* Root works on the store by path: nobody else may be able to swap a directory on the way for a link. */
+        if (k >= 0 && geteuid() == 0 && path_held_by(m->config->cache_dir, 0) == 0) {
+                log_error("The cache directory %s is below a directory another user owns or may write: as root the "
+                          "daemon would follow what they put there. Choose a cache directory only root can change "
+                          "the path to (e.g. /var/cache/mcp-python-sandbox).",
+                          m->config->cache_dir);
+                runtime_free(r);
+                return -EPERM;
+        }
         if (k >= 0)
                 k = sandbox_write_etc(r->etc_dir, r->uids != NULL);
         if (k >= 0)
@@ -699,7 +740,14 @@ static char **new_run_cgroup(const SandboxLimits *limits) {
         }
         if (sandbox_cgroup_probe() <= 0)
                 return NULL;
-        snprintf(name, sizeof(name), "run-%d-%llu", (int) getpid(), ++n_runs);
+        static uint64_t started;
+        if (!started) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                started = (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+        }
+        /* Unique across restarts too: a busy cgroup an earlier daemon left is never joined. */
+        snprintf(name, sizeof(name), "run-%d-%" PRIx64 "-%llu", (int) getpid(), started, ++n_runs);
         k = sandbox_cgroup_new_run_cgroups(name, limits, &paths);
         if (k < 0) {
                 log_warning_errno(k, "Failed to create the cgroup %s of a run, falling back to rlimits for this run: %m",
@@ -727,6 +775,8 @@ static int spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *lim
 }
 
 /* ---- without the sandbox (unsafe-no-sandbox) ---------------------------------- */
+
+static int runtime_lease_uid(Runtime *r, ProcessOptions *o);
 
 /* When path is the directory from or below it: 1, and *ret the same path below to. Else 0. */
 static int path_moved(const char *path, const char *from, const char *to, char **ret) {
@@ -838,7 +888,7 @@ static char **unsandboxed_env(const Runtime *r, const char *env_dir, const char 
                 if (k < 0)
                         return NULL;
                 if (startswith(env[i], "USER="))
-                        k = strv_extendf(&ret, "USER=%s", r->user);
+                        k = strv_extendf(&ret, "USER=%s", r->uids ? "nobody" : r->user);
                 else if (k > 0)
                         k = strv_extendf(&ret, "%.*s=%s", (int) (eq - env[i]), env[i], v);
                 else
@@ -886,6 +936,15 @@ static int spawn_in_run_dir(Runtime *r, const char *top, const char *work, const
                 .tail_max = tail_max,
                 .remove_dir = top,
         };
+        /* Without a sandbox too, never as root: a uid of its own, which owns the run's directory. */
+        k = runtime_lease_uid(r, &o);
+        if (k < 0)
+                return k;
+        if (o.uid > 0 && (chown(top, o.uid, o.gid) < 0 || chown(work, o.uid, o.gid) < 0 || chown(tmp, o.uid, o.gid) < 0)) {
+                k = -errno;
+                o.release(o.release_userdata);
+                return k;
+        }
         return spawn_limited(r, &o, limits, true, done, userdata, ret);
 }
 

@@ -20,6 +20,7 @@
 #include "macro.h"
 #include "sha256.h"
 #include "strv.h"
+#include "utf8.h"
 
 #define MARKER ".mcp-python-sandbox-env.json"
 /* The bytecode of the environment was compiled (after it was put in place, see envstore_compile_later()). */
@@ -278,8 +279,10 @@ static void build_finish(Build *b) {
         if (b->error == 0)
                 log_info("Environment %.12s ready (%s) in %" PRIu64 " ms.", b->key,
                          b->requirements[0] ? "with packages" : "bare", res.build_usec / USEC_PER_MSEC);
-        else
-                log_info("Environment %.12s failed: %s", b->key, strempty(b->message));
+        else {
+                _cleanup_free_ char *safe = b->message ? utf8_escape_line(b->message, strlen(b->message)) : NULL;
+                log_info("Environment %.12s failed: %s", b->key, strempty(safe));
+        }
 
         while (b->waiters) {
                 EnvWaiter *w = b->waiters;
@@ -485,20 +488,24 @@ static void on_compile_done(Process *p, void *userdata) {
          * other versions): what could be compiled is, and trying again would not change that. */
         if (p->signal == 0 && !p->timed_out && p->exit_code != 127) {
                 n = adopt_bytecode(s);
+                /* Marked either way: another try would not do better, and would cost a compile each start. */
+                mark_compiled(s->compiling);
                 if (n < 0)
                         log_warning("Failed to put the bytecode of environment %.12s in place: %s",
                                     strrchr(s->compiling, '/') + 1, strerror(-n));
                 else {
-                        mark_compiled(s->compiling);
                         log_debug("Compiled the bytecode of environment %.12s in %" PRIu64 " ms (%d files)%s.",
                                   strrchr(s->compiling, '/') + 1, process_duration_usec(p) / USEC_PER_MSEC, n,
                                   p->exit_code == 0 ? "" : "; some files are not valid Python for it");
                 }
         } else {
-                _cleanup_free_ char *err = capture_text(&p->err, NULL);
+                _cleanup_free_ char *err = capture_text(&p->err, NULL), *safe = NULL;
+                /* What the sandbox printed, as one line of ours. */
+                if (err)
+                        safe = utf8_escape_line(err, strlen(err));
                 log_info("Compiling the bytecode of environment %.12s failed (%s%d)%s%s",
                          strrchr(s->compiling, '/') + 1, p->signal ? "signal " : "exit ",
-                         p->signal ?: p->exit_code, err && *err ? ": " : ".", strempty(err));
+                         p->signal ?: p->exit_code, safe && *safe ? ": " : ".", strempty(safe));
         }
         s->compile = NULL;
         process_free(p);
@@ -632,6 +639,7 @@ static int build_complete(Build *b, char **ret_message) {
 
         for (size_t i = 0; b->requirements[i]; i++)
                 json_object_array_add(reqs, json_object_new_string(b->requirements[i]));
+        json_add_int(info, "format", 2);   /* envstore_key()'s v2: verified, read-only, compiled in the sandbox */
         json_add_string(info, "key", b->key);
         json_add_string(info, "python", b->python);
         json_add(info, "requirements", TAKE_PTR(reqs));
@@ -714,7 +722,8 @@ static void on_step_done(Process *p, void *userdata) {
 
         r = build_complete(b, &why);
         if (r == 1) {
-                log_warning("Environment %.12s (%s): %s.", b->key, strempty(b->requirements[0]), why);
+                _cleanup_free_ char *safe = utf8_escape_line(why, strlen(why));   /* holds a wheel's path */
+                log_warning("Environment %.12s (%s): %s.", b->key, strempty(b->requirements[0]), strempty(safe));
                 return build_fail(b, -EPERM, why);
         }
         if (r < 0) {
@@ -845,7 +854,10 @@ void envstore_cleanup(EnvStore *s) {
                                 if (read_small_file(m, 64 * 1024, &text) >= 0)
                                         info = json_tokener_parse(text);
                                 snprintf(m, sizeof(m), "%s/" COMPILED, p);
-                                if (access(m, F_OK) < 0 && json_get_string(info, "python"))
+                                /* Older environments are never used again: no compile for them. */
+                                json_object *format = json_get(info, "format", json_type_int);
+                                if (access(m, F_OK) < 0 && json_get_string(info, "python") && format &&
+                                    json_object_get_int(format) == 2)
                                         envstore_compile_later(s, p, json_get_string(info, "python"));
                         }
                         continue;

@@ -19,6 +19,10 @@
 #define MAX_DEPTH 48
 /* A RECORD larger than this is not searched for the path's owner. */
 #define MAX_RECORD (16 * 1024 * 1024)
+/* All RECORDs read for one refusal together, and the .dist-info directories looked at: a wheel that wants a refusal
+ * must not make the daemon read gigabytes for it. */
+#define MAX_RECORDS_BYTES (64 * 1024 * 1024)
+#define MAX_DIST_INFOS 4096
 
 void env_layout_done(EnvLayout *l) {
         for (size_t i = 0; i < l->n; i++)
@@ -204,14 +208,15 @@ static int verify_one(int dirfd, const char *name, const char *path, const struc
                 }
         } else if (type != S_IFREG && type != S_IFDIR)
                 v->rule = "is not a plain file or directory (wheels install only those)";
-        else if (type == S_IFDIR && !strchr(path, '/') && (streq(path, "include") || streq(path, "share")))
+        else if (type == S_IFDIR && !strchr(path, '/') &&
+                 (streq(path, "include") || streq(path, "share") || streq(path, "etc")))
                 ;
         else if (!below(path, v->snapshot->site_packages) && !below(path, "bin") && !below(path, "include") &&
-                 !below(path, "share"))
+                 !below(path, "share") && !below(path, "etc"))
                 v->rule = startswith(path, "lib/") ? "would shadow the standard library (packages install only "
                                                      "below site-packages)"
                                                    : "is outside the places where wheels install (site-packages, "
-                                                     "bin, include, share)";
+                                                     "bin, include, share, etc)";
         else if (below(path, "bin") && startswith(name, "python") && !strchr(path + 4, '/'))
                 v->rule = "would replace the environment's interpreter";
 
@@ -252,7 +257,8 @@ static char *record_path(const char *site_packages, const char *path) {
 static char *record_owner(int env_fd, const char *site_packages, const char *path) {
         _cleanup_close_ int sp = openat(env_fd, site_packages, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         _cleanup_free_ char *rel = NULL, *line = NULL;
-        size_t cap = 0;
+        size_t cap = 0, n_dist = 0;
+        uint64_t bytes = 0;
         struct dirent *de;
         char *owner = NULL;
         DIR *d;
@@ -275,6 +281,8 @@ static char *record_owner(int env_fd, const char *site_packages, const char *pat
 
                 if (len < 11 || !streq(de->d_name + len - 10, ".dist-info"))
                         continue;
+                if (++n_dist > MAX_DIST_INFOS || bytes > MAX_RECORDS_BYTES)
+                        break;
                 /* This tree is known to break the rules: a .dist-info may be a symlink out of it, and its RECORD a
                  * fifo, which open(2) would wait on for a writer, with the daemon's event loop. */
                 dist = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -287,6 +295,7 @@ static char *record_owner(int env_fd, const char *site_packages, const char *pat
                         close(fd);
                         continue;
                 }
+                bytes += (uint64_t) st.st_size;
                 while (getline(&line, &cap, f) > 0) {
                         const char *rest = startswith(line, rel);
                         if (rest && (*rest == ',' || *rest == '/')) {
@@ -484,6 +493,15 @@ static int adopt_one(int dirfd, const char *name, const char *path, const struct
         if (fchmod(cache, 0755) < 0)
                 return -errno;
         r = renameat(dirfd, name, cache, name) < 0 ? -errno : 0;
+        /* Moved by name: what arrived must be the file checked above, or it goes again. */
+        if (r == 0) {
+                struct stat moved;
+                if (fstatat(cache, name, &moved, AT_SYMLINK_NOFOLLOW) < 0 || moved.st_dev != sst.st_dev ||
+                    moved.st_ino != sst.st_ino) {
+                        (void) unlinkat(cache, name, 0);
+                        r = -EBUSY;
+                }
+        }
         (void) fchmod(cache, 0555);
         if (r < 0)
                 return r;

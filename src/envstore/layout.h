@@ -14,7 +14,8 @@
  *   - everything the venv step made, exactly as it made it (pyvenv.cfg,
  *     bin/python*, lib64, uv's _virtualenv.* ...);
  *   - new files and directories below lib/pythonX.Y/site-packages/, bin/,
- *     include/ and share/, where wheels install;
+ *     include/, share/ and etc/ (jupyter's configuration), where wheels
+ *     install;
  *   - nothing but plain files and directories among them: no symlinks, no
  *     devices, fifos or sockets.
  * Then the whole tree is made read-only on disk (env_make_readonly()).

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <linux/netlink.h>
 #include <unistd.h>
 
 #include "macro.h"
@@ -104,6 +105,13 @@ static int build(scmp_filter_ctx ctx) {
         if (r < 0)
                 return r;
         r = deny_socket_families(ctx, SCMP_SYS(socketpair));
+        if (r < 0)
+                return r;
+        /* Netlink only for NETLINK_ROUTE (interfaces and addresses, what getifaddrs() asks): not audit, uevents,
+         * xfrm, netfilter and the other protocols behind it. */
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPROTONOSUPPORT), SCMP_SYS(socket), 2,
+                             SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) AF_NETLINK),
+                             SCMP_A2(SCMP_CMP_NE, (scmp_datum_t) NETLINK_ROUTE));
         if (r < 0)
                 return r;
 

@@ -260,3 +260,26 @@ int path_reachable_by_others(const char *path) {
                 return 0;
         return 1;
 }
+
+int path_held_by(const char *path, uid_t uid) {
+        _cleanup_free_ char *real = realpath(path, NULL);
+        struct stat st;
+
+        if (!real)
+                return -errno;
+        for (char *slash = real;; slash = strchr(slash + 1, '/')) {
+                char c = slash ? *slash : 0;
+
+                if (slash)
+                        *slash = 0;
+                if (stat(*real ? real : "/", &st) < 0)
+                        return -errno;
+                if (st.st_uid != 0 && st.st_uid != uid)
+                        return 0;
+                if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+                        return 0;
+                if (!slash)
+                        return 1;
+                *slash = c;
+        }
+}

@@ -25,3 +25,6 @@ int read_small_file(const char *path, size_t max, char **ret);
  * way searchable, and path itself readable, and searchable when it is a directory or executable. Symlinks on the
  * way are followed as the kernel would. 0 when not; -errno when path cannot be examined. */
 int path_reachable_by_others(const char *path);
+/* 1 when nobody but root and uid can change what path names: every directory from / down to path itself owned by
+ * one of them, and writable by others only with the sticky bit (/tmp); 0 when someone else can; -errno. */
+int path_held_by(const char *path, uid_t uid);

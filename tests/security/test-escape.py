@@ -655,6 +655,8 @@ res["allowed"] = {
     "pair unix/seqpacket": attempt(pair, U, socket.SOCK_SEQPACKET),
     "python": attempt(lambda: socket.socket(socket.AF_INET6, socket.SOCK_STREAM).close()),
 }
+# Netlink itself only for NETLINK_ROUTE: audit (9), uevents (15), xfrm (6), netfilter (12), generic (16), ...
+res["netlink_other"] = {p: attempt(sock, N, socket.SOCK_RAW, p) for p in (1, 2, 4, 5, 6, 7, 9, 10, 12, 15, 16)}
 done(res)
 '''
 
@@ -682,6 +684,8 @@ def only_unix_inet_inet6_and_netlink_sockets():
             check(not res[what], f"{what}: denied families not refused with EAFNOSUPPORT: {res[what]}")
         bad = {k: e for k, e in res["allowed"].items() if e != "ok"}
         check(not bad, f"allowed families refused: {bad}")
+        bad = {k: e for k, e in res["netlink_other"].items() if e != "EPROTONOSUPPORT"}
+        check(not bad, f"netlink protocols other than NETLINK_ROUTE not refused with EPROTONOSUPPORT: {bad}")
     both(one)
 
 

@@ -17,11 +17,14 @@ Needs root, $DAEMON, $SHIM, bubblewrap and a Python >= 3.11; exit 77 without.
 """
 
 import os
+import pwd
+import subprocess
 import stat
 import time
 
 from mcptest import Daemon, at_exit, check, eq, initialized, main, newest_python, pids_safety_net, scratch, skip, test
 from mcptest import wait_until
+import mcptest
 
 DEFAULT_RANGE = (2063597568, 2063663103)
 _STATE = {}
@@ -213,6 +216,45 @@ def the_self_test_refuses_a_sandbox_whose_kernel_settings_are_writable():
     with open(target) as f:
         eq(f.read(), "core\n", "the stand-in core_pattern")
     check(stat.S_IMODE(os.stat(target).st_mode) == 0o666, "mode of the stand-in")
+
+
+def daemon_refuses(args, *words):
+    """Start a root daemon with args; it must exit with an error that holds words, having served nothing."""
+    base = scratch("mcptest-root-refuse-")
+    sock = os.path.join(base, "mcp.sock")
+    p = subprocess.run([mcptest.DAEMON, f"--listen={sock}", "--prestart=0", *args], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=60)
+    check(p.returncode != 0, f"the daemon started: {p.stderr[-2000:]}")
+    for w in words:
+        check(w in p.stderr, f"the daemon's refusal does not say {w!r}: {p.stderr[-2000:]}")
+    check(not os.path.exists(sock), "the daemon made its socket")
+
+
+@test
+def a_uid_range_that_holds_an_account_is_refused():
+    """Sandboxes of a uid an account has could be signalled, traced or written to by that account."""
+    need_root()
+    pw = pwd.getpwnam("daemon") if "daemon" in {p.pw_name for p in pwd.getpwall()} else pwd.getpwall()[1]
+    lo = max(1, pw.pw_uid - 8)
+    daemon_refuses([f"--cache-dir={scratch('mcptest-root-range-')}/cache", f"--sandbox-uid-range={lo}-{lo + 40}"],
+                   "sandbox-uid-range", "choose a range no account uses")
+
+
+@test
+def a_root_daemon_refuses_a_cache_below_another_users_directory():
+    """As root the daemon works on the store by path: a user who owns a directory on the way could swap in links."""
+    need_root()
+    base = scratch("mcptest-root-cache-")
+    os.chmod(base, 0o755)
+    theirs = os.path.join(base, "theirs")
+    os.mkdir(theirs)
+    os.chown(theirs, 65534, 65534)
+    daemon_refuses([f"--cache-dir={theirs}/cache"], "another user owns or may write")
+    # A world-writable directory without the sticky bit, likewise.
+    open_dir = os.path.join(base, "open")
+    os.mkdir(open_dir)
+    os.chmod(open_dir, 0o777)
+    daemon_refuses([f"--cache-dir={open_dir}/cache"], "another user owns or may write")
 
 
 if __name__ == "__main__":
