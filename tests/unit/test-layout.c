@@ -269,11 +269,17 @@ static void new_file_at_top(void) {
 }
 
 static void new_dir_at_top(void) {
-        mkdirs(env_fd, "etc/jupyter");
-        put(env_fd, "etc/jupyter/x.json", "{}\n", 0644);
+        mkdirs(env_fd, "srv/jupyter");
+        put(env_fd, "srv/jupyter/x.json", "{}\n", 0644);
         /* A directory whose name only begins like the offending one's. */
-        record("a-1.0", "../../../etcetera/x,sha256=AAAA,3\n");
-        record("jupyter-1.0", "../../../etc/jupyter/x.json,sha256=AAAA,3\n");
+        record("a-1.0", "../../../srvetc/x,sha256=AAAA,3\n");
+        record("jupyter-1.0", "../../../srv/jupyter/x.json,sha256=AAAA,3\n");
+}
+
+/* Where jupyter's packages put their configuration: allowed. */
+static void etc_files(void) {
+        mkdirs(env_fd, "etc/jupyter/nbconfig");
+        put(env_fd, "etc/jupyter/nbconfig/x.json", "{}\n", 0644);
 }
 
 static void lookalike_site_packages(void) {
@@ -334,7 +340,8 @@ static const struct {
         { "lib64 replaced", replace_lib64, 1, { "\"lib64\"", "replaces what the virtual environment" } },
         { "new file at the top", new_file_at_top, 1,
           { "\"sitecustomize.py\"", "is outside the places where wheels install" } },
-        { "new directory at the top", new_dir_at_top, 1, { "jupyter-1.0 installed \"etc\"", "is outside the places" } },
+        { "new directory at the top", new_dir_at_top, 1, { "jupyter-1.0 installed \"srv\"", "is outside the places" } },
+        { "jupyter's etc/", etc_files, 0, {} },
         { "beside site-packages", lookalike_site_packages, 1,
           { "x-1.0 installed \"lib/python3.11/site-packagesX\"", "would shadow the standard library" } },
         { "nothing installed", nothing, 0, {} },
