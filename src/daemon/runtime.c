@@ -1007,14 +1007,18 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
         if (k < 0)
                 return k;
 
-        /* bwrap's own report (the sandbox's pid, then its exit code): bwrap keeps it from what it runs. */
+        /* bwrap's own report (the sandbox's pid, then its exit code), which bwrap keeps from what it runs: one
+         * more option in the memfd, out of sight like the others. */
         if (status_fd >= 0) {
-                _cleanup_strv_free_ char **with = strv_new();
-                if (!with || strv_extend(&with, argv[0]) < 0 || strv_extend(&with, "--json-status-fd") < 0 ||
-                    strv_extendf(&with, "%d", status_fd) < 0 || strv_extend_strv(&with, argv + 1) < 0)
-                        return -ENOMEM;
-                strv_free(argv);
-                argv = TAKE_PTR(with);
+                char opt[64];
+                int n = snprintf(opt, sizeof(opt), "--json-status-fd%c%d", 0, status_fd);
+                if (lseek(args_fd, 0, SEEK_END) < 0)
+                        return -errno;
+                k = write_all(args_fd, opt, (size_t) n + 1);
+                if (k < 0)
+                        return k;
+                if (lseek(args_fd, 0, SEEK_SET) < 0)
+                        return -errno;
                 keep[n_keep++] = status_fd;
         }
         keep[n_keep++] = args_fd;
