@@ -11,10 +11,13 @@ running, takes no more than its share.
   with the default output cap) and the daemon's RSS stays low.
 - A persistent sandbox runs in a cgroup of its own (seen from the host in
   /proc/PID/cgroup), and a busy loop a cell leaves in the background gets
-  little CPU while the sandbox is idle (its cgroup's CPU cap).
+  little CPU while the sandbox is idle (its cgroup's CPU cap); where the
+  daemon has no cgroups (tests/security/test-unprivileged.sh runs this as an
+  unprivileged daemon), RLIMIT_CPU ends it at max-cpu-time.
 
 Needs $DAEMON, $SHIM, bubblewrap, uv and a pyenv Python >= 3.11; the cgroup
-test needs a daemon with cgroups (root here). Exit 77 when they are missing.
+test needs a daemon with cgroups (root here), the RLIMIT_CPU one a daemon
+without. Exit 77 when they are missing.
 """
 
 import os
@@ -201,6 +204,36 @@ def a_sandbox_has_a_cgroup_that_caps_what_a_cell_leaves_running():
     eq((r.get("isError"), (r.get("structuredContent") or {}).get("result")), (False, str(sum(range(3_000_000)))),
        c.text(r))
     check(time.monotonic() - t0 < 10, f"a short cell took {time.monotonic() - t0:.1f}s")
+    c.close()
+
+
+def cpu_share(pids, seconds):
+    hz = os.sysconf("SC_CLK_TCK")
+    t0, c0 = time.monotonic(), cpu_ticks(pids)
+    time.sleep(seconds)
+    return (cpu_ticks(pids) - c0) / hz / (time.monotonic() - t0)
+
+
+@test
+def without_cgroups_rlimit_cpu_ends_what_a_cell_leaves_running():
+    pids_safety_net()
+    d, c = start(["--max-cpu-time=3s"])
+    st = c.call_tool("check_environment", {}).get("structuredContent") or {}
+    mechanism = str((st.get("sandbox") or {}).get("limits", ""))
+    if "cgroup" in mechanism:
+        skip("the daemon has cgroups here: the sandbox's CPU cap binds (the test above)")
+    sid = create(c)
+    r = c.call_tool("execute_code", {"sandbox_id": sid, "code": BACKGROUND}, timeout=60)
+    eq((r.get("isError"), (r.get("structuredContent") or {}).get("result")), (False, "'started'"), c.text(r))
+    # The busy loop has the CPU until its RLIMIT_CPU (3 s, SIGKILL 5 s later at the hard limit) ends it.
+    first = cpu_share(children(d.proc.pid), 1)
+    check(first > 0.5, f"the busy loop a cell left does not run: {first:.0%} of a CPU")
+    deadline, share = time.monotonic() + 20, first
+    while time.monotonic() < deadline and share >= 0.1:
+        share = cpu_share(children(d.proc.pid), 1)
+    print(f"# the idle sandbox's share of a CPU at the end: {share:.1%}")
+    check(share < 0.1, f"a busy loop a cell left still runs ({share:.0%} of a CPU) past max-cpu-time")
+    still_works(c, sid)
     c.close()
 
 
