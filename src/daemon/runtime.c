@@ -1025,7 +1025,7 @@ int runtime_spawn_sandboxed_with_fd(Runtime *r, const char *env_dir, char *const
 
 /* runtime_spawn_in_bwrap(), and rw_dir (unless NULL) writable at its own path: it becomes the sandbox's. */
 static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, const char *rw_dir,
-                       const SandboxData *data, size_t n_data, const int *pass_fds, size_t n_pass,
+                       const SandboxData *data, size_t n_data, const int *pass_fds, size_t n_pass, int status_fd,
                        char *const *command, uint64_t timeout_usec, const SandboxLimits *limits, bool may_cgroup,
                        size_t head_max, size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
         char *rw[] = { (char *) rw_dir, NULL };
@@ -1037,7 +1037,7 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
         size_t n_keep = 0;
         int k;
 
-        if (n_data + n_pass + 2 > ELEMENTSOF(keep))
+        if (n_data + n_pass + 3 > ELEMENTSOF(keep))
                 return -E2BIG;
         /* No filter, no run: the sandbox never starts with less than it promises. */
         seccomp_fd = sandbox_seccomp_export();
@@ -1068,6 +1068,20 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
         if (k < 0)
                 return k;
 
+        /* bwrap's own report (the sandbox's pid, then its exit code), which bwrap keeps from what it runs: one
+         * more option in the memfd, out of sight like the others. */
+        if (status_fd >= 0) {
+                char opt[64];
+                int n = snprintf(opt, sizeof(opt), "--json-status-fd%c%d", 0, status_fd);
+                if (lseek(args_fd, 0, SEEK_END) < 0)
+                        return -errno;
+                k = write_all(args_fd, opt, (size_t) n + 1);
+                if (k < 0)
+                        return k;
+                if (lseek(args_fd, 0, SEEK_SET) < 0)
+                        return -errno;
+                keep[n_keep++] = status_fd;
+        }
         keep[n_keep++] = args_fd;
         for (size_t i = 0; i < n_data; i++)
                 keep[n_keep++] = data[i].fd;
@@ -1096,11 +1110,11 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
 }
 
 int runtime_spawn_in_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
-                           size_t n_data, const int *pass_fds, size_t n_pass, char *const *command,
-                           uint64_t timeout_usec, const SandboxLimits *limits, bool may_cgroup, size_t head_max,
-                           size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
-        return spawn_bwrap(r, env_dir, ro_paths, NULL, data, n_data, pass_fds, n_pass, command, timeout_usec, limits,
-                           may_cgroup, head_max, tail_max, done, userdata, ret);
+                           size_t n_data, const int *pass_fds, size_t n_pass, int status_fd, char *const *command,
+                           uint64_t timeout_usec, const SandboxLimits *limits, size_t head_max, size_t tail_max,
+                           ProcessDoneFunc done, void *userdata, Process **ret) {
+        return spawn_bwrap(r, env_dir, ro_paths, NULL, data, n_data, pass_fds, n_pass, status_fd, command,
+                           timeout_usec, limits, true, head_max, tail_max, done, userdata, ret);
 }
 
 /* envstore's EnvCompileFunc: the base interpreter of the environment compiles its sources into out_dir, in the
@@ -1128,8 +1142,8 @@ static int spawn_compile(void *userdata, const char *env_dir, const char *python
                             (char *) "-m", (char *) "compileall", (char *) "-q", lib, NULL };
         sandbox_limits_from_config(r->config, &limits);
         limits.cpu_usec = 0;    /* the build's own time limit stands */
-        return spawn_bwrap(r, NULL, ro, out_dir, NULL, 0, NULL, 0, command, timeout_usec, &limits, true, 4096, 4096,
-                           done, done_userdata, ret);
+        return spawn_bwrap(r, NULL, ro, out_dir, NULL, 0, NULL, 0, -EBADF, command, timeout_usec, &limits, true, 4096,
+                           4096, done, done_userdata, ret);
 }
 
 
@@ -1150,8 +1164,8 @@ int runtime_spawn_sandboxed_with_fds(Runtime *r, const char *env_dir, char *cons
                                          head_max, tail_max, done, userdata, ret);
         if (r->sandbox_error && !self_test)
                 return -EPERM;
-        return runtime_spawn_in_bwrap(r, env_dir, ro_paths, data, n_data, pass_fds, n_pass, command, timeout_usec,
-                                      limits, true, head_max, tail_max, done, userdata, ret);
+        return runtime_spawn_in_bwrap(r, env_dir, ro_paths, data, n_data, pass_fds, n_pass, -EBADF, command,
+                                      timeout_usec, limits, head_max, tail_max, done, userdata, ret);
 }
 
 /* ---- TOML ------------------------------------------------------------------ */

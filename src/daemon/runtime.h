@@ -114,12 +114,13 @@ int runtime_spawn_sandboxed_with_fds(Runtime *r, const char *env_dir, char *cons
                                      size_t n_data, const int *pass_fds, size_t n_pass, char *const *command,
                                      uint64_t timeout_usec, const SandboxLimits *limits, size_t head_max,
                                      size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret);
-/* The bwrap half of the above, whatever unsafe-no-sandbox says: persistent sandboxes always run in bwrap.
- * may_cgroup false: rlimits only, never a cgroup of its own. */
+/* The bwrap half of the above, whatever unsafe-no-sandbox says: persistent sandboxes always run in bwrap, with a
+ * cgroup of their own wherever runs get one (Process.cgroups). status_fd (unless negative) becomes bwrap's
+ * --json-status-fd: a line with "child-pid" (the sandbox's pid 1 as we see it), later one with "exit-code". */
 int runtime_spawn_in_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
-                           size_t n_data, const int *pass_fds, size_t n_pass, char *const *command,
-                           uint64_t timeout_usec, const SandboxLimits *limits, bool may_cgroup, size_t head_max,
-                           size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret);
+                           size_t n_data, const int *pass_fds, size_t n_pass, int status_fd, char *const *command,
+                           uint64_t timeout_usec, const SandboxLimits *limits, size_t head_max, size_t tail_max,
+                           ProcessDoneFunc done, void *userdata, Process **ret);
 /* The machine-wide part of a run's sandbox policy (bwrap, network, tmpfs size,
  * /etc): every sandboxed process starts from it. */
 SandboxPolicy runtime_sandbox_policy(const Runtime *r);

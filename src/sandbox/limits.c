@@ -65,7 +65,7 @@ size_t sandbox_limits_rlimits(const SandboxLimits *l, bool cgroup, ProcessLimit 
         size_t n = 0;
 
         ret[n++] = (ProcessLimit) { .resource = RLIMIT_CORE, .value = 0 };
-        if (l->cpu_usec > 0) {
+        if (l->cpu_usec > 0 && !(cgroup && l->cpu_usec_without_cgroup)) {
                 rlim_t s = (rlim_t) ((l->cpu_usec + 999999) / 1000000);
                 /* SIGXCPU at the soft limit (it ends Python), SIGKILL a little later for whoever ignores it. */
                 ret[n++] = (ProcessLimit) { .resource = RLIMIT_CPU, .value = s, .hard = s + 5 };
@@ -688,6 +688,29 @@ static int v1_write_cpu(const char *path, uint64_t quota) {
         }
         /* No CFS bandwidth control in this kernel: fine unless a cap was asked for. */
         return r == -ENOENT && quota == 0 ? 0 : r;
+}
+
+static bool has_file(const char *dir, const char *name) {
+        char p[PATH_MAX];
+
+        snprintf(p, sizeof(p), "%s/%s", dir, name);
+        return access(p, F_OK) >= 0;
+}
+
+int sandbox_cgroup_set_cpu_quota(char *const *paths, uint64_t quota) {
+        char cpu[64];
+
+        if (quota > 0)
+                snprintf(cpu, sizeof(cpu), "%" PRIu64 " %u", quota * CPU_PERIOD_USEC / 100, CPU_PERIOD_USEC);
+        else
+                snprintf(cpu, sizeof(cpu), "max %u", CPU_PERIOD_USEC);
+        for (size_t i = 0; paths && paths[i]; i++) {
+                if (has_file(paths[i], "cpu.max"))
+                        return write_at(paths[i], "cpu.max", cpu);
+                if (has_file(paths[i], "cpu.cfs_quota_us"))
+                        return v1_write_cpu(paths[i], quota);
+        }
+        return -ENOENT;
 }
 
 int sandbox_cgroup_v1_new_run(char *const dirs[static _SANDBOX_CGROUP_V1_MAX], const char *name,

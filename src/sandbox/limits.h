@@ -37,6 +37,8 @@ typedef struct SandboxLimits {
         uint64_t file_size;     /* bytes, the largest file a run may write; 0: no limit */
         uint64_t open_files;    /* 0: inherited */
         uint64_t cpu_quota;     /* percent of one CPU, cgroup only; 0: no cap */
+        bool cpu_usec_without_cgroup;   /* cpu_usec binds only without a cgroup, whose cpu controller the caller
+                                         * drives instead (a persistent sandbox's interpreter lives on) */
 } SandboxLimits;
 
 /* The limits a call may lower (bits of a mask). */
@@ -143,6 +145,12 @@ int sandbox_cgroup_v2_create(const char *proc_cgroup, const char *mount, const c
 
 /* dir/name created (or reused) with the limits written; its path in *ret_path. */
 int sandbox_cgroup_new_run(const char *dir, const char *name, const SandboxLimits *l, char **ret_path);
+/*
+ * Set the CPU cap of the cgroups of one run (as sandbox_cgroup_new_run_cgroups()
+ * made them) to quota percent of one CPU (0: none): cpu.max on v2,
+ * cpu.cfs_quota_us on v1. -ENOENT when none of them has the cpu controller.
+ */
+int sandbox_cgroup_set_cpu_quota(char *const *paths, uint64_t quota);
 /* Move pid (0: the caller) into the cgroup at path. */
 int sandbox_cgroup_attach(const char *path, pid_t pid);
 

@@ -8,8 +8,9 @@
  *   'H' hello: one JSON object, {"hello": PID, "python": VERSION}
  *   'C' a piece of a message         'E' the message's last piece
  * A message (a reply) is one JSON object in its pieces' payloads, at most
- * DRIVER_MESSAGE_MAX bytes. The sandbox controls all of it: anything else is
- * dropped, and memory stays bounded whatever arrives.
+ * max bytes, a cap the daemon sets from what it asked for (the driver keeps to
+ * it: see sandboxes.c). The sandbox controls all of it: anything else is a
+ * broken protocol, and memory stays bounded whatever arrives.
  */
 
 #include <json-c/json.h>
@@ -17,29 +18,30 @@
 #include <stddef.h>
 
 #define DRIVER_RECORD_MAX 65536                         /* one record: kind byte + payload */
-#define DRIVER_MESSAGE_MAX (64u * 1024 * 1024)          /* a message, assembled */
+#define DRIVER_MESSAGE_MAX (64u * 1024 * 1024)          /* no cap may be larger than this */
 
 typedef struct DriverInput {
+        size_t max;                     /* bytes a message may have; 0: one record's payload */
         char *buf;                      /* the message being assembled */
         size_t len, allocated;
-        bool discarding;                /* this message is dropped, up to its 'E' */
 } DriverInput;
 
 typedef enum DriverRecord {
         DRIVER_RECORD_NONE,             /* nothing complete (yet) */
         DRIVER_RECORD_HELLO,
         DRIVER_RECORD_MESSAGE,
+        DRIVER_RECORD_INVALID,          /* not what the driver sends: the sandbox broke the protocol */
 } DriverRecord;
 
 /*
  * Take one record of n bytes (n as recv() with MSG_TRUNC reports it; rec
- * holds at least MIN(n, DRIVER_RECORD_MAX) of them). A record that is not the
- * driver's (too long, an unknown kind) is dropped with the message half
- * received; a message past DRIVER_MESSAGE_MAX is dropped up to its 'E'.
- * Returns DRIVER_RECORD_HELLO or DRIVER_RECORD_MESSAGE with *ret the object
- * (the caller's reference) when the record completes one, else
+ * holds at least MIN(n, DRIVER_RECORD_MAX) of them). Returns
+ * DRIVER_RECORD_HELLO or DRIVER_RECORD_MESSAGE with *ret the object (the
+ * caller's reference) when the record completes one; DRIVER_RECORD_INVALID
+ * for a record too long or of an unknown kind, a message past max bytes, or
+ * one that is not a JSON object (what was half received is dropped); else
  * DRIVER_RECORD_NONE.
  */
 DriverRecord driver_input_feed(DriverInput *in, const char *rec, size_t n, json_object **ret);
-/* Forget a message half received (the sandbox stopped). */
+/* Forget a message half received (the sandbox stopped); max stays. */
 void driver_input_done(DriverInput *in);

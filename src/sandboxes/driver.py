@@ -10,6 +10,11 @@
 # torn, so a worker killed mid-message leaves nothing the next worker's hello
 # could be confused with.
 #
+# A message is at most the request's "max_message" bytes: the daemon refuses
+# a longer one (and restarts the sandbox), so a reply that would be longer
+# goes as an error saying so. A hello is sent once per worker: the daemon takes
+# a second one while the worker lives for a broken protocol.
+#
 # Process tree: this supervisor forks the worker (the interpreter that keeps
 # the user's state). When the daemon kills a worker that ignored an
 # interrupt, the supervisor forks a fresh one; the tmpfs /work stays.
@@ -21,9 +26,12 @@ import sys
 CHUNK = 65536 - 1
 
 
-def send_msg(sock, obj):
+def send_msg(sock, obj, max_message):
     import json
     data = json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode()
+    if len(data) > max_message:
+        data = json.dumps({"ok": False, "error": "the answer has %d bytes, more than the %d bytes one may have"
+                           % (len(data), max_message)}).encode()
     n = len(data)
     i = 0
     while True:
@@ -124,7 +132,7 @@ class Worker:
                 tb = tb.tb_next
             if isinstance(e, SyntaxError):
                 tb = None
-            error = "".join(traceback.format_exception(type(e), e, tb))
+            error = cap_text("".join(traceback.format_exception(type(e), e, tb)), out_cap // 2)[0]
         finally:
             sys.stdout, sys.stderr = old
         try:
@@ -132,6 +140,9 @@ class Worker:
             sys.stderr.flush()
         except Exception:
             pass
+        # Figures and files share one budget, as a run's do.
+        total = int(req.get("max_files_total", 10 << 20))
+        images, used = self.figures(int(req.get("max_images", 8)), int(req.get("max_image_bytes", 4 << 20)), total)
         stdout = out.getvalue() + self.drain_fd(self.fd_out, out_cap)
         stderr = err.getvalue() + self.drain_fd(self.fd_err, out_cap)
         stdout, out_omitted = cap_text(stdout, out_cap // 2)
@@ -142,9 +153,9 @@ class Worker:
             "ok": True, "execution_count": self.count, "stdout": stdout, "stderr": stderr,
             "stdout_omitted": out_omitted, "stderr_omitted": err_omitted,
             "result": result, "error": error, "interrupted": interrupted,
-            "images": self.figures(int(req.get("max_images", 8)), int(req.get("max_image_bytes", 4 << 20))),
+            "images": images,
             "files": self.changed_files(before, int(req.get("max_files", 16)), int(req.get("max_file_bytes", 4 << 20)),
-                                        int(req.get("max_files_total", 10 << 20))),
+                                        total - used),
         }
 
     # ---- output files: new or modified in /work/out during a cell -------------
@@ -168,6 +179,8 @@ class Worker:
         for name, key in self.out_files().items():
             if before.get(name) == key:
                 continue
+            if len(files) >= 64 + 16:
+                break   # named one by one up to here: the answer stays small
             size = key[1]
             entry = {"name": name, "bytes": size}
             if max_files > 0 and size <= max_bytes and size <= max_total:
@@ -184,16 +197,17 @@ class Worker:
             files.append(entry)
         return files
 
-    def figures(self, max_images, max_bytes):
+    def figures(self, max_images, max_bytes, max_total):
         plt = sys.modules.get("matplotlib.pyplot")
         if plt is None:
-            return []
+            return [], 0
         import base64
         images = []
         try:
             nums = list(plt.get_fignums())
         except Exception:
-            return []
+            return [], 0
+        used = 0
         for num in nums:
             entry = {"name": "figure-%s.png" % num}
             if len(images) >= max_images:
@@ -205,9 +219,12 @@ class Worker:
                     data = buf.getvalue()
                     if len(data) > max_bytes:
                         entry["error"] = "not returned: %d bytes, more than the %d byte cap" % (len(data), max_bytes)
+                    elif used + len(data) > max_total:
+                        entry["error"] = "not returned: figures and files may have %d bytes in all" % max_total
                     else:
                         entry["data"] = base64.b64encode(data).decode()
                         entry["bytes"] = len(data)
+                        used += len(data)
                 except Exception as e:
                     entry["error"] = "could not be rendered: %s" % e
             images.append(entry)
@@ -215,7 +232,7 @@ class Worker:
             plt.close("all")
         except Exception:
             pass
-        return images
+        return images, used
 
     # ---- files ---------------------------------------------------------------
     def resolve(self, path):
@@ -386,7 +403,7 @@ class Worker:
                 reply = op(req)
             except (Exception, KeyboardInterrupt) as e:
                 reply = {"ok": False, "error": str(e) or type(e).__name__}
-            send_msg(self.sock, reply)
+            send_msg(self.sock, reply, int(req.get("max_message", 1 << 20)))
 
 
 def main():

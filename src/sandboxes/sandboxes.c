@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -26,6 +27,7 @@
 #include "macro.h"
 #include "sandboxes.h"
 #include "sandbox/limits.h"
+#include "tools/outputs.h"
 #include "tools/script.h"
 #include "utf8.h"
 
@@ -33,7 +35,10 @@
 #define INTERRUPT_GRACE_USEC (2 * USEC_PER_SEC)
 #define RESTART_WAIT_USEC (10 * USEC_PER_SEC)
 #define INTERNAL_TIMEOUT_USEC (60 * USEC_PER_SEC)
-#define SNAPSHOT_MAX (32 * 1024 * 1024)
+#define SNAPSHOT_MAX (16 * 1024 * 1024)
+/* The CPU a sandbox's cgroup may use while nothing of ours runs in it (what a cell left running), in percent of
+ * one CPU: enough to keep a server a cell started answering, too little to matter to anyone else. */
+#define IDLE_CPU_QUOTA 5
 #define MAX_FAST_DEATHS 3
 /* What a sandbox prints on stderr goes to the log: a line is cut after this many bytes, */
 #define OUTPUT_LINE_MAX 400
@@ -109,8 +114,16 @@ struct Sandbox {
         int sock;
         sd_event_source *io;
         bool ready;                     /* the worker said hello */
-        pid_t worker_ns_pid;
+        bool said_hello;                /* some worker did, since the sandbox started */
+        const char *protocol_error;     /* what broke the protocol; the sandbox is being stopped */
+        int status_fd;                  /* bwrap's --json-status-fd */
+        sd_event_source *status_io;
+        char status_line[256];
+        size_t status_len;
+        pid_t init_pid;                 /* the sandbox's pid 1 (bwrap's "child-pid"), as we see it; 0: not yet */
+        pid_t worker_pid;
         int worker_pidfd;
+        int cpu_busy;                   /* the CPU cap in place: 1 a run's, 0 the idle one, -1 none yet */
         unsigned fast_deaths;
         uint64_t spawned_usec;
         char *broken;                   /* why it cannot run; set after repeated failures */
@@ -323,7 +336,9 @@ int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
                 snprintf(sb->id + 2 * i, 3, "%02x", raw[i]);
         sb->uid = uid;
         sb->sock = -EBADF;
+        sb->status_fd = -EBADF;
         sb->worker_pidfd = -EBADF;
+        sb->cpu_busy = -1;
         sb->created_usec = sb->used_usec = now_usec();
         sb->ttl_usec = MIN(ttl_usec, SANDBOX_MAX_TTL_USEC);
 
@@ -390,9 +405,15 @@ static void sandbox_stop(Sandbox *sb) {
                 output_flush(sb);
         sb->io = sd_event_source_disable_unref(sb->io);
         sb->sock = safe_close(sb->sock);
+        sb->status_io = sd_event_source_disable_unref(sb->status_io);
+        sb->status_fd = safe_close(sb->status_fd);
+        sb->status_len = 0;
+        sb->init_pid = 0;
         sb->worker_pidfd = safe_close(sb->worker_pidfd);
+        sb->worker_pid = 0;
         sb->proc = process_free(sb->proc);   /* kills bwrap and all in it */
         sb->ready = false;
+        sb->cpu_busy = -1;
         driver_input_done(&sb->input);
         free(sb->out);
         sb->out = NULL;
@@ -429,71 +450,96 @@ static pid_t proc_ppid(pid_t pid) {
         return ppid;
 }
 
-/* The innermost pid from NSpid in /proc/PID/status. */
-static pid_t proc_ns_pid(pid_t pid) {
-        char p[64];
-        _cleanup_free_ char *s = NULL;
-
-        snprintf(p, sizeof(p), "/proc/%d/status", pid);
-        if (read_small_file(p, 16384, &s) < 0)
-                return -1;
-        char *l = strstr(s, "\nNSpid:");
-        if (!l)
-                return -1;
-        l += 7;
-        char *end = strchr(l, '\n');
-        if (end)
-                *end = 0;
-        char *last = strrchr(l, '\t') ?: l;
-        return (pid_t) strtol(last, NULL, 10);
+/*
+ * The sandbox broke the protocol (a second hello, a record or message the driver never sends): say so once, read
+ * nothing more from it, and stop it; on_bwrap_exit() starts it afresh and tells whoever waits why.
+ */
+static void protocol_error(Sandbox *sb, const char *what) {
+        if (sb->protocol_error)
+                return;
+        log_warning("Sandbox %.8s… of uid " UID_FMT " broke the protocol (%s): starting it afresh.", sb->id, sb->uid,
+                    what);
+        sb->protocol_error = what;
+        sb->ready = false;
+        if (sb->io)
+                (void) sd_event_source_set_enabled(sb->io, SD_EVENT_OFF);
+        process_kill(sb->proc);
 }
 
-static bool is_descendant(pid_t pid, pid_t ancestor) {
-        for (int depth = 0; depth < 16 && pid > 1; depth++) {
-                pid = proc_ppid(pid);
-                if (pid == ancestor)
-                        return true;
+static bool pidfd_exited(int fd) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        return poll(&p, 1, 0) != 0;
+}
+
+/* ---- bwrap's report ------------------------------------------------------------- */
+
+static void status_line(Sandbox *sb, const char *line) {
+        _cleanup_json_ json_object *j = json_tokener_parse(line);
+        int64_t pid = 0;
+
+        if (j && json_get_int64(j, "child-pid", &pid) && pid > 1 && sb->init_pid == 0) {
+                sb->init_pid = (pid_t) pid;
+                /* Records wait for this (see on_io()). */
+                if (sb->io && !sb->protocol_error)
+                        (void) sd_event_source_set_enabled(sb->io, SD_EVENT_ON);
         }
-        return false;
 }
 
-/* The worker's pid on the host: a descendant of our bwrap whose innermost pid is the one it told us. */
-static pid_t find_worker(Sandbox *sb, pid_t ns_pid) {
-        DIR *d = opendir("/proc");
-        struct dirent *de;
-        pid_t found = -1;
-
-        if (!d)
-                return -1;
-        while ((de = readdir(d)) && found < 0) {
-                char *end;
-                long pid = strtol(de->d_name, &end, 10);
-                if (*end || pid <= 0 || pid == sb->proc->pid)
+/* Read what bwrap reported so far, a line at a time: it writes, the sandbox cannot (bwrap keeps the fd from it). */
+static void status_read(Sandbox *sb) {
+        for (;;) {
+                ssize_t n = read(sb->status_fd, sb->status_line + sb->status_len,
+                                 sizeof(sb->status_line) - 1 - sb->status_len);
+                if (n < 0 && errno == EINTR)
                         continue;
-                if (proc_ns_pid((pid_t) pid) == ns_pid && is_descendant((pid_t) pid, sb->proc->pid))
-                        found = (pid_t) pid;
+                if (n <= 0) {
+                        if (n == 0 || errno != EAGAIN)
+                                sb->status_io = sd_event_source_disable_unref(sb->status_io);
+                        return;
+                }
+                sb->status_len += (size_t) n;
+                sb->status_line[sb->status_len] = 0;
+                for (char *nl; (nl = strchr(sb->status_line, '\n'));) {
+                        *nl = 0;
+                        status_line(sb, sb->status_line);
+                        sb->status_len -= (size_t) (nl + 1 - sb->status_line);
+                        memmove(sb->status_line, nl + 1, sb->status_len + 1);
+                }
+                if (sb->status_len == sizeof(sb->status_line) - 1)
+                        sb->status_len = 0;     /* not bwrap's: too long a line */
         }
-        closedir(d);
-        return found;
 }
 
-static void on_hello(Sandbox *sb, json_object *hello) {
-        int64_t ns_pid = 0;
-        pid_t pid;
+static int on_status(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        status_read(userdata);
+        return 0;
+}
 
-        (void) json_get_int64(hello, "hello", &ns_pid);
+/* ---- the driver's records --------------------------------------------------------- */
+
+/*
+ * A hello: a fresh interpreter (the driver forks one at the start and after one died) is ready. Only one of the
+ * driver's children may say it (sender, from the kernel: SCM_CREDENTIALS, not what the record claims), the
+ * driver being the child of the sandbox's pid 1, and only once: while the interpreter that said hello lives,
+ * another hello breaks the protocol.
+ */
+static void on_hello(Sandbox *sb, pid_t sender) {
+        pid_t driver;
+
+        if (sb->worker_pidfd >= 0 && !pidfd_exited(sb->worker_pidfd))
+                return protocol_error(sb, "a second hello while its interpreter runs");
+        driver = sender > 0 ? proc_ppid(sender) : -1;
+        if (driver <= 1 || proc_ppid(driver) != sb->init_pid)
+                return protocol_error(sb, "a hello from a process that is not a fresh interpreter");
         sb->worker_pidfd = safe_close(sb->worker_pidfd);
-        pid = ns_pid > 0 ? find_worker(sb, (pid_t) ns_pid) : -1;
-        if (pid > 0) {
-                sb->worker_pidfd = pidfd_open_(pid);
-                /* Opened after the search: make sure it is still the one. */
-                if (sb->worker_pidfd >= 0 && !is_descendant(pid, sb->proc->pid))
-                        sb->worker_pidfd = safe_close(sb->worker_pidfd);
-        }
+        sb->worker_pidfd = pidfd_open_(sender);
+        /* Opened after the check: make sure it is still the one. */
+        if (sb->worker_pidfd >= 0 && proc_ppid(sender) != driver)
+                sb->worker_pidfd = safe_close(sb->worker_pidfd);
         if (sb->worker_pidfd < 0)
-                log_warning("Sandbox %.8s…: the interpreter's pid was not found; timeouts restart the sandbox.",
-                            sb->id);
-        sb->worker_ns_pid = (pid_t) ns_pid;
+                return protocol_error(sb, "a hello from a process that is gone");
+        sb->worker_pid = sender;
+        sb->said_hello = true;
         sb->ready = true;
         sb->fast_deaths = 0;
 
@@ -595,6 +641,10 @@ static void on_message(Sandbox *sb, json_object *msg) {
 static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(userdata);
         char rec[DRIVER_RECORD_MAX + 1];        /* one more: a longer record is not the driver's */
+        union {
+                struct cmsghdr hdr;
+                uint8_t buf[CMSG_SPACE(sizeof(struct ucred))];
+        } control;
 
         if (revents & EPOLLOUT) {
                 if (send_pending(sb) < 0)
@@ -602,8 +652,23 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         }
         if (!(revents & (EPOLLIN | EPOLLHUP | EPOLLERR)))
                 return 0;
-        for (int i = 0; i < 64 && sb->sock >= 0; i++) {
-                ssize_t n = recv(sb->sock, rec, sizeof(rec), MSG_DONTWAIT | MSG_TRUNC);
+        /* A hello is checked against the sandbox's pid 1, which bwrap reports: until it has, records wait. */
+        if (sb->init_pid == 0 && sb->status_fd >= 0)
+                status_read(sb);
+        if (sb->init_pid == 0) {
+                (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+                return 0;
+        }
+        for (int i = 0; i < 64 && sb->sock >= 0 && !sb->protocol_error; i++) {
+                struct iovec iov = { rec, sizeof(rec) };
+                struct msghdr mh = {
+                        .msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = &control,
+                        .msg_controllen = sizeof(control),
+                };
+                pid_t sender = 0;
+                ssize_t n = recvmsg(sb->sock, &mh, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
                 if (n < 0) {
                         if (errno == EAGAIN || errno == EINTR)
                                 return 0;
@@ -614,13 +679,34 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
                         sb->io = sd_event_source_disable_unref(sb->io);
                         return 0;
                 }
+                for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+                            c->cmsg_len == CMSG_LEN(sizeof(struct ucred))) {
+                                struct ucred uc;
+                                memcpy(&uc, CMSG_DATA(c), sizeof(uc));
+                                sender = uc.pid;
+                        } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                                /* Nothing of ours: close what a cell sent along. */
+                                size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                                for (size_t f = 0; f < k; f++) {
+                                        int x;
+                                        memcpy(&x, CMSG_DATA(c) + f * sizeof(int), sizeof(int));
+                                        (void) safe_close(x);
+                                }
+                        }
                 _cleanup_json_ json_object *j = NULL;
                 switch (driver_input_feed(&sb->input, rec, (size_t) n, &j)) {
                 case DRIVER_RECORD_HELLO:
-                        on_hello(sb, j);
+                        on_hello(sb, sender);
                         break;
                 case DRIVER_RECORD_MESSAGE:
                         on_message(sb, j);
+                        break;
+                case DRIVER_RECORD_INVALID:
+                        protocol_error(sb, sb->input.max > 0 && (size_t) n <= DRIVER_RECORD_MAX &&
+                                                           (rec[0] == 'C' || rec[0] == 'E')
+                                                   ? "a message that is too long or not a JSON object"
+                                                   : "a record the driver does not send");
                         break;
                 case DRIVER_RECORD_NONE:
                         break;
@@ -698,8 +784,10 @@ static void output_flush(Sandbox *sb) {
 static void on_bwrap_exit(Process *p, void *userdata) {
         _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(userdata);
         _cleanup_free_ char *err = capture_text(&p->err, NULL);
-        bool said_hello = sb->ready || sb->worker_ns_pid > 0;
+        bool said_hello = sb->said_hello;
         bool fast = now_usec() - sb->spawned_usec < 5 * USEC_PER_SEC;
+        const char *broke = sb->protocol_error;
+        _cleanup_free_ char *why = NULL;
 
         output_flush(sb);
         log_info("Sandbox %.8s… of uid " UID_FMT " stopped (exit %d).", sb->id, sb->uid, p->exit_code);
@@ -723,10 +811,15 @@ static void on_bwrap_exit(Process *p, void *userdata) {
 
         SandboxOp *op = sb->ops;
         if (op && op->phase != PHASE_QUEUED && !(op->kind == OP_RESTART && op->phase == PHASE_STARTING)) {
+                if (broke && asprintf(&why, "the sandbox broke the protocol with the service (%s), so it was "
+                                            "stopped and started afresh: variables and files in /work are lost",
+                                      broke) < 0)
+                        why = NULL;
                 SandboxOpOutcome o = {
                         .timed_out = op->timed_out,
                         .reset = true,
-                        .error = "the sandbox stopped and was started afresh: variables and files in /work are lost",
+                        .error = why ?: "the sandbox stopped and was started afresh: variables and files in /work "
+                                        "are lost",
                 };
                 op_finish(op, &o);
                 if (sb->closed)
@@ -736,13 +829,49 @@ static void on_bwrap_exit(Process *p, void *userdata) {
                 fail_all(sb, "the sandbox could not be started again");
 }
 
+/*
+ * The largest message the driver may send us, which it keeps to (an answer that would be longer becomes an error
+ * saying so): execute_code's reply, the largest there is. Its text (stdout, stderr, the result, a traceback) is cut
+ * to half the output cap each, which json.dumps(ensure_ascii) writes as at most 12 bytes a character (a surrogate
+ * pair of \uXXXX escapes); its figures and files are OUTPUTS_MAX_TOTAL bytes in all, base64; the rest (names,
+ * sizes, a listing) gets 1 MiB. A read_file reply (SANDBOX_FILE_MAX bytes, at most 6 JSON bytes each) fits as well.
+ * With the default output cap: about 15 MiB, where the message is held once and parsed once.
+ */
+static size_t message_max(const Config *c) {
+        uint64_t m = 24 * c->output_cap + (OUTPUTS_MAX_TOTAL + 2) / 3 * 4 + (1 << 20);
+        return (size_t) MIN(m, (uint64_t) DRIVER_MESSAGE_MAX);
+}
+
+/* The snapshot that carries /work over to a new environment: SNAPSHOT_MAX bytes of tar, base64. */
+#define SNAPSHOT_MESSAGE_MAX ((SNAPSHOT_MAX + 2) / 3 * 4 + 65536)
+
+/*
+ * The sandbox's CPU cap: a run's (cpu-quota=, or none) while we wait for it (starting, a request out), else
+ * IDLE_CPU_QUOTA, so that what a cell leaves running bounds no one else. Only with a cgroup of its own, which a
+ * sandbox gets only with the cpu controller (see sandbox_spawn()).
+ */
+static void cpu_update(Sandbox *sb) {
+        uint64_t quota = registry->config->cpu_quota;
+        int busy = !sb->ready || sb->ops || sb->prepare;
+        int k;
+
+        if (!sb->proc || !sb->proc->cgroups || busy == sb->cpu_busy)
+                return;
+        if (!busy)
+                quota = quota > 0 ? MIN(quota, (uint64_t) IDLE_CPU_QUOTA) : IDLE_CPU_QUOTA;
+        k = sandbox_cgroup_set_cpu_quota(sb->proc->cgroups, quota);
+        if (k < 0)
+                log_warning_errno(k, "Sandbox %.8s…: could not set its CPU cap: %m", sb->id);
+        sb->cpu_busy = busy;
+}
+
 static int sandbox_spawn(Sandbox *sb) {
         Runtime *r = registry->runtime;
         const Config *c = registry->config;
         _cleanup_free_ char *python = NULL;
-        _cleanup_close_ int theirs = -EBADF;
+        _cleanup_close_ int theirs = -EBADF, status_theirs = -EBADF;
         SandboxLimits limits;
-        int pair[2];
+        int pair[2], status[2];
         char fdstr[16];
         int k;
 
@@ -751,39 +880,62 @@ static int sandbox_spawn(Sandbox *sb) {
         /* Always in bwrap, also when runs go without it (unsafe-no-sandbox): what the self-test found decides. */
         if (runtime_self_test_error(r))
                 return -EPERM;
-        /* The runs' limits and system call filter; no CPU time limit: this interpreter lives on, the cells' time
-         * limits bound each one. */
+        /*
+         * The runs' limits and system call filter, in a cgroup of its own like a run's, with memory, processes and
+         * the CPU bound for the sandbox as a whole. The CPU is capped rather than counted (this interpreter lives
+         * on; each cell's time limit bounds it): created at the idle cap, so that without the cpu controller there
+         * is no cgroup but rlimits, where RLIMIT_CPU bounds each process's CPU time instead.
+         */
         sandbox_limits_from_config(c, &limits);
-        limits.cpu_usec = 0;
+        limits.cpu_quota = IDLE_CPU_QUOTA;
+        limits.cpu_usec_without_cgroup = true;
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
                 return -errno;
         sb->sock = pair[0];
         theirs = pair[1];
         (void) fcntl(sb->sock, F_SETFL, O_NONBLOCK);
+        /* Who sent each record, from the kernel: a hello is believed only from a fresh interpreter. */
+        if (setsockopt(sb->sock, SOL_SOCKET, SO_PASSCRED, &(int) { 1 }, sizeof(int)) < 0 ||
+            pipe2(status, O_CLOEXEC) < 0) {
+                k = -errno;
+                sb->sock = safe_close(sb->sock);
+                return k;
+        }
+        sb->status_fd = status[0];
+        status_theirs = status[1];
+        (void) fcntl(sb->status_fd, F_SETFL, O_NONBLOCK);
+        sb->input.max = message_max(c);
 
-        if (asprintf(&python, "%s/bin/python", sb->env) < 0)
+        if (asprintf(&python, "%s/bin/python", sb->env) < 0) {
+                sandbox_stop(sb);
                 return -ENOMEM;
+        }
         snprintf(fdstr, sizeof(fdstr), "%d", theirs);
         char *command[] = { python, (char *) "-I", (char *) "-u", (char *) "-c", (char *) sandbox_driver_code, fdstr,
                             NULL };
         char *ro[] = { (char *) sb->python->prefix, NULL };
-        /* The same sandbox as execute_python's runs (network, tmpfs size, read-only system), without a cgroup. */
+        /* The same sandbox as execute_python's runs (network, tmpfs size, read-only system). */
         k = runtime_spawn_in_bwrap(r, sb->env, streq(sb->python->prefix, "/usr") ? NULL : ro, NULL, 0, &theirs, 1,
-                                   command, 0, &limits, false, 8192, 8192, on_bwrap_exit, sb, &sb->proc);
+                                   status_theirs, command, 0, &limits, 8192, 8192, on_bwrap_exit, sb, &sb->proc);
         if (k < 0) {
-                sb->sock = safe_close(sb->sock);
+                sandbox_stop(sb);
                 return k;
         }
         process_set_stderr_func(sb->proc, on_stderr, sb);
+        cpu_update(sb);
         k = sd_event_add_io(registry->event, &sb->io, sb->sock, EPOLLIN, on_io, sb);
+        if (k >= 0)
+                k = sd_event_add_io(registry->event, &sb->status_io, sb->status_fd, EPOLLIN, on_status, sb);
         if (k < 0) {
                 sandbox_stop(sb);
                 return k;
         }
         sb->spawned_usec = now_usec();
-        sb->worker_ns_pid = 0;
+        sb->said_hello = false;
+        sb->protocol_error = NULL;
         sb->started = true;
-        log_debug("Sandbox %.8s… of uid " UID_FMT " started (bwrap pid %d).", sb->id, sb->uid, sb->proc->pid);
+        log_debug("Sandbox %.8s… of uid " UID_FMT " started (bwrap pid %d%s).", sb->id, sb->uid, sb->proc->pid,
+                  sb->proc->cgroups ? ", in a cgroup of its own" : "");
         return 0;
 }
 
@@ -879,7 +1031,13 @@ static int arm_op_timer(Sandbox *sb, uint64_t usec) {
 
 static int send_request(Sandbox *sb, json_object *req) {
         size_t len;
-        const char *s = json_to_line(req, &len);
+        const char *s;
+
+        /* The answer's cap, which the driver keeps to. */
+        sb->input.max = streq_ptr(json_get_string(req, "op"), "snapshot") ? SNAPSHOT_MESSAGE_MAX
+                                                                         : message_max(registry->config);
+        json_add_int(req, "max_message", (int64_t) sb->input.max);
+        s = json_to_line(req, &len);
 
         free(sb->out);
         sb->out = malloc(len ?: 1);
@@ -953,6 +1111,7 @@ static int on_defer(sd_event_source *s, void *userdata) {
         _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(userdata);
 
         dispatch(sb);
+        cpu_update(sb);
         return 0;
 }
 

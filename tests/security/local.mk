@@ -7,6 +7,7 @@ SECURITY_TESTS = \
 	tests/security/test-package-code.py \
 	tests/security/test-root.py \
 	tests/security/test-unprivileged.sh \
-	tests/security/test-sandbox-failures.py
+	tests/security/test-sandbox-failures.py \
+	tests/security/test-sandbox-protocol.py
 TESTS += $(SECURITY_TESTS)
 EXTRA_DIST += $(SECURITY_TESTS)

@@ -27,7 +27,7 @@ fi
 MCP_TEST_DAEMON_USER=$user
 export MCP_TEST_DAEMON_USER
 status=0
-for t in test-escape.py test-package-code.py test-sandbox-failures.py; do
+for t in test-escape.py test-package-code.py test-sandbox-failures.py test-sandbox-protocol.py; do
         echo "== $t, the daemon as $user"
         python3 "$TOP_SRCDIR/tests/security/$t"
         rc=$?

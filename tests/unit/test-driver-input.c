@@ -12,7 +12,7 @@ static DriverRecord feed(DriverInput *in, const char *rec, json_object **ret) {
 }
 
 START_TEST(test_hello_and_message) {
-        DriverInput in = {};
+        DriverInput in = { .max = 1024 };
         json_object *j = NULL;
 
         ck_assert_int_eq(feed(&in, "H{\"hello\":7,\"python\":\"3.12.1\"}", &j), DRIVER_RECORD_HELLO);
@@ -36,21 +36,21 @@ START_TEST(test_hello_and_message) {
 END_TEST
 
 START_TEST(test_what_is_not_the_drivers) {
-        DriverInput in = {};
+        DriverInput in = { .max = 1024 };
         json_object *j = NULL;
         static char big[DRIVER_RECORD_MAX + 1];
 
-        /* Not an object, not JSON, empty: nothing. */
-        ck_assert_int_eq(feed(&in, "E[1,2]", &j), DRIVER_RECORD_NONE);
-        ck_assert_int_eq(feed(&in, "E{\"a\":", &j), DRIVER_RECORD_NONE);
-        ck_assert_int_eq(feed(&in, "E", &j), DRIVER_RECORD_NONE);
-        ck_assert_int_eq(feed(&in, "H5", &j), DRIVER_RECORD_NONE);
+        /* Not an object, not JSON, empty: the protocol is broken. */
+        ck_assert_int_eq(feed(&in, "E[1,2]", &j), DRIVER_RECORD_INVALID);
+        ck_assert_int_eq(feed(&in, "E{\"a\":", &j), DRIVER_RECORD_INVALID);
+        ck_assert_int_eq(feed(&in, "E", &j), DRIVER_RECORD_INVALID);
+        ck_assert_int_eq(feed(&in, "H5", &j), DRIVER_RECORD_INVALID);
         ck_assert_int_eq(driver_input_feed(&in, "", 0, &j), DRIVER_RECORD_NONE);
         ck_assert_ptr_null(j);
 
-        /* An unknown kind or a record too long drops the message half received. */
+        /* An unknown kind or a record too long: so is it, and the message half received is dropped. */
         ck_assert_int_eq(feed(&in, "C{\"x\":", &j), DRIVER_RECORD_NONE);
-        ck_assert_int_eq(feed(&in, "Zjunk", &j), DRIVER_RECORD_NONE);
+        ck_assert_int_eq(feed(&in, "Zjunk", &j), DRIVER_RECORD_INVALID);
         ck_assert_uint_eq(in.len, 0);
         ck_assert_int_eq(feed(&in, "E{\"y\":1}", &j), DRIVER_RECORD_MESSAGE);
         ck_assert_ptr_null(json_get(j, "x", json_type_int));
@@ -58,35 +58,51 @@ START_TEST(test_what_is_not_the_drivers) {
 
         ck_assert_int_eq(feed(&in, "C{\"x\":", &j), DRIVER_RECORD_NONE);
         big[0] = 'C';
-        ck_assert_int_eq(driver_input_feed(&in, big, sizeof(big), &j), DRIVER_RECORD_NONE);
+        ck_assert_int_eq(driver_input_feed(&in, big, sizeof(big), &j), DRIVER_RECORD_INVALID);
         ck_assert_uint_eq(in.len, 0);
+
+        /* A hello drops what a dead worker left half sent. */
+        ck_assert_int_eq(feed(&in, "C{\"x\":", &j), DRIVER_RECORD_NONE);
+        ck_assert_int_eq(feed(&in, "H{\"hello\":2}", &j), DRIVER_RECORD_HELLO);
+        ck_assert_uint_eq(in.len, 0);
+        json_object_put(j);
         driver_input_done(&in);
 }
 END_TEST
 
 START_TEST(test_message_too_long) {
-        DriverInput in = {};
+        DriverInput in = { .max = 4 * DRIVER_RECORD_MAX };
         json_object *j = NULL;
         static char piece[DRIVER_RECORD_MAX];
+        DriverRecord r = DRIVER_RECORD_NONE;
         size_t sent = 0;
 
-        /* A string longer than a message may be: dropped, up to its end, and nothing held. */
+        /* A message longer than the cap: refused at the record that passes it, and nothing held. */
         piece[0] = 'C';
         memset(piece + 1, 'x', sizeof(piece) - 1);
         ck_assert_int_eq(feed(&in, "C{\"s\":\"", &j), DRIVER_RECORD_NONE);
-        while (sent <= DRIVER_MESSAGE_MAX) {
-                ck_assert_int_eq(driver_input_feed(&in, piece, sizeof(piece), &j), DRIVER_RECORD_NONE);
+        while (r == DRIVER_RECORD_NONE) {
+                r = driver_input_feed(&in, piece, sizeof(piece), &j);
                 sent += sizeof(piece) - 1;
-                ck_assert_uint_le(in.len, DRIVER_MESSAGE_MAX);
+                ck_assert_uint_le(in.len, in.max);
+                ck_assert_uint_le(in.allocated, in.max);
         }
-        ck_assert(in.discarding);
+        ck_assert_int_eq(r, DRIVER_RECORD_INVALID);
+        ck_assert_uint_le(sent, in.max + sizeof(piece));
         ck_assert_ptr_null(in.buf);
-        ck_assert_int_eq(feed(&in, "C\"}", &j), DRIVER_RECORD_NONE);
-        ck_assert_int_eq(feed(&in, "E", &j), DRIVER_RECORD_NONE);
-        ck_assert_ptr_null(j);
-        /* The next message is whole again. */
-        ck_assert_int_eq(feed(&in, "E{\"ok\":true}", &j), DRIVER_RECORD_MESSAGE);
+        ck_assert_uint_eq(in.max, 4 * DRIVER_RECORD_MAX);
+
+        /* One of the cap's size is whole. */
+        ck_assert_int_eq(feed(&in, "C{\"s\":\"", &j), DRIVER_RECORD_NONE);
+        for (size_t i = 0; i < 3; i++)
+                ck_assert_int_eq(driver_input_feed(&in, piece, sizeof(piece), &j), DRIVER_RECORD_NONE);
+        ck_assert_int_eq(feed(&in, "E\"}", &j), DRIVER_RECORD_MESSAGE);
         json_object_put(j);
+
+        /* Without a cap, a message is one record at most. */
+        in.max = 0;
+        ck_assert_int_eq(feed(&in, "C{", &j), DRIVER_RECORD_NONE);
+        ck_assert_int_eq(driver_input_feed(&in, piece, sizeof(piece), &j), DRIVER_RECORD_INVALID);
         driver_input_done(&in);
 }
 END_TEST

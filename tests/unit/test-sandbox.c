@@ -568,6 +568,14 @@ START_TEST(test_limits_rlimits) {
         ck_assert_ptr_null(rl_find(rl, n, RLIMIT_AS));
         ck_assert_ptr_null(rl_find(rl, n, RLIMIT_NPROC));
 
+        /* A persistent sandbox's CPU time: RLIMIT_CPU only where there is no cgroup, whose CPU cap binds. */
+        l.cpu_usec_without_cgroup = true;
+        n = sandbox_limits_rlimits(&l, true, rl);
+        ck_assert_uint_eq(n, 3);
+        ck_assert_ptr_null(rl_find(rl, n, RLIMIT_CPU));
+        n = sandbox_limits_rlimits(&l, false, rl);
+        ck_assert_uint_eq(rl_find(rl, n, RLIMIT_CPU)->value, 3);
+
         /* 0 is no limit: not set at all (core dumps stay off). */
         n = sandbox_limits_rlimits(&(SandboxLimits) {}, false, rl);
         ck_assert_uint_eq(n, 1);
@@ -735,6 +743,42 @@ START_TEST(test_cgroup_new_run) {
         unlink_in(run, "pids.max");
         ck_assert_int_eq(sandbox_cgroup_new_run(d, "run-1", &l, &path), -ENOENT);
         ck_assert_ptr_null(path);
+        rm_rf(d);
+}
+END_TEST
+
+START_TEST(test_cgroup_cpu_quota) {
+        char *d = tmpdir_new(), v2[PATH_MAX], pids[PATH_MAX], cpu[PATH_MAX];
+
+        snprintf(v2, sizeof(v2), "%s/v2", d);
+        snprintf(pids, sizeof(pids), "%s/pids", d);
+        snprintf(cpu, sizeof(cpu), "%s/cpu", d);
+        ck_assert_int_eq(mkdir(v2, 0755), 0);
+        ck_assert_int_eq(mkdir(pids, 0755), 0);
+        ck_assert_int_eq(mkdir(cpu, 0755), 0);
+
+        /* v2: cpu.max. */
+        put(v2, "cpu.max", "");
+        ck_assert_int_eq(sandbox_cgroup_set_cpu_quota((char *[]) { v2, NULL }, 5), 0);
+        ck_file(v2, "cpu.max", "5000 100000");
+        put(v2, "cpu.max", "");
+        ck_assert_int_eq(sandbox_cgroup_set_cpu_quota((char *[]) { v2, NULL }, 0), 0);
+        ck_file(v2, "cpu.max", "max 100000");
+
+        /* v1: the hierarchy that has the cpu controller, among the run's cgroups. */
+        put(pids, "pids.max", "");
+        put(cpu, "cpu.cfs_quota_us", "");
+        put(cpu, "cpu.cfs_period_us", "");
+        ck_assert_int_eq(sandbox_cgroup_set_cpu_quota((char *[]) { pids, cpu, NULL }, 150), 0);
+        ck_file(cpu, "cpu.cfs_quota_us", "150000");
+        ck_file(cpu, "cpu.cfs_period_us", "100000");
+        put(cpu, "cpu.cfs_quota_us", "");
+        ck_assert_int_eq(sandbox_cgroup_set_cpu_quota((char *[]) { pids, cpu, NULL }, 0), 0);
+        ck_file(cpu, "cpu.cfs_quota_us", "-1");
+
+        /* None has it. */
+        ck_assert_int_eq(sandbox_cgroup_set_cpu_quota((char *[]) { pids, NULL }, 5), -ENOENT);
+        ck_assert_int_eq(sandbox_cgroup_set_cpu_quota(NULL, 5), -ENOENT);
         rm_rf(d);
 }
 END_TEST
@@ -1127,6 +1171,7 @@ static Suite *sandbox_suite(void) {
         tcase_add_test(tc, test_cgroup_find);
         tcase_add_test(tc, test_cgroup_prepare);
         tcase_add_test(tc, test_cgroup_new_run);
+        tcase_add_test(tc, test_cgroup_cpu_quota);
         tcase_add_test(tc, test_cgroup_events_and_stale);
         tcase_add_test(tc, test_cgroup_v2_create);
         tcase_add_test(tc, test_cgroup_mount);

@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A persistent sandbox that abuses its socket to the daemon, or leaves work
+running, takes no more than its share.
+
+- A cell that sends the daemon hellos in a loop (from the interpreter, on the
+  driver's socket) breaks the protocol at the second one: the sandbox is
+  started afresh, the cell's answer says why, the daemon logs it once, and
+  another user's ping stays fast meanwhile.
+- A cell that sends a 64 MiB message is refused at the cap (about 15 MiB
+  with the default output cap) and the daemon's RSS stays low.
+- A persistent sandbox runs in a cgroup of its own (seen from the host in
+  /proc/PID/cgroup), and a busy loop a cell leaves in the background gets
+  little CPU while the sandbox is idle (its cgroup's CPU cap); where the
+  daemon has no cgroups (tests/security/test-unprivileged.sh runs this as an
+  unprivileged daemon), RLIMIT_CPU ends it at max-cpu-time.
+
+Needs $DAEMON, $SHIM, bubblewrap, uv and a pyenv Python >= 3.11; the cgroup
+test needs a daemon with cgroups (root here), the RLIMIT_CPU one a daemon
+without. Exit 77 when they are missing.
+"""
+
+import os
+import statistics
+import time
+
+from mcptest import at_exit, check, children, eq, main, need_uv, newest_python, own_cgroups, pids_safety_net
+from mcptest import rss_kib, sanitized, skip, test, wait_until, Daemon, RssGrowth
+
+# The cell's way to the daemon: the driver's socket, which the interpreter (forked from it) holds at the number
+# on its command line (python -c DRIVER FD).
+HELLO_LOOP = r"""
+import os, sys, time
+fd = int(sys.argv[-1])
+sent, end = 0, time.monotonic() + 8
+while time.monotonic() < end:
+    os.write(fd, b'H{"hello": 2, "python": "3.0.0"}')
+    sent += 1
+print("sent", sent)
+"""
+
+HUGE = r"""
+import os, sys
+fd = int(sys.argv[-1])
+piece = b"x" * 65535
+os.write(fd, b'C{"ok": true, "stdout": "')
+for i in range(64 * 1024 * 1024 // len(piece)):
+    os.write(fd, b"C" + piece)
+os.write(fd, b'E"}')
+print("sent")
+"""
+
+BACKGROUND = r"""
+import os
+if os.fork() == 0:
+    os.setsid()
+    while True:
+        pass
+"started"
+"""
+
+
+def start(args=()):
+    need_uv()
+    newest_python()
+    d = Daemon(args=["--offline", "--tmpfs-size=32M", *args])
+    at_exit(d.close)
+    c = d.client()
+    c.initialize()
+    at_exit(lambda: c.proc.poll() is None and c.kill())
+    st = c.call_tool("check_environment", {}, timeout=60).get("structuredContent") or {}
+    if not st.get("sandbox", {}).get("working"):
+        skip(f"the sandbox does not work on this machine: {st.get('sandbox', {}).get('error', 'self-test failed')}")
+    return d, c
+
+
+def create(c):
+    r = c.call_tool("create_sandbox", {"python_version": newest_python()}, timeout=180)
+    check(not r.get("isError"), f"create_sandbox: {c.text(r)}")
+    return r["structuredContent"]["sandbox_id"]
+
+
+def other_user(d):
+    """A client of another uid where this is root, else one more of ours."""
+    if os.geteuid() == 0:
+        return d.nobody_client()
+    o = d.client()
+    o.initialize()
+    at_exit(lambda: o.proc.poll() is None and o.kill())
+    return o
+
+
+def still_works(c, sid):
+    r = c.call_tool("execute_code", {"sandbox_id": sid, "code": "6 * 7"}, timeout=120)
+    eq((r.get("isError"), (r.get("structuredContent") or {}).get("result")), (False, "42"),
+       f"the sandbox afterwards: {c.text(r)}")
+
+
+def log_lines(d, needle):
+    with open(d.log_path, "rb") as f:
+        return [line for line in f.read().split(b"\n") if needle.encode() in line]
+
+
+@test
+def hellos_in_a_loop_are_refused_and_slow_no_one():
+    d, c = start()
+    sid = create(c)
+    other = other_user(d)
+    rid = c.new_id()
+    c.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+            "params": {"name": "execute_code", "arguments": {"sandbox_id": sid, "code": HELLO_LOOP,
+                                                             "timeout_seconds": 30}}})
+    # Another user's pings while the loop would run.
+    times, end = [], time.monotonic() + 4
+    while time.monotonic() < end:
+        t0 = time.monotonic()
+        eq(other.request("ping").get("result"), {}, "ping")
+        times.append(time.monotonic() - t0)
+        time.sleep(0.05)
+    median = statistics.median(times)
+    print(f"# another user's ping: median {median * 1000:.2f} ms of {len(times)}")
+    check(median < 0.05, f"another user's ping took {median * 1000:.1f} ms (median of {len(times)})")
+    res = c.wait_for(rid, timeout=60).get("result") or {}
+    text = c.text(res)
+    check(res.get("isError") and "broke the protocol" in text and "hello" in text,
+          f"the cell that sent hellos in a loop: {text[:500]}")
+    # One hello accepted (the interpreter's own), the second one the end: logged once, nothing per record.
+    broke = [line for line in log_lines(d, "broke the protocol") if line.startswith(b"<4>Sandbox ")]
+    eq(len(broke), 1, f"log lines about the broken protocol: {broke[:5]}")
+    mentions = log_lines(d, f"Sandbox {sid[:8]}")
+    check(len(mentions) < 30, f"{len(mentions)} log lines about the sandbox: {mentions[:5]}")
+    still_works(c, sid)
+    other.close()
+    c.close()
+
+
+@test
+def a_64_mib_message_is_refused_and_memory_stays_low():
+    d, c = start()
+    sid = create(c)
+    pid = d.proc.pid
+    before = rss_kib(pid)
+    with RssGrowth(pid) as g:
+        r = c.call_tool("execute_code", {"sandbox_id": sid, "code": HUGE, "timeout_seconds": 60}, timeout=120)
+    text = c.text(r)
+    check(r.get("isError") and "broke the protocol" in text and "too long" in text,
+          f"the cell that sent 64 MiB: {text[:500]}")
+    print(f"# the daemon's RSS grew by {g.grew} KiB")
+    if not sanitized(pid):
+        check(g.grew < 40 * 1024, f"the daemon's RSS grew by {g.grew} KiB (from {before} KiB)")
+    still_works(c, sid)
+    c.close()
+
+
+def cpu_ticks(pids):
+    total = 0
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+@test
+def a_sandbox_has_a_cgroup_that_caps_what_a_cell_leaves_running():
+    if not pids_safety_net():
+        skip("no pids cgroup to put the test under (the safety net); the daemon has no cgroups either")
+    d, c = start()
+    st = c.call_tool("check_environment", {}).get("structuredContent") or {}
+    mechanism = str((st.get("sandbox") or {}).get("limits", ""))
+    if "cgroup" not in mechanism:
+        skip(f"the daemon has no cgroups here ({mechanism or 'rlimits'}): RLIMIT_CPU is the bound")
+    sid = create(c)
+    daemon_pid = d.proc.pid
+    ours = own_cgroups(daemon_pid)
+
+    # The sandbox's processes: bwrap and all below it, each in a cgroup other than the daemon's.
+    sandbox = wait_until(lambda: children(daemon_pid), 10, "the sandbox's processes")
+    for p in sandbox:
+        try:
+            theirs = own_cgroups(p)
+        except OSError:
+            continue
+        for controller in ("memory", "pids", "cpu") if "pids" in ours else ("",):
+            check(theirs.get(controller) != ours.get(controller),
+                  f"pid {p} of the sandbox shares the daemon's {controller or 'cgroup'} cgroup: {theirs}")
+
+    r = c.call_tool("execute_code", {"sandbox_id": sid, "code": BACKGROUND}, timeout=60)
+    eq((r.get("isError"), (r.get("structuredContent") or {}).get("result")), (False, "'started'"), c.text(r))
+    time.sleep(0.5)
+    pids = children(daemon_pid)
+    hz = os.sysconf("SC_CLK_TCK")
+    t0, c0 = time.monotonic(), cpu_ticks(pids)
+    time.sleep(4)
+    share = (cpu_ticks(pids) - c0) / hz / (time.monotonic() - t0)
+    print(f"# the idle sandbox with a busy loop in it: {share:.1%} of a CPU")
+    check(share < 0.2, f"the idle sandbox used {share:.0%} of a CPU (a busy loop a cell left running)")
+    # A cell still gets the CPU it needs.
+    t0 = time.monotonic()
+    r = c.call_tool("execute_code", {"sandbox_id": sid, "code": "sum(range(3_000_000))"}, timeout=60)
+    eq((r.get("isError"), (r.get("structuredContent") or {}).get("result")), (False, str(sum(range(3_000_000)))),
+       c.text(r))
+    check(time.monotonic() - t0 < 10, f"a short cell took {time.monotonic() - t0:.1f}s")
+    c.close()
+
+
+def cpu_share(pids, seconds):
+    hz = os.sysconf("SC_CLK_TCK")
+    t0, c0 = time.monotonic(), cpu_ticks(pids)
+    time.sleep(seconds)
+    return (cpu_ticks(pids) - c0) / hz / (time.monotonic() - t0)
+
+
+@test
+def without_cgroups_rlimit_cpu_ends_what_a_cell_leaves_running():
+    pids_safety_net()
+    d, c = start(["--max-cpu-time=3s"])
+    st = c.call_tool("check_environment", {}).get("structuredContent") or {}
+    mechanism = str((st.get("sandbox") or {}).get("limits", ""))
+    if "cgroup" in mechanism:
+        skip("the daemon has cgroups here: the sandbox's CPU cap binds (the test above)")
+    sid = create(c)
+    r = c.call_tool("execute_code", {"sandbox_id": sid, "code": BACKGROUND}, timeout=60)
+    eq((r.get("isError"), (r.get("structuredContent") or {}).get("result")), (False, "'started'"), c.text(r))
+    # The busy loop has the CPU until its RLIMIT_CPU (3 s, SIGKILL 5 s later at the hard limit) ends it.
+    first = cpu_share(children(d.proc.pid), 1)
+    check(first > 0.5, f"the busy loop a cell left does not run: {first:.0%} of a CPU")
+    deadline, share = time.monotonic() + 20, first
+    while time.monotonic() < deadline and share >= 0.1:
+        share = cpu_share(children(d.proc.pid), 1)
+    print(f"# the idle sandbox's share of a CPU at the end: {share:.1%}")
+    check(share < 0.1, f"a busy loop a cell left still runs ({share:.0%} of a CPU) past max-cpu-time")
+    still_works(c, sid)
+    c.close()
+
+
+if __name__ == "__main__":
+    main()
