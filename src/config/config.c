@@ -89,7 +89,7 @@ static const Setting settings[] = {
         S("allow-tool-table", SETTING_BOOL, allow_tool_table, "Accept a [tool] table in script metadata (it is ignored)"),
         S("prepare-timeout", SETTING_SECONDS, prepare_timeout_usec, "Longest time an environment build may take"),
         S("warmup", SETTING_STRV_LINES, warmup, "A requirement set to prepare after start-up (repeatable)"),
-        S("store-max-size", SETTING_SIZE, store_max_size, "Environment store budget (0: no limit)"),
+        S("store-max-size", SETTING_SIZE, store_max_size, "Budget of the environment store and the uv cache, each inode once (0: no limit)"),
         S("store-max-age", SETTING_SECONDS, store_max_age_usec, "Remove environments unused for this long (0: never)"),
         S("uv-prune-delay", SETTING_SECONDS, uv_prune_delay_usec,
           "Run uv cache prune once no environment was built for this long (0: never)"),
