@@ -1078,6 +1078,12 @@ static int walk_start(EnvStore *s) {
 
 static int on_gc_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         EnvStore *s = userdata;
+
+        /* Without a budget there is nothing to enforce: walks only for who asks for sizes. */
+        if (s->config->store_max_size == 0 && s->config->store_max_age_usec == 0) {
+                gc_timer_arm(s);   /* a reload may set one */
+                return 0;
+        }
         (void) walk_start(s);
         return 0;
 }

@@ -22,6 +22,8 @@
 #define WALK_MAX_DEPTH 128
 /* What the child may say: one line per removed environment and one of totals. */
 #define REPORT_MAX (4U * 1024 * 1024)
+/* A walk that takes longer (a hung file system) is killed; who waits for it hears that it failed. */
+#define WALK_TIMEOUT_USEC (15 * 60 * USEC_PER_SEC)
 
 #define OWNER_SHARED (-1)
 
@@ -326,7 +328,7 @@ finish:
 /* The child's side. */
 
 struct StoreWalkJob {
-        sd_event_source *child_source, *io_source;
+        sd_event_source *child_source, *io_source, *timer_source;
         pid_t pid;
         int fd;
         char *buf;
@@ -381,6 +383,7 @@ static void job_finish(StoreWalkJob *j) {
                 return;
         j->io_source = sd_event_source_disable_unref(j->io_source);
         j->child_source = sd_event_source_disable_unref(j->child_source);
+        j->timer_source = sd_event_source_disable_unref(j->timer_source);
         j->pid = 0;
         if (j->buf && j->status == 0)
                 for (line = strtok_r(j->buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -406,6 +409,14 @@ static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
         j->pid = 0;   /* reaped */
         j->status = si->si_code == CLD_EXITED ? si->si_status : 128 + si->si_status;
         job_finish(j);
+        return 0;
+}
+
+static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        StoreWalkJob *j = userdata;
+
+        if (j->pid > 0)
+                (void) kill(j->pid, SIGKILL);   /* on_child() follows */
         return 0;
 }
 
@@ -472,6 +483,9 @@ int store_walk_spawn(sd_event *e, const StoreWalkOptions *o, StoreWalkDoneFunc d
         r = sd_event_add_child(e, &j->child_source, j->pid, WEXITED, on_child, j);
         if (r >= 0)
                 r = sd_event_add_io(e, &j->io_source, j->fd, EPOLLIN, on_io, j);
+        if (r >= 0)
+                r = sd_event_add_time_relative(e, &j->timer_source, CLOCK_MONOTONIC, WALK_TIMEOUT_USEC, USEC_PER_SEC,
+                                               on_timeout, j);
         if (r < 0) {
                 store_walk_job_free(j);
                 return r;
@@ -483,6 +497,7 @@ int store_walk_spawn(sd_event *e, const StoreWalkOptions *o, StoreWalkDoneFunc d
 StoreWalkJob *store_walk_job_free(StoreWalkJob *j) {
         if (!j)
                 return NULL;
+        j->timer_source = sd_event_source_disable_unref(j->timer_source);
         j->io_source = sd_event_source_disable_unref(j->io_source);
         j->child_source = sd_event_source_disable_unref(j->child_source);
         if (j->pid > 0) {
