@@ -36,7 +36,8 @@ libcore_a_SOURCES = \
 	src/sandbox/uidpool.c src/sandbox/uidpool.h \
 	src/envstore/pythons.c src/envstore/pythons.h \
 	src/envstore/envstore.c src/envstore/envstore.h \
-	src/envstore/layout.c src/envstore/layout.h
+	src/envstore/layout.c src/envstore/layout.h \
+	src/envstore/storewalk.c src/envstore/storewalk.h
 
 CORE_LIBS = libcore.a libshared.a $(SYSTEMD_LIBS) $(JSONC_LIBS) $(SECCOMP_LIBS)
 

@@ -3,7 +3,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,7 +89,7 @@ static const Setting settings[] = {
         S("allow-tool-table", SETTING_BOOL, allow_tool_table, "Accept a [tool] table in script metadata (it is ignored)"),
         S("prepare-timeout", SETTING_SECONDS, prepare_timeout_usec, "Longest time an environment build may take"),
         S("warmup", SETTING_STRV_LINES, warmup, "A requirement set to prepare after start-up (repeatable)"),
-        S("store-max-size", SETTING_SIZE, store_max_size, "Environment store budget (0: no limit)"),
+        S("store-max-size", SETTING_SIZE, store_max_size, "Budget of the environment store and the uv cache, each inode once (0: no limit)"),
         S("store-max-age", SETTING_SECONDS, store_max_age_usec, "Remove environments unused for this long (0: never)"),
         S("uv-prune-delay", SETTING_SECONDS, uv_prune_delay_usec,
           "Run uv cache prune once no environment was built for this long (0: never)"),
@@ -164,6 +166,8 @@ void config_done(Config *c) {
                 else if (settings[i].type == SETTING_STRV || settings[i].type == SETTING_STRV_LINES)
                         strv_free(*(char ***) p);
         }
+        free(c->allowed_uids);
+        free(c->allowed_gids);
         *c = (Config) {};
 }
 
@@ -618,8 +622,85 @@ static char *value_text(const Config *c, const Setting *st) {
         return text;
 }
 
+static int parse_id(const char *s, unsigned long *ret) {
+        char *end;
+        unsigned long v;
+
+        if (!s || *s < '0' || *s > '9')
+                return -EINVAL;
+        errno = 0;
+        v = strtoul(s, &end, 10);
+        if (errno != 0 || *end != 0 || v >= (unsigned long) (uid_t) -1)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+int config_resolve_access(Config *c) {
+        size_t nu = strv_length(c->allowed_users), ng = strv_length(c->allowed_groups);
+        uid_t *uids = calloc(nu + 1, sizeof(uid_t));
+        gid_t *gids = calloc(ng + 1, sizeof(gid_t));
+        size_t ku = 0, kg = 0;
+
+        if (!uids || !gids) {
+                free(uids);
+                free(gids);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < nu; i++) {
+                const char *name = c->allowed_users[i];
+                unsigned long id;
+                struct passwd *pw;
+
+                if (parse_id(name, &id) >= 0)
+                        uids[ku++] = (uid_t) id;
+                else if ((pw = getpwnam(name)))
+                        uids[ku++] = pw->pw_uid;
+                else
+                        log_warning("allowed-users: no user %s; it matches nobody.", name);
+        }
+        for (size_t i = 0; i < ng; i++) {
+                const char *name = c->allowed_groups[i];
+                unsigned long id;
+                struct group *gr;
+
+                if (parse_id(name, &id) >= 0)
+                        gids[kg++] = (gid_t) id;
+                else if ((gr = getgrnam(name)))
+                        gids[kg++] = gr->gr_gid;
+                else
+                        log_warning("allowed-groups: no group %s; it matches nobody.", name);
+        }
+        free(c->allowed_uids);
+        free(c->allowed_gids);
+        c->allowed_uids = uids;
+        c->n_allowed_uids = ku;
+        c->allowed_gids = gids;
+        c->n_allowed_gids = kg;
+        return 0;
+}
+
+bool config_access_restricted(const Config *c) {
+        return strv_length(c->allowed_users) > 0 || strv_length(c->allowed_groups) > 0;
+}
+
 int config_apply_reload(Config *live, Config *fresh) {
         int n = 0;
+
+        /* Derived from the lists, resolved when fresh was read: always the fresh ones. */
+        {
+                uid_t *u = live->allowed_uids;
+                gid_t *g = live->allowed_gids;
+                size_t nu = live->n_allowed_uids, ng = live->n_allowed_gids;
+                live->allowed_uids = fresh->allowed_uids;
+                live->n_allowed_uids = fresh->n_allowed_uids;
+                live->allowed_gids = fresh->allowed_gids;
+                live->n_allowed_gids = fresh->n_allowed_gids;
+                fresh->allowed_uids = u;
+                fresh->n_allowed_uids = nu;
+                fresh->allowed_gids = g;
+                fresh->n_allowed_gids = ng;
+        }
 
         for (size_t i = 0; i < ELEMENTSOF(settings); i++) {
                 const Setting *st = &settings[i];

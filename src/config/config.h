@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <stdio.h>
 
 /* A range of host uids, first..last inclusive. */
@@ -23,6 +24,12 @@ typedef struct Config {
         uint64_t max_connections;
         char **allowed_users;           /* names or uids; with allowed_groups empty too: anyone who can connect */
         char **allowed_groups;          /* names or gids (primary or supplementary) */
+        /* The two above as ids, resolved when the configuration is read (config_resolve_access()): connecting
+         * clients are checked against these, with no NSS lookup in the event loop. */
+        uid_t *allowed_uids;
+        size_t n_allowed_uids;
+        gid_t *allowed_gids;
+        size_t n_allowed_gids;
         uint64_t max_message_size;
         uint64_t max_calls_per_connection;
         int log_level;
@@ -94,6 +101,14 @@ int config_set(Config *c, const char *key, const char *value, char **ret_error);
 void config_help(FILE *out, const char *program);
 /* SIGHUP: take over what changed and can change while running; warn about the rest. Returns how many changed. */
 int config_apply_reload(Config *live, Config *fresh);
+
+/*
+ * Resolve allowed-users and allowed-groups to uids and gids (numbers as they are, names through NSS, now). A
+ * name that resolves to nothing matches nobody and is logged. -ENOMEM only.
+ */
+int config_resolve_access(Config *c);
+/* With neither list set, anyone who can reach the socket may connect. */
+bool config_access_restricted(const Config *c);
 
 int parse_size(const char *s, uint64_t *ret);
 int parse_seconds(const char *s, uint64_t *ret_usec);

@@ -38,6 +38,9 @@ static int run(int argc, char **argv) {
         if (r != 0)
                 return r < 0 ? r : 0;
         log_set_max_level(config.log_level);
+        r = config_resolve_access(&config);
+        if (r < 0)
+                return log_oom();
 
         if (check_config) {
                 config_dump(&config, stdout);

@@ -203,49 +203,55 @@ static void manager_pause_accepting(Manager *m) {
                 manager_set_accepting(m);
 }
 
-static bool id_listed(char *const *list, unsigned long id, const char *name) {
-        char num[32];
-
-        snprintf(num, sizeof(num), "%lu", id);
-        for (size_t i = 0; list && list[i]; i++)
-                if (streq(list[i], num) || (name && streq(list[i], name)))
+static bool uid_listed(const Config *c, uid_t uid) {
+        for (size_t i = 0; i < c->n_allowed_uids; i++)
+                if (c->allowed_uids[i] == uid)
                         return true;
         return false;
 }
 
-/* allowed-users / allowed-groups: who the kernel says the peer is, against the lists. */
+static bool gid_listed(const Config *c, gid_t gid) {
+        for (size_t i = 0; i < c->n_allowed_gids; i++)
+                if (c->allowed_gids[i] == gid)
+                        return true;
+        return false;
+}
+
+/*
+ * allowed-users / allowed-groups: who the kernel says the peer is (SO_PEERCRED, and SO_PEERGROUPS for its
+ * supplementary groups as they were when it connected), against the ids the configuration's names were resolved
+ * to when it was read. No NSS lookup here: it may block on a network directory, and this is the event loop.
+ */
 static bool peer_allowed(Manager *m, int fd, uid_t *ret_uid) {
-        char *const *users = m->config->allowed_users, *const *groups = m->config->allowed_groups;
+        const Config *c = m->config;
         struct ucred cred = {};
         socklen_t l = sizeof(cred);
-        struct passwd *pw;
+        gid_t groups[64], *list = groups;
+        _cleanup_free_ gid_t *big = NULL;
+        bool ok = false;
 
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &l) < 0)
                 return false;
         *ret_uid = cred.uid;
-        if (strv_length(users) == 0 && strv_length(groups) == 0)
+        if (!config_access_restricted(c))
                 return true;
-
-        pw = getpwuid(cred.uid);
-        if (id_listed(users, cred.uid, pw ? pw->pw_name : NULL))
+        if (uid_listed(c, cred.uid) || gid_listed(c, cred.gid))
                 return true;
-        if (strv_length(groups) == 0)
+        if (c->n_allowed_gids == 0)
                 return false;
 
-        struct group *gr = getgrgid(cred.gid);
-        if (id_listed(groups, cred.gid, gr ? gr->gr_name : NULL))
-                return true;
-        if (pw) {
-                gid_t list[256];
-                int n = ELEMENTSOF(list);
-                if (getgrouplist(pw->pw_name, pw->pw_gid, list, &n) >= 0)
-                        for (int i = 0; i < n; i++) {
-                                gr = getgrgid(list[i]);
-                                if (id_listed(groups, list[i], gr ? gr->gr_name : NULL))
-                                        return true;
-                        }
+        l = sizeof(groups);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &l) < 0) {
+                if (errno != ERANGE || l == 0)
+                        return false;
+                big = malloc(l);
+                if (!big || getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, big, &l) < 0)
+                        return false;
+                list = big;
         }
-        return false;
+        for (size_t i = 0; i < l / sizeof(gid_t) && !ok; i++)
+                ok = gid_listed(c, list[i]);
+        return ok;
 }
 
 static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
@@ -406,7 +412,7 @@ static void manager_reload(Manager *m) {
         log_info("SIGHUP: reloading %s.", m->config_file);
         config_init(&fresh);
         if (config_load(&fresh, m->config_file) < 0 ||
-            config_parse_argv(&fresh, m->argc, m->argv, &file, &check) != 0) {
+            config_parse_argv(&fresh, m->argc, m->argv, &file, &check) != 0 || config_resolve_access(&fresh) < 0) {
                 log_error("The configuration has errors (above); keeping the running one.");
                 return;
         }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 
 #include "envstore.h"
 #include "envstore/layout.h"
+#include "envstore/storewalk.h"
 #include "executor/process.h"
 #include "fs-util.h"
 #include "json-util.h"
@@ -27,6 +29,10 @@
 #define COMPILED ".mcp-python-sandbox-compiled"
 /* An environment used this recently may be mounted by a running script: never collected. */
 #define GC_GRACE_SEC (3600)
+/* How often the store's size is checked against its budget, besides after each build. */
+#define GC_INTERVAL_USEC (5 * 60 * USEC_PER_SEC)
+/* Sizes this fresh are given to who asks without a walk of their own. */
+#define SIZES_FRESH_USEC (10 * USEC_PER_SEC)
 
 typedef struct Build Build;
 
@@ -42,6 +48,8 @@ struct Build {
         Build *next;
         char key[65];
         char *tmp, *final;
+        char *lock_path;
+        int lock_fd;            /* flock()ed while the build runs: other daemons on this store leave tmp alone */
         char *python;
         char **requirements;
         Process *proc;
@@ -52,6 +60,13 @@ struct Build {
         sd_event_source *defer;
         int error;
         char *message;
+};
+
+struct EnvSizesWaiter {
+        EnvSizesWaiter *next;
+        EnvStore *store;
+        EnvSizesFunc cb;
+        void *userdata;
 };
 
 struct EnvStore {
@@ -65,6 +80,14 @@ struct EnvStore {
         uint64_t n_tmp;
         sd_event_source *prune_timer;
         Process *prune;
+        StoreWalkJob *walk;             /* the one disk walk (and collection) in flight */
+        bool walk_again;                /* something changed meanwhile: walk once more after it */
+        EnvSizesWaiter *sizes_waiters;
+        EnvSizes sizes;                 /* from the last walk */
+        uint64_t sizes_usec;            /* when it ended; 0: never */
+        sd_event_source *gc_timer;
+        char *compile_lock_path;
+        int compile_lock_fd;
         char **compile_queue;           /* environments whose bytecode is still to be compiled, oldest first */
         char **compile_pythons;         /* the interpreter of each */
         char *compiling;
@@ -88,6 +111,7 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *
                 return -ENOMEM;
         s->event = sd_event_ref(e);
         s->config = config;
+        s->compile_lock_fd = -EBADF;
         s->uv = uv_path ? strdup(uv_path) : NULL;
         if (asprintf(&s->root, "%s", config->cache_dir) < 0 || asprintf(&s->envs, "%s/envs", config->cache_dir) < 0 ||
             asprintf(&s->uv_cache, "%s/uv", config->cache_dir) < 0 ||
@@ -114,6 +138,37 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *
 }
 
 static void build_free(Build *b);
+
+/*
+ * Work directories in envs/ (.build-*, .compile-*) belong to the daemon that made them, and more than one daemon
+ * may share a store (two --stdio daemons of one user on one cache). Each has a lock file beside it, ".lock-" and
+ * its name, that its daemon holds with flock() while it works there; cleanup removes only the directories whose
+ * lock it can take. A lock file is made before its directory and removed after it.
+ */
+static int lock_entry(EnvStore *s, const char *name, char **ret_path) {
+        _cleanup_free_ char *path = NULL;
+        int fd;
+
+        if (asprintf(&path, "%s/.lock-%s", s->envs, name) < 0)
+                return -ENOMEM;
+        fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return -errno;
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        *ret_path = TAKE_PTR(path);
+        return fd;
+}
+
+static void unlock_entry(char **path, int *fd) {
+        if (*path)
+                (void) unlink(*path);
+        *path = mfree(*path);
+        *fd = safe_close(*fd);
+}
 static void envstore_prune_later(EnvStore *s);
 static void envstore_compile_later(EnvStore *s, const char *path, const char *python);
 static void envstore_compile_next(EnvStore *s);
@@ -128,10 +183,18 @@ EnvStore *envstore_free(EnvStore *s) {
                 build_free(b);
         }
         sd_event_source_disable_unref(s->prune_timer);
+        sd_event_source_disable_unref(s->gc_timer);
         process_free(s->prune);
+        store_walk_job_free(s->walk);
+        while (s->sizes_waiters) {
+                EnvSizesWaiter *w = s->sizes_waiters;
+                s->sizes_waiters = w->next;
+                free(w);
+        }
         process_free(s->compile);
         if (s->compile_out)
                 (void) rm_rf_untrusted(s->compile_out);
+        unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
         free(s->compile_out);
         free(s->compiling);
         strv_free(s->compile_queue);
@@ -242,6 +305,7 @@ static void build_free(Build *b) {
         env_layout_done(&b->layout);
         if (b->tmp)
                 (void) rm_rf_untrusted(b->tmp);
+        unlock_entry(&b->lock_path, &b->lock_fd);
         free(b->tmp);
         free(b->final);
         free(b->python);
@@ -510,6 +574,7 @@ static void on_compile_done(Process *p, void *userdata) {
         s->compile = NULL;
         process_free(p);
         (void) rm_rf_untrusted(s->compile_out);
+        unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
         s->compile_out = mfree(s->compile_out);
         s->compiling = mfree(s->compiling);
         envstore_compile_next(s);
@@ -520,6 +585,7 @@ static void compile_abort(EnvStore *s) {
         s->compile = process_free(s->compile);
         if (s->compile_out)
                 (void) rm_rf_untrusted(s->compile_out);
+        unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
         s->compile_out = mfree(s->compile_out);
         s->compiling = mfree(s->compiling);
 }
@@ -534,13 +600,20 @@ static void envstore_compile_next(EnvStore *s) {
                 memmove(s->compile_pythons, s->compile_pythons + 1,
                         strv_length(s->compile_pythons) * sizeof(char *));
                 if (asprintf(&marker, "%s/" COMPILED, path) < 0 ||
-                    asprintf(&out, "%s/.compile-%s", s->envs, strrchr(path, '/') + 1) < 0)
+                    asprintf(&out, "%s/.compile-%s-%d", s->envs, strrchr(path, '/') + 1, (int) getpid()) < 0)
                         return;
                 if (access(marker, F_OK) >= 0 || access(path, F_OK) < 0)
                         continue;   /* done already, or collected meanwhile */
+                k = lock_entry(s, strrchr(out, '/') + 1, &s->compile_lock_path);
+                if (k < 0) {
+                        log_warning_errno(k, "Failed to lock %s: %m", out);
+                        continue;
+                }
+                s->compile_lock_fd = k;
                 (void) rm_rf_untrusted(out);
                 if (mkdir(out, 0700) < 0) {
                         log_warning_errno(errno, "Failed to create %s: %m", out);
+                        unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
                         continue;
                 }
                 k = s->compile_spawn(s->compile_userdata, path, python, out, s->config->prepare_timeout_usec,
@@ -548,6 +621,7 @@ static void envstore_compile_next(EnvStore *s) {
                 if (k < 0) {
                         log_warning_errno(k, "Failed to start compiling the bytecode of %s: %m", path);
                         (void) rm_rf_untrusted(out);
+                        unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
                         continue;
                 }
                 s->compiling = TAKE_PTR(path);
@@ -780,6 +854,7 @@ int envstore_prepare(EnvStore *s, const char *key, const Python *py, const Requi
                 if (!b)
                         return -ENOMEM;
                 b->store = s;
+                b->lock_fd = -EBADF;
                 memcpy(b->key, key, 65);
                 b->start_usec = now_usec();
                 b->python = strdup(py->executable);
@@ -791,6 +866,12 @@ int envstore_prepare(EnvStore *s, const char *key, const Python *py, const Requi
                     !b->python || !b->requirements) {
                         build_free(b);
                         return -ENOMEM;
+                }
+                b->lock_fd = lock_entry(s, strrchr(b->tmp, '/') + 1, &b->lock_path);
+                if (b->lock_fd < 0) {
+                        r = b->lock_fd;
+                        build_free(b);
+                        return r;
                 }
                 b->next = s->builds;
                 s->builds = b;
@@ -835,6 +916,40 @@ void envstore_waiter_cancel(EnvWaiter *w) {
         free(w);
 }
 
+/*
+ * A work directory another daemon (or an earlier run of ours) left: out of the way if nobody holds its lock.
+ * Renamed to a .trash- name, which the next disk walk removes, in its child. 1: it was stale.
+ */
+static int take_stale(EnvStore *s, const char *name) {
+        _cleanup_free_ char *lock_path = NULL, *from = NULL, *to = NULL;
+        _cleanup_close_ int fd = -EBADF;
+
+        fd = lock_entry(s, name, &lock_path);
+        if (fd == -EWOULDBLOCK)
+                return 0;   /* in use */
+        if (fd < 0)
+                return fd;
+        if (asprintf(&from, "%s/%s", s->envs, name) < 0 ||
+            asprintf(&to, "%s/.trash-%s-%d-%" PRIu64, s->envs, name, (int) getpid(), ++s->n_tmp) < 0) {
+                unlock_entry(&lock_path, &fd);
+                return -ENOMEM;
+        }
+        if (rename(from, to) < 0 && errno != ENOENT) {
+                int r = -errno;
+                unlock_entry(&lock_path, &fd);
+                return r;
+        }
+        unlock_entry(&lock_path, &fd);
+        return 1;
+}
+
+static bool is_ours(EnvStore *s, const char *name) {
+        for (Build *b = s->builds; b; b = b->next)
+                if (b->tmp && streq(strrchr(b->tmp, '/') + 1, name))
+                        return true;
+        return s->compile_out && streq(strrchr(s->compile_out, '/') + 1, name);
+}
+
 void envstore_cleanup(EnvStore *s) {
         DIR *d = opendir(s->envs);
         struct dirent *de;
@@ -862,97 +977,182 @@ void envstore_cleanup(EnvStore *s) {
                         }
                         continue;
                 }
-                if (startswith(de->d_name, ".compile-") && !(s->compile_out && streq(strrchr(s->compile_out, '/') + 1,
-                                                                                       de->d_name))) {
-                        snprintf(p, sizeof(p), "%s/%s", s->envs, de->d_name);
-                        (void) rm_rf_untrusted(p);
+                if (startswith(de->d_name, ".lock-")) {
+                        /* The lock of a directory that is gone: its daemon died between the two. */
+                        struct stat st;
+                        snprintf(p, sizeof(p), "%s/%s", s->envs, de->d_name + strlen(".lock-"));
+                        if (lstat(p, &st) < 0 && errno == ENOENT && !is_ours(s, de->d_name + strlen(".lock-"))) {
+                                _cleanup_free_ char *lp = NULL;
+                                int fd = lock_entry(s, de->d_name + strlen(".lock-"), &lp);
+                                if (fd >= 0)
+                                        unlock_entry(&lp, &fd);
+                        }
                         continue;
                 }
-                if (!startswith(de->d_name, ".build-"))
+                if (!startswith(de->d_name, ".build-") && !startswith(de->d_name, ".compile-"))
                         continue;
-                /* Builds of this process are in flight; others were interrupted. */
-                bool ours = false;
-                for (Build *b = s->builds; b; b = b->next)
-                        if (b->tmp && streq(strrchr(b->tmp, '/') + 1, de->d_name))
-                                ours = true;
-                if (ours)
+                /* Ours are in flight; another daemon's hold their lock; the rest were interrupted. */
+                if (is_ours(s, de->d_name))
                         continue;
-                snprintf(p, sizeof(p), "%s/%s", s->envs, de->d_name);
-                log_info("Removing an interrupted build: %s", p);
-                (void) rm_rf_untrusted(p);
+                if (take_stale(s, de->d_name) > 0)
+                        log_info("Removing an interrupted build: %s/%s", s->envs, de->d_name);
         }
         closedir(d);
+        /* The walk removes what was put aside, and checks the budget: at start, and then on a timer. */
+        (void) envstore_gc(s, NULL);
 }
 
-typedef struct EnvUsage {
-        char name[128];
-        time_t used;
-        uint64_t size;
-} EnvUsage;
+static void sizes_notify(EnvStore *s, const EnvSizes *sizes) {
+        EnvSizesWaiter *list = TAKE_PTR(s->sizes_waiters);
 
-static int compare_oldest_first(const void *a, const void *b) {
-        const EnvUsage *x = a, *y = b;
-        return x->used < y->used ? -1 : x->used > y->used;
+        while (list) {
+                EnvSizesWaiter *w = list;
+                list = w->next;
+                w->cb(sizes, w->userdata);
+                free(w);
+        }
 }
 
-int envstore_gc(EnvStore *s, const char *keep_key) {
-        const Config *c = s->config;
-        EnvUsage *list = NULL;
-        size_t n = 0;
-        uint64_t total = 0;
-        time_t now = time(NULL);
-        DIR *d;
-        struct dirent *de;
+static void gc_timer_arm(EnvStore *s);
+static int walk_start(EnvStore *s);
 
-        if (c->store_max_size == 0 && c->store_max_age_usec == 0)
-                return 0;
-        d = opendir(s->envs);
-        if (!d)
-                return -errno;
-        while ((de = readdir(d))) {
-                char p[4096];
-                struct stat st;
-                EnvUsage *nl;
+static void on_walk_done(const StoreWalkResult *res, char **removed, void *userdata) {
+        EnvStore *s = userdata;
+        EnvSizes sizes = {};
 
-                if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof(list->name))
-                        continue;
-                snprintf(p, sizeof(p), "%s/%s/" MARKER, s->envs, de->d_name);
-                if (stat(p, &st) < 0)
-                        continue;
-                nl = realloc(list, (n + 1) * sizeof(*list));
-                if (!nl)
-                        break;
-                list = nl;
-                strcpy(list[n].name, de->d_name);
-                list[n].used = st.st_mtime;
-                snprintf(p, sizeof(p), "%s/%s", s->envs, de->d_name);
-                list[n].size = 0;
-                (void) disk_usage(p, &list[n].size);
-                total += list[n].size;
-                n++;
+        s->walk = store_walk_job_free(s->walk);
+        for (char **name = removed; name && *name; name++) {
+                _cleanup_free_ char *p = NULL;
+                log_info("Removed environment %.12s (least recently used, over the store budget or unused for too "
+                         "long).", *name);
+                if (asprintf(&p, "%s/%s", s->envs, *name) >= 0 && s->compiling && streq(s->compiling, p))
+                        compile_abort(s);   /* its compile went with it */
         }
-        closedir(d);
-
-        qsort(list, n, sizeof(*list), compare_oldest_first);
-        for (size_t i = 0; i < n; i++) {
-                uint64_t age = (uint64_t) (now - list[i].used);
-                bool too_old = c->store_max_age_usec > 0 && age * USEC_PER_SEC > c->store_max_age_usec;
-                bool over = c->store_max_size > 0 && total > c->store_max_size;
-                char p[4096];
-
-                if (!too_old && !over)
-                        continue;
-                if ((keep_key && streq(list[i].name, keep_key)) || age < GC_GRACE_SEC)
-                        continue;
-                snprintf(p, sizeof(p), "%s/%s", s->envs, list[i].name);
-                if (s->compiling && streq(s->compiling, p))
-                        compile_abort(s);   /* its compile goes with it */
-                log_info("Removing environment %.12s (%s, %" PRIu64 " MiB).", list[i].name,
-                         too_old ? "unused for too long" : "over the store budget", list[i].size >> 20);
-                if (rm_rf_untrusted(p) >= 0)
-                        total -= list[i].size;
-        }
-        free(list);
+        if (res) {
+                sizes = (EnvSizes) {
+                        .known = true,
+                        .store_bytes = res->store_bytes,
+                        .cache_bytes = res->cache_bytes,
+                        .total_bytes = res->total_bytes,
+                };
+                s->sizes = sizes;
+                s->sizes_usec = now_usec();
+                log_debug("Store walk: %" PRIu64 " MiB in the store, %" PRIu64 " MiB in the uv cache, %" PRIu64
+                          " MiB of unique inodes in all; %u environments removed (%" PRIu64 " MiB).",
+                          res->store_bytes >> 20, res->cache_bytes >> 20, res->total_bytes >> 20, res->n_removed,
+                          res->removed_bytes >> 20);
+                /* What is left over the budget is the uv cache's: let uv drop what no environment needs. */
+                if (res->over && !s->prune && s->uv && s->config->store_max_size > 0) {
+                        log_info("The store is over its budget (%" PRIu64 " MiB of %" PRIu64
+                                 " MiB) with nothing more to collect: pruning the uv cache.",
+                                 res->total_bytes >> 20, s->config->store_max_size >> 20);
+                        (void) on_prune_timer(NULL, 0, s);
+                }
+        } else
+                log_warning("The store's disk walk failed.");
         envstore_compile_next(s);
+        sizes_notify(s, &sizes);
+        if (s->walk_again) {
+                s->walk_again = false;
+                (void) walk_start(s);
+        }
+}
+
+static int walk_start(EnvStore *s) {
+        const Config *c = s->config;
+        _cleanup_strv_free_ char **keep = strv_new();
+        StoreWalkOptions o = {
+                .envs = s->envs,
+                .uv_cache = s->uv_cache,
+                .max_size = c->store_max_size,
+                .max_age_usec = c->store_max_age_usec,
+                .grace_sec = GC_GRACE_SEC,
+                .marker = MARKER,
+                .collect = c->store_max_size > 0 || c->store_max_age_usec > 0,
+        };
+        int r;
+
+        if (s->walk) {
+                s->walk_again = true;
+                return 0;
+        }
+        /* Not the one being compiled: collecting it stops its compile (on_walk_done()). */
+        for (Build *b = s->builds; b; b = b->next)
+                (void) strv_extend(&keep, b->key);
+        o.keep = keep;
+        r = store_walk_spawn(s->event, &o, on_walk_done, s, &s->walk);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to start the store's disk walk: %m");
+                sizes_notify(s, &(EnvSizes) {});
+        }
+        gc_timer_arm(s);
+        return r;
+}
+
+static int on_gc_timer(sd_event_source *src, uint64_t usec, void *userdata) {
+        EnvStore *s = userdata;
+
+        /* Without a budget there is nothing to enforce: walks only for who asks for sizes. */
+        if (s->config->store_max_size == 0 && s->config->store_max_age_usec == 0) {
+                gc_timer_arm(s);   /* a reload may set one */
+                return 0;
+        }
+        (void) walk_start(s);
         return 0;
+}
+
+static void gc_timer_arm(EnvStore *s) {
+        if (!s->gc_timer) {
+                if (sd_event_add_time_relative(s->event, &s->gc_timer, CLOCK_MONOTONIC, GC_INTERVAL_USEC,
+                                               USEC_PER_SEC, on_gc_timer, s) < 0)
+                        return;
+        } else
+                (void) sd_event_source_set_time_relative(s->gc_timer, GC_INTERVAL_USEC);
+        (void) sd_event_source_set_enabled(s->gc_timer, SD_EVENT_ONESHOT);
+}
+
+/* The walk goes in a child process (storewalk.h); this only starts it, or asks for one more after the current. */
+int envstore_gc(EnvStore *s, const char *keep_key) {
+        (void) keep_key;   /* built just now: within the grace period */
+        return walk_start(s);
+}
+
+int envstore_sizes(EnvStore *s, EnvSizes *ret_cached, EnvSizesFunc cb, void *userdata, EnvSizesWaiter **ret_waiter) {
+        EnvSizesWaiter *w, **tail;
+        int r;
+
+        if (s->sizes_usec > 0 && now_usec() - s->sizes_usec < SIZES_FRESH_USEC) {
+                *ret_cached = s->sizes;
+                return 1;
+        }
+        /* Who asks while a walk is in flight shares it. */
+        if (!s->walk) {
+                r = walk_start(s);
+                if (r < 0)
+                        return r;
+        }
+        w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+        *w = (EnvSizesWaiter) { .store = s, .cb = cb, .userdata = userdata };
+        for (tail = &s->sizes_waiters; *tail; tail = &(*tail)->next)
+                ;
+        *tail = w;
+        *ret_waiter = w;
+        return 0;
+}
+
+void envstore_sizes_cancel(EnvSizesWaiter *w) {
+        if (!w)
+                return;
+        for (EnvSizesWaiter **p = &w->store->sizes_waiters; *p; p = &(*p)->next)
+                if (*p == w) {
+                        *p = w->next;
+                        free(w);
+                        return;
+                }
+}
+
+unsigned envstore_n_walks(const EnvStore *s) {
+        return s->walk ? 1 : 0;
 }

@@ -62,8 +62,33 @@ void envstore_waiter_cancel(EnvWaiter *w);
 
 unsigned envstore_n_building(const EnvStore *s);
 unsigned envstore_n_ready(EnvStore *s);
-/* Remove leftovers of interrupted builds; then enforce the size and age budget (LRU). */
+/*
+ * Remove leftovers of interrupted builds (only those no daemon on this store holds the lock of); then enforce the
+ * size and age budget (LRU), now and every few minutes.
+ */
 void envstore_cleanup(EnvStore *s);
+/*
+ * Start the disk walk that measures the store and the uv cache (each inode once) and collects the least recently
+ * used environments over the budget. In a child process; one at a time (a request while one runs makes one more
+ * run after it).
+ */
 int envstore_gc(EnvStore *s, const char *keep_key);
+
+typedef struct EnvSizes {
+        bool known;             /* false: the walk failed */
+        uint64_t store_bytes;   /* inodes first seen in the store */
+        uint64_t cache_bytes;   /* inodes in the uv cache */
+        uint64_t total_bytes;   /* both, each inode once: what the budget counts */
+} EnvSizes;
+typedef struct EnvSizesWaiter EnvSizesWaiter;
+typedef void (*EnvSizesFunc)(const EnvSizes *sizes, void *userdata);
+/*
+ * The store's sizes: 1 and *ret_cached when a walk ended a few seconds ago; otherwise 0, and cb is called when
+ * the walk in flight (started if there is none: all callers share one) ends. -errno when none can be started.
+ */
+int envstore_sizes(EnvStore *s, EnvSizes *ret_cached, EnvSizesFunc cb, void *userdata, EnvSizesWaiter **ret_waiter);
+void envstore_sizes_cancel(EnvSizesWaiter *w);
+/* Disk walks in flight: 0 or 1. */
+unsigned envstore_n_walks(const EnvStore *s);
 const char *envstore_root(const EnvStore *s);
 const char *envstore_uv_cache(const EnvStore *s);

@@ -8,6 +8,7 @@
  */
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <syslog.h>
 
 #include "macro.h"
@@ -20,6 +21,10 @@ const char *log_level_to_string(int level);
 /* Without the "<N>" prefix (interactive use of --help style tools). */
 void log_set_prefix(bool on);
 
+/* Log lines dropped because stderr (a pipe) was full, since the last one that got through. */
+uint64_t log_get_dropped(void);
+/* One whole line (ending in a newline) where log lines go: never blocks when that is a pipe (see log.c). */
+void log_write_line(const char *line, size_t n);
 int log_internal(int level, int error, const char *func, const char *format, ...) _printf_(4, 5);
 
 /* Each returns -abs(error) so callers can "return log_error_errno(r, ...)". */

@@ -21,15 +21,16 @@
 
 /*
  * Live facts, gathered when the tool is called: the sandbox self-test runs
- * again and the store's size is measured (by du, in a child process, so a
- * large cache never stalls the daemon).
+ * again and the store's size comes from the store's disk walk (in a child
+ * process, so a large cache never stalls the daemon), shared by all callers:
+ * one walk at a time, its result reused for a few seconds.
  */
 
 typedef struct CheckEnv {
         ToolCall *call;
         Manager *manager;
         WaitEntry *ready_wait, *self_test_wait;
-        Process *du;
+        EnvSizesWaiter *sizes_wait;
         uint64_t store_bytes, cache_bytes;
         bool sizes_known;
         unsigned pending;
@@ -38,7 +39,7 @@ typedef struct CheckEnv {
 static void check_env_free(CheckEnv *c) {
         waitq_cancel(c->ready_wait);
         waitq_cancel(c->self_test_wait);
-        process_free(c->du);
+        envstore_sizes_cancel(c->sizes_wait);
         tool_call_unref(c->call);
         free(c);
 }
@@ -198,15 +199,17 @@ static void step_done(CheckEnv *c) {
                 check_env_finish(c);
 }
 
-static void on_du(Process *p, void *userdata) {
-        CheckEnv *c = userdata;
-        _cleanup_free_ char *out = capture_text(&p->out, NULL);
+static void take_sizes(CheckEnv *c, const EnvSizes *sizes) {
+        c->sizes_known = sizes->known;
+        c->store_bytes = sizes->store_bytes;
+        c->cache_bytes = sizes->cache_bytes;
+}
 
-        /* "BYTES\tPATH" per line: the store, then the uv cache. */
-        if (out && sscanf(out, "%" SCNu64 "%*[^\n]\n%" SCNu64, &c->store_bytes, &c->cache_bytes) == 2)
-                c->sizes_known = true;
-        c->du = NULL;
-        process_free(p);
+static void on_sizes(const EnvSizes *sizes, void *userdata) {
+        CheckEnv *c = userdata;
+
+        c->sizes_wait = NULL;
+        take_sizes(c, sizes);
         step_done(c);
 }
 
@@ -220,18 +223,18 @@ static void on_ready(void *userdata) {
         CheckEnv *c = userdata;
         Runtime *r = c->manager->runtime;
         EnvStore *store = runtime_envstore(r);
-        char *argv[] = { (char *) "/usr/bin/du", (char *) "-s", (char *) "-B1", (char *) envstore_root(store),
-                         (char *) envstore_uv_cache(store), NULL };
-        char *env[] = { (char *) "LANG=C", NULL };
-        ProcessOptions o = { .argv = argv, .env = env, .stdin_fd = -EBADF, .timeout_usec = 20 * USEC_PER_SEC,
-                             .head_max = 4096 };
+        EnvSizes cached = {};
+        int k;
 
         c->ready_wait = NULL;
         c->pending = 1;
         c->self_test_wait = runtime_self_test(r, on_self_test, c);
         if (c->self_test_wait)
                 c->pending++;
-        if (process_spawn(c->manager->event, &o, on_du, c, &c->du) >= 0)
+        k = envstore_sizes(store, &cached, on_sizes, c, &c->sizes_wait);
+        if (k > 0)
+                take_sizes(c, &cached);
+        else if (k == 0)
                 c->pending++;
         step_done(c);
 }

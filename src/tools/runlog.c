@@ -121,7 +121,7 @@ static void emit_stderr(const char *message, char **fields) {
         if (fclose(f) < 0)
                 return;
         /* One write where it can be, so that lines of other writers (the daemon's children) do not cut into it. */
-        (void) write_all(STDERR_FILENO, line, size);
+        log_write_line(line, size);
 }
 
 static int emit_journal(const char *message, char **fields) {

@@ -17,6 +17,7 @@ INTEGRATION_TESTS = \
 	tests/integration/test-sdk.py \
 	tests/integration/test-execute.py \
 	tests/integration/test-store.py \
+	tests/integration/test-store-share.py \
 	tests/integration/test-reload.py \
 	tests/integration/test-failclosed.py \
 	tests/integration/test-access.py \

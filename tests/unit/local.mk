@@ -98,3 +98,9 @@ check-valgrind: $(check_PROGRAMS)
 	done
 .PHONY: check-valgrind
 CLEANFILES += *.valgrind.log
+
+check_PROGRAMS += test-storewalk
+TESTS += test-storewalk
+test_storewalk_SOURCES = tests/unit/test-storewalk.c
+test_storewalk_CFLAGS = $(UNIT_CFLAGS)
+test_storewalk_LDADD = $(UNIT_LIBS)

@@ -906,6 +906,39 @@ START_TEST(test_reload_uid_range_restart_only) {
 }
 END_TEST
 
+START_TEST(test_resolve_access) {
+        _cleanup_(config_done) Config c, fresh;
+        _cleanup_free_ char *error = NULL, *log = NULL;
+
+        config_init(&c);
+        ck_assert(!config_access_restricted(&c));
+        ck_assert_int_eq(config_resolve_access(&c), 0);
+        ck_assert_uint_eq(c.n_allowed_uids, 0);
+        ck_assert_uint_eq(c.n_allowed_gids, 0);
+
+        /* Numbers as they are, names resolved now; a name that is nobody matches nobody. */
+        ck_assert_int_eq(config_set(&c, "allowed-users", "1234 root no-such-user-xyz", &error), 0);
+        ck_assert_int_eq(config_set(&c, "allowed-groups", "77 root", &error), 0);
+        ck_assert_int_eq(config_resolve_access(&c), 0);
+        ck_assert(config_access_restricted(&c));
+        ck_assert_uint_eq(c.n_allowed_uids, 2);
+        ck_assert_uint_eq(c.allowed_uids[0], 1234);
+        ck_assert_uint_eq(c.allowed_uids[1], 0);
+        ck_assert_uint_eq(c.n_allowed_gids, 2);
+        ck_assert_uint_eq(c.allowed_gids[0], 77);
+        ck_assert_uint_eq(c.allowed_gids[1], 0);
+
+        /* A reload takes the ids resolved from the fresh configuration. */
+        config_init(&fresh);
+        ck_assert_int_eq(config_set(&fresh, "allowed-users", "42", &error), 0);
+        ck_assert_int_eq(config_resolve_access(&fresh), 0);
+        (void) reload(&c, &fresh, &log);
+        ck_assert_uint_eq(c.n_allowed_uids, 1);
+        ck_assert_uint_eq(c.allowed_uids[0], 42);
+        ck_assert_uint_eq(c.n_allowed_gids, 0);
+}
+END_TEST
+
 static Suite *config_suite(void) {
         Suite *s = suite_create("config");
         TCase *tc = tcase_create("values");
@@ -947,6 +980,7 @@ static Suite *config_suite(void) {
         tc = tcase_create("reload");
         tcase_add_checked_fixture(tc, setup, NULL);
         tcase_add_test(tc, test_reload_uid_range_restart_only);
+        tcase_add_test(tc, test_resolve_access);
         suite_add_tcase(s, tc);
         return s;
 }

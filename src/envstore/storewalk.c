@@ -1,0 +1,511 @@
+/* SPDX-License-Identifier: MIT */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "envstore/storewalk.h"
+#include "fs-util.h"
+#include "macro.h"
+#include "strv.h"
+
+/* Deeper than any environment or uv cache gets; what lies below is not counted. */
+#define WALK_MAX_DEPTH 128
+/* What the child may say: one line per removed environment and one of totals. */
+#define REPORT_MAX (4U * 1024 * 1024)
+/* A walk that takes longer (a hung file system) is killed; who waits for it hears that it failed. */
+#define WALK_TIMEOUT_USEC (15 * 60 * USEC_PER_SEC)
+
+#define OWNER_SHARED (-1)
+
+typedef struct Inode {
+        dev_t dev;
+        ino_t ino;
+        uint64_t bytes;
+        uint32_t nlink;         /* 0: an empty slot */
+        uint32_t seen;          /* links met in the walk */
+        int32_t owner;          /* the environment all links met so far are in, or OWNER_SHARED */
+} Inode;
+
+typedef struct WalkEnv {
+        char *name;
+        time_t used;
+        uint64_t exclusive;     /* freed by removing it: inodes with all their links in it */
+} WalkEnv;
+
+typedef struct Walk {
+        Inode *table;
+        size_t n_table, n_used;
+        dev_t dev;              /* not crossing into other file systems */
+        uint64_t store_bytes, cache_bytes;
+        bool in_cache;
+} Walk;
+
+static size_t inode_hash(dev_t dev, ino_t ino) {
+        uint64_t h = (uint64_t) ino * UINT64_C(0x9E3779B97F4A7C15) ^ (uint64_t) dev * UINT64_C(0xC2B2AE3D27D4EB4F);
+        return (size_t) (h ^ (h >> 29));
+}
+
+static int walk_grow(Walk *w) {
+        size_t n = w->n_table ? w->n_table * 2 : 4096;
+        Inode *t = calloc(n, sizeof(Inode));
+
+        if (!t)
+                return -ENOMEM;
+        for (size_t i = 0; i < w->n_table; i++) {
+                Inode *x = &w->table[i];
+                if (x->nlink == 0)
+                        continue;
+                size_t j = inode_hash(x->dev, x->ino) & (n - 1);
+                while (t[j].nlink != 0)
+                        j = (j + 1) & (n - 1);
+                t[j] = *x;
+        }
+        free(w->table);
+        w->table = t;
+        w->n_table = n;
+        return 0;
+}
+
+static int walk_add(Walk *w, const struct stat *st, int owner) {
+        size_t j;
+        int r;
+
+        if ((w->n_used + 1) * 4 > w->n_table * 3) {
+                r = walk_grow(w);
+                if (r < 0)
+                        return r;
+        }
+        j = inode_hash(st->st_dev, st->st_ino) & (w->n_table - 1);
+        while (w->table[j].nlink != 0) {
+                Inode *x = &w->table[j];
+                if (x->dev == st->st_dev && x->ino == st->st_ino) {
+                        x->seen++;
+                        if (x->owner != owner)
+                                x->owner = OWNER_SHARED;
+                        return 0;
+                }
+                j = (j + 1) & (w->n_table - 1);
+        }
+        w->table[j] = (Inode) {
+                .dev = st->st_dev,
+                .ino = st->st_ino,
+                .bytes = (uint64_t) st->st_blocks * 512,
+                /* A directory's links are its subdirectories' "..": it is where it is, once. */
+                .nlink = S_ISDIR(st->st_mode) || st->st_nlink == 0 ? 1 : (uint32_t) MIN(st->st_nlink, UINT32_MAX),
+                .seen = 1,
+                .owner = owner,
+        };
+        w->n_used++;
+        if (w->in_cache)
+                w->cache_bytes += w->table[j].bytes;
+        else
+                w->store_bytes += w->table[j].bytes;
+        return 0;
+}
+
+/* Takes fd. Errors below the top (a file gone meanwhile, a directory we may not read) are skipped. */
+static int walk_dir(Walk *w, int fd, int owner, unsigned depth) {
+        DIR *d = fdopendir(fd);
+        struct dirent *de;
+        int r = 0;
+
+        if (!d) {
+                safe_close(fd);
+                return -errno;
+        }
+        while ((de = readdir(d))) {
+                struct stat st;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != w->dev)
+                        continue;
+                r = walk_add(w, &st, owner);
+                if (r < 0)
+                        break;
+                if (S_ISDIR(st.st_mode) && depth < WALK_MAX_DEPTH) {
+                        int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (sub < 0)
+                                continue;
+                        r = walk_dir(w, sub, owner, depth + 1);
+                        if (r == -ENOMEM)
+                                break;
+                        r = 0;
+                }
+        }
+        closedir(d);
+        return r;
+}
+
+static int walk_path(Walk *w, int atfd, const char *path, int owner) {
+        struct stat st;
+        int fd = openat(atfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0) {
+                safe_close(fd);
+                return -errno;
+        }
+        if (w->dev == 0)
+                w->dev = st.st_dev;
+        if (st.st_dev != w->dev) {
+                safe_close(fd);
+                return 0;
+        }
+        (void) walk_add(w, &st, owner);
+        return walk_dir(w, fd, owner, 1);
+}
+
+static int compare_least_recent_first(const void *a, const void *b) {
+        const WalkEnv *x = a, *y = b;
+        return x->used < y->used ? -1 : x->used > y->used;
+}
+
+static int marker_mtime(int envs_fd, const char *name, const char *marker, time_t *ret) {
+        char p[512];
+        struct stat st;
+
+        if (snprintf(p, sizeof(p), "%s/%s", name, marker) >= (int) sizeof(p))
+                return -ENAMETOOLONG;
+        if (fstatat(envs_fd, p, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        *ret = st.st_mtime;
+        return 0;
+}
+
+/* Out of the store's namespace first (a lookup after this finds nothing and builds anew), then removed. */
+static int remove_env(const char *envs, int envs_fd, const char *name) {
+        char trash[512], path[4096];
+
+        if (snprintf(trash, sizeof(trash), ".trash-%s-%d", name, (int) getpid()) >= (int) sizeof(trash))
+                return -ENAMETOOLONG;
+        if (renameat(envs_fd, name, envs_fd, trash) < 0)
+                return -errno;
+        snprintf(path, sizeof(path), "%s/%s", envs, trash);
+        return rm_rf_untrusted(path);
+}
+
+int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemovedFunc removed, void *userdata) {
+        _cleanup_close_ int envs_fd = -EBADF;
+        Walk w = {};
+        WalkEnv *envs = NULL;
+        size_t n_envs = 0;
+        StoreWalkResult res = {};
+        DIR *d;
+        struct dirent *de;
+        time_t now = time(NULL);
+        uint64_t total;
+        int r = 0;
+
+        envs_fd = open(o->envs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (envs_fd < 0)
+                return -errno;
+
+        /* What an earlier collection (of any daemon on this store) left half removed. */
+        d = fdopendir(fcntl(envs_fd, F_DUPFD_CLOEXEC, 3));
+        if (!d)
+                return -errno;
+        while ((de = readdir(d)))
+                if (startswith(de->d_name, ".trash-")) {
+                        char p[4096];
+                        snprintf(p, sizeof(p), "%s/%s", o->envs, de->d_name);
+                        (void) rm_rf_untrusted(p);
+                }
+        closedir(d);
+
+        {
+                struct stat st;
+                if (fstat(envs_fd, &st) < 0)
+                        return -errno;
+                w.dev = st.st_dev;
+        }
+        if (o->uv_cache) {
+                w.in_cache = true;
+                (void) walk_path(&w, AT_FDCWD, o->uv_cache, OWNER_SHARED);
+                w.in_cache = false;
+        }
+
+        /* The duplicate shares the file offset with the one read above. */
+        d = fdopendir(fcntl(envs_fd, F_DUPFD_CLOEXEC, 3));
+        if (!d) {
+                r = -errno;
+                goto finish;
+        }
+        rewinddir(d);
+        while ((de = readdir(d))) {
+                struct stat st;
+                time_t used;
+                int owner = OWNER_SHARED;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (fstatat(envs_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                /* Builds, compiles and locks are counted, never collected here; so is what has no marker. */
+                if (de->d_name[0] != '.' && S_ISDIR(st.st_mode) &&
+                    marker_mtime(envs_fd, de->d_name, o->marker, &used) >= 0) {
+                        WalkEnv *n = realloc(envs, (n_envs + 1) * sizeof(*envs));
+                        if (!n) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        envs = n;
+                        envs[n_envs] = (WalkEnv) { .name = strdup(de->d_name), .used = used };
+                        if (!envs[n_envs].name) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        owner = (int) n_envs++;
+                }
+                if (S_ISDIR(st.st_mode))
+                        r = walk_path(&w, envs_fd, de->d_name, owner);
+                else
+                        r = walk_add(&w, &st, owner);
+                if (r == -ENOMEM)
+                        break;
+                r = 0;
+        }
+        closedir(d);
+        if (r < 0)
+                goto finish;
+
+        for (size_t i = 0; i < w.n_table; i++) {
+                Inode *x = &w.table[i];
+                if (x->nlink != 0 && x->owner >= 0 && x->seen >= x->nlink)
+                        envs[x->owner].exclusive += x->bytes;
+        }
+        total = w.store_bytes + w.cache_bytes;
+
+        qsort(envs, n_envs, sizeof(*envs), compare_least_recent_first);
+        for (size_t i = 0; o->collect && i < n_envs; i++) {
+                uint64_t age = now > envs[i].used ? (uint64_t) (now - envs[i].used) : 0;
+                bool too_old = o->max_age_usec > 0 && age * USEC_PER_SEC > o->max_age_usec;
+                bool over = o->max_size > 0 && total > o->max_size;
+                time_t used;
+
+                if (!too_old && !over)
+                        continue;
+                if (age < o->grace_sec || strv_contains(o->keep, envs[i].name))
+                        continue;
+                /* Used since the walk saw it: it stays. */
+                if (marker_mtime(envs_fd, envs[i].name, o->marker, &used) < 0 || used != envs[i].used)
+                        continue;
+                if (remove_env(o->envs, envs_fd, envs[i].name) < 0)
+                        continue;
+                total -= MIN(total, envs[i].exclusive);
+                res.removed_bytes += envs[i].exclusive;
+                res.n_removed++;
+                if (removed)
+                        removed(envs[i].name, envs[i].exclusive, too_old ? "unused for too long" : "over the store budget",
+                                userdata);
+        }
+
+        res.store_bytes = w.store_bytes - MIN(w.store_bytes, res.removed_bytes);
+        res.cache_bytes = w.cache_bytes;
+        res.total_bytes = total;
+        res.n_envs = (unsigned) n_envs - res.n_removed;
+        res.over = o->max_size > 0 && total > o->max_size;
+        *ret = res;
+finish:
+        for (size_t i = 0; i < n_envs; i++)
+                free(envs[i].name);
+        free(envs);
+        free(w.table);
+        return r;
+}
+
+/* The child's side. */
+
+struct StoreWalkJob {
+        sd_event_source *child_source, *io_source, *timer_source;
+        pid_t pid;
+        int fd;
+        char *buf;
+        size_t n_buf;
+        bool exited, eof;
+        int status;
+        StoreWalkDoneFunc done;
+        void *userdata;
+};
+
+static void report_removed(const char *name, uint64_t bytes, const char *reason, void *userdata) {
+        int *fd = userdata;
+        dprintf(*fd, "R %" PRIu64 " %s\n", bytes, name);
+        (void) reason;
+}
+
+_noreturn_ static void walk_child(const StoreWalkOptions *o, int fd) {
+        StoreWalkResult res = {};
+        sigset_t all;
+        int r;
+
+        (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* Tells it from the daemon in ps and top. */
+        (void) prctl(PR_SET_NAME, (unsigned long) "mcp-store-walk", 0, 0, 0);
+        if (getppid() == 1)
+                _exit(2);
+        sigemptyset(&all);
+        (void) sigprocmask(SIG_SETMASK, &all, NULL);
+        /* Nothing of the daemon's (other users' sockets) but the pipe and stderr. */
+        if (fd != 3) {
+                if (dup2(fd, 3) < 0)
+                        _exit(2);
+                fd = 3;
+        }
+        (void) close_range(4, ~0U, 0);
+        (void) setpriority(PRIO_PROCESS, 0, 10);
+        r = store_walk(o, &res, report_removed, &fd);
+        if (r < 0)
+                _exit(1);
+        dprintf(fd, "U %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %u %u %d\n", res.store_bytes, res.cache_bytes,
+                res.total_bytes, res.removed_bytes, res.n_envs, res.n_removed, (int) res.over);
+        _exit(0);
+}
+
+static void job_finish(StoreWalkJob *j) {
+        _cleanup_strv_free_ char **removed = strv_new();
+        StoreWalkResult res = {};
+        bool ok = false;
+        char *line, *save = NULL;
+
+        if (!j->exited || !j->eof)
+                return;
+        j->io_source = sd_event_source_disable_unref(j->io_source);
+        j->child_source = sd_event_source_disable_unref(j->child_source);
+        j->timer_source = sd_event_source_disable_unref(j->timer_source);
+        j->pid = 0;
+        if (j->buf && j->status == 0)
+                for (line = strtok_r(j->buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                        uint64_t bytes;
+                        int over, n = 0;
+
+                        if (sscanf(line, "R %" SCNu64 " %n", &bytes, &n) == 1 && n > 0)
+                                (void) strv_extend(&removed, line + n);
+                        else if (sscanf(line, "U %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %u %u %d",
+                                        &res.store_bytes, &res.cache_bytes, &res.total_bytes, &res.removed_bytes,
+                                        &res.n_envs, &res.n_removed, &over) == 7) {
+                                res.over = over;
+                                ok = true;
+                        }
+                }
+        j->done(ok ? &res : NULL, removed, j->userdata);
+}
+
+static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
+        StoreWalkJob *j = userdata;
+
+        j->exited = true;
+        j->pid = 0;   /* reaped */
+        j->status = si->si_code == CLD_EXITED ? si->si_status : 128 + si->si_status;
+        job_finish(j);
+        return 0;
+}
+
+static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        StoreWalkJob *j = userdata;
+
+        if (j->pid > 0)
+                (void) kill(j->pid, SIGKILL);   /* on_child() follows */
+        return 0;
+}
+
+static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        StoreWalkJob *j = userdata;
+        char tmp[4096];
+
+        for (;;) {
+                ssize_t k = read(fd, tmp, sizeof(tmp));
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0 && errno == EAGAIN)
+                        return 0;
+                if (k <= 0)
+                        break;
+                if (j->n_buf + (size_t) k > REPORT_MAX)
+                        continue;   /* more than it can have to say: drop it */
+                char *n = realloc(j->buf, j->n_buf + (size_t) k + 1);
+                if (!n)
+                        continue;
+                j->buf = n;
+                memcpy(j->buf + j->n_buf, tmp, (size_t) k);
+                j->n_buf += (size_t) k;
+                j->buf[j->n_buf] = 0;
+        }
+        j->eof = true;
+        j->io_source = sd_event_source_disable_unref(j->io_source);
+        j->fd = safe_close(j->fd);
+        job_finish(j);
+        return 0;
+}
+
+int store_walk_spawn(sd_event *e, const StoreWalkOptions *o, StoreWalkDoneFunc done, void *userdata,
+                     StoreWalkJob **ret) {
+        StoreWalkJob *j;
+        int p[2], r;
+
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        j->fd = -EBADF;
+        j->done = done;
+        j->userdata = userdata;
+        if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
+                free(j);
+                return -errno;
+        }
+        j->pid = fork();
+        if (j->pid < 0) {
+                r = -errno;
+                safe_close(p[0]);
+                safe_close(p[1]);
+                free(j);
+                return r;
+        }
+        if (j->pid == 0) {
+                int flags = fcntl(p[1], F_GETFL);
+                if (flags >= 0)
+                        (void) fcntl(p[1], F_SETFL, flags & ~O_NONBLOCK);
+                walk_child(o, p[1]);
+        }
+        safe_close(p[1]);
+        j->fd = p[0];
+        r = sd_event_add_child(e, &j->child_source, j->pid, WEXITED, on_child, j);
+        if (r >= 0)
+                r = sd_event_add_io(e, &j->io_source, j->fd, EPOLLIN, on_io, j);
+        if (r >= 0)
+                r = sd_event_add_time_relative(e, &j->timer_source, CLOCK_MONOTONIC, WALK_TIMEOUT_USEC, USEC_PER_SEC,
+                                               on_timeout, j);
+        if (r < 0) {
+                store_walk_job_free(j);
+                return r;
+        }
+        *ret = j;
+        return 0;
+}
+
+StoreWalkJob *store_walk_job_free(StoreWalkJob *j) {
+        if (!j)
+                return NULL;
+        j->timer_source = sd_event_source_disable_unref(j->timer_source);
+        j->io_source = sd_event_source_disable_unref(j->io_source);
+        j->child_source = sd_event_source_disable_unref(j->child_source);
+        if (j->pid > 0) {
+                (void) kill(j->pid, SIGKILL);
+                (void) waitpid(j->pid, NULL, 0);
+        }
+        safe_close(j->fd);
+        free(j->buf);
+        free(j);
+        return NULL;
+}

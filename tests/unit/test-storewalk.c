@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "envstore/storewalk.h"
+#include "fs-util.h"
+#include "macro.h"
+#include "strv.h"
+
+#define MARKER ".marker"
+#define KIB 1024ULL
+
+/* TOP/envs (the store) and TOP/uv (the uv cache), made anew for each test. */
+static char top[] = "/tmp/test-storewalk-XXXXXX";
+static char envs[PATH_MAX], uv[PATH_MAX];
+
+static void setup(void) {
+        strcpy(top, "/tmp/test-storewalk-XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(top));
+        snprintf(envs, sizeof(envs), "%s/envs", top);
+        snprintf(uv, sizeof(uv), "%s/uv", top);
+        ck_assert_int_eq(mkdir(envs, 0755), 0);
+        ck_assert_int_eq(mkdir(uv, 0755), 0);
+}
+
+static void teardown(void) {
+        (void) rm_rf_untrusted(top);
+}
+
+static void data_file(const char *path, size_t size) {
+        _cleanup_free_ char *buf = malloc(size);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+        ck_assert_int_ge(fd, 0);
+        ck_assert_ptr_nonnull(buf);
+        for (size_t i = 0; i < size; i++)
+                buf[i] = (char) (i * 7 + 3);
+        ck_assert_int_eq(write_all(fd, buf, size), 0);
+        ck_assert_int_eq(fsync(fd), 0);
+        close(fd);
+}
+
+/* An environment last used days ago, holding size bytes of its own. */
+static void fake_env(const char *name, double days, size_t size) {
+        char p[PATH_MAX + 64];
+        struct timespec ts[2];
+
+        snprintf(p, sizeof(p), "%s/%s", envs, name);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+        if (size > 0) {
+                snprintf(p, sizeof(p), "%s/%s/own", envs, name);
+                data_file(p, size);
+        }
+        snprintf(p, sizeof(p), "%s/%s/" MARKER, envs, name);
+        data_file(p, 1);
+        ts[0].tv_sec = ts[1].tv_sec = time(NULL) - (time_t) (days * 86400);
+        ts[0].tv_nsec = ts[1].tv_nsec = 0;
+        ck_assert_int_eq(utimensat(AT_FDCWD, p, ts, 0), 0);
+}
+
+static void link_into(const char *from, const char *env, const char *name) {
+        char p[PATH_MAX + 64];
+        snprintf(p, sizeof(p), "%s/%s/%s", envs, env, name);
+        ck_assert_int_eq(link(from, p), 0);
+}
+
+static bool env_exists(const char *name) {
+        char p[PATH_MAX + 64];
+        snprintf(p, sizeof(p), "%s/%s", envs, name);
+        return access(p, F_OK) >= 0;
+}
+
+static StoreWalkOptions options(uint64_t max_size) {
+        return (StoreWalkOptions) {
+                .envs = envs,
+                .uv_cache = uv,
+                .max_size = max_size,
+                .grace_sec = 3600,
+                .marker = MARKER,
+                .collect = true,
+        };
+}
+
+START_TEST(test_hardlinks_count_once) {
+        char shared[PATH_MAX + 16];
+        StoreWalkResult r = {};
+        StoreWalkOptions o = options(0);
+
+        snprintf(shared, sizeof(shared), "%s/shared", uv);
+        data_file(shared, 512 * KIB);
+        fake_env("a", 2, 256 * KIB);
+        fake_env("b", 2, 0);
+        link_into(shared, "a", "shared");
+        link_into(shared, "b", "shared");
+        link_into(shared, "b", "shared-again");
+
+        ck_assert_int_eq(store_walk(&o, &r, NULL, NULL), 0);
+        /* The shared file in the cache's share, once; a's own in the store's. */
+        ck_assert_uint_ge(r.cache_bytes, 512 * KIB);
+        ck_assert_uint_lt(r.cache_bytes, 600 * KIB);
+        ck_assert_uint_ge(r.store_bytes, 256 * KIB);
+        ck_assert_uint_lt(r.store_bytes, 400 * KIB);
+        ck_assert_uint_eq(r.total_bytes, r.store_bytes + r.cache_bytes);
+        ck_assert_uint_eq(r.n_envs, 2);
+        ck_assert_uint_eq(r.n_removed, 0);
+}
+END_TEST
+
+static void on_removed(const char *name, uint64_t bytes, const char *reason, void *userdata) {
+        char ***list = userdata;
+        ck_assert_int_ge(strv_extend(list, name), 0);
+}
+
+START_TEST(test_least_recently_used_first_until_under) {
+        _cleanup_strv_free_ char **removed = strv_new();
+        StoreWalkResult r = {};
+        StoreWalkOptions o = options(700 * KIB);
+        char shared[PATH_MAX + 16];
+
+        snprintf(shared, sizeof(shared), "%s/shared", uv);
+        data_file(shared, 200 * KIB);
+        fake_env("oldest", 30, 300 * KIB);
+        fake_env("older", 20, 300 * KIB);
+        link_into(shared, "older", "shared");   /* removing it frees only its own 300 KiB */
+        fake_env("old", 10, 100 * KIB);
+        fake_env("recent", 0, 300 * KIB);       /* within the grace period */
+
+        ck_assert_int_eq(store_walk(&o, &r, on_removed, &removed), 0);
+        /* 1.2 MiB: oldest goes (900 KiB), then older (600 KiB): under 700 KiB, old stays. */
+        ck_assert_str_eq(removed[0], "oldest");
+        ck_assert_str_eq(removed[1], "older");
+        ck_assert_ptr_null(removed[2]);
+        ck_assert(!env_exists("oldest") && !env_exists("older"));
+        ck_assert(env_exists("old") && env_exists("recent"));
+        ck_assert(!r.over);
+        ck_assert_uint_le(r.total_bytes, 700 * KIB);
+        ck_assert_int_eq(access(shared, F_OK), 0);
+}
+END_TEST
+
+START_TEST(test_grace_keep_and_measure_only) {
+        _cleanup_strv_free_ char **keep = strv_new();
+        StoreWalkResult r = {};
+        StoreWalkOptions o = options(1);
+
+        fake_env("recent", 0.01, 100 * KIB);
+        fake_env("kept", 5, 100 * KIB);
+        fake_env("old", 5, 100 * KIB);
+        ck_assert_int_ge(strv_extend(&keep, "kept"), 0);
+        o.keep = keep;
+
+        o.collect = false;
+        ck_assert_int_eq(store_walk(&o, &r, NULL, NULL), 0);
+        ck_assert_uint_eq(r.n_removed, 0);
+        ck_assert(r.over);
+        ck_assert(env_exists("old"));
+
+        o.collect = true;
+        ck_assert_int_eq(store_walk(&o, &r, NULL, NULL), 0);
+        ck_assert_uint_eq(r.n_removed, 1);
+        ck_assert(!env_exists("old"));
+        ck_assert(env_exists("recent") && env_exists("kept"));
+        ck_assert(r.over);   /* what is left may not go */
+}
+END_TEST
+
+START_TEST(test_age_limit) {
+        StoreWalkResult r = {};
+        StoreWalkOptions o = options(0);
+
+        o.max_age_usec = 7 * 86400 * USEC_PER_SEC;
+        fake_env("month", 30, 0);
+        fake_env("day", 1, 0);
+        ck_assert_int_eq(store_walk(&o, &r, NULL, NULL), 0);
+        ck_assert(!env_exists("month") && env_exists("day"));
+        ck_assert_uint_eq(r.n_envs, 1);
+}
+END_TEST
+
+static Suite *storewalk_suite(void) {
+        Suite *s = suite_create("storewalk");
+        TCase *tc = tcase_create("walk");
+
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_add_test(tc, test_hardlinks_count_once);
+        tcase_add_test(tc, test_least_recently_used_first_until_under);
+        tcase_add_test(tc, test_grace_keep_and_measure_only);
+        tcase_add_test(tc, test_age_limit);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void) {
+        SRunner *sr = srunner_create(storewalk_suite());
+        int failed;
+
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
