@@ -150,12 +150,17 @@ static int cgroup_kill_listed(const char *cgroup) {
                 fds[i] = (int) syscall(SYS_pidfd_open, listed[i], 0);
         r = cgroup_pids(cgroup, &again, &n_again);
         for (size_t i = 0; i < n_listed; i++) {
-                if (fds[i] < 0)
+                if (r < 0 || !has_pid(again, n_again, listed[i])) {
+                        if (fds[i] >= 0)
+                                close(fds[i]);
                         continue;
-                if (r >= 0 && has_pid(again, n_again, listed[i]) &&
-                    syscall(SYS_pidfd_send_signal, fds[i], SIGKILL, NULL, 0) >= 0)
+                }
+                /* Without pidfds (old kernels, valgrind): by pid, listed twice in the cgroup just now. */
+                if (fds[i] < 0 ? kill(listed[i], SIGKILL) >= 0
+                               : syscall(SYS_pidfd_send_signal, fds[i], SIGKILL, NULL, 0) >= 0)
                         killed++;
-                close(fds[i]);
+                if (fds[i] >= 0)
+                        close(fds[i]);
         }
         return r < 0 ? r : killed;
 }
