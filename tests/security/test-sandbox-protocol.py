@@ -21,8 +21,11 @@ without. Exit 77 when they are missing.
 """
 
 import os
+import pwd
 import statistics
 import time
+
+import mcptest
 
 from mcptest import at_exit, check, children, eq, main, need_uv, newest_python, own_cgroups, pids_safety_net
 from mcptest import rss_kib, sanitized, skip, test, wait_until, Daemon, RssGrowth
@@ -217,7 +220,20 @@ def cpu_share(pids, seconds):
 @test
 def without_cgroups_rlimit_cpu_ends_what_a_cell_leaves_running():
     pids_safety_net()
-    d, c = start(["--max-cpu-time=3s"])
+    # Rlimits are what an unprivileged daemon has on a host where only root may make cgroups: as root, start the
+    # daemon as the tests' service user (scripts/test.sh makes it), which gets no cgroups of its own here.
+    user = mcptest.DAEMON_USER
+    if os.geteuid() == 0 and not user:
+        user = os.environ.get("MCP_TEST_SERVICE_USER", "mcp-sandbox-test")
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            skip(f"no user {user} to run an unprivileged daemon as (scripts/test.sh makes it)")
+    saved, mcptest.DAEMON_USER = mcptest.DAEMON_USER, user
+    try:
+        d, c = start(["--max-cpu-time=3s"])
+    finally:
+        mcptest.DAEMON_USER = saved
     st = c.call_tool("check_environment", {}).get("structuredContent") or {}
     mechanism = str((st.get("sandbox") or {}).get("limits", ""))
     if "cgroup" in mechanism:

@@ -29,7 +29,12 @@ export MCP_TEST_DAEMON_USER
 status=0
 for t in test-escape.py test-package-code.py test-sandbox-failures.py test-sandbox-protocol.py; do
         echo "== $t, the daemon as $user"
-        python3 "$TOP_SRCDIR/tests/security/$t"
+        only=
+        # A sandbox's own cgroup is a root daemon's here (cgroup v1): that test is for the root run only.
+        [ "$t" = test-sandbox-protocol.py ] && only="hellos_in_a_loop_are_refused_and_slow_no_one
+                a_64_mib_message_is_refused_and_memory_stays_low without_cgroups_rlimit_cpu_ends_what_a_cell_leaves_running"
+        # shellcheck disable=SC2086
+        python3 "$TOP_SRCDIR/tests/security/$t" $only
         rc=$?
         [ "$rc" -eq 0 ] || [ "$status" -ne 0 ] || status=$rc
 done
