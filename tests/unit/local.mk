@@ -98,3 +98,9 @@ check-valgrind: $(check_PROGRAMS)
 	done
 .PHONY: check-valgrind
 CLEANFILES += *.valgrind.log
+
+check_PROGRAMS += test-charge
+TESTS += test-charge
+test_charge_SOURCES = tests/unit/test-charge.c
+test_charge_CFLAGS = $(UNIT_CFLAGS)
+test_charge_LDADD = $(UNIT_LIBS)
