@@ -41,6 +41,18 @@ def init_line(version=LATEST_LEGACY):
         line({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
 
+def connect(d, timeout=5):
+    """A raw connection as user A; fails rather than block once the backlog is full."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(d.socket)
+    except (TimeoutError, socket.timeout, BlockingIOError):
+        s.close()
+        raise AssertionError(f"connecting blocked for {timeout}s: the daemon does not accept") from None
+    return s
+
+
 def read_lines(s, n=1, timeout=10):
     """n lines from a raw socket, or fewer if it is closed first."""
     s.settimeout(timeout)
@@ -102,7 +114,7 @@ def idle_connections_of_one_user_do_not_lock_out_another():
         socks = []
         refused = []
         for _ in range(300):
-            s = d.raw_connect()
+            s = connect(d)
             socks.append(s)
         # The ones over A's cap are told and closed; the rest stay open and silent.
         for s in socks:
@@ -137,22 +149,22 @@ def idle_half_sent_and_uninitialized_connections_close_at_their_deadlines():
     need_root()
     with Daemon(args=["--initialize-timeout=2", "--line-timeout=2", "--connection-idle-timeout=5"]) as d:
         t0 = time.monotonic()
-        silent = d.raw_connect()
+        silent = connect(d)
 
-        half = d.raw_connect()
+        half = connect(d)
         half.sendall(init_line())
         eq(read_lines(half, 1)[0]["id"], "init", "initialize of the half-sending connection")
         half.sendall(b'{"jsonrpc":"2.0","id":1,"method":"tools/li')
 
-        idle = d.raw_connect()
+        idle = connect(d)
         idle.sendall(init_line())
         eq(read_lines(idle, 1)[0]["id"], "init", "initialize of the idle connection")
 
-        modern = d.raw_connect()
+        modern = connect(d)
         modern.sendall(line(req("disc", "server/discover", {"_meta": mcptest.modern_meta()})))
         check("result" in read_lines(modern, 1)[0], "server/discover of the stateless connection")
 
-        busy = d.raw_connect()
+        busy = connect(d)
         busy.sendall(init_line())
         read_lines(busy, 1)
 
@@ -195,7 +207,7 @@ def half_sent_lines_of_one_user_do_not_lock_out_another():
         socks = []
         chunk = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' + b"x" * (1 << 20)
         for _ in range(300):
-            s = d.raw_connect()
+            s = connect(d)
             s.setblocking(False)
             try:
                 s.send(chunk)
@@ -230,7 +242,7 @@ def replies_a_client_never_reads_stay_bounded():
         socks = []
         with RssGrowth(pid) as growth:
             for _ in range(16):
-                s = d.raw_connect()
+                s = connect(d)
                 s.sendall(init_line("2025-03-26"))
                 s.setblocking(False)
                 sent = 0
@@ -252,7 +264,7 @@ def replies_a_client_never_reads_stay_bounded():
             s.close()
 
         # Every request gets its answer once the client reads.
-        s = d.raw_connect()
+        s = connect(d)
         s.sendall(init_line())
         read_lines(s, 1)
         n = 3000
@@ -286,7 +298,7 @@ def huge_request_of_tiny_values_is_refused_cheaply():
         w = d.client()
         w.initialize()
         w.close()
-        s = d.raw_connect()
+        s = connect(d)
         s.sendall(init_line())
         read_lines(s, 1)
         n = 15 * (1 << 20) // 2
