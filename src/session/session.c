@@ -165,8 +165,10 @@ static void process_input(Session *s, bool eof) {
                         return;
                 }
                 /* Stop taking requests while the client does not read the replies. */
-                if (buf_size(&s->out) > s->limits.output_high_water)
+                if (buf_size(&s->out) > s->limits.output_high_water) {
+                        s->held_back = true;
                         break;
+                }
         }
 
         /* What is left is the start of a line; it began no earlier than the last line ended. */
@@ -236,9 +238,14 @@ static int on_out(sd_event_source *src, int fd, uint32_t revents, void *userdata
                 return 0;
         }
         session_account(s);
-        /* Replies drained: resume taking requests that were held back. */
-        if (buf_size(&s->out) <= s->limits.output_high_water && !s->read_eof && !s->stopping)
+        /* Replies drained: resume taking requests that were held back. The line
+         * left over waited for us, not for the client: its time starts now. */
+        if (buf_size(&s->out) <= s->limits.output_high_water && !s->read_eof && !s->stopping) {
+                if (s->held_back && session_line_pending(s))
+                        s->line_usec = now_usec(s);
+                s->held_back = false;
                 process_input(s, false);
+        }
         session_update_events(s);
         session_check_done(s);
         return 0;
@@ -264,7 +271,7 @@ static bool session_reading(const Session *s) {
         return !s->read_eof && !s->stopping && !s->dead && buf_size(&s->out) <= s->limits.output_high_water;
 }
 
-/* The earliest deadline that applies now, and which one; USEC_INFINITY: none. */
+/* The earliest deadline that applies now, and which one; UINT64_MAX: none. */
 static uint64_t session_deadline(Session *s, const char **ret_why) {
         uint64_t d = UINT64_MAX;
         const char *why = NULL;

@@ -50,6 +50,7 @@ struct Session {
         uint64_t active_usec;      /* the last request, or the last reply */
         uint64_t line_usec;        /* when the incomplete line held now began; 0: none */
         bool withheld_logged;
+        bool held_back;            /* stopped taking requests while replies wait */
         bool read_eof;             /* no more input: finish what runs, then close */
         bool stopping;             /* the daemon is shutting down */
         bool dead;                 /* closed; waiting to be freed */
