@@ -41,16 +41,23 @@ def init_line(version=LATEST_LEGACY):
         line({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
 
-def connect(d, timeout=5):
-    """A raw connection as user A; fails rather than block once the backlog is full."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.settimeout(timeout)
-    try:
-        s.connect(d.socket)
-    except (TimeoutError, socket.timeout, BlockingIOError):
-        s.close()
-        raise AssertionError(f"connecting blocked for {timeout}s: the daemon does not accept") from None
-    return s
+def connect(d, timeout=10):
+    """A raw connection as user A; fails rather than block for good once the daemon stops accepting (a Unix
+    socket's non-blocking connect() fails with EAGAIN while the backlog is full: try again until timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setblocking(False)
+        try:
+            s.connect(d.socket)
+        except BlockingIOError:
+            s.close()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"connecting failed for {timeout}s: the daemon does not accept") from None
+            time.sleep(0.01)
+            continue
+        s.setblocking(True)
+        return s
 
 
 def read_lines(s, n=1, timeout=10):
