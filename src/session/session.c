@@ -17,6 +17,7 @@
 
 static void session_update_events(Session *s);
 static void session_close_later(Session *s);
+static void session_close_with_error(Session *s, const char *message);
 
 static uint64_t now_usec(Session *s) {
         uint64_t t = 0;
@@ -171,6 +172,10 @@ static void process_input(Session *s, bool eof) {
                 }
         }
 
+        /* Bytes of unfinished lines, as charged to the peer: give back what was consumed. */
+        if (s->input.user && framing_pending(&s->framing) < s->input.amount)
+                (void) charge_resize(&s->input, framing_pending(&s->framing), true);
+
         /* What is left is the start of a line; it began no earlier than the last line ended. */
         if (!session_line_pending(s))
                 s->line_usec = 0;
@@ -199,6 +204,16 @@ static int session_read(Session *s) {
         }
         framing_commit(&s->framing, (size_t) n);
         process_input(s, false);
+
+        /* What stays buffered counts against the user's budget for unfinished messages. */
+        if (!s->dead && s->input.user && framing_pending(&s->framing) > s->input.amount &&
+            charge_resize(&s->input, framing_pending(&s->framing), false) == CHARGE_QUOTA) {
+                log_notice("Connection %" PRIu64 " (uid " UID_FMT "): the user's connections hold too much unfinished "
+                           "input; closing.",
+                           s->id, s->uid);
+                session_close_with_error(s, "Closing the connection: this user's connections hold more bytes of "
+                                            "unfinished messages than the limit (max-input-buffer-per-user)");
+        }
         return 0;
 }
 
@@ -432,6 +447,8 @@ int session_new(Session **ret, sd_event *e, uint64_t id, int in_fd, int out_fd, 
         if (limits->charges) {
                 /* Reply bytes are checked against the user's budget as they are queued. */
                 r = charge_take(limits->charges, &s->replies, s->uid, CHARGE_REPLY_BYTES, 0);
+                if (r == 0)
+                        r = charge_take(limits->charges, &s->input, s->uid, CHARGE_INPUT_BYTES, 0);
                 if (r != 0) {
                         r = r < 0 ? r : -ENOBUFS;
                         goto fail;
@@ -495,6 +512,7 @@ Session *session_free(Session *s) {
         sd_event_source_disable_unref(s->defer_source);
         sd_event_source_disable_unref(s->timer_source);
         charge_release(&s->replies);
+        charge_release(&s->input);
         charge_release(&s->connection);
         /* stdin/stdout belong to the process; sockets are ours. */
         if (s->in_fd > STDERR_FILENO)

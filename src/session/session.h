@@ -28,7 +28,7 @@ typedef struct SessionLimits {
         uint64_t initialize_timeout_usec;       /* deadlines; 0: none */
         uint64_t line_timeout_usec;
         uint64_t idle_timeout_usec;
-        ChargeRegistry *charges;   /* queued reply bytes are charged here to the peer; NULL: nowhere */
+        ChargeRegistry *charges;   /* queued reply and input bytes are charged here to the peer; NULL: nowhere */
 } SessionLimits;
 
 struct Session {
@@ -46,6 +46,7 @@ struct Session {
         pid_t pid;
         Charge connection;         /* this connection, against the peer's max-connections-per-user */
         Charge replies;            /* queued reply bytes, against max-reply-buffer-per-user */
+        Charge input;              /* bytes of unfinished lines, against max-input-buffer-per-user */
         uint64_t created_usec;     /* CLOCK_MONOTONIC */
         uint64_t active_usec;      /* the last request, or the last reply */
         uint64_t line_usec;        /* when the incomplete line held now began; 0: none */

@@ -22,6 +22,7 @@
 typedef enum ChargeSlot {
         CHARGE_CONNECTIONS,
         CHARGE_REPLY_BYTES,
+        CHARGE_INPUT_BYTES,
         _CHARGE_SLOT_MAX,
 } ChargeSlot;
 
