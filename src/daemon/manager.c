@@ -314,9 +314,16 @@ static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userd
         }
         r = charge_take(m->charges, &connection, uid, CHARGE_CONNECTIONS, 1);
         if (r == CHARGE_QUOTA) {
-                log_notice("Refusing a connection from uid " UID_FMT ": it holds max-connections-per-user=%" PRIu64
-                           " already.",
-                           uid, m->config->max_connections_per_user);
+                uint64_t now = 0;
+
+                /* A client looping on connect must not flood the journal. */
+                (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+                if (m->refusal_logged_usec == 0 || now >= m->refusal_logged_usec + USEC_PER_SEC) {
+                        log_notice("Refusing a connection from uid " UID_FMT ": it holds max-connections-per-user=%" PRIu64
+                                   " already.",
+                                   uid, m->config->max_connections_per_user);
+                        m->refusal_logged_usec = now;
+                }
                 refuse_over_quota(m, cfd, uid);
                 return 0;
         }
