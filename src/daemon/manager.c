@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jsonrpc/jsonrpc.h"
 #include "log.h"
 #include "macro.h"
 #include "strv.h"
@@ -154,14 +155,36 @@ static void on_session_closed(Session *s, void *userdata) {
 }
 
 static SessionLimits session_limits(const Manager *m) {
+        const Config *c = m->config;
+
+        if (m->stdio)
+                /* One client, the daemon's own user: nobody to share with, and no deadlines. */
+                return (SessionLimits) {
+                        .max_message_size = c->max_message_size,
+                        .output_high_water = 1024 * 1024,
+                        .max_reply_buffer = c->max_reply_buffer,
+                };
         return (SessionLimits) {
-                .max_message_size = m->config->max_message_size,
-                .output_high_water = 1024 * 1024,
-                .output_max = 64 * 1024 * 1024 + m->config->max_message_size,
+                .max_message_size = c->max_message_size,
+                /* Pause well before the bound, so that a reply to a request just read always fits. */
+                .output_high_water = MIN((size_t) 1024 * 1024,
+                                         c->max_reply_buffer > 0 ? (size_t) c->max_reply_buffer / 2 : SIZE_MAX),
+                .max_reply_buffer = c->max_reply_buffer,
+                .initialize_timeout_usec = c->initialize_timeout_usec,
+                .line_timeout_usec = c->line_timeout_usec,
+                .idle_timeout_usec = c->connection_idle_timeout_usec,
+                .charges = m->charges,
         };
 }
 
-static int manager_add_session(Manager *m, int in_fd, int out_fd) {
+static void manager_apply_limits(Manager *m) {
+        charge_registry_set_limit(m->charges, CHARGE_CONNECTIONS, m->config->max_connections_per_user, 0);
+        charge_registry_set_limit(m->charges, CHARGE_REPLY_BYTES, m->config->max_reply_buffer_per_user, 0);
+        charge_registry_set_limit(m->charges, CHARGE_INPUT_BYTES, m->config->max_input_buffer_per_user, 0);
+        m->server.max_elements = (size_t) m->config->max_message_elements;
+}
+
+static int manager_add_session(Manager *m, int in_fd, int out_fd, Charge *connection) {
         SessionLimits limits = session_limits(m);
         Session *s;
         int r;
@@ -169,6 +192,8 @@ static int manager_add_session(Manager *m, int in_fd, int out_fd) {
         r = session_new(&s, m->event, ++m->next_session_id, in_fd, out_fd, &m->server, &limits, on_session_closed, m);
         if (r < 0)
                 return r;
+        if (connection)
+                charge_move(&s->connection, connection);
         s->next = m->sessions;
         if (m->sessions)
                 m->sessions->prev = s;
@@ -254,8 +279,27 @@ static bool peer_allowed(Manager *m, int fd, uid_t *ret_uid) {
         return ok;
 }
 
+/* Over max-connections-per-user: one error line, so the client fails now
+ * instead of waiting, then close. The socket is new: its buffer takes the line. */
+static void refuse_over_quota(Manager *m, int fd, uid_t uid) {
+        char line[512];
+        int n;
+
+        n = snprintf(line, sizeof(line),
+                     "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":\"Too many "
+                     "connections: uid " UID_FMT " already holds %" PRIu64 " (max-connections-per-user=%" PRIu64
+                     "); close one and try again\",\"data\":{\"limit\":%" PRIu64 "}}}\n",
+                     JSONRPC_SERVER_LIMIT, uid, charge_registry_used(m->charges, uid, CHARGE_CONNECTIONS),
+                     m->config->max_connections_per_user, m->config->max_connections_per_user);
+        if (n > 0 && (size_t) n < sizeof(line))
+                (void) send(fd, line, (size_t) n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void) shutdown(fd, SHUT_WR);
+        safe_close(fd);
+}
+
 static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
         Manager *m = userdata;
+        Charge connection = CHARGE_NULL;
         int cfd, r;
 
         cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -274,7 +318,28 @@ static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userd
                 safe_close(cfd);
                 return 0;
         }
-        r = manager_add_session(m, cfd, cfd);
+        r = charge_take(m->charges, &connection, uid, CHARGE_CONNECTIONS, 1);
+        if (r == CHARGE_QUOTA) {
+                uint64_t now = 0;
+
+                /* A client looping on connect must not flood the journal. */
+                (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+                if (m->refusal_logged_usec == 0 || now >= m->refusal_logged_usec + USEC_PER_SEC) {
+                        log_notice("Refusing a connection from uid " UID_FMT ": it holds max-connections-per-user=%" PRIu64
+                                   " already.",
+                                   uid, m->config->max_connections_per_user);
+                        m->refusal_logged_usec = now;
+                }
+                refuse_over_quota(m, cfd, uid);
+                return 0;
+        }
+        if (r < 0) {
+                log_warning_errno(r, "Failed to set up a connection: %m");
+                safe_close(cfd);
+                return 0;
+        }
+        r = manager_add_session(m, cfd, cfd, &connection);
+        charge_release(&connection);   /* still ours if the session was not made */
         if (r < 0)
                 log_warning_errno(r, "Failed to set up a connection: %m");
         return 0;
@@ -357,7 +422,7 @@ int manager_listen(Manager *m) {
 
         if (m->config->stdio) {
                 m->stdio = true;
-                r = manager_add_session(m, STDIN_FILENO, STDOUT_FILENO);
+                r = manager_add_session(m, STDIN_FILENO, STDOUT_FILENO, NULL);
                 if (r < 0)
                         return log_error_errno(r, "Failed to serve stdin/stdout: %m");
                 return 0;
@@ -418,6 +483,7 @@ static void manager_reload(Manager *m) {
         }
         n = config_apply_reload(m->config, &fresh);
         log_set_max_level(m->config->log_level);
+        manager_apply_limits(m);
         manager_set_accepting(m);
         log_info("Reloaded: %d setting%s changed.", n, n == 1 ? "" : "s");
         /* The sandbox may work now, or not any more. */
@@ -486,6 +552,10 @@ int manager_new(Manager **ret, Config *config) {
         if (r < 0)
                 return r;
 
+        r = charge_registry_new(&m->charges);
+        if (r < 0)
+                return r;
+
         m->server = (McpServer) {
                 .name = "mcp-python-sandbox",
                 .version = PACKAGE_VERSION,
@@ -497,6 +567,7 @@ int manager_new(Manager **ret, Config *config) {
                 .tools_ttl_ms = 300000,
                 .userdata = m,
         };
+        manager_apply_limits(m);
 
         *ret = TAKE_PTR(m);
         return 0;
@@ -507,6 +578,7 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         while (m->sessions)
                 manager_drop_session(m, m->sessions);
+        charge_registry_free(m->charges);
         sandboxes_free();
         runtime_free(m->runtime);
         /* The runs are gone: so go their cgroups, and those the daemon created to hold them. */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
+#include "charge.h"
 #include "config/config.h"
 #include "mcp/mcp.h"
 #include "session/session.h"
@@ -29,6 +30,8 @@ typedef struct Manager {
 
         Session *sessions;
         unsigned n_sessions;
+        ChargeRegistry *charges;   /* connections and queued reply bytes, per peer uid */
+        uint64_t refusal_logged_usec;      /* refusals over a quota are logged once a second at most */
         uint64_t next_session_id;
         uint64_t total_sessions;
 

@@ -68,6 +68,28 @@ json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const ch
         return j;
 }
 
+size_t jsonrpc_count_elements(const char *line, size_t len, size_t limit) {
+        size_t n = 1;
+        bool in_string = false;
+
+        for (size_t i = 0; i < len && n <= limit; i++) {
+                char ch = line[i];
+
+                if (in_string) {
+                        if (ch == '\\')
+                                i++;
+                        else if (ch == '"')
+                                in_string = false;
+                        continue;
+                }
+                if (ch == '"')
+                        in_string = true;
+                else if (ch == '[' || ch == '{' || ch == ',' || ch == ':')
+                        n++;
+        }
+        return n;
+}
+
 bool jsonrpc_id_valid(json_object *id) {
         if (!id)
                 return false;

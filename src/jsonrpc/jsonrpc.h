@@ -16,6 +16,7 @@ enum {
         JSONRPC_METHOD_NOT_FOUND = -32601,
         JSONRPC_INVALID_PARAMS = -32602,
         JSONRPC_INTERNAL_ERROR = -32603,
+        JSONRPC_SERVER_LIMIT = -32000,    /* a per-connection or per-user limit of this server */
         MCP_ERROR_HEADER_MISMATCH = -32020,
         MCP_ERROR_MISSING_CAPABILITY = -32021,
         MCP_ERROR_UNSUPPORTED_VERSION = -32022,
@@ -40,6 +41,13 @@ typedef struct JsonrpcMessage {
 
 /* Parse one line; returns the value, or NULL with a reason for -32700. */
 json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const char **ret_reason);
+/*
+ * Count the JSON values a line would make (brackets, braces, commas and colons
+ * outside strings, plus one), without parsing it; stops counting past limit.
+ * Cheap, so a message of millions of tiny values can be refused before json-c
+ * builds an object for each.
+ */
+size_t jsonrpc_count_elements(const char *line, size_t len, size_t limit);
 void jsonrpc_classify(json_object *msg, JsonrpcMessage *ret);
 bool jsonrpc_id_valid(json_object *id);
 /* A stable key for an id ("s:abc", "i:42"), for finding in-flight requests. */

@@ -42,6 +42,7 @@ struct McpSession {
 
         const char *version;   /* negotiated by initialize; NULL before */
         bool initialized;      /* notifications/initialized seen */
+        bool modern_seen;      /* a valid request with _meta (2026-07-28) came */
         const char *log_level;
 
         ToolCall *calls;
@@ -537,6 +538,9 @@ static void handle_modern(McpSession *s, McpBatch *b, const JsonrpcMessage *m, j
                 return reply_error(s, b, m->id, MCP_ERROR_UNSUPPORTED_VERSION, "Unsupported protocol version", data);
         }
 
+        /* A stateless request is its own session: it counts as having started one. */
+        s->modern_seen = true;
+
         if (streq(m->method, "server/discover"))
                 return handle_discover(s, b, m->id);
         if (streq(m->method, "tools/list"))
@@ -650,6 +654,15 @@ static void handle_batch(McpSession *s, json_object *array) {
                                    "Invalid request: JSON-RPC batches are accepted only on a 2025-03-26 session", NULL);
         if (n == 0)
                 return reply_error(s, NULL, NULL, JSONRPC_INVALID_REQUEST, "Invalid request: empty batch", NULL);
+        /* Its replies go out as one message, held until the last is in: as many as calls may be in flight. */
+        if (n > s->server->max_calls) {
+                json_object *data = json_object_new_object();
+                json_add_int(data, "limit", (int64_t) s->server->max_calls);
+                return reply_error(s, NULL, NULL, JSONRPC_INVALID_REQUEST,
+                                   "Invalid request: the batch holds more messages than the limit "
+                                   "(max-calls-per-connection)",
+                                   data);
+        }
 
         McpBatch *b = calloc(1, sizeof(*b));
         if (!b) {
@@ -710,6 +723,10 @@ unsigned mcp_session_n_calls(const McpSession *s) {
         return s->n_calls;
 }
 
+bool mcp_session_is_established(const McpSession *s) {
+        return s->version || s->modern_seen;
+}
+
 const char *mcp_session_version(const McpSession *s) {
         return s->version;
 }
@@ -724,6 +741,17 @@ int mcp_session_handle_line(McpSession *s, const char *line, size_t len) {
                 i++;
         if (i == len)
                 return s->error;
+
+        if (s->server->max_elements > 0 &&
+            jsonrpc_count_elements(line, len, s->server->max_elements) > s->server->max_elements) {
+                json_object *data = json_object_new_object();
+                json_add_int(data, "limit", (int64_t) s->server->max_elements);
+                reply_error(s, NULL, NULL, JSONRPC_INVALID_REQUEST,
+                            "Invalid request: the message holds more JSON values than the limit "
+                            "(max-message-elements) and was discarded",
+                            data);
+                return s->error;
+        }
 
         msg = jsonrpc_parse(line, len, s->server->max_depth, &reason);
         if (!msg)

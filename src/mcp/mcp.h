@@ -30,6 +30,7 @@ typedef struct McpServer {
         size_t page_size;                  /* tools per tools/list page */
         unsigned max_calls;                /* tool calls in flight per session */
         int max_depth;                     /* JSON nesting limit */
+        size_t max_elements;               /* JSON values per message; 0: no limit */
         unsigned tools_ttl_ms;
         void *userdata;                    /* handed to tool handlers */
 } McpServer;
@@ -52,6 +53,8 @@ int mcp_session_handle_line(McpSession *s, const char *line, size_t len);
 int mcp_session_handle_oversize(McpSession *s, size_t limit);
 void mcp_session_cancel_all(McpSession *s);
 unsigned mcp_session_n_calls(const McpSession *s);
+/* A session was started: initialize answered, or a valid request of the stateless era seen. */
+bool mcp_session_is_established(const McpSession *s);
 /* The negotiated legacy version, or NULL before initialize. */
 const char *mcp_session_version(const McpSession *s);
 

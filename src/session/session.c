@@ -2,12 +2,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "json-util.h"
+#include "jsonrpc/jsonrpc.h"
 #include "log.h"
 #include "session.h"
 
@@ -15,6 +17,54 @@
 
 static void session_update_events(Session *s);
 static void session_close_later(Session *s);
+static void session_close_with_error(Session *s, const char *message);
+
+static uint64_t now_usec(Session *s) {
+        uint64_t t = 0;
+
+        (void) sd_event_now(s->event, CLOCK_MONOTONIC, &t);
+        return t;
+}
+
+/* The queued reply bytes, as charged to the peer. Shrinking never fails. */
+static void session_account(Session *s) {
+        if (s->replies.user)
+                (void) charge_resize(&s->replies, buf_size(&s->out), true);
+}
+
+/* Would queueing n more bytes take this connection, or its user, over the bound?
+ * A reply into an empty queue always goes: the client reads, and tools cap
+ * what one reply holds. */
+static bool session_over_bound(Session *s, size_t n) {
+        size_t queued = buf_size(&s->out);
+
+        if (queued == 0)
+                return false;
+        if (s->limits.max_reply_buffer > 0 && queued + n > s->limits.max_reply_buffer)
+                return true;
+        if (s->replies.user && charge_resize(&s->replies, queued + n, false) == CHARGE_QUOTA)
+                return true;
+        return false;
+}
+
+/* A reply that does not fit: the same id, a short error in its place. Not a
+ * reply (a notification): NULL, it is dropped. */
+static json_object *withheld_reply_new(Session *s, json_object *msg, size_t len) {
+        json_object *id = NULL, *data;
+
+        if (!json_object_object_get_ex(msg, "id", &id) ||
+            (!json_object_object_get_ex(msg, "result", NULL) && !json_object_object_get_ex(msg, "error", NULL)))
+                return NULL;
+        data = json_object_new_object();
+        json_add_int(data, "reply_bytes", (int64_t) len);
+        json_add_int(data, "unread_bytes", (int64_t) buf_size(&s->out));
+        json_add_int(data, "max_reply_buffer", (int64_t) s->limits.max_reply_buffer);
+        return jsonrpc_error_new(id, JSONRPC_SERVER_LIMIT,
+                                 "Reply withheld: the client has not read earlier replies on this connection, and "
+                                 "this one would take them over the limit (max-reply-buffer, "
+                                 "max-reply-buffer-per-user); read replies as they come",
+                                 data);
+}
 
 static int session_send(json_object *msg, void *userdata) {
         _cleanup_json_ json_object *m = msg;
@@ -27,12 +77,20 @@ static int session_send(json_object *msg, void *userdata) {
                 return -ECONNRESET;
 
         text = json_to_line(m, &len);
-        if (buf_size(&s->out) + len + 1 > s->limits.output_max) {
-                log_warning("Connection %" PRIu64 ": the client is not reading its replies (%zu bytes queued); closing.",
-                            s->id, buf_size(&s->out));
-                session_close_later(s);
-                return -ENOBUFS;
+        if (session_over_bound(s, len + 1)) {
+                _cleanup_json_ json_object *orig = TAKE_PTR(m);
+
+                if (!s->withheld_logged)
+                        log_warning("Connection %" PRIu64 " (uid " UID_FMT "): the client is not reading its replies "
+                                    "(%zu bytes queued); replies are replaced by errors until it does.",
+                                    s->id, s->uid, buf_size(&s->out));
+                s->withheld_logged = true;
+                m = withheld_reply_new(s, orig, len);
+                if (!m)
+                        return 0;   /* a progress notification: there will be others */
+                text = json_to_line(m, &len);
         }
+        s->active_usec = now_usec(s);
         r = buf_append(&s->out, text, len);
         if (r >= 0)
                 r = buf_append(&s->out, "\n", 1);
@@ -57,6 +115,7 @@ static int session_send(json_object *msg, void *userdata) {
                 return -ECONNRESET;
         }
 
+        session_account(s);
         session_update_events(s);
         /* This may have been the last reply a closing session waited for; look
          * once the call that sent it has been let go. */
@@ -81,7 +140,13 @@ static void session_check_done(Session *s) {
                 session_close_later(s);
 }
 
+static bool session_line_pending(const Session *s) {
+        return framing_pending(&s->framing) > 0 || s->framing.discarding;
+}
+
 static void process_input(Session *s, bool eof) {
+        bool got = false;
+
         for (;;) {
                 char *line;
                 size_t len;
@@ -90,6 +155,8 @@ static void process_input(Session *s, bool eof) {
                 r = eof ? framing_finish(&s->framing, &line, &len) : framing_next(&s->framing, &line, &len);
                 if (r == FRAMING_NEED_MORE)
                         break;
+                got = true;
+                s->active_usec = now_usec(s);
                 if (r == FRAMING_OVERSIZE)
                         r = mcp_session_handle_oversize(s->mcp, s->limits.max_message_size);
                 else
@@ -99,9 +166,21 @@ static void process_input(Session *s, bool eof) {
                         return;
                 }
                 /* Stop taking requests while the client does not read the replies. */
-                if (buf_size(&s->out) > s->limits.output_high_water)
+                if (buf_size(&s->out) > s->limits.output_high_water) {
+                        s->held_back = true;
                         break;
+                }
         }
+
+        /* Bytes of unfinished lines, as charged to the peer: give back what was consumed. */
+        if (s->input.user && framing_pending(&s->framing) < s->input.amount)
+                (void) charge_resize(&s->input, framing_pending(&s->framing), true);
+
+        /* What is left is the start of a line; it began no earlier than the last line ended. */
+        if (!session_line_pending(s))
+                s->line_usec = 0;
+        else if (got || s->line_usec == 0)
+                s->line_usec = now_usec(s);
 }
 
 static int session_read(Session *s) {
@@ -125,6 +204,16 @@ static int session_read(Session *s) {
         }
         framing_commit(&s->framing, (size_t) n);
         process_input(s, false);
+
+        /* What stays buffered counts against the user's budget for unfinished messages. */
+        if (!s->dead && s->input.user && framing_pending(&s->framing) > s->input.amount &&
+            charge_resize(&s->input, framing_pending(&s->framing), false) == CHARGE_QUOTA) {
+                log_notice("Connection %" PRIu64 " (uid " UID_FMT "): the user's connections hold too much unfinished "
+                           "input; closing.",
+                           s->id, s->uid);
+                session_close_with_error(s, "Closing the connection: this user's connections hold more bytes of "
+                                            "unfinished messages than the limit (max-input-buffer-per-user)");
+        }
         return 0;
 }
 
@@ -163,9 +252,15 @@ static int on_out(sd_event_source *src, int fd, uint32_t revents, void *userdata
                 session_close_later(s);
                 return 0;
         }
-        /* Replies drained: resume taking requests that were held back. */
-        if (buf_size(&s->out) <= s->limits.output_high_water && !s->read_eof && !s->stopping)
+        session_account(s);
+        /* Replies drained: resume taking requests that were held back. The line
+         * left over waited for us, not for the client: its time starts now. */
+        if (buf_size(&s->out) <= s->limits.output_high_water && !s->read_eof && !s->stopping) {
+                if (s->held_back && session_line_pending(s))
+                        s->line_usec = now_usec(s);
+                s->held_back = false;
                 process_input(s, false);
+        }
         session_update_events(s);
         session_check_done(s);
         return 0;
@@ -187,6 +282,84 @@ static int on_defer(sd_event_source *src, void *userdata) {
         return 0;
 }
 
+static bool session_reading(const Session *s) {
+        return !s->read_eof && !s->stopping && !s->dead && buf_size(&s->out) <= s->limits.output_high_water;
+}
+
+/* The earliest deadline that applies now, and which one; UINT64_MAX: none. */
+static uint64_t session_deadline(Session *s, const char **ret_why) {
+        uint64_t d = UINT64_MAX;
+        const char *why = NULL;
+
+        if (s->stopping || s->read_eof)
+                goto done;
+        if (s->limits.initialize_timeout_usec > 0 && !mcp_session_is_established(s->mcp) &&
+            s->created_usec + s->limits.initialize_timeout_usec < d) {
+                d = s->created_usec + s->limits.initialize_timeout_usec;
+                why = "no session was started (initialize, or a request with _meta) in time (initialize-timeout)";
+        }
+        /* A line held back while the client does not read its replies is not the client's delay. */
+        if (s->limits.line_timeout_usec > 0 && session_reading(s) && session_line_pending(s) && s->line_usec > 0 &&
+            s->line_usec + s->limits.line_timeout_usec < d) {
+                d = s->line_usec + s->limits.line_timeout_usec;
+                why = "a message (line) was begun but not finished in time (line-timeout)";
+        }
+        if (s->limits.idle_timeout_usec > 0 && session_is_idle(s) && !session_line_pending(s) &&
+            s->active_usec + s->limits.idle_timeout_usec < d) {
+                d = s->active_usec + s->limits.idle_timeout_usec;
+                why = "no request for a long time (connection-idle-timeout)";
+        }
+done:
+        if (ret_why)
+                *ret_why = why;
+        return d;
+}
+
+static void session_update_timer(Session *s) {
+        uint64_t d;
+
+        if (!s->timer_source || s->dead)
+                return;
+        d = session_deadline(s, NULL);
+        if (d == UINT64_MAX) {
+                (void) sd_event_source_set_enabled(s->timer_source, SD_EVENT_OFF);
+                return;
+        }
+        (void) sd_event_source_set_time(s->timer_source, d);
+        (void) sd_event_source_set_enabled(s->timer_source, SD_EVENT_ONESHOT);
+}
+
+/* One error line (id null) telling the client why, sent if the socket takes it now; then close. */
+static void session_close_with_error(Session *s, const char *message) {
+        _cleanup_json_ json_object *e = jsonrpc_error_new(NULL, JSONRPC_SERVER_LIMIT, message, NULL);
+        const char *text;
+        size_t len;
+
+        if (e && json_object_object_add(e, "id", NULL) >= 0) {
+                text = json_to_line(e, &len);
+                if (buf_append(&s->out, text, len) >= 0 && buf_append(&s->out, "\n", 1) >= 0)
+                        (void) buf_flush_fd(&s->out, s->out_fd);
+        }
+        session_close_later(s);
+}
+
+static int on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
+        Session *s = userdata;
+        const char *why = NULL;
+        char msg[256];
+
+        if (s->dead)
+                return 0;
+        if (session_deadline(s, &why) > now_usec(s) || !why) {
+                session_update_timer(s);
+                return 0;
+        }
+        log_info("Connection %" PRIu64 " (uid " UID_FMT "): closing: %s.", s->id, s->uid, why);
+        snprintf(msg, sizeof(msg), "Closing the connection: %s", why);
+        session_close_with_error(s, msg);
+        return 0;
+}
+
 static void session_update_events(Session *s) {
         bool want_in = !s->read_eof && !s->stopping && !s->dead &&
                        buf_size(&s->out) <= s->limits.output_high_water;
@@ -194,6 +367,7 @@ static void session_update_events(Session *s) {
 
         if (s->dead)
                 return;
+        session_update_timer(s);
 
         if (s->in_fd == s->out_fd) {
                 /* One socket. EPOLLHUP is always reported, so a vanished client's runs
@@ -252,6 +426,7 @@ int session_new(Session **ret, sd_event *e, uint64_t id, int in_fd, int out_fd, 
                 .pid = 0,
         };
         framing_init(&s->framing, limits->max_message_size);
+        s->created_usec = s->active_usec = now_usec(s);
 
         struct ucred cred;
         socklen_t l = sizeof(cred);
@@ -268,6 +443,23 @@ int session_new(Session **ret, sd_event *e, uint64_t id, int in_fd, int out_fd, 
         if (r < 0)
                 goto fail;
         (void) sd_event_source_set_enabled(s->defer_source, SD_EVENT_OFF);
+
+        if (limits->charges) {
+                /* Reply bytes are checked against the user's budget as they are queued. */
+                r = charge_take(limits->charges, &s->replies, s->uid, CHARGE_REPLY_BYTES, 0);
+                if (r == 0)
+                        r = charge_take(limits->charges, &s->input, s->uid, CHARGE_INPUT_BYTES, 0);
+                if (r != 0) {
+                        r = r < 0 ? r : -ENOBUFS;
+                        goto fail;
+                }
+        }
+        if (limits->initialize_timeout_usec > 0 || limits->line_timeout_usec > 0 || limits->idle_timeout_usec > 0) {
+                r = sd_event_add_time(e, &s->timer_source, CLOCK_MONOTONIC, UINT64_MAX, USEC_PER_SEC / 20, on_timer, s);
+                if (r < 0)
+                        goto fail;
+                (void) sd_event_source_set_enabled(s->timer_source, SD_EVENT_OFF);
+        }
 
         if (in_fd == out_fd) {
                 (void) fcntl(in_fd, F_SETFL, fcntl(in_fd, F_GETFL) | O_NONBLOCK);
@@ -318,6 +510,10 @@ Session *session_free(Session *s) {
         sd_event_source_disable_unref(s->in_source);
         sd_event_source_disable_unref(s->out_source);
         sd_event_source_disable_unref(s->defer_source);
+        sd_event_source_disable_unref(s->timer_source);
+        charge_release(&s->replies);
+        charge_release(&s->input);
+        charge_release(&s->connection);
         /* stdin/stdout belong to the process; sockets are ours. */
         if (s->in_fd > STDERR_FILENO)
                 safe_close(s->in_fd);

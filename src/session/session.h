@@ -14,6 +14,7 @@
 #include <systemd/sd-event.h>
 
 #include "buf.h"
+#include "charge.h"
 #include "mcp/mcp.h"
 #include "protocol/framing.h"
 
@@ -23,7 +24,11 @@ typedef void (*SessionClosedFunc)(Session *s, void *userdata);
 typedef struct SessionLimits {
         size_t max_message_size;
         size_t output_high_water;  /* stop reading above this much queued output */
-        size_t output_max;         /* close the session above this */
+        size_t max_reply_buffer;   /* a reply beyond this is replaced by an error; 0: no limit */
+        uint64_t initialize_timeout_usec;       /* deadlines; 0: none */
+        uint64_t line_timeout_usec;
+        uint64_t idle_timeout_usec;
+        ChargeRegistry *charges;   /* queued reply and input bytes are charged here to the peer; NULL: nowhere */
 } SessionLimits;
 
 struct Session {
@@ -32,13 +37,21 @@ struct Session {
         uint64_t id;
         int in_fd, out_fd;
         bool in_pollable, out_pollable;
-        sd_event_source *in_source, *out_source, *defer_source;
+        sd_event_source *in_source, *out_source, *defer_source, *timer_source;
         Framing framing;
         Buf out;
         SessionLimits limits;
         McpSession *mcp;
         uid_t uid;
         pid_t pid;
+        Charge connection;         /* this connection, against the peer's max-connections-per-user */
+        Charge replies;            /* queued reply bytes, against max-reply-buffer-per-user */
+        Charge input;              /* bytes of unfinished lines, against max-input-buffer-per-user */
+        uint64_t created_usec;     /* CLOCK_MONOTONIC */
+        uint64_t active_usec;      /* the last request, or the last reply */
+        uint64_t line_usec;        /* when the incomplete line held now began; 0: none */
+        bool withheld_logged;
+        bool held_back;            /* stopped taking requests while replies wait */
         bool read_eof;             /* no more input: finish what runs, then close */
         bool stopping;             /* the daemon is shutting down */
         bool dead;                 /* closed; waiting to be freed */

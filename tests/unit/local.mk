@@ -104,3 +104,9 @@ TESTS += test-storewalk
 test_storewalk_SOURCES = tests/unit/test-storewalk.c
 test_storewalk_CFLAGS = $(UNIT_CFLAGS)
 test_storewalk_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-charge
+TESTS += test-charge
+test_charge_SOURCES = tests/unit/test-charge.c
+test_charge_CFLAGS = $(UNIT_CFLAGS)
+test_charge_LDADD = $(UNIT_LIBS)

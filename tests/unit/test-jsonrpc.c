@@ -480,11 +480,32 @@ START_TEST(test_notification_new) {
 }
 END_TEST
 
+START_TEST(test_count_elements) {
+        static const struct {
+                const char *text;
+                size_t n;
+        } cases[] = {
+                { "1", 1 },
+                { "[1,2,3]", 4 },
+                { "{\"a\":1,\"b\":[true,null]}", 7 },
+                { "\"[,{:\"", 1 },
+                { "[\"a\\\"\",\"b\"]", 3 },      /* an escaped quote does not end the string */
+                { "[[[[[]]]]]", 6 },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                ck_assert_uint_eq(jsonrpc_count_elements(cases[i].text, strlen(cases[i].text), 1000), cases[i].n);
+        /* Counting stops past the limit. */
+        ck_assert_uint_eq(jsonrpc_count_elements("[1,2,3,4,5,6,7,8]", 17, 3), 4);
+}
+END_TEST
+
 static Suite *jsonrpc_suite(void) {
         Suite *s = suite_create("jsonrpc");
         TCase *tc = tcase_create("parse");
 
         tcase_add_test(tc, test_parse_valid);
+        tcase_add_test(tc, test_count_elements);
         tcase_add_test(tc, test_parse_scalar_at_end_of_line);
         tcase_add_test(tc, test_parse_invalid);
         tcase_add_test(tc, test_parse_nul_byte);

@@ -734,6 +734,7 @@ END_TEST
 /* ---- batches ------------------------------------------------------------- */
 
 START_TEST(test_batch) {
+        server.max_calls = 8;
         _cleanup_(mcp_session_freep) McpSession *s = session_init("2025-03-26");
 
         feed(s, "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},"
@@ -760,6 +761,49 @@ START_TEST(test_batch_empty) {
         /* One error object, not an array. */
         json_object_put(expect_error(s, NULL, JSONRPC_INVALID_REQUEST, "[]"));
         json_object_put(expect_error(s, NULL, JSONRPC_INVALID_REQUEST, " [ ] "));
+}
+END_TEST
+
+START_TEST(test_batch_too_long) {
+        _cleanup_(mcp_session_freep) McpSession *s = session_init("2025-03-26");
+        char batch[1024] = "[";
+
+        /* max_calls is 4: a batch of five is refused whole, with one error. */
+        for (int i = 0; i < 5; i++)
+                snprintf(batch + strlen(batch), sizeof(batch) - strlen(batch),
+                         "%s{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\"}", i ? "," : "", i);
+        strcat(batch, "]");
+        json_object_put(expect_error(s, NULL, JSONRPC_INVALID_REQUEST, batch));
+}
+END_TEST
+
+START_TEST(test_element_budget) {
+        _cleanup_(mcp_session_freep) McpSession *s = session_init("2025-11-25");
+        _cleanup_free_ char *line = NULL;
+        size_t n = 1000, len;
+        FILE *f;
+
+        server.max_elements = 500;
+        f = open_memstream(&line, &len);
+        fputs("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
+              "\"arguments\":{\"text\":\"x\",\"pad\":[1", f);
+        for (size_t i = 1; i < n; i++)
+                fputs(",1", f);
+        fputs("]}}}", f);
+        fclose(f);
+        /* Refused before parsing: no id is known. */
+        _cleanup_json_ json_object *e = expect_error(s, NULL, JSONRPC_INVALID_REQUEST, line);
+        ck_assert_ptr_nonnull(strstr(json_object_to_json_string(e), "max-message-elements"));
+        /* Commas, brackets and colons inside strings are no values. */
+        _cleanup_free_ char *text = malloc(4000);
+        memset(text, ',', 3999);
+        text[3999] = 0;
+        feed(s, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":"
+                "{\"name\":\"echo\",\"arguments\":{\"text\":\"%s\\\"[{:\"}}}",
+             text);
+        _cleanup_json_ json_object *m = take();
+        assert_result(m, "8");
+        server.max_elements = 0;
 }
 END_TEST
 
@@ -1491,6 +1535,8 @@ static Suite *mcp_suite(void) {
         tcase_add_test(tc, test_batch);
         tcase_add_test(tc, test_batch_empty);
         tcase_add_test(tc, test_batch_only_notifications);
+        tcase_add_test(tc, test_batch_too_long);
+        tcase_add_test(tc, test_element_budget);
         tcase_add_test(tc, test_batch_initialize_refused);
         tcase_add_test(tc, test_batch_other_versions);
         tcase_add_test(tc, test_batch_async);

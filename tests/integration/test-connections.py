@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Integration test of fair shares between users, for connections.
+
+User A (root, this program) misbehaves with raw sockets: it holds many idle
+connections, leaves lines half-sent, sends calls and never reads the replies,
+sends one huge request of millions of tiny JSON values. User B (uid 65534,
+through the real shim) must still connect and get answers at once; A's extra
+connections are refused with an error line that names the limit; idle and
+half-sent connections are dropped at their deadlines; the daemon's memory
+stays bounded.
+
+Needs $DAEMON, $SHIM, root and setpriv (for user B). Exit 77 when nothing can run.
+"""
+
+import json
+import os
+import selectors
+import socket
+import time
+
+import mcptest
+from mcptest import Client, Daemon, RssGrowth, check, eq, main, rss_kib, sanitized, skip, test, wait_until
+
+LATEST_LEGACY = "2025-11-25"
+
+
+def line(obj):
+    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+
+
+def req(rid, method, params=None):
+    m = {"jsonrpc": "2.0", "id": rid, "method": method}
+    if params is not None:
+        m["params"] = params
+    return m
+
+
+def init_line(version=LATEST_LEGACY):
+    return line(req("init", "initialize", {"protocolVersion": version, "capabilities": {},
+                                           "clientInfo": {"name": "a", "version": "1"}})) + \
+        line({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
+def connect(d, timeout=10):
+    """A raw connection as user A; fails rather than block for good once the daemon stops accepting (a Unix
+    socket's non-blocking connect() fails with EAGAIN while the backlog is full: try again until timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setblocking(False)
+        try:
+            s.connect(d.socket)
+        except BlockingIOError:
+            s.close()
+            if time.monotonic() > deadline:
+                raise AssertionError(f"connecting failed for {timeout}s: the daemon does not accept") from None
+            time.sleep(0.01)
+            continue
+        s.setblocking(True)
+        return s
+
+
+def read_lines(s, n=1, timeout=10):
+    """n lines from a raw socket, or fewer if it is closed first."""
+    s.settimeout(timeout)
+    buf = b""
+    while buf.count(b"\n") < n:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    return [json.loads(x) for x in buf.splitlines() if x.strip()]
+
+
+def closed_by_peer(s, timeout):
+    """Whether the daemon closes s within timeout seconds; the lines it sent before."""
+    s.settimeout(timeout)
+    buf = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return True, [json.loads(x) for x in buf.splitlines() if x.strip()]
+            buf += chunk
+    except (TimeoutError, socket.timeout):
+        return False, [json.loads(x) for x in buf.splitlines() if x.strip()]
+    except ConnectionResetError:
+        return True, []
+
+
+def user_b(d, what):
+    """User B, through the shim: initialize and a tool call, each answered promptly."""
+    c = Client(d.nobody_argv())
+    mcptest.at_exit(lambda: c.proc.poll() is None and c.kill())
+    t0 = time.monotonic()
+    try:
+        r = c.request("initialize", {"protocolVersion": LATEST_LEGACY, "capabilities": {},
+                                     "clientInfo": {"name": "b", "version": "1"}}, timeout=10)
+    except (TimeoutError, EOFError) as e:
+        raise AssertionError(f"user B was not served {what}: {e}") from None
+    eq(r.get("result", {}).get("protocolVersion"), LATEST_LEGACY, f"user B's initialize {what}")
+    c.notify("notifications/initialized")
+    r = c.request("tools/list", timeout=10)
+    check(r.get("result", {}).get("tools"), f"user B's tools/list {what}: {r}")
+    check(time.monotonic() - t0 < 10, f"user B waited {time.monotonic() - t0:.1f}s {what}")
+    eq(c.close(), 0, "user B's shim exit status")
+
+
+def need_root():
+    if os.geteuid() != 0:
+        skip("needs root, to be user A beside user B (uid 65534)")
+
+
+@test
+def idle_connections_of_one_user_do_not_lock_out_another():
+    """A opens more idle connections than max-connections: today that fills the daemon and every new client
+    hangs in the backlog. With the defaults, A's connections over max-connections-per-user get one error line
+    (id null, naming the limit) and are closed, and B is served at once."""
+    need_root()
+    with Daemon() as d:
+        socks = []
+        refused = []
+        for _ in range(300):
+            s = connect(d)
+            socks.append(s)
+        # The ones over A's cap are told and closed; the rest stay open and silent.
+        sel = selectors.DefaultSelector()
+        for s in socks:
+            sel.register(s, selectors.EVENT_READ)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and len(refused) < len(socks) - 64:
+            for key, _ in sel.select(0.1):
+                data = key.fileobj.recv(4096)
+                sel.unregister(key.fileobj)
+                refused.append(data)
+        sel.close()
+        check(refused, "no connection of A was refused")
+        eq(len(refused), len(socks) - 64, "A's connections refused over max-connections-per-user (64)")
+        first = json.loads(refused[0].splitlines()[0])
+        check("error" in first and "id" in first and first["id"] is None, f"the refusal is an error with id null: {first}")
+        check("max-connections-per-user" in first["error"]["message"], f"the refusal names the limit: {first}")
+        user_b(d, "beside 300 idle connections of A")
+        check("Refusing a connection from uid 0" in d.log_full(), "the daemon logs the refusal")
+        for s in socks:
+            s.close()
+        check(d.alive(), "the daemon died")
+
+
+@test
+def idle_half_sent_and_uninitialized_connections_close_at_their_deadlines():
+    """Small deadlines: a connection that never starts a session, one that leaves a line half-sent and one that
+    goes idle are each told why and closed; a stateless (2026-07-28) client's first request counts as a start; a
+    client that keeps talking stays."""
+    need_root()
+    with Daemon(args=["--initialize-timeout=2", "--line-timeout=2", "--connection-idle-timeout=5"]) as d:
+        t0 = time.monotonic()
+        silent = connect(d)
+
+        half = connect(d)
+        half.sendall(init_line())
+        eq(read_lines(half, 1)[0]["id"], "init", "initialize of the half-sending connection")
+        half.sendall(b'{"jsonrpc":"2.0","id":1,"method":"tools/li')
+
+        idle = connect(d)
+        idle.sendall(init_line())
+        eq(read_lines(idle, 1)[0]["id"], "init", "initialize of the idle connection")
+
+        modern = connect(d)
+        modern.sendall(line(req("disc", "server/discover", {"_meta": mcptest.modern_meta()})))
+        check("result" in read_lines(modern, 1)[0], "server/discover of the stateless connection")
+
+        busy = connect(d)
+        busy.sendall(init_line())
+        read_lines(busy, 1)
+
+        def reason(sock, what, within):
+            closed, msgs = closed_by_peer(sock, within)
+            check(closed, f"the {what} connection is still open after {time.monotonic() - t0:.1f}s")
+            check(msgs and msgs[-1].get("id", 0) is None and "error" in msgs[-1],
+                  f"the {what} connection was told why (an error line, id null): {msgs}")
+            return msgs[-1]["error"]["message"]
+
+        check("initialize-timeout" in reason(silent, "silent", 6), "the silent connection's reason")
+        check("line-timeout" in reason(half, "half-sent", 6), "the half-sent connection's reason")
+        # Past the initialize deadline: the stateless client has started its session.
+        closed, _ = closed_by_peer(modern, 0.1)
+        check(not closed, "the stateless client was closed as if it never started a session")
+
+        end = time.monotonic() + 7
+        n = 0
+        while time.monotonic() < end:
+            n += 1
+            busy.sendall(line(req(n, "ping")))
+            eq(read_lines(busy, 1)[0].get("id"), n, "busy connection's ping")
+            time.sleep(0.5)
+        check("connection-idle-timeout" in reason(idle, "idle", 3), "the idle connection's reason")
+        check("connection-idle-timeout" in reason(modern, "idle stateless", 3), "the idle stateless reason")
+        busy.sendall(line(req("last", "ping")))
+        eq(read_lines(busy, 1)[0].get("id"), "last", "the busy connection is served past every deadline")
+        for s in (silent, half, idle, modern, busy):
+            s.close()
+        check(d.alive(), "the daemon died")
+
+
+@test
+def half_sent_lines_of_one_user_do_not_lock_out_another():
+    """A holds many connections each with a large half-sent line: B is still served, A's connections over
+    its cap are refused, and the half-sent ones go at line-timeout, giving their memory back."""
+    need_root()
+    with Daemon(args=["--line-timeout=3"]) as d:
+        pid = d.proc.pid
+        socks = []
+        chunk = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' + b"x" * (1 << 20)
+        for _ in range(300):
+            s = connect(d)
+            s.setblocking(False)
+            try:
+                s.send(chunk)
+            except (BlockingIOError, BrokenPipeError, ConnectionResetError):
+                pass
+            socks.append(s)
+        user_b(d, "beside 300 connections of A with half-sent lines")
+        wait_until(lambda: all(closed_by_peer(s, 0.01)[0] for s in socks), 20,
+                   "every half-sent connection of A to be closed")
+        for s in socks:
+            s.close()
+        if not sanitized(pid):
+            rss = rss_kib(pid)
+            check(rss < 200 * 1024, f"the daemon holds {rss} KiB after A's half-sent lines were dropped")
+        check(d.alive(), "the daemon died")
+
+
+@test
+def unfinished_input_of_one_user_is_bounded():
+    """A user's connections together hold at most max-input-buffer-per-user of half-sent lines: the one that
+    would go over is told so and closed, the others stay, and B is served."""
+    need_root()
+    with Daemon(args=["--max-input-buffer-per-user=4M"]) as d:
+        chunk = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' + b"x" * (1 << 20)
+        socks, over = [], []
+        for _ in range(8):
+            s = connect(d)
+            s.settimeout(10)
+            try:
+                s.sendall(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            socks.append(s)
+        time.sleep(0.5)
+        for s in socks:
+            closed, msgs = closed_by_peer(s, 0.2)
+            if closed:
+                # The error line is lost when the client was still sending (the kernel resets the connection).
+                check(not msgs or "max-input-buffer-per-user" in msgs[-1].get("error", {}).get("message", ""),
+                      f"a closed connection was told why: {msgs}")
+                over.append(s)
+        check(3 <= len(socks) - len(over) <= 4, f"{len(socks) - len(over)} of 8 connections with 1 MiB half-sent "
+                                                 "lines stayed under a 4 MiB budget")
+        check("too much unfinished input" in d.log_full(), "the daemon logs why it closed them")
+        user_b(d, "beside A's unfinished input")
+        for s in socks:
+            s.close()
+        check(d.alive(), "the daemon died")
+
+
+@test
+def replies_a_client_never_reads_stay_bounded():
+    """16 connections of A send batches of thousands of tools/list requests (replies of megabytes each) and never
+    read: today each piles up ~80 MiB of replies before it is dropped. Now the daemon stops reading them and
+    holds at most the bound; B is served meanwhile; a connection that then reads finds an answer for every
+    request it sent, a result or an error saying the reply was withheld."""
+    need_root()
+    with Daemon() as d:
+        pid = d.proc.pid
+        w = d.client()
+        w.initialize()
+        w.close()
+        rss0 = rss_kib(pid)
+        batch = b"[" + b",".join(line(req(i, "tools/list"))[:-1] for i in range(20000)) + b"]\n"
+        socks = []
+        with RssGrowth(pid) as growth:
+            for _ in range(16):
+                s = connect(d)
+                s.sendall(init_line("2025-03-26"))
+                s.setblocking(False)
+                sent = 0
+                t_end = time.monotonic() + 3
+                while time.monotonic() < t_end and sent < 4 * len(batch):
+                    try:
+                        sent += s.send(batch[sent % len(batch):])
+                    except BlockingIOError:
+                        time.sleep(0.01)
+                    except (BrokenPipeError, ConnectionResetError):
+                        raise AssertionError("the daemon dropped a client that does not read") from None
+                socks.append(s)
+            time.sleep(1)
+            user_b(d, "beside 16 connections of A that never read")
+        print(f"# RSS {rss0} KiB before, grew by {growth.grew} KiB at the peak", flush=True)
+        if not sanitized(pid):
+            check(growth.grew < 96 * 1024, f"the daemon grew by {growth.grew} KiB for replies nobody reads")
+        for s in socks:
+            s.close()
+
+        # Every request gets its answer once the client reads.
+        s = connect(d)
+        s.sendall(init_line())
+        read_lines(s, 1)
+        n = 3000
+        s.sendall(b"".join(line(req(i, "tools/list")) for i in range(n)))
+        time.sleep(1)
+        got = set()
+        s.settimeout(20)
+        buf = b""
+        while len(got) < n:
+            chunk = s.recv(1 << 20)
+            check(chunk, f"the daemon closed the connection after {len(got)} of {n} replies")
+            buf += chunk
+            *done, buf = buf.split(b"\n")
+            for x in done:
+                m = json.loads(x)
+                check("result" in m or ("error" in m and "withheld" in m["error"]["message"]),
+                      f"an answer that is neither a result nor a withheld reply: {str(m)[:300]}")
+                got.add(m["id"])
+        eq(len(got), n, "requests answered")
+        s.close()
+        check(d.alive(), "the daemon died")
+
+
+@test
+def huge_request_of_tiny_values_is_refused_cheaply():
+    """One 15 MiB request of millions of tiny JSON values: an error naming the element budget, without the
+    daemon building an object for each (today: 600 MB at the peak, 500 MB kept); B is served meanwhile."""
+    need_root()
+    with Daemon() as d:
+        pid = d.proc.pid
+        w = d.client()
+        w.initialize()
+        w.close()
+        s = connect(d)
+        s.sendall(init_line())
+        read_lines(s, 1)
+        n = 15 * (1 << 20) // 2
+        head = b'{"jsonrpc":"2.0","id":"huge","method":"tools/call","params":{"name":"validate_script",' \
+               b'"arguments":{"script":"print(1)","dependencies":[0'
+        payload = head + b",0" * (n - 1) + b"]}}}\n"
+        with RssGrowth(pid) as growth:
+            s.sendall(payload)
+            r = read_lines(s, 1, timeout=60)
+        check(r, "no answer to the huge request")
+        e = r[0].get("error") or {}
+        eq(e.get("code"), -32600, f"the huge request's error: {str(r[0])[:300]}")
+        check("max-message-elements" in e.get("message", ""), f"the error names the limit: {e}")
+        print(f"# RSS grew by {growth.grew} KiB at the peak for a {len(payload)} byte request", flush=True)
+        if not sanitized(pid):
+            check(growth.grew < 80 * 1024, f"the daemon grew by {growth.grew} KiB for one request")
+        s.sendall(line(req("after", "ping")))
+        eq(read_lines(s, 1)[0].get("id"), "after", "the connection is served after the refusal")
+        user_b(d, "after A's huge request")
+        s.close()
+        check(d.alive(), "the daemon died")
+
+
+if __name__ == "__main__":
+    main()
