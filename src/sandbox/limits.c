@@ -61,6 +61,12 @@ unsigned sandbox_limits_lower(const SandboxLimits *max, const SandboxLimits *wan
         return raised;
 }
 
+bool sandbox_limits_equal(const SandboxLimits *a, const SandboxLimits *b) {
+        return a->memory == b->memory && a->processes == b->processes && a->cpu_usec == b->cpu_usec &&
+               a->file_size == b->file_size && a->open_files == b->open_files && a->cpu_quota == b->cpu_quota &&
+               a->cpu_usec_without_cgroup == b->cpu_usec_without_cgroup;
+}
+
 size_t sandbox_limits_rlimits(const SandboxLimits *l, bool cgroup, ProcessLimit ret[static SANDBOX_N_RLIMITS]) {
         size_t n = 0;
 

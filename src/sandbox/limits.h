@@ -62,6 +62,9 @@ void sandbox_limits_from_config(const Config *c, SandboxLimits *ret);
  */
 unsigned sandbox_limits_lower(const SandboxLimits *max, const SandboxLimits *want, SandboxLimits *ret);
 
+/* Field by field (the struct has padding, which memcmp() would read). */
+bool sandbox_limits_equal(const SandboxLimits *a, const SandboxLimits *b);
+
 /* The rlimits to set on bwrap; with a cgroup, memory and processes are left to it. Returns how many. */
 size_t sandbox_limits_rlimits(const SandboxLimits *l, bool cgroup, ProcessLimit ret[static SANDBOX_N_RLIMITS]);
 

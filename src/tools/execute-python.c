@@ -776,7 +776,7 @@ static void job_pool_key(Job *j) {
         if (pool_size(runtime_pool(j->runtime)) == 0)
                 return;
         sandbox_limits_from_config(c, &configured);
-        if (memcmp(&configured, &j->limits, sizeof(configured)) != 0 || stat(j->env_path, &st) < 0)
+        if (!sandbox_limits_equal(&configured, &j->limits) || stat(j->env_path, &st) < 0)
                 return;
         j->pool_key = prestart_key(c, j->env_path, j->plan->python->prefix, &st);
 }
