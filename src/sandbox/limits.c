@@ -397,16 +397,25 @@ static int cgroup_dir(const char *mount, const char *root, const char *path, cha
 
 /* ---- cgroup v2 ---------------------------------------------------------- */
 
-int sandbox_cgroup_find(const char *proc_cgroup, const char *mount, char **ret_dir, char **ret_reason) {
-        _cleanup_free_ char *path = NULL, *dir = NULL;
-        int r;
+/* Our cgroup v2 path, from proc_cgroup's "0::" line; -EOPNOTSUPP or the error, with the reason, otherwise. */
+static int own_v2_cgroup(const char *proc_cgroup, char **ret_path, char **ret_reason) {
+        int r = own_cgroup(proc_cgroup, NULL, ret_path);
 
-        r = own_cgroup(proc_cgroup, NULL, &path);
         if (r == -ENOENT)
                 return reason(ret_reason, -EOPNOTSUPP, "the daemon is in no cgroup v2 (no \"0::\" line in %s)",
                               proc_cgroup);
         if (r < 0)
                 return reason(ret_reason, r, "%s cannot be read: %s", proc_cgroup, strerror(-r));
+        return 0;
+}
+
+int sandbox_cgroup_find(const char *proc_cgroup, const char *mount, char **ret_dir, char **ret_reason) {
+        _cleanup_free_ char *path = NULL, *dir = NULL;
+        int r;
+
+        r = own_v2_cgroup(proc_cgroup, &path, ret_reason);
+        if (r < 0)
+                return r;
 
         /* Our own leaf (systemd's DelegateSubgroup=supervisor, or where we moved ourselves) stands for its parent. */
         size_t l = strlen(path);
@@ -483,12 +492,9 @@ int sandbox_cgroup_v2_create(const char *proc_cgroup, const char *mount, const c
         char controllers[1024], subtree[1024];
         int r;
 
-        r = own_cgroup(proc_cgroup, NULL, &path);
-        if (r == -ENOENT)
-                return reason(ret_reason, -EOPNOTSUPP, "the daemon is in no cgroup v2 (no \"0::\" line in %s)",
-                              proc_cgroup);
+        r = own_v2_cgroup(proc_cgroup, &path, ret_reason);
         if (r < 0)
-                return reason(ret_reason, r, "%s cannot be read: %s", proc_cgroup, strerror(-r));
+                return r;
         r = cgroup_dir(mount, mount_root, path, &ours);
         if (r == -EXDEV)
                 return reason(ret_reason, -EOPNOTSUPP, "the daemon's cgroup %s is not in the part of cgroup v2 "

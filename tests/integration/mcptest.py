@@ -554,6 +554,20 @@ def initialized(c):
     return c
 
 
+def sandbox_daemon(args=()):
+    """A daemon (offline, small tmpfs, args) and an initialized client of it, both closed at exit; skips when the
+    sandbox does not work on this machine."""
+    need_uv()
+    newest_python()
+    d = Daemon(args=["--offline", "--tmpfs-size=32M", *args])
+    at_exit(d.close)
+    c = initialized(d.client())
+    st = c.call_tool("check_environment", {}, timeout=60).get("structuredContent") or {}
+    if not st.get("sandbox", {}).get("working"):
+        skip(f"the sandbox does not work on this machine: {st.get('sandbox', {}).get('error', 'self-test failed')}")
+    return d, c
+
+
 def need_pythons(*minors):
     have = test_pythons()
     missing = [m for m in minors if m not in have]

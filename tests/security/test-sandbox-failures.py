@@ -20,10 +20,9 @@ when they are missing.
 import os
 import re
 import shutil
-import time
 
 from mcptest import at_exit, scratch
-from mcptest import Daemon, check, eq, main, need_uv, skip, test, test_pythons, wait_until
+from mcptest import check, eq, main, sandbox_daemon, skip, test, test_pythons, wait_until
 
 # A line of the driver's code, which bwrap gets on its command line: the wrapper below tells the persistent
 # sandbox's start (the driver) from the self-test's and the runs'.
@@ -55,17 +54,7 @@ def failing_bwrap(message="bwrap: Creating new user namespace failed: Resource t
 
 
 def start(args=()):
-    need_uv()
-    newest_python()
-    d = Daemon(args=["--offline", "--tmpfs-size=32M", *args])
-    at_exit(d.close)
-    c = d.client()
-    c.initialize()
-    at_exit(lambda: c.proc.poll() is None and c.kill())
-    st = c.call_tool("check_environment", {}, timeout=60).get("structuredContent") or {}
-    if not st.get("sandbox", {}).get("working"):
-        skip(f"the sandbox does not work on this machine: {st.get('sandbox', {}).get('error', 'self-test failed')}")
-    return d, c
+    return sandbox_daemon(args)
 
 
 def still_serves(d, c):

@@ -27,8 +27,8 @@ import time
 
 import mcptest
 
-from mcptest import at_exit, check, children, eq, main, need_uv, newest_python, own_cgroups, pids_safety_net
-from mcptest import rss_kib, sanitized, skip, test, wait_until, Daemon, RssGrowth
+from mcptest import at_exit, check, children, eq, main, newest_python, own_cgroups, pids_safety_net
+from mcptest import rss_kib, sandbox_daemon, sanitized, skip, test, wait_until, RssGrowth
 
 # The cell's way to the daemon: the driver's socket, which the interpreter (forked from it) holds at the number
 # on its command line (python -c DRIVER FD).
@@ -64,17 +64,7 @@ if os.fork() == 0:
 
 
 def start(args=()):
-    need_uv()
-    newest_python()
-    d = Daemon(args=["--offline", "--tmpfs-size=32M", *args])
-    at_exit(d.close)
-    c = d.client()
-    c.initialize()
-    at_exit(lambda: c.proc.poll() is None and c.kill())
-    st = c.call_tool("check_environment", {}, timeout=60).get("structuredContent") or {}
-    if not st.get("sandbox", {}).get("working"):
-        skip(f"the sandbox does not work on this machine: {st.get('sandbox', {}).get('error', 'self-test failed')}")
-    return d, c
+    return sandbox_daemon(args)
 
 
 def create(c):
