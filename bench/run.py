@@ -617,19 +617,36 @@ def throughput(make_client, n_clients, seconds, server_pids_fn, script=HELLO):
 
 # ---- the floor: bwrap + Python with exactly our argv -------------------------
 
-CAPTURE_WRAPPER = r"""#!/bin/sh
-# Written by bench/run.py: record the bwrap argv (and the fds it reads) of the
-# daemon, then run the real bwrap with it unchanged.
-f="%(dir)s/$$"
-printf '%%s\0' "$@" > "$f.argv"
-prev=
-for a in "$@"; do
-        case "$prev" in
-        --seccomp|--ro-bind-data|--bind-data|--file) cp "/proc/self/fd/$a" "$f.fd$a" 2>/dev/null ;;
-        esac
-        prev=$a
-done
-exec %(bwrap)s "$@"
+CAPTURE_WRAPPER = r"""#!/usr/bin/python3 -I
+# Written by bench/run.py: record the bwrap argv of the daemon, with the options
+# it passes through --args FD spelled out, and the contents of the fds they
+# read; then run the real bwrap with the arguments unchanged. It runs as the
+# sandbox's uid (a root daemon's are its own): the directory is open to it.
+import os, sys
+f = "%(dir)s/%%d" %% os.getpid()
+args = sys.argv[1:]
+def read_fd(fd):
+    with open("/proc/self/fd/%%d" %% fd, "rb") as src:   # a new open file: bwrap's offset stays
+        return src.read()
+flat = []
+i = 0
+while i < len(args):
+    if args[i] == "--args" and i + 1 < len(args):
+        flat += [x.decode() for x in read_fd(int(args[i + 1])).split(b"\0")[:-1]]
+        i += 2
+        continue
+    flat.append(args[i])
+    i += 1
+with open(f + ".argv", "wb") as out:
+    out.write(b"".join(x.encode() + b"\0" for x in flat))
+for prev, a in zip(flat, flat[1:]):
+    if prev in ("--seccomp", "--ro-bind-data", "--bind-data", "--file") and a.isdigit():
+        try:
+            with open(f + ".fd" + a, "wb") as out:
+                out.write(read_fd(int(a)))
+        except OSError:
+            pass
+os.execv("%(bwrap)s", ["%(bwrap)s"] + args)
 """
 
 
@@ -639,6 +656,7 @@ def capture_argv(ours, cache, bwrap):
     cap = os.path.join(ours.work, "argv-capture")
     shutil.rmtree(cap, ignore_errors=True)
     os.makedirs(cap)
+    os.chmod(cap, 0o777)   # the wrapper runs as the sandbox's uid
     wrapper = os.path.join(ours.work, "bwrap-capture.sh")
     with open(wrapper, "w") as f:
         f.write(CAPTURE_WRAPPER % {"dir": cap, "bwrap": bwrap})
@@ -1300,6 +1318,10 @@ def main():
         argv, fds, text = capture_argv(ours, cache, args.bwrap)
         R["sandbox_argv"] = argv
         py = next((a for a in argv if a.endswith("/bin/python")), None)
+        # The run sees its environment at /venv: the interpreter on the host is below what is bound there.
+        for i in range(len(argv) - 2):
+            if py and argv[i] == "--ro-bind" and argv[i + 2] == "/venv" and py.startswith("/venv/"):
+                py = argv[i + 1] + py[len("/venv"):]
         py_real = os.path.realpath(py) if py else sys.executable
         our_pyver = run_text([py_real, "-c", "import platform; print(platform.python_version())"])
         R["versions"]["Python running the scripts (ours)"] = "%s (%s)" % (our_pyver, py_real)
