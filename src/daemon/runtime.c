@@ -502,12 +502,9 @@ static void on_self_test(Process *p, void *userdata) {
 
         free(r->sandbox_error);
         r->sandbox_error = NULL;
-        if (p->exit_code == 0 && !p->signal && p->uid == 0 && geteuid() == 0) {
-                free(err);
-                err = strdup("the sandbox runs as host uid 0");
-        }
-        if (err && streq(err, "the sandbox runs as host uid 0")) {
-                r->sandbox_error = explain_sandbox_failure(r->config->bwrap_path, err, 1);
+        /* Host root can only be seen from here: the uid the sandbox was started as. */
+        if (p->uid == 0 && geteuid() == 0) {
+                r->sandbox_error = explain_sandbox_failure(r->config->bwrap_path, "the sandbox runs as host uid 0", 1);
                 log_sandbox_broken(r);
         } else if (p->exit_code != 0 || p->signal) {
                 if (err)
@@ -776,7 +773,7 @@ static int spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *lim
 
 /* ---- without the sandbox (unsafe-no-sandbox) ---------------------------------- */
 
-static int runtime_lease_uid(Runtime *r, ProcessOptions *o);
+static int runtime_lease_uid(Runtime *r, ProcessOptions *o, char *const *own_dirs);
 
 /* When path is the directory from or below it: 1, and *ret the same path below to. Else 0. */
 static int path_moved(const char *path, const char *from, const char *to, char **ret) {
@@ -937,14 +934,10 @@ static int spawn_in_run_dir(Runtime *r, const char *top, const char *work, const
                 .remove_dir = top,
         };
         /* Without a sandbox too, never as root: a uid of its own, which owns the run's directory. */
-        k = runtime_lease_uid(r, &o);
+        char *own[] = { (char *) top, (char *) work, (char *) tmp, NULL };
+        k = runtime_lease_uid(r, &o, own);
         if (k < 0)
                 return k;
-        if (o.uid > 0 && (chown(top, o.uid, o.gid) < 0 || chown(work, o.uid, o.gid) < 0 || chown(tmp, o.uid, o.gid) < 0)) {
-                k = -errno;
-                o.release(o.release_userdata);
-                return k;
-        }
         return spawn_limited(r, &o, limits, true, done, userdata, ret);
 }
 
@@ -980,8 +973,9 @@ static void uid_lease_release(void *userdata) {
         free(l);
 }
 
-/* Under a root daemon: o runs bwrap as a host uid of its own, given back when the Process is freed. */
-static int runtime_lease_uid(Runtime *r, ProcessOptions *o) {
+/* Under a root daemon: o runs as a host uid of its own, given back when the Process is freed, and the directories
+ * own_dirs (NULL-terminated, may be NULL) become that uid's: they are where it may write. */
+static int runtime_lease_uid(Runtime *r, ProcessOptions *o, char *const *own_dirs) {
         UidLease *l;
         uid_t uid;
         int k;
@@ -1000,6 +994,12 @@ static int runtime_lease_uid(Runtime *r, ProcessOptions *o) {
                 return -ENOMEM;
         }
         *l = (UidLease) { .pool = uid_pool_ref(r->uids), .uid = uid };
+        for (size_t i = 0; own_dirs && own_dirs[i]; i++)
+                if (chown(own_dirs[i], uid, (gid_t) uid) < 0) {
+                        k = -errno;
+                        uid_lease_release(l);
+                        return k;
+                }
         o->uid = uid;
         o->gid = (gid_t) uid;
         o->release = uid_lease_release;
@@ -1098,14 +1098,9 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
                 .head_max = head_max,
                 .tail_max = tail_max,
         };
-        k = runtime_lease_uid(r, &o);
+        k = runtime_lease_uid(r, &o, rw_dir ? rw : NULL);
         if (k < 0)
                 return k;
-        if (rw_dir && o.uid > 0 && chown(rw_dir, o.uid, o.gid) < 0) {
-                k = -errno;
-                o.release(o.release_userdata);
-                return k;
-        }
         return spawn_limited(r, &o, limits, may_cgroup, done, userdata, ret);
 }
 

@@ -172,7 +172,7 @@ static void unlock_entry(char **path, int *fd) {
 static void envstore_prune_later(EnvStore *s);
 static void envstore_compile_later(EnvStore *s, const char *path, const char *python);
 static void envstore_compile_next(EnvStore *s);
-static void compile_abort(EnvStore *s);
+static void compile_clear(EnvStore *s);
 
 EnvStore *envstore_free(EnvStore *s) {
         if (!s)
@@ -512,36 +512,27 @@ static void mark_compiled(const char *path) {
 }
 
 static int adopt_bytecode(EnvStore *s) {
-        _cleanup_close_ int env_fd = -EBADF, out_fd = -EBADF, layout_fd = -EBADF;
-        EnvLayout l = {};
-        int r;
+        _cleanup_close_ int env_fd = -EBADF, out_fd = -EBADF, lib_fd = -EBADF;
+        _cleanup_free_ char *site_packages = NULL;
+        struct dirent *de;
+        DIR *d;
 
         env_fd = open(s->compiling, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         out_fd = open(s->compile_out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (env_fd < 0 || out_fd < 0)
                 return -errno;
         /* site-packages of this environment: lib/pythonX.Y/site-packages, as the venv step made it. */
-        layout_fd = openat(env_fd, "lib", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (layout_fd < 0)
+        lib_fd = openat(env_fd, "lib", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (lib_fd < 0 || !(d = fdopendir(lib_fd)))
                 return -errno;
-        {
-                DIR *d = fdopendir(TAKE_FD(layout_fd));
-                struct dirent *de;
-                char *sp = NULL;
-
-                if (!d)
-                        return -errno;
-                while (!sp && (de = readdir(d)))
-                        if (startswith(de->d_name, "python") && asprintf(&sp, "lib/%s/site-packages", de->d_name) < 0)
-                                sp = NULL;
-                closedir(d);
-                if (!sp)
-                        return -ENOENT;
-                l.site_packages = sp;
-        }
-        r = env_adopt_bytecode(env_fd, s->compiling, l.site_packages, out_fd);
-        env_layout_done(&l);
-        return r;
+        lib_fd = -EBADF;   /* the DIR's now */
+        while (!site_packages && (de = readdir(d)))
+                if (startswith(de->d_name, "python") && asprintf(&site_packages, "lib/%s/site-packages", de->d_name) < 0)
+                        site_packages = NULL;
+        closedir(d);
+        if (!site_packages)
+                return -ENOENT;
+        return env_adopt_bytecode(env_fd, s->compiling, site_packages, out_fd);
 }
 
 static void on_compile_done(Process *p, void *userdata) {
@@ -573,15 +564,12 @@ static void on_compile_done(Process *p, void *userdata) {
         }
         s->compile = NULL;
         process_free(p);
-        (void) rm_rf_untrusted(s->compile_out);
-        unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
-        s->compile_out = mfree(s->compile_out);
-        s->compiling = mfree(s->compiling);
+        compile_clear(s);
         envstore_compile_next(s);
 }
 
-/* Stop the compile that runs now, and forget it (its environment is going away). */
-static void compile_abort(EnvStore *s) {
+/* Stop the compile if it still runs, and forget it: its process, scratch directory, lock and environment. */
+static void compile_clear(EnvStore *s) {
         s->compile = process_free(s->compile);
         if (s->compile_out)
                 (void) rm_rf_untrusted(s->compile_out);
@@ -1026,7 +1014,7 @@ static void on_walk_done(const StoreWalkResult *res, char **removed, void *userd
                 log_info("Removed environment %.12s (least recently used, over the store budget or unused for too "
                          "long).", *name);
                 if (asprintf(&p, "%s/%s", s->envs, *name) >= 0 && s->compiling && streq(s->compiling, p))
-                        compile_abort(s);   /* its compile went with it */
+                        compile_clear(s);   /* its compile went with it */
         }
         if (res) {
                 sizes = (EnvSizes) {

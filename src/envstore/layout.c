@@ -13,7 +13,6 @@
 #include "layout.h"
 #include "macro.h"
 #include "sha256.h"
-#include "strv.h"
 
 /* Deeper than any package nests its files; a tree deeper than this is refused, not walked. */
 #define MAX_DEPTH 48
@@ -355,41 +354,19 @@ static int readonly_one(int dirfd, const char *name, const char *path, const str
 
         if (S_ISLNK(st->st_mode))
                 return 0;
-        /* Directories are made read-only after what they hold (see env_make_readonly()). */
-        if (S_ISDIR(st->st_mode))
-                return 0;
-        mode = (st->st_mode & 0111) ? 0555 : 0444;
+        /* A directory too, before what it holds: changing an entry's mode needs its ownership, not a writable
+         * directory, and 0555 still lets the walk in. */
+        mode = S_ISDIR(st->st_mode) || (st->st_mode & 0111) ? 0555 : 0444;
         if ((st->st_mode & 07777) != mode && fchmodat(dirfd, name, mode, 0) < 0)
                 return -errno;
         return 0;
 }
 
-static int readonly_dirs(int dirfd, const char *name, const char *path, const struct stat *st, void *userdata) {
-        if (!S_ISDIR(st->st_mode))
-                return 0;
-        return strv_extend((char ***) userdata, path);
-}
-
 int env_make_readonly(int dirfd) {
-        _cleanup_strv_free_ char **dirs = strv_new();
-        int r;
+        int r = walk(dirfd, "", 0, readonly_one, NULL);
 
-        if (!dirs)
-                return -ENOMEM;
-        r = walk(dirfd, "", 0, readonly_one, NULL);
         if (r < 0)
                 return r;
-        r = walk(dirfd, "", 0, readonly_dirs, &dirs);
-        if (r < 0)
-                return r;
-        /* Deepest first, so that the walk above never meets a directory it cannot write. */
-        for (size_t i = strv_length(dirs); i > 0; i--) {
-                struct stat st;
-                if (fstatat(dirfd, dirs[i - 1], &st, AT_SYMLINK_NOFOLLOW) < 0)
-                        return -errno;
-                if (S_ISDIR(st.st_mode) && fchmodat(dirfd, dirs[i - 1], 0555, 0) < 0)
-                        return -errno;
-        }
         return fchmod(dirfd, 0555) < 0 ? -errno : 0;
 }
 

@@ -237,49 +237,48 @@ int read_small_file(const char *path, size_t max, char **ret) {
         return 0;
 }
 
-int path_reachable_by_others(const char *path) {
-        _cleanup_free_ char *real = realpath(path, NULL);
+/* Call check on what each step of path's real path is, "/" first, path itself last (last true); 1 when every
+ * call said 1, else the first other answer, or -errno. */
+static int each_step(const char *path, int (*check)(const struct stat *st, bool last, const void *userdata),
+                     const void *userdata) {
+        _cleanup_free_ char *real = realpath(path, NULL);   /* no symlink left on the way */
         struct stat st;
-
-        if (!real)
-                return -errno;
-        /* Each directory from the top: searchable. realpath() leaves no symlink to be followed. */
-        for (char *slash = strchr(real + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
-                *slash = 0;
-                if (stat(real, &st) < 0)
-                        return -errno;
-                *slash = '/';
-                if (!(st.st_mode & S_IXOTH))
-                        return 0;
-        }
-        if (stat(real, &st) < 0)
-                return -errno;
-        if (!(st.st_mode & S_IROTH))
-                return 0;
-        if ((S_ISDIR(st.st_mode) || (st.st_mode & S_IXUSR)) && !(st.st_mode & S_IXOTH))
-                return 0;
-        return 1;
-}
-
-int path_held_by(const char *path, uid_t uid) {
-        _cleanup_free_ char *real = realpath(path, NULL);
-        struct stat st;
+        int r;
 
         if (!real)
                 return -errno;
         for (char *slash = real;; slash = strchr(slash + 1, '/')) {
-                char c = slash ? *slash : 0;
-
                 if (slash)
                         *slash = 0;
                 if (stat(*real ? real : "/", &st) < 0)
                         return -errno;
-                if (st.st_uid != 0 && st.st_uid != uid)
-                        return 0;
-                if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
-                        return 0;
-                if (!slash)
-                        return 1;
-                *slash = c;
+                r = check(&st, !slash, userdata);
+                if (r != 1 || !slash)
+                        return r;
+                *slash = '/';
         }
+}
+
+static int check_reachable(const struct stat *st, bool last, const void *userdata) {
+        if (!last)
+                return !!(st->st_mode & S_IXOTH);       /* directories on the way: searchable */
+        if (!(st->st_mode & S_IROTH))
+                return 0;
+        return !((S_ISDIR(st->st_mode) || (st->st_mode & S_IXUSR)) && !(st->st_mode & S_IXOTH));
+}
+
+int path_reachable_by_others(const char *path) {
+        return each_step(path, check_reachable, NULL);
+}
+
+static int check_held(const struct stat *st, bool last, const void *userdata) {
+        uid_t uid = *(const uid_t *) userdata;
+
+        if (st->st_uid != 0 && st->st_uid != uid)
+                return 0;
+        return !((st->st_mode & (S_IWGRP | S_IWOTH)) && !(st->st_mode & S_ISVTX));
+}
+
+int path_held_by(const char *path, uid_t uid) {
+        return each_step(path, check_held, &uid);
 }
