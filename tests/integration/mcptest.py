@@ -52,6 +52,22 @@ def eq(got, want, what="value"):
         raise AssertionError(f"{what}: got {got!r}, want {want!r}")
 
 
+LATEST_LEGACY = "2025-11-25"     # the newest initialize-era version
+
+
+def line(obj):
+    """obj as one line of the wire: compact JSON and a newline."""
+    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+
+
+def req(rid, method, params=None):
+    """A JSON-RPC request."""
+    m = {"jsonrpc": "2.0", "id": rid, "method": method}
+    if params is not None:
+        m["params"] = params
+    return m
+
+
 def modern_meta(version=MODERN, **extra):
     meta = {
         "io.modelcontextprotocol/protocolVersion": version,

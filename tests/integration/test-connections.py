@@ -20,20 +20,11 @@ import socket
 import time
 
 import mcptest
-from mcptest import Client, Daemon, RssGrowth, check, eq, main, rss_kib, sanitized, skip, test, wait_until
-
-LATEST_LEGACY = "2025-11-25"
-
-
-def line(obj):
-    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
+from mcptest import Client, Daemon, RssGrowth, check, eq, line, main, req, rss_kib, sanitized, skip, test, wait_until
+from mcptest import LATEST_LEGACY
 
 
-def req(rid, method, params=None):
-    m = {"jsonrpc": "2.0", "id": rid, "method": method}
-    if params is not None:
-        m["params"] = params
-    return m
+
 
 
 def init_line(version=LATEST_LEGACY):

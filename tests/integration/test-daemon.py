@@ -25,27 +25,17 @@ import time
 
 from mcptest import (DAEMON, LEGACY, MODERN, SHIM, Client, Daemon, check, children, default_daemon_args, eq,
                      fd_count, main, modern_meta, rss_kib, skip, stdio_client, test)
-from mcptest import RssGrowth, sanitized, wait_until
+from mcptest import LATEST_LEGACY, RssGrowth, line, req, sanitized, wait_until
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 UNSUPPORTED_VERSION = -32022
-LATEST_LEGACY = "2025-11-25"
 
 
 # --- helpers -----------------------------------------------------------------
 
-def line(obj):
-    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
-
-
-def req(rid, method, params=None):
-    m = {"jsonrpc": "2.0", "id": rid, "method": method}
-    if params is not None:
-        m["params"] = params
-    return m
 
 
 def err_code(reply, code, what=""):
