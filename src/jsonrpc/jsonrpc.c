@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,6 +9,31 @@
 #include "json-util.h"
 #include "jsonrpc.h"
 #include "utf8.h"
+
+/* Whether every number in j is finite; depth bounds the recursion as the tokener bounded nesting. */
+static bool json_all_finite(json_object *j, int depth) {
+        if (depth < 0)
+                return false;
+        switch (json_object_get_type(j)) {
+        case json_type_double:
+                return isfinite(json_object_get_double(j));
+        case json_type_array:
+                for (size_t i = 0, n = json_object_array_length(j); i < n; i++)
+                        if (!json_all_finite(json_object_array_get_idx(j, i), depth - 1))
+                                return false;
+                return true;
+        case json_type_object: {
+                json_object_object_foreach(j, key, value) {
+                        (void) key;
+                        if (!json_all_finite(value, depth - 1))
+                                return false;
+                }
+                return true;
+        }
+        default:
+                return true;
+        }
+}
 
 json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const char **ret_reason) {
         _cleanup_(json_tokener_freep_) json_tokener *tok = NULL;
@@ -64,6 +90,13 @@ json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const ch
                         *ret_reason = "Parse error: text after the JSON value";
                         return NULL;
                 }
+
+        /* json-c takes NaN and Infinity (and makes an infinity of 1e999); JSON has no such numbers. */
+        if (!json_all_finite(j, max_depth)) {
+                json_object_put(j);
+                *ret_reason = "Parse error: not valid JSON (NaN, Infinity and numbers out of range are not JSON numbers)";
+                return NULL;
+        }
 
         return j;
 }
@@ -168,13 +201,14 @@ void jsonrpc_classify(json_object *msg, JsonrpcMessage *ret) {
         ret->kind = has_id ? JSONRPC_REQUEST : JSONRPC_NOTIFICATION;
 }
 
-static json_object *reply_new(json_object *id) {
+/* with_id: a reply, whose "id" is null when the request's could not be read; else a notification. */
+static json_object *reply_new(json_object *id, bool with_id) {
         json_object *r = json_object_new_object();
         if (!r)
                 return NULL;
         if (json_add_string(r, "jsonrpc", "2.0") < 0)
                 goto fail;
-        if (id && json_add(r, "id", json_object_get(id)) < 0)
+        if (with_id && json_object_object_add(r, "id", json_object_get(id)) < 0)
                 goto fail;
         return r;
 fail:
@@ -188,7 +222,7 @@ json_object *jsonrpc_result_new(json_object *id, json_object *result) {
         /* MCP results are objects: NULL here means building one ran out of memory. */
         if (!result)
                 return NULL;
-        r = reply_new(id);
+        r = reply_new(id, true);
         if (!r || json_add(r, "result", result) < 0) {
                 json_object_put(r);
                 return NULL;
@@ -198,7 +232,7 @@ json_object *jsonrpc_result_new(json_object *id, json_object *result) {
 
 json_object *jsonrpc_error_new(json_object *id, int code, const char *message, json_object *data) {
         _cleanup_json_ json_object *d = data;
-        json_object *r = reply_new(id), *e = json_object_new_object();
+        json_object *r = reply_new(id, true), *e = json_object_new_object();
 
         if (!r || !e)
                 goto fail;
@@ -226,7 +260,7 @@ json_object *jsonrpc_errorf_new(json_object *id, int code, const char *format, .
 }
 
 json_object *jsonrpc_notification_new(const char *method, json_object *params) {
-        json_object *r = reply_new(NULL);
+        json_object *r = reply_new(NULL, false);
         if (!r || json_add_string(r, "method", method) < 0 || (params && json_add(r, "params", params) < 0)) {
                 json_object_put(r);
                 return NULL;

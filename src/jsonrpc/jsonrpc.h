@@ -53,7 +53,8 @@ bool jsonrpc_id_valid(json_object *id);
 /* A stable key for an id ("s:abc", "i:42"), for finding in-flight requests. */
 char *jsonrpc_id_key(json_object *id);
 
-/* Build a reply; id may be NULL (then omitted); data and result are stolen. */
+/* Build a reply; id may be NULL (then "id": null, as for a request whose id could not be read); data
+ * and result are stolen. */
 json_object *jsonrpc_result_new(json_object *id, json_object *result);
 json_object *jsonrpc_error_new(json_object *id, int code, const char *message, json_object *data);
 json_object *jsonrpc_errorf_new(json_object *id, int code, const char *format, ...)

@@ -481,6 +481,12 @@ static void handle_initialize(McpSession *s, McpBatch *b, json_object *id, json_
         if (!requested)
                 return reply_error(s, b, id, JSONRPC_INVALID_PARAMS,
                                    "Invalid params: initialize needs \"protocolVersion\" (a string)", NULL);
+        /* One handshake per connection: the version and capabilities agreed stay what they were. */
+        if (s->version)
+                return reply_errorf(s, b, id, JSONRPC_INVALID_REQUEST,
+                                    "Invalid request: this connection is already initialized (protocol version %s); "
+                                    "a new session needs a new connection",
+                                    s->version);
 
         s->version = mcp_negotiate_legacy(requested);
 

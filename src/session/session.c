@@ -183,6 +183,33 @@ static void process_input(Session *s, bool eof) {
                 s->line_usec = now_usec(s);
 }
 
+/*
+ * The client closed its side: that is how an MCP client over stdio ends the
+ * session, and it reads nothing after. What is in the buffer is answered (a
+ * last line without its newline included), calls still running are cancelled
+ * (their processes killed, no reply, as for notifications/cancelled), replies
+ * already queued go out, and the session closes.
+ */
+static void session_finish_input(Session *s);
+
+static void session_input_ended(Session *s) {
+        if (s->read_eof)
+                return;
+        s->read_eof = true;
+        session_finish_input(s);
+}
+
+/* After the end of input: answer what is left, unless held back, then cancel what still runs. */
+static void session_finish_input(Session *s) {
+        process_input(s, true);
+        if (s->dead || s->held_back)
+                return;
+        if (mcp_session_n_calls(s->mcp) > 0)
+                log_debug("Connection %" PRIu64 ": input ended; cancelling %u call(s) still running.", s->id,
+                          mcp_session_n_calls(s->mcp));
+        mcp_session_cancel_all(s->mcp);
+}
+
 static int session_read(Session *s) {
         char *p;
         ssize_t n;
@@ -198,8 +225,7 @@ static int session_read(Session *s) {
                 return -errno;
         }
         if (n == 0) {
-                s->read_eof = true;
-                process_input(s, true);
+                session_input_ended(s);
                 return 0;
         }
         framing_commit(&s->framing, (size_t) n);
@@ -229,8 +255,8 @@ static int on_in(sd_event_source *src, int fd, uint32_t revents, void *userdata)
                         return 0;
                 }
         } else if (revents & (EPOLLHUP | EPOLLERR)) {
-                /* Hang-up with nothing left to read. */
-                s->read_eof = true;
+                /* Hang-up with nothing left to read: a last line without its newline is still answered. */
+                session_input_ended(s);
         }
 
         /* Both directions gone: the client is not coming back; stop its work now. */
@@ -255,11 +281,14 @@ static int on_out(sd_event_source *src, int fd, uint32_t revents, void *userdata
         session_account(s);
         /* Replies drained: resume taking requests that were held back. The line
          * left over waited for us, not for the client: its time starts now. */
-        if (buf_size(&s->out) <= s->limits.output_high_water && !s->read_eof && !s->stopping) {
+        if (buf_size(&s->out) <= s->limits.output_high_water && !s->stopping && (!s->read_eof || s->held_back)) {
                 if (s->held_back && session_line_pending(s))
                         s->line_usec = now_usec(s);
                 s->held_back = false;
-                process_input(s, false);
+                if (s->read_eof)
+                        session_finish_input(s);
+                else
+                        process_input(s, false);
         }
         session_update_events(s);
         session_check_done(s);
@@ -335,7 +364,7 @@ static void session_close_with_error(Session *s, const char *message) {
         const char *text;
         size_t len;
 
-        if (e && json_object_object_add(e, "id", NULL) >= 0) {
+        if (e) {
                 text = json_to_line(e, &len);
                 if (buf_append(&s->out, text, len) >= 0 && buf_append(&s->out, "\n", 1) >= 0)
                         (void) buf_flush_fd(&s->out, s->out_fd);

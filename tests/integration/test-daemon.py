@@ -42,6 +42,8 @@ def err_code(reply, code, what=""):
     """reply is a JSON-RPC error with this code; returns the error object."""
     check(isinstance(reply, dict) and "error" in reply, f"{what}: want error {code}, got {reply!r}"[:600])
     check("result" not in reply, f"{what}: an error reply must not carry a result: {reply!r}"[:600])
+    # JSON-RPC 2.0: a reply always has "id", null when the request's could not be read.
+    check("id" in reply, f"{what}: an error reply without \"id\": {reply!r}"[:600])
     eq(reply["error"].get("code"), code, f"{what}: error code (message {reply['error'].get('message')!r})")
     check(isinstance(reply["error"].get("message"), str) and reply["error"]["message"],
           f"{what}: the error has no message")
@@ -49,8 +51,8 @@ def err_code(reply, code, what=""):
 
 
 def no_id(reply, what):
-    """An error for a message whose id could not be read carries no id (or a null one)."""
-    check(reply.get("id") is None, f"{what}: the reply names an id: {reply!r}"[:400])
+    """An error for a message whose id could not be read carries "id": null (the MCP schemas and SDKs need the key)."""
+    check("id" in reply and reply["id"] is None, f"{what}: want \"id\": null, got {reply!r}"[:400])
 
 
 def settled_fd_count(pid, quiet=0.5, timeout=15):
@@ -254,14 +256,29 @@ def legacy_versions_echoed_with_their_shapes():
 @test
 def unknown_version_gets_latest_legacy():
     with Daemon() as d:
-        c = d.client()
         for v in ("2099-01-01", "1.0", MODERN, "2024-10-07"):
-            # initialize may be repeated on a connection; each answer negotiates afresh.
+            c = d.client()
+            err_code(c.request("initialize", {"capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+                     INVALID_PARAMS, "initialize without protocolVersion")
             r = c.result("initialize", {"protocolVersion": v, "capabilities": {},
                                         "clientInfo": {"name": "t", "version": "1"}})
             eq(r["protocolVersion"], LATEST_LEGACY, f"answer to {v}")
-        err_code(c.request("initialize", {"capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-                 INVALID_PARAMS, "initialize without protocolVersion")
+            eq(c.close(), 0, "shim exit status")
+
+
+@test
+def second_initialize_refused():
+    """One handshake per connection: a second initialize does not renegotiate what the first agreed."""
+    with Daemon() as d:
+        c = d.client()
+        eq(c.initialize("2025-03-26")["protocolVersion"], "2025-03-26", "first initialize")
+        e = err_code(c.request("initialize", {"protocolVersion": LATEST_LEGACY, "capabilities": {},
+                                              "clientInfo": {"name": "t", "version": "1"}}),
+                     INVALID_REQUEST, "second initialize")
+        check("already initialized" in e["message"], f"message: {e['message']!r}")
+        # The first agreement stands: 2025-03-26 tools carry no title.
+        tools = c.result("tools/list")["tools"]
+        check(all("title" not in t for t in tools), "the refused initialize changed the session's version")
         c.close()
 
 
@@ -338,6 +355,11 @@ def parse_errors():
             "NUL byte": b'{"jsonrpc":"2.0","id":10,"method":"ping"\x00}\n',
             "NUL in a string": b'{"jsonrpc":"2.0","id":11,"method":"pi\x00ng"}\n',
             "two values": b'{"jsonrpc":"2.0","id":12,"method":"ping"} {}\n',
+            # json-c reads these as numbers; JSON has no such numbers.
+            "NaN": b'{"jsonrpc":"2.0","id":13,"method":"ping","params":{"x":NaN}}\n',
+            "Infinity": b'{"jsonrpc":"2.0","id":14,"method":"ping","params":{"x":Infinity}}\n',
+            "-Infinity": b'{"jsonrpc":"2.0","id":15,"method":"ping","params":{"x":[-Infinity]}}\n',
+            "number out of range": b'{"jsonrpc":"2.0","id":16,"method":"ping","params":{"x":1e999}}\n',
         }
         for what, data in cases.items():
             c.send_raw(data)
@@ -375,8 +397,10 @@ def invalid_requests():
         for what, data in cases.items():
             c.send_raw(data)
             r = c.read_message(10)
-            err_code(r, INVALID_REQUEST, what)
             check(not isinstance(r, list), f"{what}: got a batch reply")
+            err_code(r, INVALID_REQUEST, what)
+            if what in ("null id", "number", "string", "true", "empty array", "float id", "object id"):
+                no_id(r, what)
         # A request with a good id gets its id back on the error.
         c.send_raw(b'{"jsonrpc":"1.0","id":"x-1","method":"ping"}\n')
         eq(c.read_message(10).get("id"), "x-1", "id echoed on -32600")
@@ -1042,15 +1066,17 @@ def shim_stdin_eof_still_delivers_replies():
                                            "clientInfo": {"name": "t", "version": "1"}}))
                 + line({"jsonrpc": "2.0", "method": "notifications/initialized"})
                 + line(req(2, "tools/list"))
-                + line(req(3, "tools/call", {"name": "check_environment", "arguments": {}}))
+                + line(req(3, "logging/setLevel", {"level": "warning"}))
                 + line(req(4, "ping")))
         send_all_then_eof(c, data)
         got = {}
         for _ in range(4):
             m = c.read_message(20)
             got[m["id"]] = m
+        # Everything read before EOF is answered; EOF ends the session (a tool call still running
+        # then is stopped: stdin_eof_stops_runs_* in test-execute.py).
         eq(sorted(got), [1, 2, 3, 4], "replies after stdin EOF")
-        check_environment_result(got[3]["result"], "check_environment sent just before EOF")
+        eq(got[3].get("result"), {}, "logging/setLevel sent just before EOF")
         try:
             extra = c.read_line(10)
         except EOFError:
@@ -1082,6 +1108,22 @@ def shim_stdin_eof_after_many_requests():
         eq(ids, list(range(n + 1)), "replies in order")
         eq(c.proc.wait(10), 0, "shim exit status")
         c.close()
+
+
+@test
+def last_line_without_newline_is_answered():
+    """A client that ends its input without a final newline still gets the last request answered."""
+    for what, new_client in (("--stdio", stdio_client), ("shim", None)):
+        with Daemon() as d:
+            c = new_client() if new_client else d.client()
+            data = (line(req(1, "initialize", {"protocolVersion": LATEST_LEGACY, "capabilities": {},
+                                               "clientInfo": {"name": "t", "version": "1"}}))
+                    + json.dumps(req("last", "ping")).encode())
+            send_all_then_eof(c, data)
+            eq(c.read_message(20).get("id"), 1, f"{what}: initialize")
+            eq(c.read_message(20), {"jsonrpc": "2.0", "id": "last", "result": {}}, f"{what}: the unterminated ping")
+            eq(c.proc.wait(10), 0, f"{what}: exit status")
+            c.close()
 
 
 def all_stdout_lines_are_jsonrpc(c, what):

@@ -1051,6 +1051,51 @@ def client_disconnect_kills_the_run():
     c2.close()
 
 
+def stdin_eof_ends_the_session(c, what):
+    """A client closes stdin while a run sleeps (how MCP clients end a stdio session): the run is
+    stopped, no reply comes for it, and the process exits without waiting for the run's timeout."""
+    mark = "mcpt-eof-" + uuid.uuid4().hex
+    rid = send_call(c, {"script": sleeper(mark), "timeout_seconds": 120})
+    wait_until(lambda: processes_with(mark), 30, f"{what}: the sleeping run")
+    c.send({"jsonrpc": "2.0", "id": "last-ping", "method": "ping"})
+    eq(c.wait_for("last-ping", 10).get("result"), {}, f"{what}: ping before EOF")
+    c.proc.stdin.close()
+    # Well inside the run's 120 s timeout: the session does not wait for the run.
+    try:
+        rc = c.proc.wait(30)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"{what}: still running 30 s after stdin EOF (the run's timeout is 120 s)")
+    eq(rc, 0, f"{what}: exit status after stdin EOF")
+    rest = []
+    try:
+        while True:
+            rest.append(c.read_message(5))
+    except EOFError:
+        pass
+    check(all(m.get("id") != rid for m in rest + c.unclaimed), f"{what}: a reply for the stopped run: {rest}")
+    wait_until(lambda: not processes_with(mark), 5, f"{what}: the run's processes to go")
+
+
+@test
+def stdin_eof_stops_runs_through_the_shim():
+    d = plain_daemon()
+    c = d.client()
+    c.initialize()
+    stdin_eof_ends_the_session(c, "shim and daemon")
+    check(d.alive(), "the daemon survives")
+
+
+@test
+def stdin_eof_stops_runs_in_stdio_mode():
+    c = stdio_client()
+    at_exit(lambda: c.proc.poll() is None and c.kill())
+    c.initialize()
+    r = c.call_tool("check_environment", {}, timeout=60)
+    if not (r.get("structuredContent") or {}).get("sandbox", {}).get("working"):
+        skip("the sandbox does not work on this machine")
+    stdin_eof_ends_the_session(c, "--stdio")
+
+
 # --- progress ----------------------------------------------------------------
 
 @test
