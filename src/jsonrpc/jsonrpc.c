@@ -10,22 +10,24 @@
 #include "jsonrpc.h"
 #include "utf8.h"
 
-/* Whether every number in j is finite; depth bounds the recursion as the tokener bounded nesting. */
-static bool json_all_finite(json_object *j, int depth) {
+/* Whether no number in j is a NaN or Infinity literal; depth bounds the recursion as the tokener bounded nesting. */
+static bool json_no_nan_literals(json_object *j, int depth) {
         if (depth < 0)
                 return false;
         switch (json_object_get_type(j)) {
         case json_type_double:
-                return isfinite(json_object_get_double(j));
+                /* 1e400 is a JSON number that overflows a double; a value written without a digit is a NaN or
+                 * Infinity literal. The tokener keeps the text a number was read from. */
+                return isfinite(json_object_get_double(j)) || strpbrk(json_object_to_json_string(j), "0123456789");
         case json_type_array:
                 for (size_t i = 0, n = json_object_array_length(j); i < n; i++)
-                        if (!json_all_finite(json_object_array_get_idx(j, i), depth - 1))
+                        if (!json_no_nan_literals(json_object_array_get_idx(j, i), depth - 1))
                                 return false;
                 return true;
         case json_type_object: {
                 json_object_object_foreach(j, key, value) {
                         (void) key;
-                        if (!json_all_finite(value, depth - 1))
+                        if (!json_no_nan_literals(value, depth - 1))
                                 return false;
                 }
                 return true;
@@ -91,10 +93,10 @@ json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const ch
                         return NULL;
                 }
 
-        /* json-c takes NaN and Infinity (and makes an infinity of 1e999); JSON has no such numbers. */
-        if (!json_all_finite(j, max_depth)) {
+        /* json-c takes NaN and Infinity, which JSON does not have. */
+        if (!json_no_nan_literals(j, max_depth)) {
                 json_object_put(j);
-                *ret_reason = "Parse error: not valid JSON (NaN, Infinity and numbers out of range are not JSON numbers)";
+                *ret_reason = "Parse error: not valid JSON (NaN and Infinity are not JSON numbers)";
                 return NULL;
         }
 

@@ -44,6 +44,21 @@ static void assert_line(json_object *j, const char *want) {
         ck_assert_uint_eq(len, strlen(want));
 }
 
+START_TEST(test_parse_non_finite_refused) {
+        static const char *const cases[] = {
+                "NaN", "Infinity", "-Infinity", "{\"x\":NaN}", "[1,[2,{\"y\":-Infinity}]]", "{\"x\":-NaN}",
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                assert_parse_fails(cases[i], strlen(cases[i]), NULL);
+        assert_parse_fails("{\"x\":NaN}", strlen("{\"x\":NaN}"), "NaN and Infinity");
+
+        /* Numbers beyond a double's range are JSON numbers all the same (test_parse_huge_numbers). */
+        _cleanup_json_ json_object *j = parse("[1e300,-1e400,1e400,1e-400,0.5]", NULL);
+        ck_assert_ptr_nonnull(j);
+}
+END_TEST
+
 START_TEST(test_parse_valid) {
         static const char *const cases[] = {
                 "{}",
@@ -428,7 +443,7 @@ START_TEST(test_result_new) {
         ck_assert_str_eq(json_object_get_string(id), "x/1");
 
         r2 = jsonrpc_result_new(NULL, json_object_new_object());
-        assert_line(r2, "{\"jsonrpc\":\"2.0\",\"result\":{}}");
+        assert_line(r2, "{\"jsonrpc\":\"2.0\",\"id\":null,\"result\":{}}");
 
         /* A failed allocation of the result gives NULL. */
         ck_assert_ptr_null(jsonrpc_result_new(id, NULL));
@@ -446,7 +461,7 @@ START_TEST(test_error_new) {
                         "version\",\"data\":{\"requested\":\"1999-01-01\"}}}");
 
         e2 = jsonrpc_error_new(NULL, JSONRPC_PARSE_ERROR, "Parse error: not valid JSON", NULL);
-        assert_line(e2, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32700,\"message\":\"Parse error: not valid JSON\"}}");
+        assert_line(e2, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32700,\"message\":\"Parse error: not valid JSON\"}}");
 
         e3 = jsonrpc_errorf_new(id, JSONRPC_METHOD_NOT_FOUND, "Method not found: %s (%d)", "foo/bar", 3);
         assert_line(e3, "{\"jsonrpc\":\"2.0\",\"id\":12,\"error\":{\"code\":-32601,\"message\":\"Method not found: "
@@ -505,6 +520,7 @@ static Suite *jsonrpc_suite(void) {
         TCase *tc = tcase_create("parse");
 
         tcase_add_test(tc, test_parse_valid);
+        tcase_add_test(tc, test_parse_non_finite_refused);
         tcase_add_test(tc, test_count_elements);
         tcase_add_test(tc, test_parse_scalar_at_end_of_line);
         tcase_add_test(tc, test_parse_invalid);

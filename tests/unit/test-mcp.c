@@ -212,7 +212,8 @@ static bool has(json_object *o, const char *key) {
 
 static void assert_id(json_object *m, const char *id) {
         if (!id) {
-                ck_assert_msg(!has(m, "id"), "unexpected id: %s", json_object_to_json_string(m));
+                /* A reply to a request whose id could not be read: "id": null, never left out. */
+                ck_assert_msg(has(m, "id") && !jget(m, "id", NULL), "want \"id\": null: %s", json_object_to_json_string(m));
                 return;
         }
         json_object *v = jget(m, "id", NULL);
@@ -533,6 +534,12 @@ START_TEST(test_initialize_other_versions) {
                      requested[i]);
                 _cleanup_json_ json_object *m = take();
                 ck_assert_str_eq(json_get_string(assert_result(m, "1"), "protocolVersion"), MCP_LATEST_LEGACY_VERSION);
+                ck_assert_str_eq(mcp_session_version(s), MCP_LATEST_LEGACY_VERSION);
+
+                /* One handshake per connection: a second is refused and changes nothing. */
+                json_object_put(expect_error(s, "9", JSONRPC_INVALID_REQUEST,
+                                             "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"initialize\",\"params\":"
+                                             "{\"protocolVersion\":\"2025-03-26\",\"capabilities\":{}}}"));
                 ck_assert_str_eq(mcp_session_version(s), MCP_LATEST_LEGACY_VERSION);
         }
 
