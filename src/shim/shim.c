@@ -302,8 +302,17 @@ static void explain_permission(const char *path) {
                 }
         }
 
-        say("permission denied on %s: add yourself to the group that owns it "
-            "(sudo usermod -aG %s $USER, then log in again)", path, group);
+        /* Joining a group is the fix only where the socket is meant to be shared with a group, and never
+         * for root's group: that would hand out far more than this socket. */
+        if (found && st.st_gid != 0 && S_ISSOCK(st.st_mode) && (st.st_mode & (S_IRGRP | S_IWGRP)) == (S_IRGRP | S_IWGRP)) {
+                say("permission denied on %s: add yourself to the group that owns it "
+                    "(sudo usermod -aG %s $USER, then log in again)", path, group);
+                return;
+        }
+        say("permission denied on %s (group %s): it is not shared with a group you could join. "
+            "The service's socket is meant to be mode 0660, group " DEFAULT_GROUP " "
+            "(SocketMode= and SocketGroup= in " DAEMON ".socket); with that, "
+            "sudo usermod -aG " DEFAULT_GROUP " $USER, then log in again", path, group);
 }
 
 /* Append "PATH (reason)" to the list of sockets tried. */
@@ -463,10 +472,10 @@ static void help(void) {
                "     --no-fallback   Fail instead of running %2$s --stdio\n"
                "  -q --quiet         Do not say on stderr which mode is used\n\n"
                "Sockets tried, the first that answers wins:\n"
-               "  1. --socket=PATH, else $%3$s (then only that one)\n"
+               "  1. --socket=PATH, else $%3$s (then only that one, and no fallback)\n"
                "  2. $XDG_RUNTIME_DIR%5$s (per-user service)\n"
                "  3. %6$s (system service)\n"
-               "When none answers, %7$s --stdio\n"
+               "When neither 2 nor 3 answers, %7$s --stdio\n"
                "serves this one session on our stdin/stdout, with the cache in\n"
                "$XDG_CACHE_HOME/%1$s or ~/.cache/%1$s\n"
                "(for root, when others cannot search its home: " ROOT_CACHE_DIR ").\n\n"
@@ -575,7 +584,12 @@ static int run(int argc, char *argv[]) {
                         denied = true;
         }
 
-        if (arg_fallback)
+        /* A socket named explicitly is what the user wants; a private daemon with default settings is not. */
+        if (explicit) {
+                if (arg_fallback)
+                        say("the socket named by %s was not reachable; not falling back to " DAEMON " --stdio",
+                            arg_socket ? "--socket" : "$" ENV_SOCKET);
+        } else if (arg_fallback)
                 (void) exec_daemon(tried);
         else if (!denied)
                 say("no " PROGRAM " daemon is listening (tried: %s). Enable it: "

@@ -510,10 +510,11 @@ def stdio_client(args=(), env=None, cache_dir=None):
     os.chmod(wrapper, 0o755)
     e.update({
         "MCP_PYTHON_SANDBOXD": wrapper,
-        "MCP_PYTHON_SANDBOX_SOCKET": os.path.join(d, "nothing.sock"),
+        # No user socket in a fresh XDG_RUNTIME_DIR; the system socket is the configured runstatedir's.
         "XDG_RUNTIME_DIR": d,
         "XDG_CACHE_HOME": cache_dir or os.path.join(d, "cache"),
     })
+    e.pop("MCP_PYTHON_SANDBOX_SOCKET", None)   # one named explicitly is the only one tried, never a fallback
     if env:
         e.update(env)
     return Client([SHIM, *args], env=e)

@@ -206,7 +206,6 @@ def sdk_with_the_stdio_fallback():
         os.chmod(wrapper, 0o755)
         spec = {"command": SHIM, "args": [], "env": {
             "MCP_PYTHON_SANDBOXD": wrapper,
-            "MCP_PYTHON_SANDBOX_SOCKET": os.path.join(run_dir, "nothing.sock"),
             "XDG_RUNTIME_DIR": run_dir,
             "XDG_CACHE_HOME": os.path.join(run_dir, "cache"),
         }}

@@ -386,14 +386,24 @@ def case_discovery_order(ctx):
 
 def case_explicit_socket_only(ctx):
     env = ctx.env()
-    missing = os.path.join(ctx.mkdir("sock"), "missing.sock")
+    sockdir = ctx.mkdir("sock")
+    missing = os.path.join(sockdir, "missing.sock")
+    stale = os.path.join(sockdir, "stale.sock")
+    stale_socket(stale)
     with FakeDaemon(user_socket(env), name_handler("C")) as d:
-        for args, extra in ((["--socket", missing], {}),
-                            ([], dict(MCP_PYTHON_SANDBOX_SOCKET=missing))):
-            rc, out, err = run_shim(ctx, args + ["--no-fallback"], dict(env, **extra))
-            check(rc == 69, "%s %s: exit %d, not 69" % (args, extra, rc))
-            check(out == b"", "stdout: %s" % excerpt(out))
-            check("cannot connect to %s" % missing in err, "stderr: %r" % err)
+        for path in (missing, stale):
+            for args, extra in ((["--socket", path], {}),
+                                ([], dict(MCP_PYTHON_SANDBOX_SOCKET=path))):
+                # With or without --no-fallback: a named socket that does not answer is an error, as the man
+                # page says, not a private daemon with default settings.
+                for more in (["--no-fallback"], []):
+                    what = "%s %s %s" % (args + more, extra, path)
+                    rc, out, err = run_shim(ctx, args + more, dict(env, **extra), [b"hi\n"])
+                    check(rc == 69, "%s: exit %d, not 69" % (what, rc))
+                    check(out == b"", "%s: stdout: %s" % (what, excerpt(out)))
+                    check("cannot connect to %s" % path in err, "%s: stderr: %r" % (what, err))
+                    check("serving this session" not in err, "%s: it fell back: %r" % (what, err))
+                    check(not os.path.exists(os.path.join(env["FAKE_RECORD"], "argv")), "%s: the fallback ran" % what)
         check(d.connections == 0, "the shim tried the user socket after the explicit one")
 
 
@@ -547,10 +557,19 @@ def case_permission_denied(ctx):
                 "(sudo usermod -aG %s $USER, then log in again)\n" % (path, group.gr_name))
         check(err == want, "stderr: %r" % err)
 
-        # Without --no-fallback: the same advice, then the session is served by --stdio.
+        # Without --no-fallback: the same advice, and still no private daemon, as the socket was named.
         rc, out, err = run_shim(ctx, ["--socket", path], env, [b"hi\n"], as_user=nobody)
-        check(rc == 0 and out == b"hi\n", "fallback: exit %d, stdout %s; %r" % (rc, excerpt(out), err))
-        check(want in err and "serving this session with" in err, "stderr: %r" % err)
+        check(rc == 77 and out == b"", "explicit socket, no --no-fallback: exit %d, stdout %s; %r"
+              % (rc, excerpt(out), err))
+        check(want in err and "serving this session with" not in err, "stderr: %r" % err)
+        check(not os.path.exists(os.path.join(env["FAKE_RECORD"], "argv")), "the fallback ran")
+
+        # A socket of group root: joining root's group is no advice to give.
+        os.chown(path, 0, 0)
+        rc, out, err = run_shim(ctx, ["--socket", path, "--no-fallback"], env, as_user=nobody)
+        check(rc == 77, "group root: exit %d, not 77" % rc)
+        check("usermod -aG root" not in err and "usermod -aG mcp-sandbox" in err, "group root: stderr %r" % err)
+        os.chown(path, 0, group.gr_gid)
 
         # In the group already, but the mode keeps everyone out.
         os.chmod(path, 0)
