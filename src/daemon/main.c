@@ -27,8 +27,13 @@ static int run(int argc, char **argv) {
         if (r != 0)
                 return r < 0 ? r : 0;
 
+        /* The default file is optional; one named with --config is not. */
+        if (config_file && access(config_file, F_OK) < 0)
+                return log_error_errno(errno, "Failed to read the configuration file %s (--config): %m", config_file);
+
         /* The file first, then the command line over it. */
         config_init(&config);
+        config.log_level = -1;   /* unset: the default depends on the mode, below */
         r = config_load(&config, config_file ?: DEFAULT_CONFIG_FILE);
         if (r < 0 && (check_config || config_file))
                 return r;
@@ -37,6 +42,10 @@ static int run(int argc, char **argv) {
         r = config_parse_argv(&config, argc, argv, &config_file, &check_config);
         if (r != 0)
                 return r < 0 ? r : 0;
+        /* --stdio writes its log to the MCP client's stderr, which clients show or keep: a line per run
+         * is noise there. Notices and worse only, unless a log level was asked for. */
+        if (config.log_level < 0)
+                config.log_level = config.stdio ? LOG_NOTICE : LOG_INFO;
         log_set_max_level(config.log_level);
         r = config_resolve_access(&config);
         if (r < 0)

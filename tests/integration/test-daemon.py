@@ -1053,6 +1053,18 @@ def help_version_and_bad_options():
     r = run_daemon("--max-connections=lots")
     check(r.returncode != 0, "a bad number was accepted")
     check(r.stderr.strip(), "no message for a bad number")
+    # A configuration file named on the command line must be there: a typo is not the defaults.
+    with tempfile.TemporaryDirectory(prefix="mcptest-conf-") as d:
+        missing = os.path.join(d, "typo.conf")
+        for extra in (["--check-config"], ["--stdio"]):
+            r = run_daemon(f"--config={missing}", *extra)
+            check(r.returncode != 0, f"{extra}: a missing --config file was accepted")
+            check(missing in r.stderr.decode() and "No such file" in r.stderr.decode(),
+                  f"{extra}: the message does not name the file: {r.stderr!r}")
+        present = os.path.join(d, "empty.conf")
+        open(present, "w").close()
+        r = run_daemon(f"--config={present}", "--check-config")
+        eq(r.returncode, 0, f"an empty --config file: {r.stderr!r}")
 
 
 # --- the shim against the real daemon ------------------------------------------

@@ -1096,6 +1096,34 @@ def stdin_eof_stops_runs_in_stdio_mode():
     stdin_eof_ends_the_session(c, "--stdio")
 
 
+@test
+def stdio_mode_keeps_the_clients_stderr_quiet():
+    """--stdio logs to the MCP client's stderr: at the default level, not a line per run (nor per start-up
+    fact); --log-level=info brings them back, so the check below can see them when they are there."""
+    saved = os.environ.get("MCP_TEST_DAEMON_ARGS")
+    seen = {}
+    for level in (None, "info"):
+        if level:
+            os.environ["MCP_TEST_DAEMON_ARGS"] = (saved or "") + "\x1f--log-level=" + level
+        try:
+            c = stdio_client()
+        finally:
+            if saved is None:
+                os.environ.pop("MCP_TEST_DAEMON_ARGS", None)
+            else:
+                os.environ["MCP_TEST_DAEMON_ARGS"] = saved
+        at_exit(lambda c=c: c.proc.poll() is None and c.kill())
+        c.initialize()
+        for i in range(2):
+            r = c.call_tool("execute_python", {"script": f"print({i})\n"}, timeout=120)
+            check(not r.get("isError"), f"run {i}: {c.text(r)[:500]}")
+        eq(c.close(), 0, "exit status")
+        seen[level] = [ln for ln in c.stderr().splitlines() if not ln.startswith("mcp-python-sandbox: ")]
+    check(not seen[None], f"--stdio wrote to the client's stderr at the default level: {seen[None][:5]}")
+    runs = [ln for ln in seen["info"] if "execute_python for uid" in ln]
+    eq(len(runs), 2, f"run lines with --log-level=info (stderr: {seen['info'][:8]})")
+
+
 # --- progress ----------------------------------------------------------------
 
 @test
