@@ -64,9 +64,19 @@ def cap_text(s, cap):
     if cap <= 0 or len(s) <= cap:
         return s, 0
     head = cap // 4
-    tail = cap - head
-    omitted = len(s) - head - tail
-    return s[:head] + "\n[... %d characters omitted ...]\n" % omitted + s[-tail:], omitted
+    tail = len(s) - (cap - head)
+    # Cut between lines where a line ends near the cut (as the daemon's capture does).
+    if s[head - 1:head] != "\n":
+        i = s.rfind("\n", max(0, head - 1 - min(512, head // 4)), head - 1)
+        if i >= 0:
+            head = i + 1
+    if s[tail - 1] != "\n":
+        i = s.find("\n", tail, tail + min(512, (cap - cap // 4) // 4))
+        if 0 <= i < len(s) - 1:
+            tail = i + 1
+    omitted = tail - head
+    sep = "" if head == 0 or s[head - 1] == "\n" else "\n"
+    return s[:head] + sep + "[... %d characters omitted ...]\n" % omitted + s[tail:], omitted
 
 
 class Worker:

@@ -587,6 +587,37 @@ def output_flood_is_capped_and_memory_stays_bounded():
     c.close()
 
 
+@test
+def output_cap_is_per_stream_and_cut_at_lines():
+    """output-cap (24K by default) is split between stdout and stderr: 12 KiB each, a quarter from the head
+    and the rest from the tail, as the documentation says. 20 KB on stdout alone is therefore cut, and the
+    cut falls between lines (99-byte lines: 3 KiB and 9 KiB both end mid-line)."""
+    d = plain_daemon()
+    c = d.client()
+    c.initialize()
+    script = ("for i in range(200):\n"
+              "    print(f'line {i:04d} '.ljust(98, '.'))\n")
+    r, st, text = execute(c, script, timeout_seconds=60)
+    succeeded(r, st, text, "200 lines")
+    tr = st.get("truncated", {})
+    eq(tr.get("stdout_bytes_total"), 200 * 99, "stdout_bytes_total")
+    out = st["stdout"]
+    m = re.search(r"\[\.\.\. (\d+) bytes omitted \.\.\.\]\n", out)
+    check(m, f"20 KB on stdout alone is cut (12 KiB per stream): {out[:200]!r}")
+    head, tail = out[:m.start()], out[m.end():]
+    for part, what in ((head, "head"), (tail, "tail")):
+        lines = part.split("\n")
+        eq(lines[-1], "", f"the {what} ends with a whole line")
+        bad = [ln for ln in lines[:-1] if not re.fullmatch(r"line \d{4} \.{88}", ln)]
+        check(not bad, f"partial lines in the {what}: {bad[:3]}")
+    check(3 * 1024 - 99 <= len(head) <= 3 * 1024, f"head {len(head)} bytes: a quarter of 12 KiB, whole lines")
+    check(9 * 1024 - 99 <= len(tail) <= 9 * 1024, f"tail {len(tail)} bytes: three quarters of 12 KiB, whole lines")
+    eq(int(m.group(1)), 200 * 99 - len(head) - len(tail), "omitted bytes in the marker")
+    eq(tr.get("stdout_bytes_omitted"), int(m.group(1)), "stdout_bytes_omitted")
+    check(tail.endswith("line 0199 " + "." * 88 + "\n"), "the last line is kept")
+    c.close()
+
+
 # --- dependencies ------------------------------------------------------------
 
 SIX_VERSION = "import six, json\nprint(json.dumps({'six': six.__version__}))\n"

@@ -20,12 +20,32 @@ static char *expected_text(const char *all, size_t n, size_t head_max, size_t ta
                 return s;
         }
 
-        size_t omitted = n - head_max - tail_max;
-        const char *nl = head_max > 0 && all[head_max - 1] != '\n' ? "\n" : "";
-        ck_assert_int_ge(asprintf(&s, "%.*s%s[... %zu bytes omitted ...]\n%.*s", (int) head_max, all, nl, omitted,
-                                  (int) tail_max, all + n - tail_max),
+        /* The cut moves to a line boundary when one is near: the head back to the end of a line, the tail on
+         * to the start of the next one (keeping at least one byte). */
+        size_t head = head_max, start = n - tail_max;
+        if (head > 0 && all[head - 1] != '\n') {
+                const char *nl = memrchr(all + head_max - MIN(capture_near(head_max), head_max - 1) - 1, '\n',
+                                         MIN(capture_near(head_max), head_max - 1));
+                if (nl)
+                        head = (size_t) (nl - all) + 1;
+        }
+        if (tail_max > 0 && all[start - 1] != '\n') {
+                const char *nl = memchr(all + start, '\n', MIN(capture_near(tail_max), tail_max));
+                if (nl && (size_t) (nl - all) + 1 < n)
+                        start = (size_t) (nl - all) + 1;
+        }
+        size_t omitted = n - head - (n - start);
+        const char *nl = head > 0 && all[head - 1] != '\n' ? "\n" : "";
+        ck_assert_int_ge(asprintf(&s, "%.*s%s[... %zu bytes omitted ...]\n%.*s", (int) head, all, nl, omitted,
+                                  (int) (n - start), all + start),
                          0);
         return s;
+}
+
+/* The bytes expected_text() says were omitted. */
+static size_t expected_omitted(const char *text) {
+        const char *m = strstr(text, "[... ");
+        return m ? strtoull(m + 5, NULL, 10) : 0;
 }
 
 static void assert_capture(const Capture *c, const char *all, size_t n) {
@@ -38,10 +58,7 @@ static void assert_capture(const Capture *c, const char *all, size_t n) {
         ck_assert_uint_eq(len, strlen(want));
         ck_assert_mem_eq(got, want, len);
         ck_assert_int_eq(got[len], 0);
-        if (n > c->head_max + c->tail_max)
-                ck_assert_uint_eq(capture_omitted(c), n - c->head_max - c->tail_max);
-        else
-                ck_assert_uint_eq(capture_omitted(c), 0);
+        ck_assert_uint_eq(capture_omitted(c), expected_omitted(want));
 }
 
 /* A deterministic stream of printable bytes with newlines now and then. */
@@ -121,6 +138,34 @@ START_TEST(test_marker_after_newline) {
         capture_add(&c, all, strlen(all));
         _cleanup_free_ char *t = capture_text(&c, NULL);
         ck_assert_str_eq(t, "line one\n[... 23 bytes omitted ...]\nlast line\n");
+        capture_done(&c);
+}
+END_TEST
+
+START_TEST(test_cut_at_line_boundaries) {
+        /* 40 lines "line NN of the output\n" (22 bytes each); head 100 and tail 100 bytes kept at most. */
+        char all[40 * 22 + 1];
+        Capture c;
+
+        for (int i = 0; i < 40; i++)
+                snprintf(all + i * 22, 23, "line %02d of the output\n", i);
+        ck_assert_int_eq(capture_init(&c, 100, 100), 0);
+        capture_add(&c, all, strlen(all));
+        _cleanup_free_ char *t = capture_text(&c, NULL);
+        /* Whole lines only: 4 at the head (88 bytes), 4 at the tail (the partial 5th from the end dropped). */
+        ck_assert_str_eq(t,
+                         "line 00 of the output\nline 01 of the output\nline 02 of the output\nline 03 of the output\n"
+                         "[... 704 bytes omitted ...]\n"
+                         "line 36 of the output\nline 37 of the output\nline 38 of the output\nline 39 of the output\n");
+        ck_assert_uint_eq(capture_omitted(&c), 40 * 22 - 8 * 22);
+        capture_done(&c);
+
+        /* One long line: no boundary near, so the cut stays where the bytes ran out. */
+        char one[1000];
+        memset(one, 'x', sizeof(one));
+        ck_assert_int_eq(capture_init(&c, 100, 100), 0);
+        capture_add(&c, one, sizeof(one));
+        ck_assert_uint_eq(capture_omitted(&c), 800);
         capture_done(&c);
 }
 END_TEST
@@ -298,6 +343,7 @@ static Suite *capture_suite(void) {
         tcase_add_test(tc, test_exactly_head_plus_tail);
         tcase_add_test(tc, test_head_tail_omitted);
         tcase_add_test(tc, test_marker_after_newline);
+        tcase_add_test(tc, test_cut_at_line_boundaries);
         tcase_add_test(tc, test_marker_counts_large);
         tcase_add_test(tc, test_many_small_writes);
         tcase_add_test(tc, test_varied_writes);
