@@ -16,13 +16,18 @@
 #include "strv.h"
 
 /* Host files a Python run may read when present: the dynamic loader's cache,
- * CA certificates (for network use), the time zone. */
+ * CA certificates (for network use), the time zone, and fontconfig's
+ * configuration and the cache the system's fc-cache keeps (so a library that
+ * asks fontconfig, as matplotlib does through fc-list, finds the fonts under
+ * /usr without an error or a rescan). All read-only. */
 static const char *const etc_passthrough[] = {
         "/etc/ld.so.cache",
         "/etc/ssl",
         "/etc/ca-certificates",
         "/etc/pki",
         "/etc/localtime",
+        "/etc/fonts",
+        "/var/cache/fontconfig",
 };
 
 /* Besides /proc/sys, the parts of /proc that steer the host rather than show the sandbox: the magic SysRq key,

@@ -16,6 +16,10 @@ and its cache are shared by all tests). Exit status: 0 pass, 1 fail, 77 skip.
 """
 
 import base64
+import glob
+import os
+import re
+import shutil
 import socket
 import struct
 
@@ -149,6 +153,27 @@ def figure_after_an_exception_still_comes_back():
     eq(st["exit_code"], 1, "exit code")
     eq([png_size(b["data"]) for b in blocks(r, "image")], [(100, 50)], "the figure")
     check('File "/work/script.py", line 3, in <module>' in st["stderr"], st["stderr"])
+
+
+@test
+def matplotlib_stderr_is_clean():
+    """matplotlib asks fontconfig (fc-list) for the system's fonts: the sandbox has fontconfig's configuration and
+    the system's font cache, read-only, so a plain plot writes nothing to stderr (it used to print
+    "Fontconfig error: Cannot load default config file" on every run)."""
+    r = run_mpl("import matplotlib.pyplot as plt\n"
+                "from matplotlib import font_manager\n"
+                "plt.figure(figsize=(2, 1), dpi=50)\n"
+                "plt.title('Text needs a font')\n"
+                "plt.savefig('plot.png')\n"
+                "import shutil, subprocess\n"
+                "fc = shutil.which('fc-list')\n"
+                "print('fc-list', 'absent' if not fc else len(subprocess.run([fc], capture_output=True, text=True,\n"
+                "      check=True).stdout.splitlines()))\n")
+    st = ok(r)
+    eq(st["stderr"], "", "stderr of a matplotlib run")
+    if shutil.which("fc-list") and os.path.exists("/etc/fonts/fonts.conf") and glob.glob("/usr/share/fonts/*/*/*"):
+        m = re.search(r"fc-list (\d+)", st["stdout"])
+        check(m and int(m.group(1)) > 0, f"fontconfig in the sandbox lists the system's fonts: {st['stdout']!r}")
 
 
 @test

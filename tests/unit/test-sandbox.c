@@ -156,6 +156,10 @@ START_TEST(test_argv_isolation) {
         ck_assert(HAS_SEQ(a, "--dev", "/dev"));
         /* No network: no resolver configuration either. */
         ck_assert(!HAS_SEQ(a, "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"));
+        /* fontconfig's configuration and the system's font cache, read-only (matplotlib asks fc-list). */
+        ck_assert(HAS_SEQ(a, "--ro-bind-try", "/etc/fonts", "/etc/fonts"));
+        ck_assert(HAS_SEQ(a, "--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig"));
+        ck_assert(!HAS_SEQ(a, "--bind", "/var/cache/fontconfig", "/var/cache/fontconfig"));
 }
 END_TEST
 
