@@ -103,7 +103,7 @@ tmpfiles=$builddir/systemd/tmpfiles.d/mcp-python-sandbox.conf
 conf=$builddir/conf/mcp-python-sandboxd.conf
 man8=$builddir/man/mcp-python-sandboxd.8
 man5=$builddir/man/mcp-python-sandboxd.conf.5
-man1=$srcdir/man/mcp-python-sandbox.1
+man1=$builddir/man/mcp-python-sandbox.1
 units="$system_socket $system_service $user_socket $user_service"
 
 for f in $units $sysusers $tmpfiles $conf $man8 $man5 $man1; do
@@ -324,6 +324,17 @@ if have mandoc; then
 else
         skip_part "6. mandoc -Tlint" "mandoc is not installed"
         part "6. man pages (content only)"
+fi
+# The pages name the paths of this build, whatever its prefix: no placeholder left, and the daemon the shim
+# falls back to is the one mcp-python-sandbox(1) names.
+for page in "$man1" "$man8" "$man5"; do
+        if grep -n '@[a-zA-Z_]*@' "$page" >"$T/placeholders"; then
+                fail "$page keeps placeholders: $(cat "$T/placeholders")"
+        fi
+done
+fallback=$("$SHIM" --help | sed -n 's/^When neither 2 nor 3 answers, \(.*\) --stdio$/\1/p')
+if [ -z "$fallback" ] || ! grep -qF "$fallback --stdio" "$man1"; then
+        fail "mcp-python-sandbox(1) does not name the daemon the shim runs (${fallback:-none found in --help})"
 fi
 while read -r key; do
         grep -q "^\.It Cm $key Ns = Ns" "$man5" || fail "mcp-python-sandboxd.conf(5) does not describe $key"
