@@ -240,15 +240,34 @@ stop_daemon() {
         daemon_pid=
 }
 
-# call AS_USER SCRIPT: one execute_python through the shim with no options.
+# call AS_USER SCRIPT: one execute_python through the shim with no options; prints what the shim wrote. stdin
+# stays open until the call's reply is in, as a client's does: its end ends the session and stops the run.
 call() {
-        script=$(printf '%s' "$2" | python3 -c 'import json, sys; print(json.dumps(sys.stdin.read()))')
-        printf '%s\n' \
-                '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test-packages","version":"1"}}}' \
-                '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
-                '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute_python","arguments":{"script":'"$script"',"timeout_seconds":60}}}' |
-                setpriv --reuid="$1" --regid="$1" --init-groups -- env HOME="/home/$1" \
-                timeout 600 mcp-python-sandbox --no-fallback 2>>/tmp/shim.log
+        setpriv --reuid="$1" --regid="$1" --init-groups -- env HOME="/home/$1" \
+                timeout 600 python3 -c '
+import json, subprocess, sys
+p = subprocess.Popen(["mcp-python-sandbox", "--no-fallback"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+for m in ({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+           "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                      "clientInfo": {"name": "test-packages", "version": "1"}}},
+          {"jsonrpc": "2.0", "method": "notifications/initialized"},
+          {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+           "params": {"name": "execute_python", "arguments": {"script": sys.argv[1], "timeout_seconds": 60}}}):
+    try:
+        p.stdin.write(json.dumps(m).encode() + b"\n")
+        p.stdin.flush()
+    except BrokenPipeError:
+        break   # the shim gave up (its exit status says why)
+for line in p.stdout:
+    sys.stdout.buffer.write(line)
+    if json.loads(line).get("id") == 2:
+        break
+try:
+    p.stdin.close()
+except BrokenPipeError:
+    pass
+sys.exit(p.wait())
+' "$2" 2>>/tmp/shim.log
 }
 
 plain='# /// script
