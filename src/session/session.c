@@ -199,10 +199,11 @@ static void session_input_ended(Session *s) {
         session_finish_input(s);
 }
 
-/* After the end of input: answer what is left, unless held back, then cancel what still runs. */
+/* After the end of input: answer what is left, unless held back, then cancel what still runs. A regular
+ * file's end is no client leaving: its requests are all answered. */
 static void session_finish_input(Session *s) {
         process_input(s, true);
-        if (s->dead || s->held_back)
+        if (s->dead || s->held_back || !s->in_pollable)
                 return;
         if (mcp_session_n_calls(s->mcp) > 0)
                 log_debug("Connection %" PRIu64 ": input ended; cancelling %u call(s) still running.", s->id,

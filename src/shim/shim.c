@@ -304,7 +304,8 @@ static void explain_permission(const char *path) {
 
         /* Joining a group is the fix only where the socket is meant to be shared with a group, and never
          * for root's group: that would hand out far more than this socket. */
-        if (found && st.st_gid != 0 && S_ISSOCK(st.st_mode) && (st.st_mode & (S_IRGRP | S_IWGRP)) == (S_IRGRP | S_IWGRP)) {
+        if (found && st.st_gid != 0 && S_ISSOCK(st.st_mode) &&
+            (st.st_mode & (S_IRGRP | S_IWGRP)) == (S_IRGRP | S_IWGRP)) {
                 say("permission denied on %s: add yourself to the group that owns it "
                     "(sudo usermod -aG %s $USER, then log in again)", path, group);
                 return;

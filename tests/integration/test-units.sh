@@ -349,12 +349,34 @@ done <"$T/options"
 # 7. The daemon under the service's hardening.
 
 # The script a client sends, through the real shim; prints the shim's output.
+# One execute_python through the shim; prints what the shim wrote. stdin stays open until the reply is in, as a
+# client's does: its end ends the session and stops the run.
 run_script() {
-        printf '%s\n' \
-                '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"test-units","version":"1"}}}' \
-                '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
-                '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute_python","arguments":{"script":"import os\nprint(6 * 7, os.getuid())"}}}' |
-                timeout 120 "$SHIM" --socket="$1" --no-fallback 2>>"$T/shim.log"
+        timeout 120 python3 -c '
+import json, subprocess, sys
+p = subprocess.Popen([sys.argv[1], "--socket=" + sys.argv[2], "--no-fallback"], stdin=subprocess.PIPE,
+                     stdout=subprocess.PIPE)
+for m in ({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+           "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                      "clientInfo": {"name": "test-units", "version": "1"}}},
+          {"jsonrpc": "2.0", "method": "notifications/initialized"},
+          {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+           "params": {"name": "execute_python", "arguments": {"script": "import os\nprint(6 * 7, os.getuid())"}}}):
+    try:
+        p.stdin.write(json.dumps(m).encode() + b"\n")
+        p.stdin.flush()
+    except BrokenPipeError:
+        break
+for line in p.stdout:
+    sys.stdout.buffer.write(line)
+    if json.loads(line).get("id") == 2:
+        break
+try:
+    p.stdin.close()
+except BrokenPipeError:
+    pass
+sys.exit(p.wait())
+' "$SHIM" "$1" 2>>"$T/shim.log"
 }
 
 wait_for_socket() {
