@@ -1474,6 +1474,17 @@ static int pythons_dir_setup(Runtime *r) {
         k = mkdir_p(dir, mode);
         if (k >= 0 && chmod(dir, mode) < 0)
                 k = -errno;
+        /* uv makes its lock file 0666: anyone who can name it (the directory is searchable under root) could
+         * hold it and stall every install. Made here first, it stays ours alone. */
+        if (k >= 0) {
+                _cleanup_free_ char *lock = NULL;
+                _cleanup_close_ int fd = -EBADF;
+                if (asprintf(&lock, "%s/.lock", dir) < 0)
+                        return -ENOMEM;
+                fd = open(lock, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (fd < 0 || fchmod(fd, 0600) < 0)
+                        k = -errno;
+        }
         if (k >= 0)
                 k = pyinstaller_new(&r->pyinstaller, r->event, r->config, r->uv_path, dir);
         return k;

@@ -145,6 +145,9 @@ def a_missing_python_is_installed_and_used():
                      f"marker {os.lstat(os.path.join(root, '.mcp-python-sandbox-installed')).st_mtime}); uv ran: "
                      f"{uv.lines()}\n{d.log()[-4000:]}")
 
+    # uv's lock there is the daemon's alone: nobody else can hold it to stall installs.
+    eq(oct(os.stat(os.path.join(cache, "pythons", ".lock")).st_mode & 0o777), "0o600", "mode of pythons/.lock")
+
     st = c.call_tool("check_environment", {}, timeout=60).get("structuredContent") or {}
     listed = [p for p in st.get("pythons", []) if p.get("version") == full]
     check(listed and listed[0].get("installed_by_uv") is True, f"check_environment pythons: {st.get('pythons')}")
