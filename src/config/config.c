@@ -26,6 +26,7 @@ typedef enum SettingType {
         SETTING_STRV_LINES, /* each occurrence is one entry */
         SETTING_LOG_LEVEL,
         SETTING_UID_RANGE,  /* FIRST-LAST */
+        SETTING_AUTO_BOOL,  /* yes, no or auto (CONFIG_AUTO) */
 } SettingType;
 
 typedef struct Setting {
@@ -94,8 +95,14 @@ static const Setting settings[] = {
         S("cpu-quota", SETTING_UINT, cpu_quota, "CPU of a run in % of one CPU, with cgroups only (0: no cap)"),
         S("sandbox-uid-range", SETTING_UID_RANGE, sandbox_uids,
           "Host uids a root daemon runs sandboxes as, one each, FIRST-LAST"),
-        S("python-search-path", SETTING_STRV, python_search_path, "Directories searched for python3.N interpreters"),
+        S("python-search-path", SETTING_STRV, python_search_path, "Directories (* patterns, ~/) searched for python3.N interpreters"),
         S("python-versions", SETTING_STRV, python_versions, "Allowed Python versions, e.g. \"3.12 3.13\" (empty: all found)"),
+        S("python-downloads", SETTING_AUTO_BOOL, python_downloads,
+          "Install a Python a call asks for that the host lacks (uv python install; auto: unless offline)"),
+        S("python-install-mirror", SETTING_STRING, python_install_mirror,
+          "Where uv downloads Pythons from instead of its default site (URL or file://)"),
+        S("python-downloads-json-url", SETTING_STRING, python_downloads_json_url,
+          "The list of installable Pythons uv reads (URL or file://); empty: uv's own"),
         S("index-url", SETTING_STRING, index_url, "Package index (uv --default-index); empty: PyPI"),
         S("extra-index-urls", SETTING_STRV, extra_index_urls, "Additional package indexes"),
         S("find-links", SETTING_STRV, find_links, "Directories or URLs of flat wheel lists"),
@@ -120,6 +127,11 @@ static const Setting *setting_find(const char *name) {
                         return &settings[i];
         return NULL;
 }
+
+/* Where Pythons are on a host, without configuration: the system's, /opt's, and (for a daemon that is not root)
+ * those its own user installed with uv or pyenv. */
+#define DEFAULT_PYTHON_SEARCH_PATH \
+        "/usr/local/bin /usr/bin /opt/python*/bin ~/.local/share/uv/python/cpython-*/bin ~/.pyenv/versions/*/bin"
 
 void config_init(Config *c) {
         const char *cache = getenv("CACHE_DIRECTORY");   /* systemd's CacheDirectory= */
@@ -166,8 +178,9 @@ void config_init(Config *c) {
                 /* 0x7B000000-0x7B00FFFF: above what Debian, Fedora and systemd give accounts, DynamicUser= and
                  * containers (nspawn's range ends at 0x6FFFFFFF), below 2^31, where some tools turn negative. */
                 .sandbox_uids = { .first = 2063597568, .last = 2063663103 },
-                .python_search_path = strv_split("/usr/local/bin /usr/bin", " "),
+                .python_search_path = strv_split(DEFAULT_PYTHON_SEARCH_PATH, " "),
                 .python_versions = strv_new(),
+                .python_downloads = CONFIG_AUTO,
                 .extra_index_urls = strv_new(),
                 .find_links = strv_new(),
                 .prepare_timeout_usec = 600 * USEC_PER_SEC,
@@ -193,6 +206,10 @@ void config_done(Config *c) {
         free(c->allowed_uids);
         free(c->allowed_gids);
         *c = (Config) {};
+}
+
+bool config_python_downloads(const Config *c) {
+        return c->python_downloads == CONFIG_AUTO ? !c->offline : c->python_downloads > 0;
 }
 
 int parse_uid_range(const char *s, UidRange *ret) {
@@ -321,6 +338,15 @@ static int setting_apply(Config *c, const Setting *st, const char *value, char *
                 if (r < 0)
                         return error_setf(ret_error, "%s: \"%s\" is not a uid range (FIRST-LAST, e.g. "
                                           "2063597568-2063663103)", st->name, value);
+                return 0;
+        case SETTING_AUTO_BOOL:
+                if (streq(value, "auto")) {
+                        *(int *) p = CONFIG_AUTO;
+                        return 0;
+                }
+                if (parse_bool(value, &b) < 0)
+                        return error_setf(ret_error, "%s: \"%s\" is not yes, no or auto", st->name, value);
+                *(int *) p = b;
                 return 0;
         case SETTING_LOG_LEVEL:
                 r = log_level_from_string(value);
@@ -494,6 +520,11 @@ static void print_value(const Config *c, const Setting *st, FILE *out) {
                         fprintf(out, "%s = %" PRIu64 "ms\n", st->name, u / USEC_PER_MSEC);
                 break;
         }
+        case SETTING_AUTO_BOOL: {
+                int v = *(const int *) p;
+                fprintf(out, "%s = %s\n", st->name, v == CONFIG_AUTO ? "auto" : yes_no(v));
+                break;
+        }
         case SETTING_LOG_LEVEL:
                 fprintf(out, "%s = %s\n", st->name, log_level_to_string(*(const int *) p));
                 break;
@@ -549,6 +580,7 @@ void config_help(FILE *out, const char *program) {
                                  : settings[i].type == SETTING_UINT ? "=N"
                                  : settings[i].type == SETTING_LOG_LEVEL ? "=LEVEL"
                                  : settings[i].type == SETTING_UID_RANGE ? "=FIRST-LAST"
+                                 : settings[i].type == SETTING_AUTO_BOOL ? "=yes|no|auto"
                                  : settings[i].type == SETTING_STRING ? "=PATH"
                                                                       : "=LIST";
                 snprintf(opt, sizeof(opt), "--%s%s", settings[i].name, arg);
@@ -747,6 +779,7 @@ int config_apply_reload(Config *live, Config *fresh) {
                         size = sizeof(bool);
                         break;
                 case SETTING_LOG_LEVEL:
+                case SETTING_AUTO_BOOL:
                         size = sizeof(int);
                         break;
                 case SETTING_UID_RANGE:

@@ -16,6 +16,9 @@ typedef struct UidRange {
         uint32_t first, last;
 } UidRange;
 
+/* A yes/no setting whose default follows from others ("auto"). */
+#define CONFIG_AUTO (-1)
+
 typedef struct Config {
         /* Serving */
         char *listen_path;              /* --listen: create and serve this socket */
@@ -67,6 +70,9 @@ typedef struct Config {
         UidRange sandbox_uids;          /* a root daemon's sandboxes run as these host uids, one each */
         char **python_search_path;      /* directories searched for python3.N */
         char **python_versions;         /* allowed versions (prefixes); empty = all */
+        int python_downloads;           /* install uv-managed Pythons a call asks for: CONFIG_AUTO (unless offline), 0, 1 */
+        char *python_install_mirror;    /* replaces uv's default download site; empty: uv's default */
+        char *python_downloads_json_url;        /* the list of Pythons uv may install; empty: uv's built-in one */
 
         /* Preparing environments */
         char *index_url;
@@ -93,6 +99,8 @@ typedef struct Config {
 } Config;
 
 void config_init(Config *c);
+/* Whether calls may install uv-managed Pythons: python-downloads, where auto means yes unless offline. */
+bool config_python_downloads(const Config *c);
 void config_done(Config *c);
 
 /* Returns 1 if the program should exit successfully now (--help, --version), 0 to go on, -EINVAL after an error was printed. */

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <grp.h>
@@ -22,6 +23,7 @@
 #include "macro.h"
 #include "manager.h"
 #include "runtime.h"
+#include "envstore/pyinstall.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/uidpool.h"
 #include "sha256.h"
@@ -103,6 +105,9 @@ struct Runtime {
 
         /* A root daemon's sandboxes each run as a host uid of their own (sandbox-uid-range=); NULL otherwise. */
         UidPool *uids;
+
+        /* Pythons installed on demand (python-downloads=) into the store's pythons/; NULL without uv. */
+        PyInstaller *pyinstaller;
 };
 
 static char *find_in_path(const char *name) {
@@ -186,6 +191,9 @@ static int check_uid_range_unused(const UidRange *range) {
         return r;
 }
 
+static int pythons_dir_setup(Runtime *r);
+static void on_python_installed(const char *version, const char *executable, const char *prefix, void *userdata);
+
 int runtime_new(Runtime **ret, Manager *m) {
         Runtime *r = calloc(1, sizeof(*r));
         long ncpu;
@@ -251,6 +259,8 @@ int runtime_new(Runtime **ret, Manager *m) {
                 k = sandbox_write_etc(r->etc_dir, r->uids != NULL);
         if (k >= 0)
                 k = envstore_new(&r->store, m->event, m->config, r->uv_path, r->uids != NULL);
+        if (k >= 0 && r->uv_path)
+                k = pythons_dir_setup(r);
         if (k < 0) {
                 log_error_errno(k, "Failed to set up the cache directory %s: %m", m->config->cache_dir);
                 runtime_free(r);
@@ -278,6 +288,7 @@ Runtime *runtime_free(Runtime *r) {
         waitq_clear(&r->self_test_waiters);
         waitq_clear(&r->slots);
         free(r->user_runs);
+        pyinstaller_free(r->pyinstaller);
         envstore_free(r->store);
         pythons_done(&r->pythons);
         free(r->uv_path);
@@ -302,6 +313,8 @@ static int spawn_compile(void *userdata, const char *env_dir, const char *python
 static void probe_finished(Runtime *r) {
         if (--r->pending > 0)
                 return;
+        if (r->pyinstaller)
+                (void) pyinstall_scan(pyinstaller_dir(r->pyinstaller), on_python_installed, r);
         pythons_filter(&r->pythons, r->config->python_versions);
         {
                 _cleanup_free_ char *list = pythons_list(&r->pythons);
@@ -391,14 +404,54 @@ static int spawn_probe(Runtime *r, char **argv, ProcessDoneFunc done) {
         return 0;
 }
 
+
+/*
+ * python-search-path, expanded: a "*" pattern lists the directories it matches, "~/" is the daemon's user's home.
+ * A root daemon skips "~/" entries: its sandboxes could not reach root's home, and it is no place for shared
+ * interpreters. Builds with a "+" in their directory's name (uv's "+freethreaded", "+debug") are not the one
+ * calls ask for.
+ */
+static char **python_search_dirs(const Runtime *r) {
+        char **dirs = strv_new();
+        const char *home = NULL;
+        struct passwd *pw;
+
+        if (geteuid() != 0) {
+                pw = getpwuid(geteuid());
+                home = pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : NULL;
+        }
+        for (size_t i = 0; dirs && r->config->python_search_path[i]; i++) {
+                const char *entry = r->config->python_search_path[i], *rest;
+                _cleanup_free_ char *expanded = NULL;
+                glob_t g = {};
+
+                if ((rest = startswith(entry, "~/"))) {
+                        if (!home || asprintf(&expanded, "%s/%s", home, rest) < 0)
+                                continue;
+                        entry = expanded;
+                }
+                if (!strchr(entry, '*')) {
+                        (void) strv_extend(&dirs, entry);
+                        continue;
+                }
+                if (glob(entry, GLOB_ONLYDIR, NULL, &g) == 0)
+                        for (size_t j = 0; j < g.gl_pathc; j++)
+                                if (!strchr(g.gl_pathv[j], '+'))
+                                        (void) strv_extend(&dirs, g.gl_pathv[j]);
+                globfree(&g);
+        }
+        return dirs;
+}
+
 static void discover_pythons(Runtime *r) {
         _cleanup_strv_free_ char **seen = strv_new();
+        _cleanup_strv_free_ char **dirs = python_search_dirs(r);
         regex_t re;
 
-        if (regcomp(&re, "^python3(\\.[0-9]+)?$", REG_EXTENDED | REG_NOSUB) != 0)
+        if (!dirs || regcomp(&re, "^python3(\\.[0-9]+)?$", REG_EXTENDED | REG_NOSUB) != 0)
                 return;
-        for (size_t i = 0; r->config->python_search_path[i]; i++) {
-                const char *dir = r->config->python_search_path[i];
+        for (size_t i = 0; dirs[i]; i++) {
+                const char *dir = dirs[i];
                 struct dirent **list = NULL;
                 int n = scandir(dir, &list, NULL, alphasort);
 
@@ -410,8 +463,14 @@ static void discover_pythons(Runtime *r) {
                                         char *argv[] = { real, (char *) "-I", (char *) "-S", (char *) "-c",
                                                          (char *) python_probe_code, NULL };
                                         strv_extend(&seen, real);
+                                        /* It runs here, on the host: only what nobody but root and we can
+                                         * change. */
+                                        if (path_held_by(real, geteuid()) <= 0)
+                                                log_warning("Skipping %s: someone other than root and the daemon's "
+                                                            "user can change it or a directory on its path.",
+                                                            real);
                                         /* Under root, sandboxes run as uids of their own: they must reach it. */
-                                        if (r->uids && path_reachable_by_others(real) <= 0)
+                                        else if (r->uids && path_reachable_by_others(real) <= 0)
                                                 log_warning("Skipping %s: the sandboxes' uids cannot reach it (a "
                                                             "directory on its path is not searchable by others, "
                                                             "e.g. a home directory of mode 0700).",
@@ -1124,8 +1183,8 @@ static int spawn_compile(void *userdata, const char *env_dir, const char *python
         if (runtime_sandbox_error(r) || runtime_unsandboxed(r))
                 return -EPERM;   /* never outside the sandbox */
         for (size_t i = 0; i < r->pythons.n && !py; i++)
-                if (streq(r->pythons.items[i].executable, python))
-                        py = &r->pythons.items[i];
+                if (streq(r->pythons.items[i]->executable, python))
+                        py = r->pythons.items[i];
         if (!py)
                 return -ENOENT;
         if (asprintf(&prefix_arg, "pycache_prefix=%s", out_dir) < 0 || asprintf(&lib, "%s/lib", env_dir) < 0)
@@ -1245,9 +1304,9 @@ int runtime_parse_toml(Runtime *r, const char *toml, TomlParsedFunc cb, void *us
         if (!q->result) {
                 /* tomllib arrived in 3.11. */
                 for (size_t i = 0; i < r->pythons.n && !py; i++)
-                        if (r->pythons.items[i].parsed.n_release >= 2 && r->pythons.items[i].parsed.release[0] == 3 &&
-                            r->pythons.items[i].parsed.release[1] >= 11)
-                                py = &r->pythons.items[i];
+                        if (r->pythons.items[i]->parsed.n_release >= 2 && r->pythons.items[i]->parsed.release[0] == 3 &&
+                            r->pythons.items[i]->parsed.release[1] >= 11)
+                                py = r->pythons.items[i];
                 if (!py) {
                         q->result = json_object_new_object();
                         json_add_string(q->result, "error",
@@ -1393,4 +1452,107 @@ unsigned runtime_n_queued(const Runtime *r) {
 }
 unsigned runtime_max_runs(const Runtime *r) {
         return r->max_runs;
+}
+
+/* ---- Pythons installed on demand ---------------------------------------- */
+
+typedef struct PythonInstallRequest {
+        Runtime *runtime;
+        PyInstallWaiter *waiter;
+        RuntimePythonFunc cb;
+        void *userdata;
+} PythonInstallRequest;
+
+static int pythons_dir_setup(Runtime *r) {
+        _cleanup_free_ char *dir = NULL;
+        /* Like envs/: sandboxes of other uids (a root daemon's) pass through to the interpreter they run. */
+        mode_t mode = r->uids ? 0711 : 0700;
+        int k;
+
+        if (asprintf(&dir, "%s/pythons", r->config->cache_dir) < 0)
+                return -ENOMEM;
+        k = mkdir_p(dir, mode);
+        if (k >= 0 && chmod(dir, mode) < 0)
+                k = -errno;
+        /* uv makes its lock file 0666: anyone who can name it (the directory is searchable under root) could
+         * hold it and stall every install. Made here first, it stays ours alone. */
+        if (k >= 0) {
+                _cleanup_free_ char *lock = NULL;
+                _cleanup_close_ int fd = -EBADF;
+                if (asprintf(&lock, "%s/.lock", dir) < 0)
+                        return -ENOMEM;
+                fd = open(lock, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (fd < 0 || fchmod(fd, 0600) < 0)
+                        k = -errno;
+        }
+        if (k >= 0)
+                k = pyinstaller_new(&r->pyinstaller, r->event, r->config, r->uv_path, dir);
+        return k;
+}
+
+static void on_python_installed(const char *version, const char *executable, const char *prefix, void *userdata) {
+        Runtime *r = userdata;
+        char real[PATH_MAX];
+        char *const *allowed = r->config->python_versions;
+        bool ok = !allowed || !allowed[0];
+
+        if (!realpath(executable, real))
+                return;
+        for (size_t i = 0; !ok && allowed[i]; i++)
+                ok = python_version_matches(&(Python) { .version = (char *) version }, allowed[i]);
+        if (!ok) {
+                log_debug("Not offering the installed Python %s: python-versions does not allow it.", version);
+                return;
+        }
+        if (pythons_add(&r->pythons, version, real, prefix) > 0)
+                log_info("Python %s (installed by uv, %s) is available.", version, real);
+}
+
+bool runtime_python_downloads(const Runtime *r) {
+        return r->pyinstaller && config_python_downloads(r->config);
+}
+
+bool runtime_python_installed(const Runtime *r, const Python *py) {
+        return r->pyinstaller && pyinstall_owns(pyinstaller_dir(r->pyinstaller), py->executable);
+}
+
+static void on_install(const char *error, void *userdata) {
+        PythonInstallRequest *req = userdata;
+        Runtime *r = req->runtime;
+        RuntimePythonFunc cb = req->cb;
+        void *ud = req->userdata;
+
+        free(req);
+        if (!error)
+                (void) pyinstall_scan(pyinstaller_dir(r->pyinstaller), on_python_installed, r);
+        cb(error, ud);
+}
+
+int runtime_install_python(Runtime *r, const char *request, RuntimePythonFunc cb, void *userdata,
+                           RuntimePythonRequest **ret) {
+        PythonInstallRequest *req;
+        int k;
+
+        if (!runtime_python_downloads(r))
+                return -EPERM;
+        req = calloc(1, sizeof(*req));
+        if (!req)
+                return -ENOMEM;
+        *req = (PythonInstallRequest) { .runtime = r, .cb = cb, .userdata = userdata };
+        k = pyinstaller_install(r->pyinstaller, request, on_install, req, &req->waiter);
+        if (k < 0) {
+                free(req);
+                return k;
+        }
+        *ret = (RuntimePythonRequest *) req;
+        return 0;
+}
+
+void runtime_install_python_cancel(RuntimePythonRequest *p) {
+        PythonInstallRequest *req = (PythonInstallRequest *) p;
+
+        if (!req)
+                return;
+        pyinstall_waiter_cancel(req->waiter);
+        free(req);
 }

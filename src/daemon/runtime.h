@@ -63,6 +63,22 @@ Pool *runtime_pool(const Runtime *r);
 /* Keep a sandbox started ahead for runs in this environment (defined by the execute_python tool). */
 int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix);
 
+/*
+ * Pythons installed on demand (envstore/pyinstall.h). runtime_python_downloads(): may a call have one installed
+ * (python-downloads=, and uv is there)? runtime_install_python(): install what request names ("3.12", ">=3.12");
+ * cb gets NULL when it is there, then runtime_pythons() lists it, else the reason. -EPERM when installs are off,
+ * -EINVAL for a request that is no version. The Python list only grows while the daemon runs: a chosen Python
+ * stays valid, though its files may have been collected (runtime_python_installed(): one of ours, which can be
+ * installed again).
+ */
+typedef struct RuntimePythonRequest RuntimePythonRequest;
+typedef void (*RuntimePythonFunc)(const char *error, void *userdata);
+bool runtime_python_downloads(const Runtime *r);
+bool runtime_python_installed(const Runtime *r, const Python *py);
+int runtime_install_python(Runtime *r, const char *request, RuntimePythonFunc cb, void *userdata,
+                           RuntimePythonRequest **ret);
+void runtime_install_python_cancel(RuntimePythonRequest *req);
+
 /* Parse TOML text (a PEP 723 block) into JSON; cached by content hash. */
 typedef void (*TomlParsedFunc)(json_object *doc, const char *error, void *userdata);
 int runtime_parse_toml(Runtime *r, const char *toml, TomlParsedFunc cb, void *userdata, TomlRequest **ret);

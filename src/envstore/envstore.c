@@ -14,6 +14,7 @@
 
 #include "envstore.h"
 #include "envstore/layout.h"
+#include "envstore/pyinstall.h"
 #include "envstore/storewalk.h"
 #include "executor/process.h"
 #include "fs-util.h"
@@ -426,6 +427,8 @@ static char **uv_environment(const EnvStore *s) {
         strv_extend(&env, "NO_COLOR=1");
         strv_extend(&env, "UV_LINK_MODE=hardlink");
         strv_extend(&env, "UV_LOCK_TIMEOUT=120");
+        /* uv starts the interpreter to learn about it: it must not write bytecode into a shared Python. */
+        strv_extend(&env, "PYTHONDONTWRITEBYTECODE=1");
         if (c->system_certs)
                 strv_extend(&env, "UV_SYSTEM_CERTS=1");
         if (!c->allow_source_builds)
@@ -806,6 +809,8 @@ static int build_start(Build *b, const Python *py) {
                 strv_extend(&env, "LANG=C.UTF-8");
                 strv_extend(&argv, py->executable);
                 strv_extend(&argv, "-I");
+                /* No bytecode of its own modules written into a Python every environment shares. */
+                strv_extend(&argv, "-B");
                 strv_extend(&argv, "-m");
                 strv_extend(&argv, "venv");
                 strv_extend(&argv, "--without-pip");
@@ -1011,6 +1016,12 @@ static void on_walk_done(const StoreWalkResult *res, char **removed, void *userd
         s->walk = store_walk_job_free(s->walk);
         for (char **name = removed; name && *name; name++) {
                 _cleanup_free_ char *p = NULL;
+                const char *py = startswith(*name, STORE_WALK_PYTHON_PREFIX);
+                if (py) {
+                        log_info("Removed the installed Python %s (no environment uses it; over the store budget "
+                                 "or unused for too long).", py);
+                        continue;
+                }
                 log_info("Removed environment %.12s (least recently used, over the store budget or unused for too "
                          "long).", *name);
                 if (asprintf(&p, "%s/%s", s->envs, *name) >= 0 && s->compiling && streq(s->compiling, p))
@@ -1049,6 +1060,7 @@ static void on_walk_done(const StoreWalkResult *res, char **removed, void *userd
 static int walk_start(EnvStore *s) {
         const Config *c = s->config;
         _cleanup_strv_free_ char **keep = strv_new();
+        _cleanup_free_ char *pythons = NULL;
         StoreWalkOptions o = {
                 .envs = s->envs,
                 .uv_cache = s->uv_cache,
@@ -1068,6 +1080,10 @@ static int walk_start(EnvStore *s) {
         for (Build *b = s->builds; b; b = b->next)
                 (void) strv_extend(&keep, b->key);
         o.keep = keep;
+        if (asprintf(&pythons, "%s/pythons", s->root) >= 0) {
+                o.pythons = pythons;
+                o.pythons_marker = PYINSTALL_MARKER;
+        }
         r = store_walk_spawn(s->event, &o, on_walk_done, s, &s->walk);
         if (r < 0) {
                 log_warning_errno(r, "Failed to start the store's disk walk: %m");

@@ -14,26 +14,62 @@ const char python_probe_code[] =
         "'executable': sys.executable, 'prefix': sys.base_prefix, "
         "'implementation': sys.implementation.name}))";
 
+static Python *python_free(Python *py) {
+        if (!py)
+                return NULL;
+        free(py->executable);
+        free(py->prefix);
+        free(py->version);
+        free(py);
+        return NULL;
+}
+
 void pythons_done(Pythons *p) {
-        for (size_t i = 0; i < p->n; i++) {
-                free(p->items[i].executable);
-                free(p->items[i].prefix);
-                free(p->items[i].version);
-        }
+        for (size_t i = 0; i < p->n; i++)
+                python_free(p->items[i]);
         free(p->items);
         *p = (Pythons) {};
 }
 
 static int compare_newest_first(const void *a, const void *b) {
-        const Python *x = a, *y = b;
-        return -pep440_version_compare(&x->parsed, &y->parsed);
+        const Python *const *x = a, *const *y = b;
+        return -pep440_version_compare(&(*x)->parsed, &(*y)->parsed);
+}
+
+int pythons_add(Pythons *p, const char *version, const char *executable, const char *prefix) {
+        Python *py;
+        Python **n;
+
+        for (size_t i = 0; i < p->n; i++)
+                if (streq(p->items[i]->executable, executable))
+                        return 0;
+        py = calloc(1, sizeof(Python));
+        if (!py)
+                return -ENOMEM;
+        if (pep440_version_parse(version, &py->parsed) < 0) {
+                free(py);
+                return -EINVAL;
+        }
+        py->executable = strdup(executable);
+        py->prefix = strdup(prefix);
+        py->version = strdup(version);
+        n = realloc(p->items, (p->n + 1) * sizeof(Python *));
+        if (!n || !py->executable || !py->prefix || !py->version) {
+                if (n)
+                        p->items = n;
+                python_free(py);
+                return -ENOMEM;
+        }
+        p->items = n;
+        p->items[p->n++] = py;
+        qsort(p->items, p->n, sizeof(Python *), compare_newest_first);
+        return 1;
 }
 
 int pythons_add_probe(Pythons *p, const char *json_line) {
         _cleanup_json_ json_object *j = json_tokener_parse(json_line);
         const char *version, *exe, *prefix, *impl;
         char real[PATH_MAX];
-        Python py = {};
 
         if (!j)
                 return -EINVAL;
@@ -45,29 +81,7 @@ int pythons_add_probe(Pythons *p, const char *json_line) {
                 return -EINVAL;
         if (!realpath(exe, real))
                 return -errno;
-        if (pep440_version_parse(version, &py.parsed) < 0)
-                return -EINVAL;
-
-        for (size_t i = 0; i < p->n; i++)
-                if (streq(p->items[i].executable, real))
-                        return 0;
-
-        Python *n = realloc(p->items, (p->n + 1) * sizeof(Python));
-        if (!n)
-                return -ENOMEM;
-        p->items = n;
-        py.executable = strdup(real);
-        py.prefix = strdup(prefix);
-        py.version = strdup(version);
-        if (!py.executable || !py.prefix || !py.version) {
-                free(py.executable);
-                free(py.prefix);
-                free(py.version);
-                return -ENOMEM;
-        }
-        p->items[p->n++] = py;
-        qsort(p->items, p->n, sizeof(Python), compare_newest_first);
-        return 1;
+        return pythons_add(p, version, real, prefix);
 }
 
 bool python_version_matches(const Python *py, const char *want) {
@@ -85,15 +99,12 @@ void pythons_filter(Pythons *p, char *const *allowed) {
         for (size_t i = 0; i < p->n; i++) {
                 bool ok = false;
                 for (size_t j = 0; allowed[j]; j++)
-                        if (python_version_matches(&p->items[i], allowed[j]))
+                        if (python_version_matches(p->items[i], allowed[j]))
                                 ok = true;
                 if (ok)
                         p->items[k++] = p->items[i];
-                else {
-                        free(p->items[i].executable);
-                        free(p->items[i].prefix);
-                        free(p->items[i].version);
-                }
+                else
+                        python_free(p->items[i]);
         }
         p->n = k;
 }
@@ -103,7 +114,7 @@ char *pythons_list(const Pythons *p) {
         char *s;
 
         for (size_t i = 0; i < p->n; i++)
-                n += strlen(p->items[i].version) + 2;
+                n += strlen(p->items[i]->version) + 2;
         s = malloc(n);
         if (!s)
                 return NULL;
@@ -111,7 +122,7 @@ char *pythons_list(const Pythons *p) {
         for (size_t i = 0; i < p->n; i++) {
                 if (i > 0)
                         strcat(s, ", ");
-                strcat(s, p->items[i].version);
+                strcat(s, p->items[i]->version);
         }
         return s;
 }
@@ -130,7 +141,7 @@ const Python *pythons_choose(const Pythons *p, const char *want, const char *req
 
         /* Newest first: the first fit is the one the spec recommends. */
         for (size_t i = 0; i < p->n; i++) {
-                const Python *py = &p->items[i];
+                const Python *py = p->items[i];
                 if (want && !python_version_matches(py, want))
                         continue;
                 if (set && !pep440_specifier_set_contains(set, &py->parsed))

@@ -20,7 +20,8 @@ typedef struct Python {
 } Python;
 
 typedef struct Pythons {
-        Python *items;          /* sorted, newest first */
+        Python **items;         /* sorted, newest first; each lives until pythons_done() or pythons_filter()
+                                 * drops it, wherever the list grows */
         size_t n;
 } Pythons;
 
@@ -31,6 +32,8 @@ void pythons_done(Pythons *p);
  * executable) are dropped. Returns 1 if added, 0 if a duplicate, -errno.
  */
 int pythons_add_probe(Pythons *p, const char *json_line);
+/* Add an interpreter known without running it (one installed by uv). The same returns as pythons_add_probe(). */
+int pythons_add(Pythons *p, const char *version, const char *executable, const char *prefix);
 /* Keep only versions that one of the allowed prefixes ("3.12", "3.12.1") matches; empty: all. */
 void pythons_filter(Pythons *p, char *const *allowed);
 /* Does "3.12" / "3.12.1" / "3" match this interpreter's version? */

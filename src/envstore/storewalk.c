@@ -167,6 +167,157 @@ static int walk_path(Walk *w, int atfd, const char *path, int owner) {
         return walk_dir(w, fd, owner, 1);
 }
 
+typedef struct WalkPython {
+        char *name;
+        time_t installed;
+        uint64_t bytes;         /* inodes first seen in it */
+        bool used;              /* an environment or build left in the store runs on it */
+} WalkPython;
+
+/* The interpreter home a venv's pyvenv.cfg names ("home = /x/bin"), or NULL. */
+static char *venv_home(int envs_fd, const char *name) {
+        char p[512], *text = NULL, *save = NULL, *home = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        ssize_t n;
+
+        if (snprintf(p, sizeof(p), "%s/pyvenv.cfg", name) >= (int) sizeof(p))
+                return NULL;
+        fd = openat(envs_fd, p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return NULL;
+        text = calloc(1, 8193);
+        if (!text)
+                return NULL;
+        n = read(fd, text, 8192);
+        for (char *l = n > 0 ? strtok_r(text, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save)) {
+                const char *v = startswith(l, "home");
+                if (!v)
+                        continue;
+                v += strspn(v, " \t");
+                if (*v++ != '=')
+                        continue;
+                v += strspn(v, " \t");
+                home = strdup(v);
+                break;
+        }
+        free(text);
+        return home;
+}
+
+/* Marks the Pythons an environment (or a build, a compile) in the store runs on. */
+static void pythons_mark_used(WalkPython *pys, size_t n_pys, const char *dir, const char *real_dir, int envs_fd,
+                              const char *name) {
+        _cleanup_free_ char *home = venv_home(envs_fd, name);
+
+        if (!home)
+                return;
+        for (size_t i = 0; i < n_pys; i++)
+                for (const char *base = dir; base; base = base == dir ? real_dir : NULL) {
+                        const char *rest = startswith(home, base), *r2;
+                        if (rest && rest[0] == '/' && (r2 = startswith(rest + 1, pys[i].name)) && r2[0] == '/')
+                                pys[i].used = true;
+                }
+}
+
+/* The Pythons installed in dir, counted; what an earlier collection left half removed goes first. */
+static int pythons_walk(Walk *w, const StoreWalkOptions *o, int dir_fd, WalkPython **ret, size_t *ret_n) {
+        WalkPython *pys = NULL;
+        size_t n = 0;
+        struct dirent *de;
+        DIR *d = fdopendir(fcntl(dir_fd, F_DUPFD_CLOEXEC, 3));
+        int r = 0;
+
+        if (!d)
+                return -errno;
+        while ((de = readdir(d))) {
+                char p[4096];
+                struct stat st;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (startswith(de->d_name, ".trash-")) {
+                        snprintf(p, sizeof(p), "%s/%s", o->pythons, de->d_name);
+                        (void) rm_rf_untrusted(p);
+                        continue;
+                }
+                if (fstatat(dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                if (!S_ISDIR(st.st_mode)) {
+                        /* uv's minor-version links, its lock: counted as what they are. */
+                        (void) walk_add(w, &st, OWNER_SHARED);
+                        continue;
+                }
+                uint64_t before = w->store_bytes;
+                r = walk_path(w, dir_fd, de->d_name, OWNER_SHARED);
+                if (r == -ENOMEM)
+                        break;
+                r = 0;
+                /* Only a finished install has the marker: uv's work directories are counted, never collected. */
+                if (de->d_name[0] == '.' || snprintf(p, sizeof(p), "%s/%s", de->d_name, o->pythons_marker) >= (int) sizeof(p) ||
+                    fstatat(dir_fd, p, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                WalkPython *m = realloc(pys, (n + 1) * sizeof(*pys));
+                if (!m) {
+                        r = -ENOMEM;
+                        break;
+                }
+                pys = m;
+                pys[n] = (WalkPython) { .name = strdup(de->d_name), .installed = st.st_mtime,
+                                        .bytes = w->store_bytes - before };
+                if (!pys[n].name) {
+                        r = -ENOMEM;
+                        break;
+                }
+                n++;
+        }
+        closedir(d);
+        *ret = pys;
+        *ret_n = n;
+        return r;
+}
+
+/* Collects the Pythons nothing runs on, by the same rules as environments; uv's links to them go too. */
+static void pythons_collect(const StoreWalkOptions *o, int dir_fd, WalkPython *pys, size_t n_pys, time_t now,
+                            uint64_t *total, StoreWalkResult *res, StoreWalkRemovedFunc removed, void *userdata) {
+        bool any = false;
+
+        for (size_t i = 0; o->collect && i < n_pys; i++) {
+                uint64_t age = now > pys[i].installed ? (uint64_t) (now - pys[i].installed) : 0;
+                bool too_old = o->max_age_usec > 0 && age * USEC_PER_SEC > o->max_age_usec;
+                bool over = o->max_size > 0 && *total > o->max_size;
+                char trash[512], path[4096], name[512];
+
+                if (pys[i].used || (!too_old && !over) || age < o->grace_sec)
+                        continue;
+                if (snprintf(trash, sizeof(trash), ".trash-%s-%d", pys[i].name, (int) getpid()) >= (int) sizeof(trash) ||
+                    renameat(dir_fd, pys[i].name, dir_fd, trash) < 0)
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s", o->pythons, trash);
+                (void) rm_rf_untrusted(path);
+                *total -= MIN(*total, pys[i].bytes);
+                res->removed_bytes += pys[i].bytes;
+                any = true;
+                if (removed) {
+                        snprintf(name, sizeof(name), STORE_WALK_PYTHON_PREFIX "%s", pys[i].name);
+                        removed(name, pys[i].bytes, too_old ? "unused for too long" : "over the store budget", userdata);
+                }
+        }
+        if (!any)
+                return;
+        DIR *d = fdopendir(fcntl(dir_fd, F_DUPFD_CLOEXEC, 3));
+        struct dirent *de;
+        if (!d)
+                return;
+        rewinddir(d);
+        while ((de = readdir(d))) {
+                struct stat st, target;
+                if (fstatat(dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISLNK(st.st_mode) &&
+                    fstatat(dir_fd, de->d_name, &target, 0) < 0 && errno == ENOENT)
+                        (void) unlinkat(dir_fd, de->d_name, 0);
+        }
+        closedir(d);
+}
+
 static int compare_least_recent_first(const void *a, const void *b) {
         const WalkEnv *x = a, *y = b;
         return x->used < y->used ? -1 : x->used > y->used;
@@ -197,10 +348,13 @@ static int remove_env(const char *envs, int envs_fd, const char *name) {
 }
 
 int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemovedFunc removed, void *userdata) {
-        _cleanup_close_ int envs_fd = -EBADF;
+        _cleanup_close_ int envs_fd = -EBADF, pythons_fd = -EBADF;
+        _cleanup_free_ char *pythons_real = NULL;
         Walk w = {};
         WalkEnv *envs = NULL;
         size_t n_envs = 0;
+        WalkPython *pys = NULL;
+        size_t n_pys = 0;
         StoreWalkResult res = {};
         DIR *d;
         struct dirent *de;
@@ -234,6 +388,14 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
                 w.in_cache = true;
                 (void) walk_path(&w, AT_FDCWD, o->uv_cache, OWNER_SHARED);
                 w.in_cache = false;
+        }
+        if (o->pythons && o->pythons_marker) {
+                pythons_fd = open(o->pythons, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                pythons_real = realpath(o->pythons, NULL);
+                if (pythons_fd >= 0 && pythons_walk(&w, o, pythons_fd, &pys, &n_pys) == -ENOMEM) {
+                        r = -ENOMEM;
+                        goto finish;
+                }
         }
 
         /* The duplicate shares the file offset with the one read above. */
@@ -311,6 +473,22 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
                                 userdata);
         }
 
+        /* What is left, built or being built, keeps its Python. */
+        if (n_pys > 0) {
+                d = fdopendir(fcntl(envs_fd, F_DUPFD_CLOEXEC, 3));
+                if (d) {
+                        rewinddir(d);
+                        while ((de = readdir(d)))
+                                if (!streq(de->d_name, ".") && !streq(de->d_name, "..") &&
+                                    !startswith(de->d_name, ".trash-"))
+                                        pythons_mark_used(pys, n_pys, o->pythons, pythons_real, envs_fd, de->d_name);
+                        closedir(d);
+                } else
+                        for (size_t i = 0; i < n_pys; i++)
+                                pys[i].used = true;
+                pythons_collect(o, pythons_fd, pys, n_pys, now, &total, &res, removed, userdata);
+        }
+
         res.store_bytes = w.store_bytes - MIN(w.store_bytes, res.removed_bytes);
         res.cache_bytes = w.cache_bytes;
         res.total_bytes = total;
@@ -321,6 +499,9 @@ finish:
         for (size_t i = 0; i < n_envs; i++)
                 free(envs[i].name);
         free(envs);
+        for (size_t i = 0; i < n_pys; i++)
+                free(pys[i].name);
+        free(pys);
         free(w.table);
         return r;
 }

@@ -21,6 +21,10 @@
 typedef struct StoreWalkOptions {
         const char *envs;            /* the store: one directory per environment, dot-names are not ones */
         const char *uv_cache;        /* counted, never collected here; NULL: none */
+        const char *pythons;         /* Pythons installed on demand (pyinstall.h): counted, and one that no
+                                      * environment (nor build) uses is collected like an environment, by the
+                                      * age of its install marker; NULL: none */
+        const char *pythons_marker;
         uint64_t max_size;           /* bytes of unique inodes over both; 0: no size budget */
         uint64_t max_age_usec;       /* unused this long: collected; 0: never */
         uint64_t grace_sec;          /* used this recently: never collected */
@@ -39,7 +43,9 @@ typedef struct StoreWalkResult {
         bool over;                   /* still over the size budget after collecting what may be */
 } StoreWalkResult;
 
-/* Called for each environment removed (reason: "over the store budget" or "unused for too long"). */
+/* Called for each environment removed (reason: "over the store budget" or "unused for too long"); for a Python,
+ * name is STORE_WALK_PYTHON_PREFIX and its directory's name. */
+#define STORE_WALK_PYTHON_PREFIX "python:"
 typedef void (*StoreWalkRemovedFunc)(const char *name, uint64_t bytes, const char *reason, void *userdata);
 
 int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemovedFunc removed, void *userdata);

@@ -106,11 +106,14 @@ static void check_env_finish(CheckEnv *c) {
         json_object *pa = json_object_new_array();
         for (size_t i = 0; i < pys->n; i++) {
                 json_object *p = json_object_new_object();
-                json_add_string(p, "version", pys->items[i].version);
-                json_add_string(p, "executable", pys->items[i].executable);
+                json_add_string(p, "version", pys->items[i]->version);
+                json_add_string(p, "executable", pys->items[i]->executable);
+                if (runtime_python_installed(r, pys->items[i]))
+                        json_add_bool(p, "installed_by_uv", true);
                 json_object_array_add(pa, p);
         }
         json_add(st, "pythons", pa);
+        json_add_bool(st, "python_downloads", runtime_python_downloads(r));
 
         json_add_int(st, "default_timeout_seconds", (int64_t) (cfg->default_timeout_usec / USEC_PER_SEC));
         json_add_int(st, "max_timeout_seconds", (int64_t) (cfg->max_timeout_usec / USEC_PER_SEC));
@@ -153,7 +156,8 @@ static void check_env_finish(CheckEnv *c) {
                 appendf(&text, "Sandbox: %s", sandbox_error ? sandbox_error : "working (self-test passed just now)");
         appendf(&text, "bwrap: %s (%s)", runtime_bwrap_version(r) ?: "NOT AVAILABLE", cfg->bwrap_path);
         appendf(&text, "uv: %s (%s)", runtime_uv_version(r) ?: "NOT AVAILABLE", runtime_uv_path(r) ?: cfg->uv_path);
-        appendf(&text, "Pythons: %s", pys->n ? list : "none found");
+        appendf(&text, "Pythons: %s%s", pys->n ? list : "none found",
+                runtime_python_downloads(r) ? " (others are installed when a call asks for them)" : "");
         if (unsandboxed)
                 appendf(&text, "Network: the host's (no sandbox)");
         else
@@ -282,6 +286,7 @@ static const char output_schema[] =
         "\"limits\":{\"type\":\"object\"},"
         "\"uv\":{\"type\":\"object\"},"
         "\"pythons\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
+        "\"python_downloads\":{\"type\":\"boolean\"},"
         "\"default_timeout_seconds\":{\"type\":\"integer\"},"
         "\"max_timeout_seconds\":{\"type\":\"integer\"},"
         "\"output_cap_bytes\":{\"type\":\"integer\"},"

@@ -303,6 +303,7 @@ typedef struct Job {
         unsigned limits_lowered;        /* SANDBOX_LIMIT_* the call asked to raise: lowered to the maximum */
 
         Phase phase;
+        char *activity;                 /* what the phase is busy with, when more than its name says */
         ScriptAnalysis *analysis;
         ScriptPlan *plan;
         EnvWaiter *env_waiter;
@@ -346,6 +347,7 @@ static Job *job_free(Job *j) {
         tool_call_unref(j->call);
         free(j->env_path);
         free(j->pool_key);
+        free(j->activity);
         free(j->script);
         free(j);
         return NULL;
@@ -384,11 +386,20 @@ static void job_progress_phase(Job *j) {
                          mine);
                 return job_progress(j, m);
         }
-        job_progress(j, phase_message(j->phase));
+        job_progress(j, j->activity ?: phase_message(j->phase));
 }
 
 static void job_set_phase(Job *j, Phase p) {
         j->phase = p;
+        j->activity = mfree(j->activity);
+        job_progress_phase(j);
+}
+
+static void on_analysis_progress(const char *what, void *userdata) {
+        Job *j = userdata;
+
+        free(j->activity);
+        j->activity = strdup(what);
         job_progress_phase(j);
 }
 
@@ -1177,6 +1188,7 @@ static int execute_python_call(ToolCall *call, json_object *args) {
                 job_free(j);
                 return k;
         }
+        script_analysis_set_progress(j->analysis, on_analysis_progress, j);
         return 0;
 }
 

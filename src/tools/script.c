@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,12 @@ struct ScriptAnalysis {
         char *python_version;
         WaitEntry *ready_wait;
         TomlRequest *toml;
+        RuntimePythonRequest *install;
+        bool installed;                 /* a Python was installed for it: no second try */
+        char *choose_error;             /* why none of the Pythons there was fit, before the install */
+        bool dry_run;
+        ScriptProgressFunc progress;
+        void *progress_userdata;
         sd_event_source *defer;
         ScriptPlanFunc cb;
         void *userdata;
@@ -28,6 +35,7 @@ ScriptPlan *script_plan_free(ScriptPlan *p) {
         pep723_block_done(&p->block);
         requirement_list_done(&p->requirements);
         free(p->requires_python);
+        free(p->python_install);
         free(p->env_path);
         strv_free(p->warnings);
         free(p->error);
@@ -40,11 +48,24 @@ static void analysis_free(ScriptAnalysis *a) {
                 return;
         waitq_cancel(a->ready_wait);
         runtime_toml_cancel(a->toml);
+        runtime_install_python_cancel(a->install);
+        free(a->choose_error);
         sd_event_source_disable_unref(a->defer);
         script_plan_free(a->plan);
         json_object_put(a->dependencies);
         free(a->python_version);
         free(a);
+}
+
+static void choose_python(ScriptAnalysis *a);
+
+void script_analysis_set_progress(ScriptAnalysis *a, ScriptProgressFunc f, void *userdata) {
+        a->progress = f;
+        a->progress_userdata = userdata;
+}
+
+void script_analysis_set_dry_run(ScriptAnalysis *a) {
+        a->dry_run = true;
 }
 
 void script_analysis_cancel(ScriptAnalysis *a) {
@@ -72,9 +93,79 @@ static void fail(ScriptAnalysis *a, const char *format, ...) {
         deliver(a);
 }
 
-static void finish_plan(ScriptAnalysis *a, RequirementList *inline_reqs) {
+static void on_python_install(const char *error, void *userdata) {
+        ScriptAnalysis *a = userdata;
+
+        a->install = NULL;
+        a->installed = true;
+        if (error)
+                return fail(a, "%s. uv could not install it (python-downloads is on):\n%s",
+                            a->choose_error ?: "no suitable Python", error);
+        choose_python(a);
+}
+
+/* Have uv install the Python the call asks for (what, e.g. "3.12" or ">=3.12"). */
+static int install_python(ScriptAnalysis *a, const char *what, const char *label) {
+        int r;
+
+        r = runtime_install_python(a->runtime, what, on_python_install, a, &a->install);
+        if (r < 0)
+                return r;
+        if (a->progress) {
+                _cleanup_free_ char *m = NULL;
+                if (asprintf(&m, "installing Python %s", label) >= 0)
+                        a->progress(m, a->progress_userdata);
+        }
+        return 0;
+}
+
+static void choose_python(ScriptAnalysis *a) {
         ScriptPlan *p = a->plan;
         Runtime *r = a->runtime;
+        _cleanup_free_ char *err = NULL;
+        const char *want = a->python_version ?: p->requires_python;
+
+        p->python = pythons_choose(runtime_pythons(r), a->python_version, p->requires_python, &err);
+        if (!p->python && want && !a->installed) {
+                if (!runtime_python_downloads(r))
+                        return fail(a, "%s. The administrator has not let this service install other Pythons "
+                                    "(python-downloads); ask for one of those available",
+                                    err ?: "no suitable Python");
+                if (a->dry_run) {
+                        p->python_install = strdup(want);
+                        if (!p->python_install)
+                                return fail(a, "out of memory");
+                        return deliver(a);
+                }
+                a->choose_error = TAKE_PTR(err);
+                int k = install_python(a, want, want);
+                if (k == -EINVAL)
+                        return fail(a, "%s; \"%s\" is no version this service can install",
+                                    a->choose_error ?: "no suitable Python", want);
+                if (k < 0)
+                        return fail(a, "%s; installing one failed: %s", a->choose_error ?: "no suitable Python",
+                                    strerror(-k));
+                return;
+        }
+        if (!p->python)
+                return fail(a, "%s", err ?: "no suitable Python");
+        /* One of ours whose files the store collected since: the same version again, at the same place. */
+        if (runtime_python_installed(r, p->python) && access(p->python->executable, X_OK) < 0 && !a->installed) {
+                int k = install_python(a, p->python->version, p->python->version);
+                if (k < 0)
+                        return fail(a, "Python %s was removed from the store, and installing it again failed: %s",
+                                    p->python->version, strerror(-k));
+                return;
+        }
+
+        envstore_key(runtime_envstore(r), p->python, &p->requirements, p->key);
+        p->env_path = envstore_lookup(runtime_envstore(r), p->key);
+        p->warm = p->env_path != NULL;
+        deliver(a);
+}
+
+static void finish_plan(ScriptAnalysis *a, RequirementList *inline_reqs) {
+        ScriptPlan *p = a->plan;
         _cleanup_(requirement_list_done) RequirementList params = {};
         _cleanup_free_ char *err = NULL;
 
@@ -89,14 +180,7 @@ static void finish_plan(ScriptAnalysis *a, RequirementList *inline_reqs) {
         if (requirement_list_merge(inline_reqs, &params, &p->requirements) < 0)
                 return fail(a, "out of memory");
 
-        p->python = pythons_choose(runtime_pythons(r), a->python_version, p->requires_python, &err);
-        if (!p->python)
-                return fail(a, "%s", err ?: "no suitable Python");
-
-        envstore_key(runtime_envstore(r), p->python, &p->requirements, p->key);
-        p->env_path = envstore_lookup(runtime_envstore(r), p->key);
-        p->warm = p->env_path != NULL;
-        deliver(a);
+        choose_python(a);
 }
 
 static void on_toml(json_object *doc, const char *error, void *userdata) {

@@ -22,7 +22,8 @@ typedef struct ScriptPlan {
         size_t n_inline, n_param;
         char *requires_python;
         char **warnings;
-        const Python *python;
+        const Python *python;           /* NULL only in a dry run that would install one: */
+        char *python_install;           /* what it would have uv install ("3.12", ">=3.12") */
         char key[65];
         bool warm;
         char *env_path;                 /* the built environment when warm (looked up once) */
@@ -36,6 +37,11 @@ typedef void (*ScriptPlanFunc)(ScriptPlan *plan, void *userdata);
 int script_analyze(Runtime *r, const char *script, size_t len, json_object *dependencies, const char *python_version,
                    ScriptPlanFunc cb, void *userdata, ScriptAnalysis **ret);
 void script_analysis_cancel(ScriptAnalysis *a);
+/* What the analysis is busy with when that takes a while (installing a Python), for the call's progress. */
+typedef void (*ScriptProgressFunc)(const char *what, void *userdata);
+void script_analysis_set_progress(ScriptAnalysis *a, ScriptProgressFunc f, void *userdata);
+/* Say what would be installed (plan->python_install) instead of installing it (validate_script). */
+void script_analysis_set_dry_run(ScriptAnalysis *a);
 ScriptPlan *script_plan_free(ScriptPlan *p);
 static inline void script_plan_freep(ScriptPlan **p) {
         if (*p)

@@ -52,14 +52,21 @@ static void on_plan(ScriptPlan *plan, void *userdata) {
                         strextendf(&text, "  - %s\n", p->requirements.items[i].canonical);
                         json_object_array_add(deps, json_object_new_string(p->requirements.items[i].canonical));
                 }
-                strextendf(&text, "python: %s\n", p->python->version);
-                strextendf(&text, "environment: %s\n",
-                        p->warm ? "warm (already prepared: the run starts at once)"
-                                : "not prepared yet (the first run installs the dependencies)");
                 json_add_bool(st, "valid", true);
-                json_add_string(st, "python", p->python->version);
-                json_add_string(st, "environment_key", p->key);
-                json_add_bool(st, "warm", p->warm);
+                if (p->python) {
+                        strextendf(&text, "python: %s\n", p->python->version);
+                        strextendf(&text, "environment: %s\n",
+                                p->warm ? "warm (already prepared: the run starts at once)"
+                                        : "not prepared yet (the first run installs the dependencies)");
+                        json_add_string(st, "python", p->python->version);
+                        json_add_string(st, "environment_key", p->key);
+                        json_add_bool(st, "warm", p->warm);
+                } else {
+                        strextendf(&text, "python: %s, not installed here yet (the first run installs it)\n",
+                                   p->python_install);
+                        json_add_string(st, "python_install", p->python_install);
+                        json_add_bool(st, "warm", false);
+                }
         }
         for (size_t i = 0; p->warnings && p->warnings[i]; i++)
                 strextendf(&text, "warning: %s\n", p->warnings[i]);
@@ -98,6 +105,7 @@ static int validate_script_call(ToolCall *call, json_object *args) {
                 validation_free(v);
                 return k;
         }
+        script_analysis_set_dry_run(v->analysis);
         tool_call_set_cancel(call, on_cancel, v);
         return 0;
 }
@@ -118,6 +126,7 @@ static const char output_schema[] =
         "\"requires_python\":{\"type\":[\"string\",\"null\"]},"
         "\"dependencies\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
         "\"python\":{\"type\":\"string\"},"
+        "\"python_install\":{\"type\":\"string\"},"
         "\"environment_key\":{\"type\":\"string\"},"
         "\"warm\":{\"type\":\"boolean\"},"
         "\"warnings\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}"

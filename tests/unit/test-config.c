@@ -115,7 +115,8 @@ static void setup(void) {
 
 START_TEST(test_defaults) {
         _cleanup_(config_done) Config c;
-        static const char *const search[] = { "/usr/local/bin", "/usr/bin" };
+        static const char *const search[] = { "/usr/local/bin", "/usr/bin", "/opt/python*/bin",
+                                              "~/.local/share/uv/python/cpython-*/bin", "~/.pyenv/versions/*/bin" };
 
         config_init(&c);
         ck_assert_uint_eq(c.max_connections, 256);
@@ -129,7 +130,24 @@ START_TEST(test_defaults) {
         ck_assert_ptr_nonnull(c.cache_dir);
         ck_assert_str_eq(c.bwrap_path, BWRAP_PATH);
         ck_assert_str_eq(c.uv_path, UV_PATH);
-        assert_strv(c.python_search_path, search, 2);
+        assert_strv(c.python_search_path, search, 5);
+        /* Pythons are installed on demand unless offline says no network, or the setting does. */
+        ck_assert_int_eq(c.python_downloads, CONFIG_AUTO);
+        ck_assert(config_python_downloads(&c));
+        c.offline = true;
+        ck_assert(!config_python_downloads(&c));
+        c.python_downloads = 1;
+        ck_assert(config_python_downloads(&c));
+        c.offline = false;
+        {
+                _cleanup_free_ char *err = NULL;
+                ck_assert_int_eq(config_set(&c, "python-downloads", "no", &err), 0);
+                ck_assert(!config_python_downloads(&c));
+                ck_assert_int_eq(config_set(&c, "python-downloads", "auto", &err), 0);
+                ck_assert_int_eq(c.python_downloads, CONFIG_AUTO);
+                ck_assert_int_lt(config_set(&c, "python-downloads", "maybe", &err), 0);
+                ck_assert_ptr_nonnull(strstr(err, "yes, no or auto"));
+        }
         ck_assert_uint_eq(strv_length(c.python_versions), 0);
         ck_assert_uint_eq(strv_length(c.warmup), 0);
         /* 0x7B000000-0x7B00FFFF: 65536 uids of no account, container or DynamicUser=. */

@@ -185,6 +185,90 @@ START_TEST(test_age_limit) {
 }
 END_TEST
 
+/* TOP/pythons/NAME: an installed Python (read-only, as pyinstall.c leaves it) installed days ago. */
+static void fake_python(const char *name, double days, size_t size) {
+        char p[PATH_MAX + 128];
+        struct timespec ts[2];
+
+        snprintf(p, sizeof(p), "%s/pythons/%s", top, name);
+        ck_assert_int_eq(mkdir_p(p, 0755), 0);
+        snprintf(p, sizeof(p), "%s/pythons/%s/bin", top, name);
+        ck_assert_int_eq(mkdir(p, 0755), 0);
+        snprintf(p, sizeof(p), "%s/pythons/%s/bin/python3", top, name);
+        data_file(p, size);
+        snprintf(p, sizeof(p), "%s/pythons/%s/.installed", top, name);
+        data_file(p, 1);
+        ts[0].tv_sec = ts[1].tv_sec = time(NULL) - (time_t) (days * 86400);
+        ts[0].tv_nsec = ts[1].tv_nsec = 0;
+        ck_assert_int_eq(utimensat(AT_FDCWD, p, ts, 0), 0);
+        snprintf(p, sizeof(p), "%s/pythons/%s/bin", top, name);
+        ck_assert_int_eq(chmod(p, 0555), 0);
+}
+
+/* An environment (or build) that runs on the Python NAME, as uv's pyvenv.cfg says. */
+static void env_on_python(const char *env, const char *python) {
+        char p[PATH_MAX + 128];
+        FILE *f;
+
+        snprintf(p, sizeof(p), "%s/%s/pyvenv.cfg", envs, env);
+        f = fopen(p, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "home = %s/pythons/%s/bin\nimplementation = CPython\n", top, python);
+        ck_assert_int_eq(fclose(f), 0);
+}
+
+static bool python_exists(const char *name) {
+        char p[PATH_MAX + 64];
+        snprintf(p, sizeof(p), "%s/pythons/%s", top, name);
+        return access(p, F_OK) >= 0;
+}
+
+START_TEST(test_pythons_counted_and_collected_when_unused) {
+        _cleanup_strv_free_ char **removed = strv_new();
+        char pythons[PATH_MAX + 16], link_path[PATH_MAX + 64], build[PATH_MAX + 32];
+        StoreWalkResult r = {};
+        StoreWalkOptions o = options(0);
+
+        snprintf(pythons, sizeof(pythons), "%s/pythons", top);
+        o.pythons = pythons;
+        o.pythons_marker = ".installed";
+        fake_python("cpython-3.12.1-linux-x86_64-gnu", 10, 400 * KIB);    /* used by an environment */
+        fake_python("cpython-3.13.0-linux-x86_64-gnu", 10, 400 * KIB);    /* by a build in progress */
+        fake_python("cpython-3.10.9-linux-x86_64-gnu", 10, 400 * KIB);    /* by nothing */
+        fake_python("cpython-3.9.1-linux-x86_64-gnu", 0, 400 * KIB);      /* by nothing, just installed */
+        snprintf(link_path, sizeof(link_path), "%s/cpython-3.10-linux-x86_64-gnu", pythons);
+        ck_assert_int_eq(symlink("cpython-3.10.9-linux-x86_64-gnu", link_path), 0);
+        fake_env("env", 0, 0);
+        env_on_python("env", "cpython-3.12.1-linux-x86_64-gnu");
+        snprintf(build, sizeof(build), "%s/.build-x", envs);
+        ck_assert_int_eq(mkdir(build, 0755), 0);
+        env_on_python(".build-x", "cpython-3.13.0-linux-x86_64-gnu");
+
+        /* Measured: all four Pythons are in the store's bytes. */
+        o.collect = false;
+        ck_assert_int_eq(store_walk(&o, &r, NULL, NULL), 0);
+        ck_assert_uint_ge(r.store_bytes, 1600 * KIB);
+        ck_assert(python_exists("cpython-3.10.9-linux-x86_64-gnu"));
+
+        /* Over the budget: only the one nothing uses and that is past the grace period goes, with uv's link. */
+        o.collect = true;
+        o.max_size = 1;
+        ck_assert_int_eq(store_walk(&o, &r, on_removed, &removed), 0);
+        ck_assert_str_eq(removed[0], STORE_WALK_PYTHON_PREFIX "cpython-3.10.9-linux-x86_64-gnu");
+        ck_assert_ptr_null(removed[1]);
+        ck_assert(!python_exists("cpython-3.10.9-linux-x86_64-gnu"));
+        ck_assert_int_lt(access(link_path, F_OK), 0);
+        ck_assert(python_exists("cpython-3.12.1-linux-x86_64-gnu") && python_exists("cpython-3.13.0-linux-x86_64-gnu") &&
+                  python_exists("cpython-3.9.1-linux-x86_64-gnu"));
+        ck_assert_uint_ge(r.removed_bytes, 400 * KIB);
+
+        /* Under the budget and young enough: nothing goes. */
+        o.max_size = 0;
+        ck_assert_int_eq(store_walk(&o, &r, NULL, NULL), 0);
+        ck_assert(python_exists("cpython-3.9.1-linux-x86_64-gnu"));
+}
+END_TEST
+
 static Suite *storewalk_suite(void) {
         Suite *s = suite_create("storewalk");
         TCase *tc = tcase_create("walk");
@@ -194,6 +278,7 @@ static Suite *storewalk_suite(void) {
         tcase_add_test(tc, test_least_recently_used_first_until_under);
         tcase_add_test(tc, test_grace_keep_and_measure_only);
         tcase_add_test(tc, test_age_limit);
+        tcase_add_test(tc, test_pythons_counted_and_collected_when_unused);
         suite_add_tcase(s, tc);
         return s;
 }
