@@ -12,3 +12,10 @@ test_pep508_LDADD = libcore.a libshared.a $(CHECK_LIBS)
 test_pep440_SOURCES = tests/unit/test-pep440.c
 test_pep440_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 test_pep440_LDADD = libcore.a libshared.a $(CHECK_LIBS)
+# The parser against the PEP's reference regex, on a generated corpus of shapes.
+check_PROGRAMS += pep723-dump
+pep723_dump_SOURCES = tests/unit/pep723-dump.c
+pep723_dump_CFLAGS = $(AM_CFLAGS) $(JSONC_CFLAGS)
+pep723_dump_LDADD = libcore.a libshared.a $(JSONC_LIBS)
+TESTS += tests/unit/test-pep723-regex.py
+EXTRA_DIST += tests/unit/test-pep723-regex.py
