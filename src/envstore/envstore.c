@@ -385,7 +385,7 @@ static char *condense_uv_error(const Capture *err) {
                 "Building ", "Checked ",
         };
         char *out = NULL, *line, *save = NULL;
-        size_t len = 0, lines = 0;
+        size_t len = 0, lines = 0, hints = 0;
 
         if (!text)
                 return NULL;
@@ -394,8 +394,12 @@ static char *condense_uv_error(const Capture *err) {
                 for (size_t i = 0; i < ELEMENTSOF(noise); i++)
                         if (startswith(line, noise[i]))
                                 skip = true;
-                if (skip || !*line || lines >= 12 || len > 1500)
+                /* uv's own "hint:" lines name the fix ("did you mean to install scikit-learn?"): past the cap too. */
+                bool hint = startswith(line, "hint:") && hints < 4 && strlen(line) < 600;
+                if (skip || !*line || ((lines >= 12 || len > 1500) && !hint))
                         continue;
+                if (hint)
+                        hints++;
                 size_t l = strlen(line);
                 char *n = realloc(out, len + l + 2);
                 if (!n)

@@ -110,3 +110,9 @@ TESTS += test-charge
 test_charge_SOURCES = tests/unit/test-charge.c
 test_charge_CFLAGS = $(UNIT_CFLAGS)
 test_charge_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-hints
+TESTS += test-hints
+test_hints_SOURCES = tests/unit/test-hints.c
+test_hints_CFLAGS = $(UNIT_CFLAGS)
+test_hints_LDADD = $(UNIT_LIBS)
