@@ -13,7 +13,10 @@ Through the real shim against the real daemon, real bwrap and real uv:
   - a name lookup with network off says the administrator has network off;
   - a package without a wheel says it is source-only and that building is the
     administrator's choice; an import name given as a package names the one to
-    install; uv's own 'hint:' lines are kept.
+    install; uv's own 'hint:' lines are kept;
+  - a uv older than the daemon needs is refused at start, with the version
+    needed, in the log, in check_environment and in every install; uv is then
+    never run.
 Local wheels and an sdist-only package in a --find-links directory keep it
 deterministic; docopt and jieba come from PyPI when it is reachable (skip, or a
 failure under MCP_SANDBOX_REQUIRE_ALL=1, otherwise).
@@ -21,9 +24,10 @@ failure under MCP_SANDBOX_REQUIRE_ALL=1, otherwise).
 
 import os
 import socket
+import tempfile
 import uuid
 
-from mcptest import Daemon, at_exit, check, eq, main, need_uv, scratch, skip, test
+from mcptest import Daemon, at_exit, check, eq, main, need_uv, scratch, skip, test, wait_until
 from wheels import build_wheel
 
 _STATE = {}
@@ -213,6 +217,60 @@ def persistent_sandbox_names_install_package():
     check(sentence in c.text(r) and (r.get("structuredContent") or {}).get("hint") == sentence,
           f"execute_code: {c.text(r)!r}")
     c.call_tool("close_sandbox", {"sandbox_id": sid}, timeout=60)
+    c.close()
+
+
+def fake_uv(version):
+    """A uv that says it is `version`, logs every other call, and runs the real uv for it."""
+    real = need_uv()
+    d = tempfile.mkdtemp(prefix="mcptest-olduv-")
+    path, log = os.path.join(d, "uv"), os.path.join(d, "uv.log")
+    open(log, "w").close()
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n"
+                f"if [ \"$1\" = --version ]; then echo 'uv {version} (mcptest)'; exit 0; fi\n"
+                f"printf '%s\\n' \"$*\" >> '{log}'\n"
+                f"exec '{real}' \"$@\"\n")
+    os.chmod(path, 0o755)
+    os.chmod(d, 0o755)
+    return path, log
+
+
+@test
+def old_uv_is_refused_at_start():
+    path, log = fake_uv("0.8.22")
+    d = Daemon(args=[f"--uv={path}", f"--find-links={wheel_dir()}", "--offline"])
+    at_exit(d.close)
+    c = d.client()
+    c.initialize()
+    sentence = ("uv 0.8.22 is older than 0.11.0, the oldest uv this server works with, so packages cannot be "
+                "installed (the administrator can upgrade uv, e.g. pip install 'uv>=0.11.0', or set uv= to a newer "
+                "one)")
+    r = c.call_tool("check_environment", {}, timeout=60)
+    uv = (r.get("structuredContent") or {}).get("uv", {})
+    eq((uv.get("available"), uv.get("version"), uv.get("error")), (False, "0.8.22", sentence), "check_environment uv")
+    check(f"uv: REFUSED: {sentence}" in c.text(r), f"check_environment text: {c.text(r)!r}")
+    wait_until(lambda: sentence in d.log_full(), 10, "the refusal in the daemon's log")
+    r, st, text = execute(c, "import mcpt_alpha\n", dependencies=["mcpt-alpha"])
+    eq(st.get("failed_phase"), "prepare", f"phase: {text!r}")
+    shown(r, text, sentence, "old uv")
+    # Scripts without dependencies still run; uv itself never did.
+    r, st, text = execute(c, "print('fine')\n")
+    eq(st.get("stdout"), "fine\n", f"a script without dependencies: {text!r}")
+    with open(log) as f:
+        eq(f.read(), "", "uv calls besides --version")
+    c.close()
+
+    # The oldest supported version is accepted.
+    path, log = fake_uv("0.11.0")
+    d = Daemon(args=[f"--uv={path}", f"--find-links={wheel_dir()}", "--offline"])
+    at_exit(d.close)
+    c = d.client()
+    c.initialize()
+    uv = (c.call_tool("check_environment", {}, timeout=60).get("structuredContent") or {}).get("uv", {})
+    eq((uv.get("available"), uv.get("error")), (True, None), "uv 0.11.0 is accepted")
+    r, st, text = execute(c, "import mcpt_alpha\nprint(mcpt_alpha.VALUE)\n", dependencies=["mcpt-alpha"])
+    eq(st.get("stdout"), "alpha\n", f"installed with it: {text!r}")
     c.close()
 
 

@@ -116,3 +116,9 @@ TESTS += test-hints
 test_hints_SOURCES = tests/unit/test-hints.c
 test_hints_CFLAGS = $(UNIT_CFLAGS)
 test_hints_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-uv-version
+TESTS += test-uv-version
+test_uv_version_SOURCES = tests/unit/test-uv-version.c
+test_uv_version_CFLAGS = $(UNIT_CFLAGS)
+test_uv_version_LDADD = $(UNIT_LIBS)
