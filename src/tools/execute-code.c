@@ -102,7 +102,7 @@ static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
         else if (o->reset)
                 strextendf_len(&text, &len, "The sandbox was started afresh: variables and files in /work are lost.\n");
         /* A sentence naming the fix for a module that is not installed (hints.h). */
-        _cleanup_free_ char *hint = exc ? hint_for_run(exc, false, NULL, true) : NULL;
+        _cleanup_free_ char *hint = exc ? hint_for_run(exc, !sandbox_network(c->sandbox), sandbox_requirements(c->sandbox), true) : NULL;
         if (hint)
                 strextendf_len(&text, &len, "%s\n", hint);
         if (c->timeout_clamped)

@@ -216,6 +216,14 @@ def persistent_sandbox_names_install_package():
     check(r.get("isError") is True, "the cell failed")
     check(sentence in c.text(r) and (r.get("structuredContent") or {}).get("hint") == sentence,
           f"execute_code: {c.text(r)!r}")
+    r = c.call_tool("execute_code", {"sandbox_id": sid, "code": "import socket\nsocket.getaddrinfo('pypi.org', 443)"},
+                    timeout=120)
+    sentence = ("The script tried to reach the network, but the administrator of this server has turned network "
+                "access off for scripts (network=no): work with data the script carries or computes, or ask the "
+                "administrator to turn network access on.")
+    check(r.get("isError") is True and "gaierror" in c.text(r), f"the lookup failed: {c.text(r)!r}")
+    check(sentence in c.text(r) and (r.get("structuredContent") or {}).get("hint") == sentence,
+          f"execute_code, network off: {c.text(r)!r}")
     c.call_tool("close_sandbox", {"sandbox_id": sid}, timeout=60)
     c.close()
 
