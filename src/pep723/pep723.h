@@ -15,7 +15,11 @@
  * directly followed by "# ///") is a block, as the PEP's text and uv have it;
  * and a "# /// script" block that is not closed, or a line that is
  * "# /// script" but for indentation or trailing blanks, is an error, as uv
- * has it, where the regex silently ignores the block.
+ * has it, where the regex silently ignores the block. Where uv parts from the
+ * regex, the regex wins: uv reads only the first "# /// script" of the text
+ * (even mid-line, or inside a block of another type), and misses a second
+ * block whose closing line is followed by a comment line
+ * (tests/integration/test-pep723-uv.py lists each case).
  */
 
 #include <stdbool.h>

@@ -40,3 +40,5 @@ EXTRA_DIST += tests/integration/test-packages.sh
 # Metadata read as uv reads it; errors that name the fix (issue 15, part 3).
 TESTS += tests/integration/test-hints.py
 EXTRA_DIST += tests/integration/test-hints.py
+TESTS += tests/integration/test-pep723-uv.py
+EXTRA_DIST += tests/integration/test-pep723-uv.py
