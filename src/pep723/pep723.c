@@ -108,6 +108,14 @@ static bool line_is_near_open(const Line *l, const char **ret_why) {
         return true;
 }
 
+static int near_open_error(size_t i, const char *why, char **ret) {
+        return format(ret,
+                      "line %zu looks like the start of a '# /// script' metadata block, but %s, so uv and every "
+                      "other reader ignore the block; write that line as exactly '# /// script', at the start of "
+                      "the line",
+                      i + 1, why);
+}
+
 /* Why the script block opened on line i (0-based), whose content run ends before line j, has no end. */
 static int unclosed_error(const Line *lines, size_t n_lines, size_t i, size_t j, char **ret) {
         _cleanup_free_ char *why = NULL;
@@ -172,11 +180,7 @@ int pep723_extract(const char *script, size_t len, Pep723Block *ret, char **ret_
 
                 if (!line_is_open(&lines[i], &is_script)) {
                         if (!problem && line_is_near_open(&lines[i], &why)) {
-                                r = format(&problem,
-                                           "line %zu looks like the start of a '# /// script' metadata block, but %s, "
-                                           "so uv and every other reader ignore the block; write that line as "
-                                           "exactly '# /// script', at the start of the line",
-                                           i + 1, why);
+                                r = near_open_error(i, why, &problem);
                                 if (r < 0)
                                         return r;
                         }
@@ -223,7 +227,20 @@ int pep723_extract(const char *script, size_t len, Pep723Block *ret, char **ret_
                         if (r < 0)
                                 return r;
                 }
-                i++;
+                /* Nothing in the run is closed either (its runs are suffixes of this one): look at each of its
+                 * lines once, for a script block inside a block of another type, and go on after the run. Going
+                 * on line by line would make a script of many opening lines cost quadratic time. */
+                for (size_t k = i + 1; k < j && !problem; k++) {
+                        if (line_is_open(&lines[k], &is_script) && is_script)
+                                r = unclosed_error(lines, n_lines, k, j, &problem);
+                        else if (line_is_near_open(&lines[k], &why))
+                                r = near_open_error(k, why, &problem);
+                        else
+                                r = 0;
+                        if (r < 0)
+                                return r;
+                }
+                i = j;
         }
 
         if (problem) {

@@ -292,6 +292,26 @@ START_TEST(test_large) {
         ck_assert_int_eq(pep723_extract(s, k, &b, NULL), 0);
         ck_assert_str_eq(b.toml, "a = 1\n");
         ck_assert_uint_eq(b.start_line, n + 2);
+
+        /* Many opening lines in one run of comment lines, none closed, then one closed after them: each line is
+         * looked at a bounded number of times (quadratic work here would not finish in the test's time). */
+        _cleanup_free_ char *t = malloc(n * 8 + 64);
+        _cleanup_free_ char *error = NULL;
+        _cleanup_(pep723_block_done) Pep723Block c = {};
+        ck_assert_ptr_nonnull(t);
+        for (k = 0; k < n * 8; k += 8)
+                memcpy(t + k, "# /// a\n", 8);
+        k += (size_t) sprintf(t + k, "x\n# /// a\n# ///\n# x\n");
+        ck_assert_int_eq(pep723_extract(t, k, &c, NULL), 0);
+        ck_assert_ptr_null(c.toml);
+        /* The same with a script block among them: inside the run of another type's unclosed block, unclosed too. */
+        for (k = 0; k < n * 4; k += 8)
+                memcpy(t + k, "# /// a\n", 8);
+        k += (size_t) sprintf(t + k, "# /// script\n");
+        for (size_t m = 0; m < n / 2; m++, k += 8)
+                memcpy(t + k, "# /// a\n", 8);
+        ck_assert_int_eq(pep723_extract(t, k, &c, &error), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(error, "the '# /// script' metadata block on line 100001 is not closed"));
 }
 END_TEST
 
