@@ -20,6 +20,7 @@ static const struct {
         { "dateutil", "python-dateutil" },
         { "dns", "dnspython" },
         { "docx", "python-docx" },
+        { "distutils", "setuptools" },  /* gone from the standard library in 3.12; setuptools brings it back */
         { "dotenv", "python-dotenv" },
         { "fitz", "pymupdf" },
         { "git", "gitpython" },
@@ -87,6 +88,12 @@ static char *hint_module(const char *stderr_text, const RequirementList *require
 
         if (!module)
                 return NULL;
+
+        /* Parts of the standard library an interpreter may be built without: no package brings them. */
+        static const char *const builtin[] = { "tkinter", "_tkinter", "turtle", "turtledemo", "idlelib" };
+        for (size_t i = 0; i < ELEMENTSOF(builtin); i++)
+                if (streq(module, builtin[i]))
+                        return NULL;
 
         dist = hint_distribution_for_module(module);
         if (requirements_have(requirements, dist ?: module))

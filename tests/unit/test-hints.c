@@ -57,6 +57,10 @@ START_TEST(test_module_declared_or_absent) {
         ck_assert_ptr_null(hint_for_run("ValueError: x\n", false, NULL, false));
         ck_assert_ptr_null(hint_for_run("", true, NULL, false));
         ck_assert_ptr_null(hint_for_run(NULL, true, NULL, false));
+        /* Standard library an interpreter was built without: no package to declare. */
+        ck_assert_ptr_null(hint_for_run("ModuleNotFoundError: No module named '_tkinter'\n", false, NULL, false));
+        ck_assert_ptr_null(hint_for_run("ModuleNotFoundError: No module named 'tkinter'\n", false, NULL, false));
+        ck_assert_str_eq(hint_distribution_for_module("distutils"), "setuptools");
         /* Not a name we can build a sentence from. */
         ck_assert_ptr_null(hint_for_run("ModuleNotFoundError: No module named '$x'\n", false, NULL, false));
         ck_assert_ptr_null(hint_for_run("ModuleNotFoundError: No module named 'abc", false, NULL, false));
