@@ -18,6 +18,7 @@ libcore_a_SOURCES = \
 	src/tools/tools.c src/tools/tools.h \
 	src/tools/check-environment.c \
 	src/tools/script.c src/tools/script.h \
+	src/tools/hints.c src/tools/hints.h \
 	src/tools/execute-python.c \
 	src/tools/validate-script.c \
 	src/tools/sandbox-common.c src/tools/sandbox-common.h \

@@ -69,6 +69,7 @@ struct Runtime {
         const Config *config;
 
         char *uv_path, *uv_version, *bwrap_version;
+        char *uv_refused;               /* why uv is not used (older than the store needs), or NULL */
         char *etc_dir;
         EnvStore *store;
 
@@ -293,6 +294,7 @@ Runtime *runtime_free(Runtime *r) {
         pythons_done(&r->pythons);
         free(r->uv_path);
         free(r->uv_version);
+        free(r->uv_refused);
         free(r->bwrap_version);
         free(r->sandbox_error);
         free(r->user);
@@ -366,6 +368,14 @@ static void on_uv_probe(Process *p, void *userdata) {
                 char *v = line + 3;
                 v[strcspn(v, " ")] = 0;
                 r->uv_version = strdup(v);
+                /* Refused at start, not at the first install: an older uv ignores some of our settings silently
+                 * (system-certs=) and answers others with a usage error. */
+                _cleanup_free_ char *reason = NULL;
+                if (r->uv_version && envstore_check_uv_version(r->uv_version, &reason) > 0) {
+                        log_error("%s: %s. Scripts without dependencies still run.", r->uv_path, reason);
+                        if (envstore_refuse_uv(r->store, reason) >= 0)
+                                r->uv_refused = TAKE_PTR(reason);
+                }
         } else
                 log_warning("%s --version failed; packages cannot be installed.", r->uv_path);
         drop_probe(r, p);
@@ -745,6 +755,9 @@ const char *runtime_uv_path(const Runtime *r) {
 }
 const char *runtime_uv_version(const Runtime *r) {
         return r->uv_version;
+}
+const char *runtime_uv_refused(const Runtime *r) {
+        return r->uv_refused;
 }
 const char *runtime_bwrap_version(const Runtime *r) {
         return r->bwrap_version;
@@ -1509,7 +1522,8 @@ static void on_python_installed(const char *version, const char *executable, con
 }
 
 bool runtime_python_downloads(const Runtime *r) {
-        return r->pyinstaller && config_python_downloads(r->config);
+        /* uv that answered its probe and is new enough. */
+        return r->pyinstaller && r->uv_version && !r->uv_refused && config_python_downloads(r->config);
 }
 
 bool runtime_python_installed(const Runtime *r, const Python *py) {

@@ -40,6 +40,8 @@ WaitEntry *runtime_self_test(Runtime *r, WaitFunc cb, void *userdata);
 
 const char *runtime_uv_path(const Runtime *r);
 const char *runtime_uv_version(const Runtime *r);
+/* Why uv is not used although it was found (older than ENVSTORE_UV_VERSION_MIN), or NULL. */
+const char *runtime_uv_refused(const Runtime *r);
 const char *runtime_bwrap_version(const Runtime *r);
 /* NULL when scripts can run: the sandbox works, or runs go without it (unsafe-no-sandbox); else the cause and
  * the fix. */

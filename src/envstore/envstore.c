@@ -75,6 +75,7 @@ struct EnvStore {
         const Config *config;
         char *uv;
         char *uv_version;
+        char *uv_refused;               /* why uv is not used (too old), or NULL */
         char *root, *envs, *uv_cache, *empty;
         Build *builds;
         unsigned n_building;
@@ -201,6 +202,7 @@ EnvStore *envstore_free(EnvStore *s) {
         strv_free(s->compile_queue);
         strv_free(s->compile_pythons);
         free(s->uv);
+        free(s->uv_refused);
         free(s->uv_version);
         free(s->root);
         free(s->envs);
@@ -215,6 +217,54 @@ void envstore_set_compiler(EnvStore *s, EnvCompileFunc f, void *userdata) {
         s->compile_spawn = f;
         s->compile_userdata = userdata;
         envstore_compile_next(s);
+}
+
+/* "0.13.9" -> {0, 13, 9}; a suffix ("-rc1", "+local") after the numbers is ignored. */
+static int parse_uv_version(const char *v, unsigned ret[3]) {
+        for (size_t i = 0; i < 3; i++) {
+                char *end;
+                unsigned long n;
+
+                if (!v || *v < '0' || *v > '9')
+                        return -EINVAL;
+                errno = 0;
+                n = strtoul(v, &end, 10);
+                if (errno != 0 || n > 100000)
+                        return -EINVAL;
+                ret[i] = (unsigned) n;
+                if (i < 2 && *end != '.')
+                        return -EINVAL;
+                v = end + 1;
+        }
+        return 0;
+}
+
+int envstore_check_uv_version(const char *version, char **ret_reason) {
+        unsigned have[3], need[3];
+
+        if (parse_uv_version(ENVSTORE_UV_VERSION_MIN, need) < 0)
+                return -EINVAL;
+        if (parse_uv_version(version, have) >= 0 &&
+            (have[0] != need[0] ? have[0] > need[0] : have[1] != need[1] ? have[1] > need[1] : have[2] >= need[2]))
+                return 0;
+
+        if (asprintf(ret_reason,
+                     "uv %s is older than %s, the oldest uv this server works with, so packages cannot be installed "
+                     "(the administrator can upgrade uv, e.g. pip install 'uv>=%s', or set uv= to a newer one)",
+                     version ?: "of unknown version", ENVSTORE_UV_VERSION_MIN, ENVSTORE_UV_VERSION_MIN) < 0)
+                return -ENOMEM;
+        return 1;
+}
+
+int envstore_refuse_uv(EnvStore *s, const char *reason) {
+        char *m = strdup(reason);
+
+        if (!m)
+                return -ENOMEM;
+        free(s->uv_refused);
+        s->uv_refused = m;
+        s->uv = mfree(s->uv);
+        return 0;
 }
 
 void envstore_set_uv_version(EnvStore *s, const char *version) {
@@ -386,7 +436,7 @@ static char *condense_uv_error(const Capture *err) {
                 "Building ", "Checked ",
         };
         char *out = NULL, *line, *save = NULL;
-        size_t len = 0, lines = 0;
+        size_t len = 0, lines = 0, hints = 0;
 
         if (!text)
                 return NULL;
@@ -395,8 +445,12 @@ static char *condense_uv_error(const Capture *err) {
                 for (size_t i = 0; i < ELEMENTSOF(noise); i++)
                         if (startswith(line, noise[i]))
                                 skip = true;
-                if (skip || !*line || lines >= 12 || len > 1500)
+                /* uv's own "hint:" lines name the fix ("did you mean to install scikit-learn?"): past the cap too. */
+                bool hint = startswith(line, "hint:") && hints < 4 && strlen(line) < 600;
+                if (skip || !*line || ((lines >= 12 || len > 1500) && !hint))
                         continue;
+                if (hint)
+                        hints++;
                 size_t l = strlen(line);
                 char *n = realloc(out, len + l + 2);
                 if (!n)
@@ -875,8 +929,9 @@ int envstore_prepare(EnvStore *s, const char *key, const Python *py, const Requi
                 r = build_start(b, py);
                 if (r == -ENOENT)
                         build_fail(b, r,
-                                   "uv is not available to the sandbox service, so packages cannot be installed (the "
-                                   "administrator can install uv or set uv= in the configuration)");
+                                   s->uv_refused ?: "uv is not available to the sandbox service, so packages cannot "
+                                                    "be installed (the administrator can install uv or set uv= in "
+                                                    "the configuration)");
                 else if (r < 0)
                         build_fail(b, r, "the environment build could not be started");
         }

@@ -48,6 +48,18 @@ void envstore_set_compiler(EnvStore *s, EnvCompileFunc f, void *userdata);
 EnvStore *envstore_free(EnvStore *s);
 void envstore_set_uv_version(EnvStore *s, const char *version);
 
+/*
+ * The oldest uv whose options the store relies on: UV_SYSTEM_CERTS (system-certs=) came in uv 0.11.0;
+ * UV_LOCK_TIMEOUT in 0.9.4; --default-index and --index (index-url=, extra-index-url=) in 0.4.23. An older
+ * uv ignores the environment variables silently and answers unknown options with a usage error.
+ */
+#define ENVSTORE_UV_VERSION_MIN "0.11.0"
+/* 0 when uv's version (as "uv --version" gives it, "0.13.9") is new enough; 1 with a one-sentence reason naming
+ * the version needed in *ret_reason when it is older or cannot be read; -ENOMEM. */
+int envstore_check_uv_version(const char *version, char **ret_reason);
+/* Refuse uv: from now on every build that needs packages fails with reason, and uv is never started. */
+int envstore_refuse_uv(EnvStore *s, const char *reason);
+
 void envstore_key(const EnvStore *s, const Python *py, const RequirementList *reqs, char ret[65]);
 /* The directory of a built environment (malloc'd), or NULL if it is not there. */
 char *envstore_lookup(EnvStore *s, const char *key);

@@ -12,3 +12,13 @@ test_pep508_LDADD = libcore.a libshared.a $(CHECK_LIBS)
 test_pep440_SOURCES = tests/unit/test-pep440.c
 test_pep440_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 test_pep440_LDADD = libcore.a libshared.a $(CHECK_LIBS)
+# The parser against the PEP's reference regex and uv, on a corpus of shapes. Its helper is built by
+# "make check" but is not a test itself: not in check_PROGRAMS, which packaging runs as the unit tests.
+EXTRA_PROGRAMS = pep723-dump
+check_DATA = pep723-dump$(EXEEXT)
+CLEANFILES += pep723-dump$(EXEEXT)
+pep723_dump_SOURCES = tests/unit/pep723-dump.c
+pep723_dump_CFLAGS = $(AM_CFLAGS) $(JSONC_CFLAGS)
+pep723_dump_LDADD = libcore.a libshared.a $(JSONC_LIBS)
+TESTS += tests/unit/test-pep723-regex.py
+EXTRA_DIST += tests/unit/test-pep723-regex.py

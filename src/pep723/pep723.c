@@ -56,8 +56,8 @@ static int split_lines(const char *script, size_t len, Line **ret, size_t *ret_n
                 const char *e = memchr(p, '\n', (size_t) (end - p)) ?: end;
                 size_t l = (size_t) (e - p);
 
-                if (l > 0 && p[l - 1] == '\r')
-                        l--;
+                if (e < end && l > 0 && p[l - 1] == '\r')
+                        l--; /* "\r\n"; a lone "\r" at the very end stays, as for uv and the regex */
                 lines[k++] = (Line) { .s = p, .n = l };
                 p = e + 1;
         }
@@ -92,10 +92,63 @@ static bool line_is_open(const Line *l, bool *ret_script) {
         return true;
 }
 
+/* A line that is "# /// script" once leading and trailing blanks are gone, but not exactly: a block that
+ * every reader ignores, which its author meant to be read. */
+static bool line_is_near_open(const Line *l, const char **ret_why) {
+        size_t a = 0, b = l->n;
+
+        while (a < b && (l->s[a] == ' ' || l->s[a] == '\t'))
+                a++;
+        while (b > a && (l->s[b - 1] == ' ' || l->s[b - 1] == '\t' || l->s[b - 1] == '\r'))
+                b--;
+        if (b - a != 12 || memcmp(l->s + a, "# /// script", 12) != 0 || (a == 0 && b == l->n))
+                return false;
+
+        *ret_why = a > 0 ? "it is indented" : "it has blanks after 'script'";
+        return true;
+}
+
+static int near_open_error(size_t i, const char *why, char **ret) {
+        return format(ret,
+                      "line %zu looks like the start of a '# /// script' metadata block, but %s, so uv and every "
+                      "other reader ignore the block; write that line as exactly '# /// script', at the start of "
+                      "the line",
+                      i + 1, why);
+}
+
+/* Why the script block opened on line i (0-based), whose content run ends before line j, has no end. */
+static int unclosed_error(const Line *lines, size_t n_lines, size_t i, size_t j, char **ret) {
+        _cleanup_free_ char *why = NULL;
+        int r;
+
+        /* uv's hint too: a "# ///" with something after it is not a closing line. */
+        for (size_t k = j; k > i + 1; k--)
+                if (lines[k - 1].n > 5 && memcmp(lines[k - 1].s, "# ///", 5) == 0)
+                        return format(ret,
+                                      "the '# /// script' metadata block on line %zu is not closed: line %zu is not "
+                                      "a closing line because it has more after '# ///'; make the block's last line "
+                                      "exactly '# ///'",
+                                      i + 1, k);
+
+        if (j >= n_lines)
+                r = format(&why, "the script ends before a line that is exactly '# ///'");
+        else if (lines[j].n > 0 && lines[j].s[0] == '#')
+                r = format(&why, "line %zu ends it because it starts with '#' but not with '# '", j + 1);
+        else
+                r = format(&why, "line %zu ends it because it does not start with '#'", j + 1);
+        if (r < 0)
+                return r;
+
+        return format(ret,
+                      "the '# /// script' metadata block on line %zu is not closed: %s; start every line of the block "
+                      "with '# ' (or a bare '#', for an empty line) and end it with a line that is exactly '# ///'",
+                      i + 1, why);
+}
+
 int pep723_extract(const char *script, size_t len, Pep723Block *ret, char **ret_error) {
         _cleanup_free_ Line *lines = NULL;
-        _cleanup_free_ char *toml = NULL;
-        size_t n_lines = 0, start = 0, end = 0, unclosed = 0, unclosed_close = 0;
+        _cleanup_free_ char *toml = NULL, *problem = NULL;
+        size_t n_lines = 0, start = 0, end = 0;
         bool found = false;
         const char *nul;
         int r;
@@ -121,47 +174,79 @@ int pep723_extract(const char *script, size_t len, Pep723Block *ret, char **ret_
                 return r;
 
         for (size_t i = 0; i < n_lines;) {
+                const char *why;
                 bool is_script;
-                size_t j;
+                size_t j, close = 0;
 
                 if (!line_is_open(&lines[i], &is_script)) {
+                        if (!problem && line_is_near_open(&lines[i], &why)) {
+                                r = near_open_error(i, why, &problem);
+                                if (r < 0)
+                                        return r;
+                        }
                         i++;
                         continue;
                 }
 
-                /* The run of content lines after the opening line; the block is closed
-                 * only if the last line of that run is "# ///". */
+                /* The run of content lines after the opening line closes at its last "# ///" line, as the
+                 * PEP's reference regex (greedy, then backtracking) and uv read it: comment lines after the
+                 * closing line ("# ruff: noqa") are not part of the block. */
                 for (j = i + 1; j < n_lines && line_is_content(&lines[j]); j++)
                         ;
+                for (size_t k = j; k > i + 1; k--)
+                        if (line_is_close(&lines[k - 1])) {
+                                close = k - 1;
+                                break;
+                        }
 
-                if (j - 1 > i && line_is_close(&lines[j - 1])) {
+                if (close > 0) {
                         if (is_script) {
                                 if (found) {
                                         if (!ret_error)
                                                 return -EINVAL;
                                         r = format(ret_error,
-                                                   "the script has two '# /// script' metadata blocks (lines %zu and %zu)",
+                                                   "the script has two '# /// script' metadata blocks (lines %zu and %zu); "
+                                                   "merge them into one",
                                                    start + 1, i + 1);
                                         return r < 0 ? r : -EINVAL;
                                 }
                                 found = true;
                                 start = i;
-                                end = j - 1;
+                                end = close;
                         }
-                        i = j; /* skip the whole block, whatever its type */
+                        /* Go on after the closing line: what follows it in the run is outside the block. */
+                        i = close + 1;
                         continue;
                 }
 
-                if (is_script && unclosed == 0) {
-                        unclosed = i + 1;
-                        /* A "# ///" inside the run means a comment line follows the intended end. */
-                        for (size_t k = j; k > i + 1; k--)
-                                if (line_is_close(&lines[k - 1])) {
-                                        unclosed_close = k;
-                                        break;
-                                }
+                /* The spec says to ignore an unclosed block; uv refuses the script, and so do we: running without
+                 * the dependencies the author meant to declare only fails later, and less clearly. Unclosed
+                 * blocks of other types are not ours to judge. */
+                if (is_script && !problem) {
+                        r = unclosed_error(lines, n_lines, i, j, &problem);
+                        if (r < 0)
+                                return r;
                 }
-                i++;
+                /* Nothing in the run is closed either (its runs are suffixes of this one): look at each of its
+                 * lines once, for a script block inside a block of another type, and go on after the run. Going
+                 * on line by line would make a script of many opening lines cost quadratic time. */
+                for (size_t k = i + 1; k < j && !problem; k++) {
+                        if (line_is_open(&lines[k], &is_script) && is_script)
+                                r = unclosed_error(lines, n_lines, k, j, &problem);
+                        else if (line_is_near_open(&lines[k], &why))
+                                r = near_open_error(k, why, &problem);
+                        else
+                                r = 0;
+                        if (r < 0)
+                                return r;
+                }
+                i = j;
+        }
+
+        if (problem) {
+                if (ret_error)
+                        *ret_error = TAKE_PTR(problem);
+                return -EINVAL;
         }
 
         if (found) {
@@ -188,30 +273,8 @@ int pep723_extract(const char *script, size_t len, Pep723Block *ret, char **ret_
                 .toml = TAKE_PTR(toml),
                 .start_line = found ? (unsigned) start + 1 : 0,
                 .end_line = found ? (unsigned) end + 1 : 0,
-                .unclosed = unclosed > 0,
-                .unclosed_line = (unsigned) unclosed,
-                .unclosed_close_line = (unsigned) unclosed_close,
         };
         return 0;
-}
-
-int pep723_block_warning(const Pep723Block *b, char **ret) {
-        if (!b || !ret)
-                return -EINVAL;
-
-        if (!b->unclosed) {
-                *ret = NULL;
-                return 0;
-        }
-
-        if (b->unclosed_close_line > 0)
-                return format(ret,
-                              "the '# /// script' block on line %u is ignored because its '# ///' on line %u "
-                              "is followed by more '#' lines; end the block with '# ///' followed by a line not starting with '#'",
-                              b->unclosed_line, b->unclosed_close_line);
-
-        return format(ret, "the '# /// script' block on line %u is ignored because it has no closing '# ///' line",
-                      b->unclosed_line);
 }
 
 void pep723_block_done(Pep723Block *b) {

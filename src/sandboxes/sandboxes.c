@@ -100,6 +100,7 @@ struct Sandbox {
         Sandbox *next, *prev;
         char id[SANDBOX_ID_LEN + 1];
         uid_t uid;
+        bool network;                   /* its interpreter was started with network access */
         uint64_t created_usec, used_usec, ttl_usec;
         sd_event_source *reap_timer;
 
@@ -915,6 +916,7 @@ static int sandbox_spawn(Sandbox *sb) {
                             NULL };
         char *ro[] = { (char *) sb->python->prefix, NULL };
         /* The same sandbox as execute_python's runs (network, tmpfs size, read-only system). */
+        sb->network = runtime_sandbox_policy(r).network;
         k = runtime_spawn_in_bwrap(r, sb->env, streq(sb->python->prefix, "/usr") ? NULL : ro, NULL, 0, &theirs, 1,
                                    status_theirs, command, 0, &limits, 8192, 8192, on_bwrap_exit, sb, &sb->proc);
         if (k < 0) {
@@ -1344,6 +1346,9 @@ const char *sandbox_env_path(const Sandbox *sb) {
 }
 const RequirementList *sandbox_requirements(const Sandbox *sb) {
         return &sb->reqs;
+}
+bool sandbox_network(const Sandbox *sb) {
+        return sb->network;
 }
 bool sandbox_is_busy(const Sandbox *sb) {
         return sb->ops != NULL || sb->prepare != NULL;

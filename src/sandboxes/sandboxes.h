@@ -90,6 +90,7 @@ uid_t sandbox_uid(const Sandbox *sb);
 const char *sandbox_python_version(const Sandbox *sb);
 const char *sandbox_env_path(const Sandbox *sb);
 const RequirementList *sandbox_requirements(const Sandbox *sb);
+bool sandbox_network(const Sandbox *sb);
 bool sandbox_is_busy(const Sandbox *sb);
 /* A short word: "starting", "idle", "busy", "broken". */
 const char *sandbox_state(const Sandbox *sb);

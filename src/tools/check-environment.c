@@ -98,9 +98,11 @@ static void check_env_finish(CheckEnv *c) {
 
         o = json_object_new_object();
         json_add_string(o, "path", runtime_uv_path(r) ?: cfg->uv_path);
-        json_add_bool(o, "available", runtime_uv_version(r) != NULL);
+        json_add_bool(o, "available", runtime_uv_version(r) != NULL && !runtime_uv_refused(r));
         if (runtime_uv_version(r))
                 json_add_string(o, "version", runtime_uv_version(r));
+        if (runtime_uv_refused(r))
+                json_add_string(o, "error", runtime_uv_refused(r));
         json_add(st, "uv", o);
 
         json_object *pa = json_object_new_array();
@@ -155,7 +157,11 @@ static void check_env_finish(CheckEnv *c) {
         else
                 appendf(&text, "Sandbox: %s", sandbox_error ? sandbox_error : "working (self-test passed just now)");
         appendf(&text, "bwrap: %s (%s)", runtime_bwrap_version(r) ?: "NOT AVAILABLE", cfg->bwrap_path);
-        appendf(&text, "uv: %s (%s)", runtime_uv_version(r) ?: "NOT AVAILABLE", runtime_uv_path(r) ?: cfg->uv_path);
+        if (runtime_uv_refused(r))
+                appendf(&text, "uv: REFUSED: %s (%s)", runtime_uv_refused(r), runtime_uv_path(r) ?: cfg->uv_path);
+        else
+                appendf(&text, "uv: %s (%s)", runtime_uv_version(r) ?: "NOT AVAILABLE",
+                        runtime_uv_path(r) ?: cfg->uv_path);
         appendf(&text, "Pythons: %s%s", pys->n ? list : "none found",
                 runtime_python_downloads(r) ? " (others are installed when a call asks for them)" : "");
         if (unsandboxed)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hints.h"
 #include "json-util.h"
 #include "macro.h"
 #include "outputs.h"
@@ -100,6 +101,10 @@ static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
                                     "are kept.\n");
         else if (o->reset)
                 strextendf_len(&text, &len, "The sandbox was started afresh: variables and files in /work are lost.\n");
+        /* A sentence naming the fix for a module that is not installed (hints.h). */
+        _cleanup_free_ char *hint = exc ? hint_for_run(exc, !sandbox_network(c->sandbox), sandbox_requirements(c->sandbox), true) : NULL;
+        if (hint)
+                strextendf_len(&text, &len, "%s\n", hint);
         if (c->timeout_clamped)
                 strextendf_len(&text, &len, "--- timeout_clamped: %" PRId64 "s (the server's maximum) ---\n", timeout_s);
         strextendf_len(&text, &len, "--- execution_count: %" PRId64 " ---\n--- duration_ms: %" PRIu64 " ---\n", count,
@@ -161,6 +166,8 @@ static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
                 json_add_string(st, "error", exc ?: error);
         else
                 json_add(st, "error", json_object_new_null());
+        if (hint)
+                json_add_string(st, "hint", hint);
         json_add_bool(st, "timed_out", o->timed_out);
         json_add_bool(st, "interrupted", o->interrupted || json_object_get_boolean(json_get(r, "interrupted", json_type_boolean)));
         json_add_bool(st, "state_lost", o->restarted || o->reset);

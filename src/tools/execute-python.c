@@ -13,6 +13,7 @@
 
 #include "daemon/manager.h"
 #include "daemon/runtime.h"
+#include "hints.h"
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
@@ -942,6 +943,15 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
                 if (j->limits_lowered & limit_args[i].bit)
                         strextendf_len(&text, &len, "--- limits.%s lowered to %" PRIu64 " (the server's maximum) ---\n",
                                limit_args[i].name, limit_get_units(&j->limits, i));
+        /* A sentence naming the fix, where stderr shows a cause the model can act on (hints.h). */
+        _cleanup_free_ char *hint = failed && !timed_out && !limit
+                                            ? hint_for_run(err_clean, !runtime_config(j->runtime)->network,
+                                                           j->plan ? &j->plan->requirements : NULL, false)
+                                            : NULL;
+        if (hint) {
+                strextendf_len(&text, &len, "%s\n", hint);
+                json_add_string(st, "hint", hint);
+        }
 
         RunLog l;
         const char *verdict = timed_out ? "timeout" : limit ? "limit" : sig ? "killed" : code != 0 ? "failed" : "ok";
@@ -1081,8 +1091,10 @@ static void on_env_ready(const EnvResult *res, void *userdata) {
         if (res->error < 0) {
                 _cleanup_free_ char *names = NULL;
                 requirement_list_join(&j->plan->requirements, ", ", &names);
-                return job_fail(j, PHASE_PREPARE, "installing the dependencies (%s) failed:\n%s", strempty(names),
-                                strempty(res->message));
+                _cleanup_free_ char *hint = hint_for_install(res->message, &j->plan->requirements,
+                                                             runtime_config(j->runtime)->allow_source_builds);
+                return job_fail(j, PHASE_PREPARE, "installing the dependencies (%s) failed:\n%s%s%s", strempty(names),
+                                strempty(res->message), hint ? "\n" : "", strempty(hint));
         }
         j->env_path = strdup(res->path);
         j->built_now = true;
@@ -1248,6 +1260,7 @@ static const char output_schema[] =
         "\"sandbox_warning\":{\"type\":\"string\"},"
         "\"failed_phase\":{\"type\":[\"string\",\"null\"],\"enum\":[\"validate\",\"prepare\",\"run\",null]},"
         "\"error\":{\"type\":\"string\"},"
+        "\"hint\":{\"type\":\"string\"},"
         "\"figures\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
         "\"name\":{\"type\":\"string\"},\"width\":{\"type\":\"integer\"},\"height\":{\"type\":\"integer\"},"
         "\"bytes\":{\"type\":\"integer\"},\"included\":{\"type\":\"boolean\"},\"left_out\":{\"type\":\"string\"}}}},"

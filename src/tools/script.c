@@ -232,11 +232,7 @@ static void on_toml(json_object *doc, const char *error, void *userdata) {
 
 static void analyze(ScriptAnalysis *a) {
         ScriptPlan *p = a->plan;
-        _cleanup_free_ char *warning = NULL;
         int r;
-
-        if (p->block.unclosed && pep723_block_warning(&p->block, &warning) >= 0 && warning)
-                strv_extend(&p->warnings, warning);
 
         if (!p->block.toml) {
                 RequirementList none = {};

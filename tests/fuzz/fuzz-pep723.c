@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* PEP 723 blocks, PEP 508 requirements and PEP 440 specifiers from arbitrary text. */
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,9 +14,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         Pep723Block b = {};
         char *err = NULL, *text;
+        int k;
 
-        if (pep723_extract((const char *) data, size, &b, &err) >= 0)
+        k = pep723_extract((const char *) data, size, &b, &err);
+        if (k >= 0) {
+                /* A block lies between its lines; a refusal always says why. */
+                if (b.toml && !(b.start_line > 0 && b.start_line < b.end_line))
+                        abort();
+                if (err)
+                        abort();
                 pep723_block_done(&b);
+        } else if (k == -EINVAL && !err)
+                abort();
         free(err);
         err = NULL;
 

@@ -37,3 +37,9 @@ EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/mcptest.py tests/integratio
 # The .deb built and installed on a clean Debian 12 (debootstrap), serving a script.
 TESTS += tests/integration/test-packages.sh
 EXTRA_DIST += tests/integration/test-packages.sh
+
+# Metadata read as uv reads it; errors that name the fix (issue 15, part 3).
+TESTS += tests/integration/test-hints.py
+EXTRA_DIST += tests/integration/test-hints.py
+TESTS += tests/integration/test-pep723-uv.py
+EXTRA_DIST += tests/integration/test-pep723-uv.py

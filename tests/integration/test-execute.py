@@ -953,19 +953,19 @@ def pep723_rules_end_to_end():
         r, st, text = execute(c, "print(1)\n", dependencies=[spec])
         failed(r, st, text, "validate", f"dependency {spec!r}")
 
-    # An unclosed block is ignored (its dependencies too), with a warning.
+    # An unclosed block is refused in the validate phase, as uv refuses it: never run without it.
     unclosed = ("# /// script\n# dependencies = [\"mcpt-not-installed-anywhere\"]\n"
                 f"print({marker!r})\n")
+    reason = ("the '# /// script' metadata block on line 1 is not closed: line 3 ends it because it does not start "
+              "with '#'; start every line of the block with '# ' (or a bare '#', for an empty line) and end it with "
+              "a line that is exactly '# ///'")
     r, st, text = execute(c, unclosed)
-    out = succeeded(r, st, text, "unclosed block")
-    eq(out, marker + "\n", "the script ran with the unclosed block ignored")
-    eq(st["environment"]["requirements"], [], "no requirements from an unclosed block")
-    check(any("unclosed" in w.lower() or "closing" in w.lower() for w in st.get("warnings", [])),
-          f"a warning about the unclosed block: {st.get('warnings')}")
+    failed(r, st, text, "validate", "unclosed block")
+    check(reason in text and marker not in text, f"the reason, and the body did not run: {text!r}")
     r, st, text = call(c, "validate_script", {"script": unclosed})
-    check(r.get("isError") is False and text.startswith("VALID\n"), f"validate_script on an unclosed block: {text!r}")
-    check(re.search(r"^warning: .*(unclosed|closing)", text, re.M | re.I), f"validate_script warns: {text!r}")
-    eq(st.get("dependencies"), [], "no dependencies")
+    check(r.get("isError") is True and text.startswith("INVALID: ") and reason in text,
+          f"validate_script on an unclosed block: {text!r}")
+    eq(st.get("valid"), False, "valid")
     c.close()
 
 

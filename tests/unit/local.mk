@@ -110,3 +110,15 @@ TESTS += test-charge
 test_charge_SOURCES = tests/unit/test-charge.c
 test_charge_CFLAGS = $(UNIT_CFLAGS)
 test_charge_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-hints
+TESTS += test-hints
+test_hints_SOURCES = tests/unit/test-hints.c
+test_hints_CFLAGS = $(UNIT_CFLAGS)
+test_hints_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-uv-version
+TESTS += test-uv-version
+test_uv_version_SOURCES = tests/unit/test-uv-version.c
+test_uv_version_CFLAGS = $(UNIT_CFLAGS)
+test_uv_version_LDADD = $(UNIT_LIBS)
