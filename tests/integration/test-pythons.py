@@ -23,7 +23,7 @@ import stat
 import tarfile
 import uuid
 
-from mcptest import Daemon, UvLog, check, eq, main, need_uv, scratch, skip, test, test_pythons
+from mcptest import Daemon, UvLog, at_exit, check, eq, main, need_uv, scratch, skip, test, test_pythons
 
 _STATE = {}
 
@@ -95,6 +95,7 @@ def daemon(cache=None, args=(), uv=None):
     uv = uv or UvLog()
     d = Daemon(args=["--python-search-path=", "--python-search-path=" + have[old], "--python-downloads-json-url=" + url, "--uv=" + uv.path,
                      *args], cache_dir=cache)
+    at_exit(d.close)
     c = d.client()
     c.initialize()
     return d, c, uv
