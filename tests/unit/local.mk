@@ -110,3 +110,9 @@ TESTS += test-charge
 test_charge_SOURCES = tests/unit/test-charge.c
 test_charge_CFLAGS = $(UNIT_CFLAGS)
 test_charge_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-scheduler
+TESTS += test-scheduler
+test_scheduler_SOURCES = tests/unit/test-scheduler.c
+test_scheduler_CFLAGS = $(UNIT_CFLAGS)
+test_scheduler_LDADD = $(UNIT_LIBS)
