@@ -53,6 +53,7 @@ struct Build {
         char *python;
         char **requirements;
         Process *proc;
+        SchedTicket ticket;     /* SCHED_BUILD, charged to the uid of the call that asked first; waits, then held */
         bool installing;        /* second step: uv pip install */
         EnvLayout layout;       /* what the venv step made (layout.h) */
         EnvWaiter *waiters;
@@ -72,6 +73,7 @@ struct EnvSizesWaiter {
 struct EnvStore {
         sd_event *event;
         const Config *config;
+        Scheduler *sched;
         char *uv;
         char *uv_version;
         char *root, *envs, *uv_cache, *empty;
@@ -103,7 +105,8 @@ static uint64_t now_usec(void) {
         return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
 }
 
-int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *uv_path, bool other_uids) {
+int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *sched, const char *uv_path,
+                 bool other_uids) {
         EnvStore *s = calloc(1, sizeof(*s));
         int r;
 
@@ -111,6 +114,7 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *
                 return -ENOMEM;
         s->event = sd_event_ref(e);
         s->config = config;
+        s->sched = sched;
         s->compile_lock_fd = -EBADF;
         s->uv = uv_path ? strdup(uv_path) : NULL;
         if (asprintf(&s->root, "%s", config->cache_dir) < 0 || asprintf(&s->envs, "%s/envs", config->cache_dir) < 0 ||
@@ -177,6 +181,10 @@ static void compile_clear(EnvStore *s);
 EnvStore *envstore_free(EnvStore *s) {
         if (!s)
                 return NULL;
+        /* Waiting builds first: freeing a running one must not start them. */
+        for (Build *b = s->builds; b; b = b->next)
+                if (sched_ticket_waiting(&b->ticket))
+                        scheduler_release(&b->ticket);
         while (s->builds) {
                 Build *b = s->builds;
                 s->builds = b->next;
@@ -301,6 +309,7 @@ static void build_free(Build *b) {
                 free(w);
         }
         process_free(b->proc);
+        scheduler_release(&b->ticket);
         sd_event_source_disable_unref(b->defer);
         env_layout_done(&b->layout);
         if (b->tmp)
@@ -334,6 +343,7 @@ static void build_finish(Build *b) {
         };
 
         build_unlink(b);
+        scheduler_release(&b->ticket);   /* the next build may start while we tell the waiters */
         /* A failed build has left nothing behind by the time anyone hears of it. */
         if (b->error != 0 && b->tmp) {
                 (void) rm_rf_untrusted(b->tmp);
@@ -796,7 +806,7 @@ static void on_step_done(Process *p, void *userdata) {
         build_finish(b);
 }
 
-static int build_start(Build *b, const Python *py) {
+static int build_start(Build *b) {
         _cleanup_strv_free_ char **argv = strv_new(), **env = NULL;
 
         if (!b->requirements[0]) {
@@ -804,7 +814,7 @@ static int build_start(Build *b, const Python *py) {
                 env = strv_new();
                 strv_extend(&env, "PATH=/usr/local/bin:/usr/bin:/bin");
                 strv_extend(&env, "LANG=C.UTF-8");
-                strv_extend(&argv, py->executable);
+                strv_extend(&argv, b->python);
                 strv_extend(&argv, "-I");
                 strv_extend(&argv, "-m");
                 strv_extend(&argv, "venv");
@@ -819,7 +829,7 @@ static int build_start(Build *b, const Python *py) {
                 strv_extend(&argv, "--no-config");
                 strv_extend(&argv, "--relocatable");
                 strv_extend(&argv, "--python");
-                strv_extend(&argv, py->executable);
+                strv_extend(&argv, b->python);
                 strv_extend(&argv, b->tmp);
         }
         if (!argv || !env)
@@ -827,7 +837,21 @@ static int build_start(Build *b, const Python *py) {
         return build_spawn(b, argv, env);
 }
 
-int envstore_prepare(EnvStore *s, const char *key, const Python *py, const RequirementList *reqs, EnvReadyFunc cb,
+/* The build's turn has come (SCHED_BUILD): its uv processes start. */
+static void on_build_turn(SchedTicket *t, void *userdata) {
+        Build *b = userdata;
+        int r;
+
+        r = build_start(b);
+        if (r == -ENOENT)
+                build_fail(b, r,
+                           "uv is not available to the sandbox service, so packages cannot be installed (the "
+                           "administrator can install uv or set uv= in the configuration)");
+        else if (r < 0)
+                build_fail(b, r, "the environment build could not be started");
+}
+
+int envstore_prepare(EnvStore *s, uid_t uid, const char *key, const Python *py, const RequirementList *reqs, EnvReadyFunc cb,
                      void *userdata, EnvWaiter **ret_waiter) {
         Build *b = NULL;
         EnvWaiter *w = NULL;
@@ -867,13 +891,13 @@ int envstore_prepare(EnvStore *s, const char *key, const Python *py, const Requi
                 log_info("Preparing environment %.12s for Python %s: %s", key, py->version,
                          reqs->n ? "installing packages" : "bare");
 
-                r = build_start(b, py);
-                if (r == -ENOENT)
-                        build_fail(b, r,
-                                   "uv is not available to the sandbox service, so packages cannot be installed (the "
-                                   "administrator can install uv or set uv= in the configuration)");
-                else if (r < 0)
-                        build_fail(b, r, "the environment build could not be started");
+                /* No more builds at once than max-builds (and the uid's share): the others wait their turn, round
+                 * robin among the users who asked. A build is charged to the uid that asked first. */
+                r = scheduler_acquire(s->sched, &b->ticket, SCHED_BUILD, uid, on_build_turn, b);
+                if (r == 0)
+                        on_build_turn(&b->ticket, b);
+                else if (r != SCHEDULER_QUEUED)
+                        build_fail(b, r < 0 ? r : -EBUSY, "the environment build could not be queued");
         }
 
         if (cb) {

@@ -1298,7 +1298,7 @@ static void on_plan(ScriptPlan *plan, void *userdata) {
         path = TAKE_PTR(plan->env_path);
         if (path)
                 return use_env(p, path);
-        int k = envstore_prepare(store, plan->key, plan->python, &plan->requirements, on_env_ready, p, &p->env_waiter);
+        int k = envstore_prepare(store, p->sandbox->uid, plan->key, plan->python, &plan->requirements, on_env_ready, p, &p->env_waiter);
         if (k < 0)
                 prepare_done(p, "the environment could not be prepared");
 }
@@ -1316,7 +1316,7 @@ int sandbox_prepare(Sandbox *sb, json_object *requirements, const char *python_v
         if (!p)
                 return -ENOMEM;
         *p = (SandboxPrepare) { .sandbox = sb, .cb = cb, .userdata = userdata };
-        k = script_analyze(registry->runtime, "", 0, requirements,
+        k = script_analyze(registry->runtime, sb->uid, "", 0, requirements,
                            sb->started ? sb->python->version : python_version, on_plan, p, &p->analysis);
         if (k < 0) {
                 free(p);

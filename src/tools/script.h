@@ -33,7 +33,8 @@ typedef struct ScriptAnalysis ScriptAnalysis;
 /* The plan is handed over: the callee owns it (script_plan_free). */
 typedef void (*ScriptPlanFunc)(ScriptPlan *plan, void *userdata);
 
-int script_analyze(Runtime *r, const char *script, size_t len, json_object *dependencies, const char *python_version,
+/* uid: whose call it is; the metadata reader it may need is charged to it (scheduler.h). */
+int script_analyze(Runtime *r, uid_t uid, const char *script, size_t len, json_object *dependencies, const char *python_version,
                    ScriptPlanFunc cb, void *userdata, ScriptAnalysis **ret);
 void script_analysis_cancel(ScriptAnalysis *a);
 ScriptPlan *script_plan_free(ScriptPlan *p);
