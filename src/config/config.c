@@ -71,7 +71,7 @@ static const Setting settings[] = {
         S("default-timeout", SETTING_SECONDS, default_timeout_usec, "Run time limit when a call names none"),
         S("max-timeout", SETTING_SECONDS, max_timeout_usec, "Longest run time a call may ask for"),
         S("output-cap", SETTING_SIZE, output_cap, "Bytes of stdout+stderr kept per run (head and tail)"),
-        S("max-runs", SETTING_UINT, max_runs, "Scripts running at once (0: number of CPUs)"),
+        S("max-runs", SETTING_UINT, max_runs, "Scripts running at once (0: four per CPU)"),
         S("max-runs-per-user", SETTING_UINT, max_runs_per_user,
           "Scripts one user (uid) may run at once; more wait their turn (0: max-runs)"),
         S("max-queue", SETTING_UINT, max_queue, "Runs waiting for a slot before calls are refused"),

@@ -51,7 +51,7 @@ typedef struct Config {
         uint64_t default_timeout_usec;
         uint64_t max_timeout_usec;
         uint64_t output_cap;
-        uint64_t max_runs;              /* concurrent runs; 0 = number of CPUs */
+        uint64_t max_runs;              /* concurrent runs; 0 = four per CPU */
         uint64_t max_runs_per_user;     /* concurrent runs of one uid; 0 = max_runs */
         uint64_t max_queue;
         /* The scheduler's other kinds (scheduler/scheduler.h): all users, one uid; 0 = no limit / the global one */

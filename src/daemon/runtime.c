@@ -197,8 +197,11 @@ int runtime_new(Runtime **ret, Manager *m) {
         r->config = m->config;
         r->uv_path = find_in_path(m->config->uv_path);
         ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        /* A run slot is a sandbox and an interpreter, not a CPU: scripts that sleep or wait on I/O use none, and
+         * those that compute share the CPUs through the kernel, each run's cgroup with one equal weight
+         * (see max-runs in mcp-python-sandboxd.conf). Four per CPU by default. */
         r->max_runs = m->config->max_runs > 0 ? (unsigned) MIN(m->config->max_runs, 4096u)
-                                              : (unsigned) (ncpu > 0 ? ncpu : 1);
+                                              : (unsigned) MIN(4 * (ncpu > 0 ? ncpu : 1), 4096);
         k = scheduler_new(&r->sched);
         if (k < 0) {
                 free(r);
