@@ -53,6 +53,7 @@ struct Build {
         char *python;
         char **requirements;
         Process *proc;
+        uid_t uid;              /* whose call asked first: the build, then its compile, are charged to it */
         SchedTicket ticket;     /* SCHED_BUILD, charged to the uid of the call that asked first; waits, then held */
         bool installing;        /* second step: uv pip install */
         EnvLayout layout;       /* what the venv step made (layout.h) */
@@ -92,6 +93,9 @@ struct EnvStore {
         int compile_lock_fd;
         char **compile_queue;           /* environments whose bytecode is still to be compiled, oldest first */
         char **compile_pythons;         /* the interpreter of each */
+        uid_t *compile_uids;            /* and whose call built it: the compile is charged to them */
+        SchedTicket compile_ticket;     /* SCHED_COMPILE for the compile at the head of the queue, then running */
+        SchedTicket walk_ticket;        /* SCHED_WALK, the daemon's: held while the walk runs */
         char *compiling;
         char *compile_out;              /* the scratch directory the sandboxed compile writes to */
         Process *compile;
@@ -174,7 +178,7 @@ static void unlock_entry(char **path, int *fd) {
         *fd = safe_close(*fd);
 }
 static void envstore_prune_later(EnvStore *s);
-static void envstore_compile_later(EnvStore *s, const char *path, const char *python);
+static void envstore_compile_later(EnvStore *s, const char *path, const char *python, uid_t uid);
 static void envstore_compile_next(EnvStore *s);
 static void compile_clear(EnvStore *s);
 
@@ -207,6 +211,9 @@ EnvStore *envstore_free(EnvStore *s) {
         free(s->compiling);
         strv_free(s->compile_queue);
         strv_free(s->compile_pythons);
+        free(s->compile_uids);
+        scheduler_release(&s->compile_ticket);
+        scheduler_release(&s->walk_ticket);
         free(s->uv);
         free(s->uv_version);
         free(s->root);
@@ -367,7 +374,7 @@ static void build_finish(Build *b) {
         if (b->error == 0) {
                 (void) envstore_gc(b->store, b->key);
                 envstore_prune_later(b->store);
-                envstore_compile_later(b->store, b->final, b->python);
+                envstore_compile_later(b->store, b->final, b->python, b->uid);
         }
         build_free(b);
 }
@@ -581,6 +588,8 @@ static void on_compile_done(Process *p, void *userdata) {
 /* Stop the compile if it still runs, and forget it: its process, scratch directory, lock and environment. */
 static void compile_clear(EnvStore *s) {
         s->compile = process_free(s->compile);
+        if (sched_ticket_held(&s->compile_ticket))
+                scheduler_release(&s->compile_ticket);
         if (s->compile_out)
                 (void) rm_rf_untrusted(s->compile_out);
         unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
@@ -588,31 +597,50 @@ static void compile_clear(EnvStore *s) {
         s->compiling = mfree(s->compiling);
 }
 
+static void on_compile_turn(SchedTicket *t, void *userdata) {
+        envstore_compile_next(userdata);
+}
+
 static void envstore_compile_next(EnvStore *s) {
         while (!s->compile && s->compile_spawn && s->compile_queue && s->compile_queue[0]) {
-                _cleanup_free_ char *path = s->compile_queue[0], *python = s->compile_pythons[0], *marker = NULL,
-                                    *out = NULL;
+                _cleanup_free_ char *path = NULL, *python = NULL, *marker = NULL, *out = NULL;
+                size_t n = strv_length(s->compile_queue);
                 int k;
 
-                memmove(s->compile_queue, s->compile_queue + 1, strv_length(s->compile_queue) * sizeof(char *));
-                memmove(s->compile_pythons, s->compile_pythons + 1,
-                        strv_length(s->compile_pythons) * sizeof(char *));
-                if (asprintf(&marker, "%s/" COMPILED, path) < 0 ||
-                    asprintf(&out, "%s/.compile-%s-%d", s->envs, strrchr(path, '/') + 1, (int) getpid()) < 0)
+                /* The compile at the head waits for its place (SCHED_COMPILE), charged to whose call built it. */
+                if (sched_ticket_waiting(&s->compile_ticket))
                         return;
+                if (!sched_ticket_held(&s->compile_ticket)) {
+                        k = scheduler_acquire(s->sched, &s->compile_ticket, SCHED_COMPILE, s->compile_uids[0],
+                                              on_compile_turn, s);
+                        if (k != 0)
+                                return;   /* SCHEDULER_QUEUED: on_compile_turn() comes back */
+                }
+                path = s->compile_queue[0];
+                python = s->compile_pythons[0];
+                memmove(s->compile_queue, s->compile_queue + 1, n * sizeof(char *));
+                memmove(s->compile_pythons, s->compile_pythons + 1, n * sizeof(char *));
+                memmove(s->compile_uids, s->compile_uids + 1, (n - 1) * sizeof(uid_t));
+                /* Not started below: the place goes back (the next entry may be another user's). */
+                k = -ECANCELED;
+                if (asprintf(&marker, "%s/" COMPILED, path) < 0 ||
+                    asprintf(&out, "%s/.compile-%s-%d", s->envs, strrchr(path, '/') + 1, (int) getpid()) < 0) {
+                        scheduler_release(&s->compile_ticket);
+                        return;
+                }
                 if (access(marker, F_OK) >= 0 || access(path, F_OK) < 0)
-                        continue;   /* done already, or collected meanwhile */
+                        goto next;   /* done already, or collected meanwhile */
                 k = lock_entry(s, strrchr(out, '/') + 1, &s->compile_lock_path);
                 if (k < 0) {
                         log_warning_errno(k, "Failed to lock %s: %m", out);
-                        continue;
+                        goto next;
                 }
                 s->compile_lock_fd = k;
                 (void) rm_rf_untrusted(out);
                 if (mkdir(out, 0700) < 0) {
                         log_warning_errno(errno, "Failed to create %s: %m", out);
                         unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
-                        continue;
+                        goto next;
                 }
                 k = s->compile_spawn(s->compile_userdata, path, python, out, s->config->prepare_timeout_usec,
                                      on_compile_done, s, &s->compile);
@@ -620,16 +648,27 @@ static void envstore_compile_next(EnvStore *s) {
                         log_warning_errno(k, "Failed to start compiling the bytecode of %s: %m", path);
                         (void) rm_rf_untrusted(out);
                         unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
-                        continue;
+                        goto next;
                 }
                 s->compiling = TAKE_PTR(path);
                 s->compile_out = TAKE_PTR(out);
+                continue;
+        next:
+                scheduler_release(&s->compile_ticket);
         }
 }
 
-static void envstore_compile_later(EnvStore *s, const char *path, const char *python) {
+static void envstore_compile_later(EnvStore *s, const char *path, const char *python, uid_t uid) {
+        size_t n = strv_length(s->compile_queue);
+        uid_t *uids;
+
         if ((s->compiling && streq(s->compiling, path)) || strv_contains(s->compile_queue, path))
                 return;
+        uids = reallocarray(s->compile_uids, n + 1, sizeof(uid_t));
+        if (!uids)
+                return;
+        s->compile_uids = uids;
+        uids[n] = uid;
         if (strv_extend(&s->compile_pythons, python) < 0)
                 return;
         if (strv_extend(&s->compile_queue, path) < 0) {
@@ -866,6 +905,7 @@ int envstore_prepare(EnvStore *s, uid_t uid, const char *key, const Python *py, 
                 if (!b)
                         return -ENOMEM;
                 b->store = s;
+                b->uid = uid;
                 b->lock_fd = -EBADF;
                 memcpy(b->key, key, 65);
                 b->start_usec = now_usec();
@@ -985,7 +1025,7 @@ void envstore_cleanup(EnvStore *s) {
                                 json_object *format = json_get(info, "format", json_type_int);
                                 if (access(m, F_OK) < 0 && json_get_string(info, "python") && format &&
                                     json_object_get_int(format) == 2)
-                                        envstore_compile_later(s, p, json_get_string(info, "python"));
+                                        envstore_compile_later(s, p, json_get_string(info, "python"), SCHEDULER_DAEMON_UID);
                         }
                         continue;
                 }
@@ -1033,6 +1073,7 @@ static void on_walk_done(const StoreWalkResult *res, char **removed, void *userd
         EnvSizes sizes = {};
 
         s->walk = store_walk_job_free(s->walk);
+        scheduler_release(&s->walk_ticket);
         for (char **name = removed; name && *name; name++) {
                 _cleanup_free_ char *p = NULL;
                 log_info("Removed environment %.12s (least recently used, over the store budget or unused for too "
@@ -1088,12 +1129,20 @@ static int walk_start(EnvStore *s) {
                 s->walk_again = true;
                 return 0;
         }
+        /* The store's own upkeep, shared by whoever asks for sizes meanwhile: charged to the daemon. */
+        r = scheduler_try_acquire(s->sched, &s->walk_ticket, SCHED_WALK, SCHEDULER_DAEMON_UID);
+        if (r != 0) {
+                log_debug("No disk walk now: max-walks is reached.");
+                sizes_notify(s, &(EnvSizes) {});
+                return r < 0 ? r : -EBUSY;
+        }
         /* Not the one being compiled: collecting it stops its compile (on_walk_done()). */
         for (Build *b = s->builds; b; b = b->next)
                 (void) strv_extend(&keep, b->key);
         o.keep = keep;
         r = store_walk_spawn(s->event, &o, on_walk_done, s, &s->walk);
         if (r < 0) {
+                scheduler_release(&s->walk_ticket);
                 log_warning_errno(r, "Failed to start the store's disk walk: %m");
                 sizes_notify(s, &(EnvSizes) {});
         }

@@ -49,7 +49,7 @@ class Sampler:
 
     def __init__(self, pid):
         self.pid = pid
-        self.uv = self.helpers = 0
+        self.uv = self.helpers = self.compiles = 0
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -75,7 +75,7 @@ class Sampler:
 
     def _run(self):
         while not self.stop.is_set():
-            uv = helpers = 0
+            uv_groups, helpers, compiles = set(), 0, 0
             for p in self.descendants():
                 try:
                     with open(f"/proc/{p}/comm") as f:
@@ -87,11 +87,21 @@ class Sampler:
                 if not cmd:
                     continue         # a zombie: exited, holds nothing but its pid until the daemon reaps it
                 if comm == "uv":     # uv, or the wrapper that runs it (a script's comm is its name)
-                    uv += 1
+                    # by process group: the daemon starts each in a group of its own, and a child the wrapper
+                    # forks is "uv" too until it execs sleep
+                    try:
+                        with open(f"/proc/{p}/stat") as f:
+                            uv_groups.add(int(f.read().rsplit(")", 1)[1].split()[2]))
+                    except (OSError, IndexError, ValueError):
+                        pass
                 # the reader's interpreter in its sandbox (bwrap takes its argv from --args, so it is not there)
                 elif comm.startswith("python") and b"metadata.toml" in cmd:
                     helpers += 1
+                elif comm.startswith("python") and b"compileall" in cmd:
+                    compiles += 1
+            uv = len(uv_groups)
             self.uv, self.helpers = max(self.uv, uv), max(self.helpers, helpers)
+            self.compiles = max(self.compiles, compiles)
             time.sleep(0.005)
 
     def close(self):
@@ -124,7 +134,7 @@ def flood(c, n, first_id=1000):
 @test
 def flood_never_exceeds_build_and_helper_caps():
     d, c = daemon(N_FLOOD, ["--max-builds=2", "--max-builds-per-user=2", "--max-helpers=2",
-                            "--max-helpers-per-user=2"])
+                            "--max-helpers-per-user=2", "--max-compiles=1"])
     s = Sampler(d.proc.pid)
     try:
         flood(c, N_FLOOD)
@@ -135,10 +145,11 @@ def flood_never_exceeds_build_and_helper_caps():
             check(f"mcpt-flood-{i}" in c.text(res), f"call {i}'s output: {c.text(res)[:300]}")
     finally:
         s.close()
-    print(f"# peak: {s.uv} uv processes, {s.helpers} metadata readers at once", flush=True)
+    print(f"# peak: {s.uv} uv processes, {s.helpers} metadata readers, {s.compiles} compiles at once", flush=True)
     check(s.helpers >= 1 and s.uv >= 1, "the sampler saw no uv or reader at all: it measures nothing")
     check(s.uv <= 2, f"{s.uv} uv processes at once, over max-builds=2")
     check(s.helpers <= 2, f"{s.helpers} metadata readers at once, over max-helpers=2")
+    check(s.compiles <= 1, f"{s.compiles} bytecode compiles at once, over max-compiles=1")
 
 
 @test
@@ -185,7 +196,7 @@ def measure():
         failed += bool((r.get("result") or {}).get("isError") or "error" in r)
     s.close()
     print(f"{n} calls in {time.monotonic() - t0:.1f}s, {failed} failed; peak {s.uv} uv processes, "
-          f"{s.helpers} metadata readers at once")
+          f"{s.helpers} metadata readers, {s.compiles} compiles at once")
 
 
 if __name__ == "__main__":
