@@ -100,6 +100,8 @@ struct Sandbox {
         Sandbox *next, *prev;
         char id[SANDBOX_ID_LEN + 1];
         uid_t uid;
+        SchedTicket place;              /* SCHED_SANDBOX while it is open, charged to uid */
+        SchedTicket run_slot;           /* SCHED_RUN while a cell (an "exec" request) runs, as a run's */
         uint64_t created_usec, used_usec, ttl_usec;
         sd_event_source *reap_timer;
 
@@ -321,16 +323,21 @@ int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
         k = sandboxes_setup(m);
         if (k < 0)
                 return k;
-        if (sandboxes_count(uid) >= c->max_sandboxes_per_user)
-                return -EDQUOT;
-        if (registry->n >= c->max_sandboxes)
-                return -EUSERS;
         if (getrandom(raw, sizeof(raw), 0) != (ssize_t) sizeof(raw))
                 return -EIO;
 
         sb = calloc(1, sizeof(*sb));
         if (!sb)
                 return -ENOMEM;
+        /* An open sandbox holds its place in the scheduler: max-sandboxes-per-user and max-sandboxes. */
+        Scheduler *sched = runtime_scheduler(m->runtime);
+        k = scheduler_try_acquire(sched, &sb->place, SCHED_SANDBOX, uid);
+        if (k != 0) {
+                free(sb);
+                if (k < 0)
+                        return k;
+                return scheduler_held_by(sched, SCHED_SANDBOX, uid) >= c->max_sandboxes_per_user ? -EDQUOT : -EUSERS;
+        }
         sb->n_ref = 1;          /* the registry's */
         for (size_t i = 0; i < sizeof(raw); i++)
                 snprintf(sb->id + 2 * i, 3, "%02x", raw[i]);
@@ -393,6 +400,8 @@ void sandbox_close(Sandbox *sb) {
         sb->reap_timer = sd_event_source_disable_unref(sb->reap_timer);
         sb->op_timer = sd_event_source_disable_unref(sb->op_timer);
         sb->defer = sd_event_source_disable_unref(sb->defer);
+        scheduler_release(&sb->run_slot);
+        scheduler_release(&sb->place);
         sandbox_unref(sb);      /* the registry's */
 }
 
@@ -976,6 +985,8 @@ static void op_finish(SandboxOp *op, const SandboxOpOutcome *o) {
         op_unlink(op);
         if (was_head && sb->op_timer)
                 (void) sd_event_source_set_enabled(sb->op_timer, SD_EVENT_OFF);
+        if (was_head)
+                scheduler_release(&sb->run_slot);   /* the cell is over, or waits no more */
         sb->used_usec = now_usec();
         op_free(op);
         if (cb)
@@ -1049,6 +1060,10 @@ static int send_request(Sandbox *sb, json_object *req) {
         return send_pending(sb);
 }
 
+static void on_run_slot(SchedTicket *t, void *userdata) {
+        schedule_dispatch(userdata);   /* through the loop: this runs inside another run's release */
+}
+
 static void dispatch(Sandbox *sb) {
         SandboxOp *op = sb->ops;
         int k;
@@ -1096,6 +1111,31 @@ static void dispatch(Sandbox *sb) {
                         op_finish(op, &o);
                 }
                 return;
+        }
+
+        /* A cell runs code as a run does: it holds a run slot (max-runs, max-runs-per-user) while it runs, and
+         * waits its turn in the same queue. */
+        if (op->kind == OP_REQUEST && streq_ptr(json_get_string(op->request, "op"), "exec") &&
+            !sched_ticket_held(&sb->run_slot)) {
+                if (sched_ticket_waiting(&sb->run_slot))
+                        return;
+                k = runtime_acquire_slot(registry->runtime, &sb->run_slot, sb->uid, on_run_slot, sb);
+                if (k == SCHEDULER_QUEUED)
+                        return;
+                if (k != 0) {
+                        SandboxOpOutcome o = {
+                                .error = k == SCHEDULER_USER_QUEUE_FULL
+                                                 ? "you have the most runs waiting that one user may have "
+                                                   "(max-queue, shared as max-runs-per-user); try again when one "
+                                                   "has finished"
+                                         : k == SCHEDULER_QUEUE_FULL
+                                                 ? "the server is busy: its run queue is full (max-queue); try "
+                                                   "again in a little while"
+                                                 : "out of memory",
+                        };
+                        op_finish(op, &o);
+                        return;
+                }
         }
 
         op->phase = PHASE_SENT;

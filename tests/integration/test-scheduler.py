@@ -19,7 +19,7 @@ import threading
 import time
 
 import mcptest
-from mcptest import Client, Daemon, UvLog, at_exit, check, initialized, main, req, scratch, test
+from mcptest import Client, Daemon, UvLog, at_exit, check, eq, initialized, main, req, scratch, test
 from wheels import build_wheel
 
 N_FLOOD = 24
@@ -182,6 +182,37 @@ def another_users_call_is_served_within_one_turnover():
     for i in range(N_FLOOD):
         r = c.wait_for(1000 + i, 300)
         check(not (r.get("result") or {}).get("isError"), f"A's call {i} failed: {json.dumps(r)[:600]}")
+
+
+@test
+def a_running_cell_holds_a_run_slot():
+    """Persistent sandboxes count against the same caps as runs: with max-runs=1, a running execute_code cell
+    holds the one slot, so an execute_python call waits for it; a second sandbox of the same user is refused
+    with an error that names max-sandboxes-per-user."""
+    mcptest.need_uv()
+    mcptest.newest_python()
+    d, c = mcptest.sandbox_daemon(["--max-runs=1", "--max-sandboxes-per-user=1"])
+    r = c.call_tool("create_sandbox", {})
+    check(not r.get("isError"), f"create_sandbox failed: {c.text(r)}")
+    sid = r["structuredContent"]["sandbox_id"]
+    r = c.call_tool("create_sandbox", {})
+    check(r.get("isError") and "max-sandboxes-per-user" in c.text(r),
+          f"a second sandbox over max-sandboxes-per-user=1: {c.text(r)[:300]}")
+    c.call_tool("execute_code", {"sandbox_id": sid, "code": "x = 1"})   # the interpreter is up
+    c.send(req("cell", "tools/call", {"name": "execute_code",
+                                      "arguments": {"sandbox_id": sid, "code": "import time\ntime.sleep(3)\nprint('cell')"}}))
+    time.sleep(0.5)
+    c.send(req("run", "tools/call", {"name": "execute_python", "arguments": {"script": "print('run')"}}))
+    first = None
+    while first is None:
+        m = c.read_message(60)
+        if isinstance(m, dict) and m.get("id") in ("cell", "run"):
+            first = m["id"]
+            c.unclaimed.append(m)
+    eq(first, "cell", "the call answered first (the run must wait for the cell's slot)")
+    for rid in ("cell", "run"):
+        res = c.wait_for(rid, 60).get("result") or {}
+        check(not res.get("isError"), f"{rid} failed: {json.dumps(res)[:500]}")
 
 
 def measure():
