@@ -185,6 +185,37 @@ def another_users_call_is_served_within_one_turnover():
 
 
 @test
+def another_users_run_is_not_queued_behind_a_backlog():
+    """Run slots are handed out round robin among the uids that wait: with max-runs=1, B's call sent behind six of
+    A's runs is started at the next slot that comes free, not after all of A's (as oldest-first would)."""
+    d, c = mcptest.sandbox_daemon(["--max-runs=1", "--max-queue=32"])
+    b = Client(d.nobody_argv())
+    at_exit(lambda: b.proc.poll() is None and b.kill())
+    b.initialize()
+    slow = "import time\ntime.sleep(1)\nprint('a')\n"
+    c.call_tool("execute_python", {"script": slow})     # the bare environment is built
+    for i in range(6):
+        c.send(req(f"a{i}", "tools/call", {"name": "execute_python", "arguments": {"script": slow}}))
+    time.sleep(0.3)
+    b.send(req("b", "tools/call", {"name": "execute_python", "arguments": {"script": "print('b')"}}))
+    res = b.wait_for("b", 120).get("result") or {}
+    check(not res.get("isError") and "b" in b.text(res), f"B's call: {json.dumps(res)[:500]}")
+    done = 0
+    while True:
+        try:
+            m = c.read_message(0.05)
+        except TimeoutError:
+            break
+        if isinstance(m, dict) and "id" in m:
+            c.unclaimed.append(m)
+            done += 1
+    print(f"# B was served when A had {done} of 6 answers", flush=True)
+    check(done <= 2, f"B's run waited for {done} of A's 6 runs: not served in turn")
+    for i in range(6):
+        check(not (c.wait_for(f"a{i}", 60).get("result") or {}).get("isError"), f"A's run {i} failed")
+
+
+@test
 def a_running_cell_holds_a_run_slot():
     """Persistent sandboxes count against the same caps as runs: with max-runs=1, a running execute_code cell
     holds the one slot, so an execute_python call waits for it; a second sandbox of the same user is refused
