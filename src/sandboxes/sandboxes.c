@@ -323,6 +323,11 @@ int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
         k = sandboxes_setup(m);
         if (k < 0)
                 return k;
+        /* 0 turns persistent sandboxes off (for everybody, or per user), as it always did. */
+        if (c->max_sandboxes_per_user == 0)
+                return -EDQUOT;
+        if (c->max_sandboxes == 0)
+                return -EUSERS;
         if (getrandom(raw, sizeof(raw), 0) != (ssize_t) sizeof(raw))
                 return -EIO;
 
