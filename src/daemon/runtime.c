@@ -233,7 +233,7 @@ int runtime_new(Runtime **ret, Manager *m) {
                 runtime_free(r);
                 return -ENOMEM;
         }
-        k = pool_new(&r->pool, m->event, (unsigned) MIN(m->config->prestart, 16u));
+        k = pool_new(&r->pool, m->event, r->sched, (unsigned) MIN(m->config->prestart, 16u));
         if (k < 0) {
                 runtime_free(r);
                 return k;
@@ -672,7 +672,8 @@ WaitEntry *runtime_when_ready(Runtime *r, WaitFunc cb, void *userdata) {
 
 bool runtime_is_idle(const Runtime *r) {
         for (SchedKind k = 0; k < _SCHED_KIND_MAX; k++)
-                if (k != SCHED_SANDBOX && (scheduler_held(r->sched, k) > 0 || scheduler_waiting(r->sched, k) > 0))
+                /* Open sandboxes have their own idleness (sandboxes_busy()); sandboxes started ahead are none. */
+                if (k != SCHED_SANDBOX && k != SCHED_PRESTART && (scheduler_held(r->sched, k) > 0 || scheduler_waiting(r->sched, k) > 0))
                         return false;
         return envstore_n_building(r->store) == 0;
 }
@@ -1364,6 +1365,9 @@ static void set_sched_limits(Runtime *r) {
                              &(SchedLimits) { .total = cap(c->max_compiles), .per_user = cap(c->max_compiles_per_user) });
         scheduler_set_limits(r->sched, SCHED_WALK,
                              &(SchedLimits) { .total = cap(c->max_walks), .per_user = cap(c->max_walks_per_user) });
+        /* The pool's own bound (prestart= per target, POOL_MAX_TARGETS targets), as a cap of the daemon's account. */
+        scheduler_set_limits(r->sched, SCHED_PRESTART,
+                             &(SchedLimits) { .total = cap(MAX(MIN(c->prestart, 16u), 1u) * POOL_MAX_TARGETS) });
         scheduler_set_limits(r->sched, SCHED_SANDBOX,
                              &(SchedLimits) { .total = cap(c->max_sandboxes), .per_user = cap(c->max_sandboxes_per_user) });
 }

@@ -38,6 +38,7 @@ static const char *const kind_names[_SCHED_KIND_MAX] = {
         [SCHED_COMPILE] = "bytecode compile",
         [SCHED_WALK] = "disk walk",
         [SCHED_SANDBOX] = "persistent sandbox",
+        [SCHED_PRESTART] = "sandbox started ahead",
 };
 
 static const char *const kind_settings[_SCHED_KIND_MAX] = {
@@ -47,6 +48,7 @@ static const char *const kind_settings[_SCHED_KIND_MAX] = {
         [SCHED_COMPILE] = "max-compiles",
         [SCHED_WALK] = "max-walks",
         [SCHED_SANDBOX] = "max-sandboxes",
+        [SCHED_PRESTART] = "prestart",
 };
 
 static const char *const kind_settings_per_user[_SCHED_KIND_MAX] = {
@@ -56,6 +58,7 @@ static const char *const kind_settings_per_user[_SCHED_KIND_MAX] = {
         [SCHED_COMPILE] = "max-compiles-per-user",
         [SCHED_WALK] = "max-walks-per-user",
         [SCHED_SANDBOX] = "max-sandboxes-per-user",
+        [SCHED_PRESTART] = "prestart",
 };
 
 const char *sched_kind_to_string(SchedKind kind) {

@@ -5,7 +5,7 @@
  * The scheduler: the one place that decides whether work a client asked for
  * may start now. Every spawn and every held process of the daemon — runs,
  * metadata helpers, environment builds (uv), bytecode compiles, disk walks,
- * persistent sandboxes — takes a SchedTicket of its kind, charged to a uid:
+ * persistent sandboxes, sandboxes started ahead — takes a SchedTicket of its kind, charged to a uid:
  * the peer's for work done for a call, SCHEDULER_DAEMON_UID for what the
  * daemon does for itself (garbage collection, warm-up). Each kind has a cap
  * for all uids together and one for a single uid.
@@ -39,6 +39,7 @@ typedef enum SchedKind {
         SCHED_COMPILE,          /* a sandboxed bytecode compile */
         SCHED_WALK,             /* a disk-usage walk or collection */
         SCHED_SANDBOX,          /* a live persistent sandbox */
+        SCHED_PRESTART,         /* a sandbox started ahead (prestart=), the daemon's until a run takes it */
         _SCHED_KIND_MAX,
 } SchedKind;
 
