@@ -15,6 +15,7 @@ libcore_a_SOURCES = \
 	src/executor/pool.c src/executor/pool.h \
 	src/daemon/manager.c src/daemon/manager.h \
 	src/daemon/runtime.c src/daemon/runtime.h \
+	src/scheduler/scheduler.c src/scheduler/scheduler.h \
 	src/tools/tools.c src/tools/tools.h \
 	src/tools/check-environment.c \
 	src/tools/script.c src/tools/script.h \

@@ -54,9 +54,14 @@ typedef struct Config {
         uint64_t default_timeout_usec;
         uint64_t max_timeout_usec;
         uint64_t output_cap;
-        uint64_t max_runs;              /* concurrent runs; 0 = number of CPUs */
+        uint64_t max_runs;              /* concurrent runs; 0 = four per CPU */
         uint64_t max_runs_per_user;     /* concurrent runs of one uid; 0 = max_runs */
         uint64_t max_queue;
+        /* The scheduler's other kinds (scheduler/scheduler.h): all users, one uid; 0 = no limit / the global one */
+        uint64_t max_builds, max_builds_per_user;
+        uint64_t max_helpers, max_helpers_per_user;
+        uint64_t max_compiles, max_compiles_per_user;
+        uint64_t max_walks, max_walks_per_user;
         uint64_t prestart;              /* sandboxes started ahead per recently used environment; 0: none */
         uint64_t tmpfs_size;
         bool network;

@@ -84,16 +84,15 @@ static void manager_update_status(Manager *m) {
 }
 
 static void manager_set_accepting(Manager *m) {
-        bool want = !m->stopping && m->n_sessions < m->config->max_connections;
+        /* Over max-connections too: a new client is accepted and refused with an error (on_accept()), so it fails
+         * at once instead of hanging in the backlog, where the shim cannot tell it from a slow daemon. */
+        bool want = !m->stopping;
 
         if (want == m->accepting)
                 return;
         for (size_t i = 0; i < m->n_listeners; i++)
                 (void) sd_event_source_set_enabled(m->listeners[i], want ? SD_EVENT_ON : SD_EVENT_OFF);
         m->accepting = want;
-        if (!want && !m->stopping)
-                log_notice("Reached the connection limit (%" PRIu64 "); new clients wait in the backlog.",
-                           m->config->max_connections);
 }
 
 static int on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -279,18 +278,27 @@ static bool peer_allowed(Manager *m, int fd, uid_t *ret_uid) {
         return ok;
 }
 
-/* Over max-connections-per-user: one error line, so the client fails now
+/* Over max-connections-per-user or max-connections: one error line, so the client fails now
  * instead of waiting, then close. The socket is new: its buffer takes the line. */
-static void refuse_over_quota(Manager *m, int fd, uid_t uid) {
+static void refuse_over_quota(Manager *m, int fd, uid_t uid, bool global) {
         char line[512];
         int n;
 
-        n = snprintf(line, sizeof(line),
-                     "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":\"Too many "
-                     "connections: uid " UID_FMT " already holds %" PRIu64 " (max-connections-per-user=%" PRIu64
-                     "); close one and try again\",\"data\":{\"limit\":%" PRIu64 "}}}\n",
-                     JSONRPC_SERVER_LIMIT, uid, charge_registry_used(m->charges, uid, CHARGE_CONNECTIONS),
-                     m->config->max_connections_per_user, m->config->max_connections_per_user);
+        if (global)
+                n = snprintf(line, sizeof(line),
+                             "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":\"Too many "
+                             "connections: the server holds %u, the most it serves at once (max-connections=%" PRIu64
+                             "); try again later\",\"data\":{\"limit\":%" PRIu64 ",\"setting\":\"max-connections\"}}}\n",
+                             JSONRPC_SERVER_LIMIT, m->n_sessions, m->config->max_connections,
+                             m->config->max_connections);
+        else
+                n = snprintf(line, sizeof(line),
+                             "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":%d,\"message\":\"Too many "
+                             "connections: uid " UID_FMT " already holds %" PRIu64 " (max-connections-per-user=%" PRIu64
+                             "); close one and try again\",\"data\":{\"limit\":%" PRIu64
+                             ",\"setting\":\"max-connections-per-user\"}}}\n",
+                             JSONRPC_SERVER_LIMIT, uid, charge_registry_used(m->charges, uid, CHARGE_CONNECTIONS),
+                             m->config->max_connections_per_user, m->config->max_connections_per_user);
         if (n > 0 && (size_t) n < sizeof(line))
                 (void) send(fd, line, (size_t) n, MSG_DONTWAIT | MSG_NOSIGNAL);
         (void) shutdown(fd, SHUT_WR);
@@ -318,19 +326,25 @@ static int on_accept(sd_event_source *src, int fd, uint32_t revents, void *userd
                 safe_close(cfd);
                 return 0;
         }
-        r = charge_take(m->charges, &connection, uid, CHARGE_CONNECTIONS, 1);
+        bool global = m->n_sessions >= m->config->max_connections;
+        r = global ? CHARGE_QUOTA : charge_take(m->charges, &connection, uid, CHARGE_CONNECTIONS, 1);
         if (r == CHARGE_QUOTA) {
                 uint64_t now = 0;
 
                 /* A client looping on connect must not flood the journal. */
                 (void) sd_event_now(m->event, CLOCK_MONOTONIC, &now);
                 if (m->refusal_logged_usec == 0 || now >= m->refusal_logged_usec + USEC_PER_SEC) {
-                        log_notice("Refusing a connection from uid " UID_FMT ": it holds max-connections-per-user=%" PRIu64
-                                   " already.",
-                                   uid, m->config->max_connections_per_user);
+                        if (global)
+                                log_notice("Refusing a connection from uid " UID_FMT ": the server holds "
+                                           "max-connections=%" PRIu64 " already.",
+                                           uid, m->config->max_connections);
+                        else
+                                log_notice("Refusing a connection from uid " UID_FMT ": it holds "
+                                           "max-connections-per-user=%" PRIu64 " already.",
+                                           uid, m->config->max_connections_per_user);
                         m->refusal_logged_usec = now;
                 }
-                refuse_over_quota(m, cfd, uid);
+                refuse_over_quota(m, cfd, uid, global);
                 return 0;
         }
         if (r < 0) {

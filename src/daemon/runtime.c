@@ -56,12 +56,10 @@ struct TomlRequest {
         json_object *result;
         TomlParsedFunc cb;
         void *userdata;
+        SchedTicket helper;             /* the metadata reader's place (SCHED_HELPER), charged to the caller */
+        char *toml;                     /* kept while it waits for that place */
 };
 
-typedef struct UserRuns {
-        uid_t uid;
-        unsigned n;
-} UserRuns;
 
 struct Runtime {
         Manager *manager;
@@ -96,10 +94,9 @@ struct Runtime {
         size_t toml_cache_next;
         TomlRequest *toml_requests;
 
-        unsigned running, max_runs;
-        WaitQueue slots;                /* runs waiting for a slot; an entry's tag is its uid */
-        UserRuns *user_runs;            /* the users with runs going: at most max_runs of them */
-        size_t n_user_runs;
+        /* The one scheduler (scheduler/scheduler.h): runs, helpers, builds, compiles, walks, sandboxes. */
+        Scheduler *sched;
+        unsigned max_runs;
 
         /* Sandboxes started ahead (prestart=); they count neither as running nor against idleness. */
         Pool *pool;
@@ -110,6 +107,8 @@ struct Runtime {
         /* Pythons installed on demand (python-downloads=) into the store's pythons/; NULL without uv. */
         PyInstaller *pyinstaller;
 };
+
+static void set_sched_limits(Runtime *r);
 
 static char *find_in_path(const char *name) {
         _cleanup_strv_free_ char **dirs = NULL;
@@ -207,10 +206,17 @@ int runtime_new(Runtime **ret, Manager *m) {
         r->config = m->config;
         r->uv_path = find_in_path(m->config->uv_path);
         ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        /* A run slot is a sandbox and an interpreter, not a CPU: scripts that sleep or wait on I/O use none, and
+         * those that compute share the CPUs through the kernel, each run's cgroup with one equal weight
+         * (see max-runs in mcp-python-sandboxd.conf). Four per CPU by default. */
         r->max_runs = m->config->max_runs > 0 ? (unsigned) MIN(m->config->max_runs, 4096u)
-                                              : (unsigned) (ncpu > 0 ? ncpu : 1);
-        /* Room for every user who can have a run going, so that taking a slot never allocates. */
-        r->user_runs = calloc(r->max_runs, sizeof(UserRuns));
+                                              : (unsigned) MIN(4 * (ncpu > 0 ? ncpu : 1), 4096);
+        k = scheduler_new(&r->sched);
+        if (k < 0) {
+                free(r);
+                return k;
+        }
+        set_sched_limits(r);
         if (geteuid() == 0) {
                 k = uid_pool_new(&r->uids, m->config->sandbox_uids.first, m->config->sandbox_uids.last);
                 if (k >= 0)
@@ -222,7 +228,7 @@ int runtime_new(Runtime **ret, Manager *m) {
         }
         /* Who an unsandboxed script runs as: a root daemon's, a uid of its own. */
         r->user = r->uids ? strdup("an unprivileged uid of sandbox-uid-range") : user_name();
-        if (!r->user_runs || !r->user || asprintf(&r->unsandboxed_banner,
+        if (!r->user || asprintf(&r->unsandboxed_banner,
                                  "WARNING: this run was not sandboxed: the server runs with unsafe-no-sandbox=yes "
                                  "(development only); the script ran as %s with access to the host's files and "
                                  "network.",
@@ -236,7 +242,7 @@ int runtime_new(Runtime **ret, Manager *m) {
                 runtime_free(r);
                 return -ENOMEM;
         }
-        k = pool_new(&r->pool, m->event, (unsigned) MIN(m->config->prestart, 16u));
+        k = pool_new(&r->pool, m->event, r->sched, (unsigned) MIN(m->config->prestart, 16u));
         if (k < 0) {
                 runtime_free(r);
                 return k;
@@ -259,7 +265,7 @@ int runtime_new(Runtime **ret, Manager *m) {
         if (k >= 0)
                 k = sandbox_write_etc(r->etc_dir, r->uids != NULL);
         if (k >= 0)
-                k = envstore_new(&r->store, m->event, m->config, r->uv_path, r->uids != NULL);
+                k = envstore_new(&r->store, m->event, m->config, r->sched, r->uv_path, r->uids != NULL);
         if (k >= 0 && r->uv_path)
                 k = pythons_dir_setup(r);
         if (k < 0) {
@@ -277,6 +283,10 @@ Runtime *runtime_free(Runtime *r) {
         /* The waiting sandboxes die with the daemon; those of answered runs, still dying, are reaped now. */
         pool_free(r->pool);
         process_free_detached();
+        /* Waiting readers first: cancelling a running one must not start them. */
+        for (TomlRequest *q = r->toml_requests; q; q = q->next)
+                if (sched_ticket_waiting(&q->helper))
+                        scheduler_release(&q->helper);
         while (r->toml_requests)
                 runtime_toml_cancel(r->toml_requests);
         for (size_t i = 0; i < TOML_CACHE_SIZE; i++)
@@ -287,10 +297,9 @@ Runtime *runtime_free(Runtime *r) {
         process_free(r->self_test);
         waitq_clear(&r->ready_waiters);
         waitq_clear(&r->self_test_waiters);
-        waitq_clear(&r->slots);
-        free(r->user_runs);
         pyinstaller_free(r->pyinstaller);
         envstore_free(r->store);
+        scheduler_free(r->sched);
         pythons_done(&r->pythons);
         free(r->uv_path);
         free(r->uv_version);
@@ -716,7 +725,7 @@ static void warm_up(Runtime *r) {
                         envstore_key(r->store, py, &sorted, key);
                         _cleanup_free_ char *path = envstore_lookup(r->store, key);
                         if (!path)
-                                (void) envstore_prepare(r->store, key, py, &sorted, on_warm, NULL, NULL);
+                                (void) envstore_prepare(r->store, SCHEDULER_DAEMON_UID, key, py, &sorted, on_warm, NULL, NULL);
                         requirement_list_done(&sorted);
                 }
         }
@@ -731,10 +740,12 @@ WaitEntry *runtime_when_ready(Runtime *r, WaitFunc cb, void *userdata) {
 }
 
 bool runtime_is_idle(const Runtime *r) {
-        return r->running == 0 && r->slots.n == 0 && envstore_n_building(r->store) == 0;
+        for (SchedKind k = 0; k < _SCHED_KIND_MAX; k++)
+                /* Open sandboxes have their own idleness (sandboxes_busy()); sandboxes started ahead are none. */
+                if (k != SCHED_SANDBOX && k != SCHED_PRESTART && (scheduler_held(r->sched, k) > 0 || scheduler_waiting(r->sched, k) > 0))
+                        return false;
+        return envstore_n_building(r->store) == 0;
 }
-
-static void slots_hand_out(Runtime *r);
 
 void runtime_reload(Runtime *r) {
         announce_unsandboxed(r);
@@ -744,8 +755,8 @@ void runtime_reload(Runtime *r) {
                           pool_n_ready(r->pool) == 1 ? "" : "es");
         pool_flush(r->pool);
         pool_set_size(r->pool, (unsigned) MIN(r->config->prestart, 16u));
-        /* max-runs-per-user may have gone up. */
-        slots_hand_out(r);
+        /* The caps may have gone up: waiters are served at once. */
+        set_sched_limits(r);
         log_debug("Re-running the sandbox self-test.");
         (void) start_self_test(r);
 }
@@ -1247,8 +1258,10 @@ static void toml_request_free(TomlRequest *q) {
         if (q->next)
                 q->next->prev = q->prev;
         process_free(q->proc);
+        scheduler_release(&q->helper);
         sd_event_source_disable_unref(q->defer);
         json_object_put(q->result);
+        free(q->toml);
         free(q);
 }
 
@@ -1292,12 +1305,59 @@ static void on_toml_done(Process *p, void *userdata) {
         }
         q->proc = NULL;
         process_free(p);
+        scheduler_release(&q->helper);
         toml_deliver(q);
 }
 
-int runtime_parse_toml(Runtime *r, const char *toml, TomlParsedFunc cb, void *userdata, TomlRequest **ret) {
+static const Python *toml_python(const Runtime *r) {
+        /* tomllib arrived in 3.11. */
+        for (size_t i = 0; i < r->pythons.n; i++)
+                if (r->pythons.items[i]->parsed.n_release >= 2 && r->pythons.items[i]->parsed.release[0] == 3 &&
+                    r->pythons.items[i]->parsed.release[1] >= 11)
+                        return r->pythons.items[i];
+        return NULL;
+}
+
+/* Through the loop: never a callback from inside runtime_parse_toml(). */
+static void toml_fail(TomlRequest *q, const char *error) {
+        json_object_put(q->result);
+        q->result = json_object_new_object();
+        json_add_string(q->result, "error", error);
+        scheduler_release(&q->helper);
+        if (sd_event_add_defer(q->runtime->event, &q->defer, on_toml_defer, q) < 0)
+                toml_deliver(q);
+}
+
+/* The reader's place is ours: start it. */
+static void on_toml_helper(SchedTicket *t, void *userdata) {
+        TomlRequest *q = userdata;
+        Runtime *r = q->runtime;
+        const Python *py = toml_python(r);
+        int k;
+
+        if (!py)
+                return toml_fail(q, "reading script metadata needs Python 3.11 or newer on the server, and there is none");
+        _cleanup_close_ int fd = memfd_with("metadata.toml", q->toml, strlen(q->toml));
+        if (fd < 0)
+                return toml_fail(q, "the metadata reader could not be started");
+        SandboxData data = { .fd = fd, .dest = SANDBOX_WORK_DIR "/metadata.toml" };
+        char *prefix[] = { py->prefix, NULL };
+        char *command[] = { py->executable, (char *) "-I",        (char *) "-S",
+                            (char *) "-c",  (char *) toml_helper, (char *) data.dest,
+                            NULL };
+        log_debug("Reading a metadata block (%.12s) with %s's tomllib %s.", q->hash, command[0],
+                  runtime_unsandboxed(r) ? "without a sandbox" : "in the sandbox");
+        k = runtime_spawn_sandboxed(r, NULL, streq(py->prefix, "/usr") ? NULL : prefix, &data, 1, command,
+                                    15 * USEC_PER_SEC, NULL, 1024 * 1024, 0, on_toml_done, q, &q->proc);
+        if (k < 0) {
+                log_warning_errno(k, "Failed to start the metadata reader: %m");
+                toml_fail(q, k == -EPERM ? "the sandbox does not work on this server"
+                                         : "the metadata reader could not be started");
+        }
+}
+
+int runtime_parse_toml(Runtime *r, uid_t uid, const char *toml, TomlParsedFunc cb, void *userdata, TomlRequest **ret) {
         TomlRequest *q;
-        const Python *py = NULL;
         int k;
 
         q = calloc(1, sizeof(*q));
@@ -1314,18 +1374,10 @@ int runtime_parse_toml(Runtime *r, const char *toml, TomlParsedFunc cb, void *us
                         q->result = json_object_get(r->toml_cache[i].result);
                         break;
                 }
-        if (!q->result) {
-                /* tomllib arrived in 3.11. */
-                for (size_t i = 0; i < r->pythons.n && !py; i++)
-                        if (r->pythons.items[i]->parsed.n_release >= 2 && r->pythons.items[i]->parsed.release[0] == 3 &&
-                            r->pythons.items[i]->parsed.release[1] >= 11)
-                                py = r->pythons.items[i];
-                if (!py) {
-                        q->result = json_object_new_object();
-                        json_add_string(q->result, "error",
-                                        "reading script metadata needs Python 3.11 or newer on the server, and there "
-                                        "is none");
-                }
+        if (!q->result && !toml_python(r)) {
+                q->result = json_object_new_object();
+                json_add_string(q->result, "error",
+                                "reading script metadata needs Python 3.11 or newer on the server, and there is none");
         }
         if (q->result) {
                 k = sd_event_add_defer(r->event, &q->defer, on_toml_defer, q);
@@ -1337,40 +1389,65 @@ int runtime_parse_toml(Runtime *r, const char *toml, TomlParsedFunc cb, void *us
                 return 0;
         }
 
-        _cleanup_close_ int fd = memfd_with("metadata.toml", toml, strlen(toml));
-        if (fd < 0) {
+        q->toml = strdup(toml);
+        if (!q->toml) {
                 toml_request_free(q);
-                return fd;
+                return -ENOMEM;
         }
-        SandboxData data = { .fd = fd, .dest = SANDBOX_WORK_DIR "/metadata.toml" };
-        char *prefix[] = { py->prefix, NULL };
-        char *command[] = { py->executable, (char *) "-I",        (char *) "-S",
-                            (char *) "-c",  (char *) toml_helper, (char *) data.dest,
-                            NULL };
-        log_debug("Reading a metadata block (%.12s) with %s's tomllib %s.", q->hash, command[0],
-                  runtime_unsandboxed(r) ? "without a sandbox" : "in the sandbox");
-        k = runtime_spawn_sandboxed(r, NULL, streq(py->prefix, "/usr") ? NULL : prefix, &data, 1, command,
-                                    15 * USEC_PER_SEC, NULL, 1024 * 1024, 0, on_toml_done, q, &q->proc);
-        if (k < 0) {
-                toml_request_free(q);
-                return k;
-        }
+        /* One reader sandbox per block, and no more of them at once than the caps allow: a flood of distinct
+         * blocks waits here, round robin among the users who sent them. */
         *ret = q;
+        k = scheduler_acquire(r->sched, &q->helper, SCHED_HELPER, uid, on_toml_helper, q);
+        if (k == 0)
+                on_toml_helper(&q->helper, q);   /* delivers through the loop only */
+        else if (k != SCHEDULER_QUEUED) {
+                toml_request_free(q);
+                *ret = NULL;
+                return k < 0 ? k : -ENOMEM;   /* the helper queue has no cap: not reached */
+        }
         return 0;
+}
+
+/* ---- the scheduler's caps --------------------------------------------- */
+
+Scheduler *runtime_scheduler(const Runtime *r) {
+        return r->sched;
+}
+
+static unsigned cap(uint64_t v) {
+        return (unsigned) MIN(v, (uint64_t) SCHEDULER_UNLIMITED - 1);
+}
+
+/* The caps of every kind from the configuration: at start and at each reload (max-runs itself stays). */
+static void set_sched_limits(Runtime *r) {
+        const Config *c = r->config;
+
+        scheduler_set_limits(r->sched, SCHED_RUN,
+                             &(SchedLimits) {
+                                     .total = r->max_runs,
+                                     .per_user = cap(c->max_runs_per_user),
+                                     .queue = cap(c->max_queue),   /* 0: see runtime_acquire_slot() */
+                                     .queue_per_user = runtime_max_queued_per_user(r),
+                             });
+        scheduler_set_limits(r->sched, SCHED_BUILD,
+                             &(SchedLimits) { .total = cap(c->max_builds), .per_user = cap(c->max_builds_per_user) });
+        scheduler_set_limits(r->sched, SCHED_HELPER,
+                             &(SchedLimits) { .total = cap(c->max_helpers), .per_user = cap(c->max_helpers_per_user) });
+        scheduler_set_limits(r->sched, SCHED_COMPILE,
+                             &(SchedLimits) { .total = cap(c->max_compiles), .per_user = cap(c->max_compiles_per_user) });
+        scheduler_set_limits(r->sched, SCHED_WALK,
+                             &(SchedLimits) { .total = cap(c->max_walks), .per_user = cap(c->max_walks_per_user) });
+        /* The pool's own bound (prestart= per target, POOL_MAX_TARGETS targets), as a cap of the daemon's account. */
+        scheduler_set_limits(r->sched, SCHED_PRESTART,
+                             &(SchedLimits) { .total = cap(MAX(MIN(c->prestart, 16u), 1u) * POOL_MAX_TARGETS) });
+        scheduler_set_limits(r->sched, SCHED_SANDBOX,
+                             &(SchedLimits) { .total = cap(c->max_sandboxes), .per_user = cap(c->max_sandboxes_per_user) });
 }
 
 /* ---- run slots ---------------------------------------------------------- */
 
-static UserRuns *user_runs_find(const Runtime *r, uid_t uid) {
-        for (size_t i = 0; i < r->n_user_runs; i++)
-                if (r->user_runs[i].uid == uid)
-                        return &r->user_runs[i];
-        return NULL;
-}
-
 unsigned runtime_n_running_for(const Runtime *r, uid_t uid) {
-        UserRuns *u = user_runs_find(r, uid);
-        return u ? u->n : 0;
+        return scheduler_held_by(r->sched, SCHED_RUN, uid);
 }
 
 unsigned runtime_max_runs_per_user(const Runtime *r) {
@@ -1378,90 +1455,31 @@ unsigned runtime_max_runs_per_user(const Runtime *r) {
         return cap > 0 && cap < r->max_runs ? (unsigned) cap : r->max_runs;
 }
 
-static bool slot_free_for(const Runtime *r, uid_t uid) {
-        return r->running < r->max_runs && runtime_n_running_for(r, uid) < runtime_max_runs_per_user(r);
-}
-
-static void slot_take(Runtime *r, uid_t uid) {
-        UserRuns *u = user_runs_find(r, uid);
-
-        /* running < max_runs: fewer than max_runs users have runs going, so there is room. */
-        if (!u) {
-                assert(r->n_user_runs < r->max_runs);
-                u = &r->user_runs[r->n_user_runs++];
-                *u = (UserRuns) { .uid = uid };
-        }
-        u->n++;
-        r->running++;
-}
-
-/*
- * Hand free slots to waiting runs, oldest first, skipping those whose user has as many runs going as one user may.
- * Called whenever a slot may have become usable, so a run waits only while no slot is free for its user: a new run
- * that finds one takes it without passing anyone who could have had it.
- */
-static void slots_hand_out(Runtime *r) {
-        bool again = true;
-
-        while (again && r->running < r->max_runs) {
-                again = false;
-                for (WaitEntry *e = r->slots.head; e; e = e->next)
-                        if (slot_free_for(r, (uid_t) e->tag)) {
-                                slot_take(r, (uid_t) e->tag);
-                                waitq_call(e);   /* may end runs, and come here again: start over */
-                                again = true;
-                                break;
-                        }
-        }
-}
-
 unsigned runtime_n_queued_for(const Runtime *r, uid_t uid) {
-        unsigned n = 0;
-
-        for (WaitEntry *e = r->slots.head; e; e = e->next)
-                n += (uid_t) e->tag == uid;
-        return n;
+        return scheduler_waiting_for(r->sched, SCHED_RUN, uid);
 }
 
 /* One user's share of the queue is that of the slots, so that one user's calls cannot fill it for everybody. */
 unsigned runtime_max_queued_per_user(const Runtime *r) {
-        uint64_t q = MIN(r->config->max_queue, (uint64_t) UINT32_MAX);   /* no overflow below */
+        uint64_t q = MIN(r->config->max_queue, (uint64_t) UINT32_MAX - 1);   /* no overflow below */
 
         return (unsigned) MIN((q * runtime_max_runs_per_user(r) + r->max_runs - 1) / r->max_runs, q);
 }
 
-int runtime_acquire_slot(Runtime *r, uid_t uid, WaitFunc cb, void *userdata, WaitEntry **ret) {
-        if (slot_free_for(r, uid)) {
-                slot_take(r, uid);
-                *ret = NULL;
-                return 1;
+int runtime_acquire_slot(Runtime *r, SchedTicket *t, uid_t uid, SchedGrantFunc cb, void *userdata) {
+        /* max-queue=0: no run waits. */
+        if (r->config->max_queue == 0) {
+                int k = scheduler_try_acquire(r->sched, t, SCHED_RUN, uid);
+                return k == SCHEDULER_QUOTA ? SCHEDULER_QUEUE_FULL : k;
         }
-        if (r->slots.n >= r->config->max_queue)
-                return -EBUSY;
-        if (runtime_n_queued_for(r, uid) >= runtime_max_queued_per_user(r))
-                return -EDQUOT;
-        *ret = waitq_push(&r->slots, cb, userdata);
-        if (!*ret)
-                return -ENOMEM;
-        (*ret)->tag = uid;
-        return 0;
-}
-
-void runtime_release_slot(Runtime *r, uid_t uid) {
-        UserRuns *u = user_runs_find(r, uid);
-
-        assert(u && u->n > 0 && r->running > 0);
-        if (--u->n == 0)
-                *u = r->user_runs[--r->n_user_runs];
-        r->running--;
-        slots_hand_out(r);
+        return scheduler_acquire(r->sched, t, SCHED_RUN, uid, cb, userdata);
 }
 
 unsigned runtime_n_running(const Runtime *r) {
-        return r->running;
+        return scheduler_held(r->sched, SCHED_RUN);
 }
 unsigned runtime_n_queued(const Runtime *r) {
-        return (unsigned) r->slots.n;
+        return scheduler_waiting(r->sched, SCHED_RUN);
 }
 unsigned runtime_max_runs(const Runtime *r) {
         return r->max_runs;
@@ -1499,7 +1517,7 @@ static int pythons_dir_setup(Runtime *r) {
                         k = -errno;
         }
         if (k >= 0)
-                k = pyinstaller_new(&r->pyinstaller, r->event, r->config, r->uv_path, dir);
+                k = pyinstaller_new(&r->pyinstaller, r->event, r->config, r->sched, r->uv_path, dir);
         return k;
 }
 
@@ -1542,7 +1560,7 @@ static void on_install(const char *error, void *userdata) {
         cb(error, ud);
 }
 
-int runtime_install_python(Runtime *r, const char *request, RuntimePythonFunc cb, void *userdata,
+int runtime_install_python(Runtime *r, uid_t uid, const char *request, RuntimePythonFunc cb, void *userdata,
                            RuntimePythonRequest **ret) {
         PythonInstallRequest *req;
         int k;
@@ -1553,7 +1571,7 @@ int runtime_install_python(Runtime *r, const char *request, RuntimePythonFunc cb
         if (!req)
                 return -ENOMEM;
         *req = (PythonInstallRequest) { .runtime = r, .cb = cb, .userdata = userdata };
-        k = pyinstaller_install(r->pyinstaller, request, on_install, req, &req->waiter);
+        k = pyinstaller_install(r->pyinstaller, uid, request, on_install, req, &req->waiter);
         if (k < 0) {
                 free(req);
                 return k;

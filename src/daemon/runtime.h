@@ -19,6 +19,7 @@
 #include "executor/process.h"
 #include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
+#include "scheduler/scheduler.h"
 #include "waitq.h"
 
 typedef struct Manager Manager;
@@ -67,7 +68,8 @@ int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix
 
 /*
  * Pythons installed on demand (envstore/pyinstall.h). runtime_python_downloads(): may a call have one installed
- * (python-downloads=, and uv is there)? runtime_install_python(): install what request names ("3.12", ">=3.12");
+ * (python-downloads=, and uv is there)? runtime_install_python(): install what request names ("3.12", ">=3.12"),
+ * charged to uid as a build (SCHED_BUILD);
  * cb gets NULL when it is there, then runtime_pythons() lists it, else the reason. -EPERM when installs are off,
  * -EINVAL for a request that is no version. The Python list only grows while the daemon runs: a chosen Python
  * stays valid, though its files may have been collected (runtime_python_installed(): one of ours, which can be
@@ -77,22 +79,27 @@ typedef struct RuntimePythonRequest RuntimePythonRequest;
 typedef void (*RuntimePythonFunc)(const char *error, void *userdata);
 bool runtime_python_downloads(const Runtime *r);
 bool runtime_python_installed(const Runtime *r, const Python *py);
-int runtime_install_python(Runtime *r, const char *request, RuntimePythonFunc cb, void *userdata,
+int runtime_install_python(Runtime *r, uid_t uid, const char *request, RuntimePythonFunc cb, void *userdata,
                            RuntimePythonRequest **ret);
 void runtime_install_python_cancel(RuntimePythonRequest *req);
 
 /* Parse TOML text (a PEP 723 block) into JSON; cached by content hash. */
+/* Parse TOML text (a PEP 723 block) into JSON; cached by content hash. A block not in the cache costs a
+ * metadata-reader sandbox, charged to uid (SCHED_HELPER: it waits its turn over max-helpers). */
 typedef void (*TomlParsedFunc)(json_object *doc, const char *error, void *userdata);
-int runtime_parse_toml(Runtime *r, const char *toml, TomlParsedFunc cb, void *userdata, TomlRequest **ret);
+int runtime_parse_toml(Runtime *r, uid_t uid, const char *toml, TomlParsedFunc cb, void *userdata, TomlRequest **ret);
 void runtime_toml_cancel(TomlRequest *req);
 
+/* The one scheduler every spawn and held process of the daemon goes through (scheduler/scheduler.h). */
+Scheduler *runtime_scheduler(const Runtime *r);
+
 /*
- * Run slots: max-runs in all, max-runs-per-user for one uid. 1: the slot is taken; 0: *ret waits in the queue
- * and cb runs when a slot is taken for it (from within another run's release); -EBUSY when the queue is full,
- * -EDQUOT when the user's share of it is.
+ * Run slots (the scheduler's SCHED_RUN): max-runs in all, max-runs-per-user for one uid, served round robin
+ * among the uids that wait. 0: t holds the slot; SCHEDULER_QUEUED: t waits and cb runs when it is granted (from
+ * within another run's release); SCHEDULER_QUEUE_FULL when max-queue is full, SCHEDULER_USER_QUEUE_FULL when the
+ * user's share of it is; -ENOMEM. Give it back with scheduler_release(t).
  */
-int runtime_acquire_slot(Runtime *r, uid_t uid, WaitFunc cb, void *userdata, WaitEntry **ret);
-void runtime_release_slot(Runtime *r, uid_t uid);
+int runtime_acquire_slot(Runtime *r, SchedTicket *t, uid_t uid, SchedGrantFunc cb, void *userdata);
 unsigned runtime_n_running(const Runtime *r);
 unsigned runtime_n_running_for(const Runtime *r, uid_t uid);
 unsigned runtime_max_runs_per_user(const Runtime *r);

@@ -54,6 +54,8 @@ struct Build {
         char *python;
         char **requirements;
         Process *proc;
+        uid_t uid;              /* whose call asked first: the build, then its compile, are charged to it */
+        SchedTicket ticket;     /* SCHED_BUILD, charged to the uid of the call that asked first; waits, then held */
         bool installing;        /* second step: uv pip install */
         EnvLayout layout;       /* what the venv step made (layout.h) */
         EnvWaiter *waiters;
@@ -73,6 +75,7 @@ struct EnvSizesWaiter {
 struct EnvStore {
         sd_event *event;
         const Config *config;
+        Scheduler *sched;
         char *uv;
         char *uv_version;
         char *uv_refused;               /* why uv is not used (too old), or NULL */
@@ -92,6 +95,9 @@ struct EnvStore {
         int compile_lock_fd;
         char **compile_queue;           /* environments whose bytecode is still to be compiled, oldest first */
         char **compile_pythons;         /* the interpreter of each */
+        uid_t *compile_uids;            /* and whose call built it: the compile is charged to them */
+        SchedTicket compile_ticket;     /* SCHED_COMPILE for the compile at the head of the queue, then running */
+        SchedTicket walk_ticket;        /* SCHED_WALK, the daemon's: held while the walk runs */
         char *compiling;
         char *compile_out;              /* the scratch directory the sandboxed compile writes to */
         Process *compile;
@@ -105,7 +111,8 @@ static uint64_t now_usec(void) {
         return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
 }
 
-int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *uv_path, bool other_uids) {
+int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *sched, const char *uv_path,
+                 bool other_uids) {
         EnvStore *s = calloc(1, sizeof(*s));
         int r;
 
@@ -113,6 +120,7 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *
                 return -ENOMEM;
         s->event = sd_event_ref(e);
         s->config = config;
+        s->sched = sched;
         s->compile_lock_fd = -EBADF;
         s->uv = uv_path ? strdup(uv_path) : NULL;
         if (asprintf(&s->root, "%s", config->cache_dir) < 0 || asprintf(&s->envs, "%s/envs", config->cache_dir) < 0 ||
@@ -172,13 +180,17 @@ static void unlock_entry(char **path, int *fd) {
         *fd = safe_close(*fd);
 }
 static void envstore_prune_later(EnvStore *s);
-static void envstore_compile_later(EnvStore *s, const char *path, const char *python);
+static void envstore_compile_later(EnvStore *s, const char *path, const char *python, uid_t uid);
 static void envstore_compile_next(EnvStore *s);
 static void compile_clear(EnvStore *s);
 
 EnvStore *envstore_free(EnvStore *s) {
         if (!s)
                 return NULL;
+        /* Waiting builds first: freeing a running one must not start them. */
+        for (Build *b = s->builds; b; b = b->next)
+                if (sched_ticket_waiting(&b->ticket))
+                        scheduler_release(&b->ticket);
         while (s->builds) {
                 Build *b = s->builds;
                 s->builds = b->next;
@@ -201,6 +213,9 @@ EnvStore *envstore_free(EnvStore *s) {
         free(s->compiling);
         strv_free(s->compile_queue);
         strv_free(s->compile_pythons);
+        free(s->compile_uids);
+        scheduler_release(&s->compile_ticket);
+        scheduler_release(&s->walk_ticket);
         free(s->uv);
         free(s->uv_refused);
         free(s->uv_version);
@@ -352,6 +367,7 @@ static void build_free(Build *b) {
                 free(w);
         }
         process_free(b->proc);
+        scheduler_release(&b->ticket);
         sd_event_source_disable_unref(b->defer);
         env_layout_done(&b->layout);
         if (b->tmp)
@@ -385,6 +401,7 @@ static void build_finish(Build *b) {
         };
 
         build_unlink(b);
+        scheduler_release(&b->ticket);   /* the next build may start while we tell the waiters */
         /* A failed build has left nothing behind by the time anyone hears of it. */
         if (b->error != 0 && b->tmp) {
                 (void) rm_rf_untrusted(b->tmp);
@@ -408,7 +425,7 @@ static void build_finish(Build *b) {
         if (b->error == 0) {
                 (void) envstore_gc(b->store, b->key);
                 envstore_prune_later(b->store);
-                envstore_compile_later(b->store, b->final, b->python);
+                envstore_compile_later(b->store, b->final, b->python, b->uid);
         }
         build_free(b);
 }
@@ -628,6 +645,8 @@ static void on_compile_done(Process *p, void *userdata) {
 /* Stop the compile if it still runs, and forget it: its process, scratch directory, lock and environment. */
 static void compile_clear(EnvStore *s) {
         s->compile = process_free(s->compile);
+        if (sched_ticket_held(&s->compile_ticket))
+                scheduler_release(&s->compile_ticket);
         if (s->compile_out)
                 (void) rm_rf_untrusted(s->compile_out);
         unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
@@ -635,31 +654,50 @@ static void compile_clear(EnvStore *s) {
         s->compiling = mfree(s->compiling);
 }
 
+static void on_compile_turn(SchedTicket *t, void *userdata) {
+        envstore_compile_next(userdata);
+}
+
 static void envstore_compile_next(EnvStore *s) {
         while (!s->compile && s->compile_spawn && s->compile_queue && s->compile_queue[0]) {
-                _cleanup_free_ char *path = s->compile_queue[0], *python = s->compile_pythons[0], *marker = NULL,
-                                    *out = NULL;
+                _cleanup_free_ char *path = NULL, *python = NULL, *marker = NULL, *out = NULL;
+                size_t n = strv_length(s->compile_queue);
                 int k;
 
-                memmove(s->compile_queue, s->compile_queue + 1, strv_length(s->compile_queue) * sizeof(char *));
-                memmove(s->compile_pythons, s->compile_pythons + 1,
-                        strv_length(s->compile_pythons) * sizeof(char *));
-                if (asprintf(&marker, "%s/" COMPILED, path) < 0 ||
-                    asprintf(&out, "%s/.compile-%s-%d", s->envs, strrchr(path, '/') + 1, (int) getpid()) < 0)
+                /* The compile at the head waits for its place (SCHED_COMPILE), charged to whose call built it. */
+                if (sched_ticket_waiting(&s->compile_ticket))
                         return;
+                if (!sched_ticket_held(&s->compile_ticket)) {
+                        k = scheduler_acquire(s->sched, &s->compile_ticket, SCHED_COMPILE, s->compile_uids[0],
+                                              on_compile_turn, s);
+                        if (k != 0)
+                                return;   /* SCHEDULER_QUEUED: on_compile_turn() comes back */
+                }
+                path = s->compile_queue[0];
+                python = s->compile_pythons[0];
+                memmove(s->compile_queue, s->compile_queue + 1, n * sizeof(char *));
+                memmove(s->compile_pythons, s->compile_pythons + 1, n * sizeof(char *));
+                memmove(s->compile_uids, s->compile_uids + 1, (n - 1) * sizeof(uid_t));
+                /* Not started below: the place goes back (the next entry may be another user's). */
+                k = -ECANCELED;
+                if (asprintf(&marker, "%s/" COMPILED, path) < 0 ||
+                    asprintf(&out, "%s/.compile-%s-%d", s->envs, strrchr(path, '/') + 1, (int) getpid()) < 0) {
+                        scheduler_release(&s->compile_ticket);
+                        return;
+                }
                 if (access(marker, F_OK) >= 0 || access(path, F_OK) < 0)
-                        continue;   /* done already, or collected meanwhile */
+                        goto next;   /* done already, or collected meanwhile */
                 k = lock_entry(s, strrchr(out, '/') + 1, &s->compile_lock_path);
                 if (k < 0) {
                         log_warning_errno(k, "Failed to lock %s: %m", out);
-                        continue;
+                        goto next;
                 }
                 s->compile_lock_fd = k;
                 (void) rm_rf_untrusted(out);
                 if (mkdir(out, 0700) < 0) {
                         log_warning_errno(errno, "Failed to create %s: %m", out);
                         unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
-                        continue;
+                        goto next;
                 }
                 k = s->compile_spawn(s->compile_userdata, path, python, out, s->config->prepare_timeout_usec,
                                      on_compile_done, s, &s->compile);
@@ -667,16 +705,27 @@ static void envstore_compile_next(EnvStore *s) {
                         log_warning_errno(k, "Failed to start compiling the bytecode of %s: %m", path);
                         (void) rm_rf_untrusted(out);
                         unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
-                        continue;
+                        goto next;
                 }
                 s->compiling = TAKE_PTR(path);
                 s->compile_out = TAKE_PTR(out);
+                continue;
+        next:
+                scheduler_release(&s->compile_ticket);
         }
 }
 
-static void envstore_compile_later(EnvStore *s, const char *path, const char *python) {
+static void envstore_compile_later(EnvStore *s, const char *path, const char *python, uid_t uid) {
+        size_t n = strv_length(s->compile_queue);
+        uid_t *uids;
+
         if ((s->compiling && streq(s->compiling, path)) || strv_contains(s->compile_queue, path))
                 return;
+        uids = reallocarray(s->compile_uids, n + 1, sizeof(uid_t));
+        if (!uids)
+                return;
+        s->compile_uids = uids;
+        uids[n] = uid;
         if (strv_extend(&s->compile_pythons, python) < 0)
                 return;
         if (strv_extend(&s->compile_queue, path) < 0) {
@@ -853,7 +902,7 @@ static void on_step_done(Process *p, void *userdata) {
         build_finish(b);
 }
 
-static int build_start(Build *b, const Python *py) {
+static int build_start(Build *b) {
         _cleanup_strv_free_ char **argv = strv_new(), **env = NULL;
 
         if (!b->requirements[0]) {
@@ -861,7 +910,7 @@ static int build_start(Build *b, const Python *py) {
                 env = strv_new();
                 strv_extend(&env, "PATH=/usr/local/bin:/usr/bin:/bin");
                 strv_extend(&env, "LANG=C.UTF-8");
-                strv_extend(&argv, py->executable);
+                strv_extend(&argv, b->python);
                 strv_extend(&argv, "-I");
                 /* No bytecode of its own modules written into a Python every environment shares. */
                 strv_extend(&argv, "-B");
@@ -878,7 +927,7 @@ static int build_start(Build *b, const Python *py) {
                 strv_extend(&argv, "--no-config");
                 strv_extend(&argv, "--relocatable");
                 strv_extend(&argv, "--python");
-                strv_extend(&argv, py->executable);
+                strv_extend(&argv, b->python);
                 strv_extend(&argv, b->tmp);
         }
         if (!argv || !env)
@@ -886,7 +935,22 @@ static int build_start(Build *b, const Python *py) {
         return build_spawn(b, argv, env);
 }
 
-int envstore_prepare(EnvStore *s, const char *key, const Python *py, const RequirementList *reqs, EnvReadyFunc cb,
+/* The build's turn has come (SCHED_BUILD): its uv processes start. */
+static void on_build_turn(SchedTicket *t, void *userdata) {
+        Build *b = userdata;
+        int r;
+
+        r = build_start(b);
+        if (r == -ENOENT)
+                build_fail(b, r,
+                           b->store->uv_refused ?: "uv is not available to the sandbox service, so packages cannot "
+                                                   "be installed (the administrator can install uv or set uv= in "
+                                                   "the configuration)");
+        else if (r < 0)
+                build_fail(b, r, "the environment build could not be started");
+}
+
+int envstore_prepare(EnvStore *s, uid_t uid, const char *key, const Python *py, const RequirementList *reqs, EnvReadyFunc cb,
                      void *userdata, EnvWaiter **ret_waiter) {
         Build *b = NULL;
         EnvWaiter *w = NULL;
@@ -901,6 +965,7 @@ int envstore_prepare(EnvStore *s, const char *key, const Python *py, const Requi
                 if (!b)
                         return -ENOMEM;
                 b->store = s;
+                b->uid = uid;
                 b->lock_fd = -EBADF;
                 memcpy(b->key, key, 65);
                 b->start_usec = now_usec();
@@ -926,14 +991,13 @@ int envstore_prepare(EnvStore *s, const char *key, const Python *py, const Requi
                 log_info("Preparing environment %.12s for Python %s: %s", key, py->version,
                          reqs->n ? "installing packages" : "bare");
 
-                r = build_start(b, py);
-                if (r == -ENOENT)
-                        build_fail(b, r,
-                                   s->uv_refused ?: "uv is not available to the sandbox service, so packages cannot "
-                                                    "be installed (the administrator can install uv or set uv= in "
-                                                    "the configuration)");
-                else if (r < 0)
-                        build_fail(b, r, "the environment build could not be started");
+                /* No more builds at once than max-builds (and the uid's share): the others wait their turn, round
+                 * robin among the users who asked. A build is charged to the uid that asked first. */
+                r = scheduler_acquire(s->sched, &b->ticket, SCHED_BUILD, uid, on_build_turn, b);
+                if (r == 0)
+                        on_build_turn(&b->ticket, b);
+                else if (r != SCHEDULER_QUEUED)
+                        build_fail(b, r < 0 ? r : -EBUSY, "the environment build could not be queued");
         }
 
         if (cb) {
@@ -1021,7 +1085,7 @@ void envstore_cleanup(EnvStore *s) {
                                 json_object *format = json_get(info, "format", json_type_int);
                                 if (access(m, F_OK) < 0 && json_get_string(info, "python") && format &&
                                     json_object_get_int(format) == 2)
-                                        envstore_compile_later(s, p, json_get_string(info, "python"));
+                                        envstore_compile_later(s, p, json_get_string(info, "python"), SCHEDULER_DAEMON_UID);
                         }
                         continue;
                 }
@@ -1069,6 +1133,7 @@ static void on_walk_done(const StoreWalkResult *res, char **removed, void *userd
         EnvSizes sizes = {};
 
         s->walk = store_walk_job_free(s->walk);
+        scheduler_release(&s->walk_ticket);
         for (char **name = removed; name && *name; name++) {
                 _cleanup_free_ char *p = NULL;
                 const char *py = startswith(*name, STORE_WALK_PYTHON_PREFIX);
@@ -1131,6 +1196,13 @@ static int walk_start(EnvStore *s) {
                 s->walk_again = true;
                 return 0;
         }
+        /* The store's own upkeep, shared by whoever asks for sizes meanwhile: charged to the daemon. */
+        r = scheduler_try_acquire(s->sched, &s->walk_ticket, SCHED_WALK, SCHEDULER_DAEMON_UID);
+        if (r != 0) {
+                log_debug("No disk walk now: max-walks is reached.");
+                sizes_notify(s, &(EnvSizes) {});
+                return r < 0 ? r : -EBUSY;
+        }
         /* Not the one being compiled: collecting it stops its compile (on_walk_done()). */
         for (Build *b = s->builds; b; b = b->next)
                 (void) strv_extend(&keep, b->key);
@@ -1141,6 +1213,7 @@ static int walk_start(EnvStore *s) {
         }
         r = store_walk_spawn(s->event, &o, on_walk_done, s, &s->walk);
         if (r < 0) {
+                scheduler_release(&s->walk_ticket);
                 log_warning_errno(r, "Failed to start the store's disk walk: %m");
                 sizes_notify(s, &(EnvSizes) {});
         }

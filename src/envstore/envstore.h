@@ -18,6 +18,7 @@
 #include "config/config.h"
 #include "executor/process.h"
 #include "envstore/pythons.h"
+#include "scheduler/scheduler.h"
 #include "pep723/pep508.h"
 
 typedef struct EnvStore EnvStore;
@@ -34,7 +35,9 @@ typedef void (*EnvReadyFunc)(const EnvResult *result, void *userdata);
 
 /* other_uids: sandboxes run as uids other than ours (a root daemon's): they pass through envs/ (0711) to their
  * environment; else envs/ is ours alone (0700). */
-int envstore_new(EnvStore **ret, sd_event *e, const Config *config, const char *uv_path, bool other_uids);
+/* sched: where builds (SCHED_BUILD), compiles (SCHED_COMPILE) and disk walks (SCHED_WALK) wait their turn. */
+int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *sched, const char *uv_path,
+                 bool other_uids);
 
 /*
  * How the store starts an interpreter on one of its environments: in a sandbox where env_dir is read-only and
@@ -68,7 +71,7 @@ char *envstore_lookup(EnvStore *s, const char *key);
  * runs when it is ready or failed (never from inside this call). ret_waiter
  * may be NULL (warm-up); a waiter can be cancelled.
  */
-int envstore_prepare(EnvStore *s, const char *key, const Python *py, const RequirementList *reqs, EnvReadyFunc cb,
+int envstore_prepare(EnvStore *s, uid_t uid, const char *key, const Python *py, const RequirementList *reqs, EnvReadyFunc cb,
                      void *userdata, EnvWaiter **ret_waiter);
 void envstore_waiter_cancel(EnvWaiter *w);
 

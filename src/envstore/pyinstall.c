@@ -40,6 +40,8 @@ struct PyInstallWaiter {
 struct Install {
         Install *next;
         PyInstaller *installer;
+        uid_t uid;                      /* the first asker's: the scheduler charges the install to it */
+        SchedTicket ticket;             /* SCHED_BUILD: waits for its turn, then held while uv runs */
         char *request;
         PyInstallWaiter *waiters;
         Process *proc;
@@ -50,6 +52,7 @@ struct Install {
 struct PyInstaller {
         sd_event *event;
         const Config *config;
+        Scheduler *sched;
         char *uv;
         char *dir;
         Install *installs;              /* the first runs; the rest wait, oldest first */
@@ -116,6 +119,7 @@ static Install *install_free(Install *i) {
                 free(w);
         }
         process_free(i->proc);
+        scheduler_release(&i->ticket);
         sd_event_source_disable_unref(i->defer);
         free(i->request);
         free(i->error);
@@ -132,17 +136,35 @@ static void installs_remove(PyInstaller *p, Install *i) {
 }
 
 static int install_start(Install *i);
+static void install_fail_later(Install *i, const char *error);
 
+static void on_install_turn(SchedTicket *t, void *userdata) {
+        (void) install_start(userdata);
+}
+
+/* The first install that waits asks the scheduler for its turn; it starts when it has it. */
 static void install_next(PyInstaller *p) {
-        while (p->installs && !p->installs->proc && !p->installs->defer) {
+        while (p->installs && !p->installs->proc && !p->installs->defer && !p->installs->ticket.user) {
                 Install *i = p->installs;
+                int r;
+
                 if (!i->waiters) {
                         installs_remove(p, i);
                         install_free(i);
                         continue;
                 }
-                if (install_start(i) >= 0)
+                r = scheduler_acquire(p->sched, &i->ticket, SCHED_BUILD, i->uid, on_install_turn, i);
+                if (r == SCHEDULER_QUEUED)
                         return;
+                if (r == 0) {
+                        if (install_start(i) >= 0)
+                                return;
+                        continue;
+                }
+                install_fail_later(i, r == SCHEDULER_USER_QUEUE_FULL
+                                              ? "too many of your builds are waiting already (max-builds-per-user)"
+                                              : "too many builds are waiting already (max-builds)");
+                return;
         }
 }
 
@@ -213,6 +235,7 @@ static void on_install_done(Process *proc, void *userdata) {
         } else
                 log_info("Installed Python %s into %s.", i->request, i->installer->dir);
         i->proc = process_free(i->proc);
+        scheduler_release(&i->ticket);
         install_finish(i);
 }
 
@@ -272,13 +295,15 @@ static bool request_valid(const char *s) {
         return strpbrk(s, "0123456789") != NULL;
 }
 
-int pyinstaller_new(PyInstaller **ret, sd_event *e, const Config *config, const char *uv_path, const char *dir) {
+int pyinstaller_new(PyInstaller **ret, sd_event *e, const Config *config, Scheduler *sched, const char *uv_path,
+                    const char *dir) {
         PyInstaller *p = calloc(1, sizeof(*p));
 
         if (!p)
                 return -ENOMEM;
         p->event = sd_event_ref(e);
         p->config = config;
+        p->sched = sched;
         p->uv = strdup(uv_path);
         p->dir = strdup(dir);
         if (!p->uv || !p->dir) {
@@ -319,7 +344,7 @@ unsigned pyinstaller_n_pending(const PyInstaller *p) {
         return n;
 }
 
-int pyinstaller_install(PyInstaller *p, const char *request, PyInstallFunc cb, void *userdata,
+int pyinstaller_install(PyInstaller *p, uid_t uid, const char *request, PyInstallFunc cb, void *userdata,
                         PyInstallWaiter **ret) {
         Install *i, **tail;
         PyInstallWaiter *w;
@@ -338,6 +363,7 @@ int pyinstaller_install(PyInstaller *p, const char *request, PyInstallFunc cb, v
                 if (!i)
                         return -ENOMEM;
                 i->installer = p;
+                i->uid = uid;
                 i->request = strdup(request);
                 if (!i->request) {
                         free(i);

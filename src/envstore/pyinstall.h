@@ -12,13 +12,15 @@
  * (storewalk.h). An installed Python is known from its directory's name (uv's "cpython-3.12.1-linux-x86_64-gnu"),
  * never by starting it.
  *
- * One install runs at a time; calls asking for the same thing share it, others wait their turn.
+ * One install runs at a time; calls asking for the same thing share it, others wait their turn. An install is an
+ * environment build for the scheduler (SCHED_BUILD, max-builds), charged to the uid of the call that asked first.
  */
 
 #include <stdbool.h>
 #include <systemd/sd-event.h>
 
 #include "config/config.h"
+#include "scheduler/scheduler.h"
 
 /* Written into each installed tree before it is made read-only: its mtime is the install's time. */
 #define PYINSTALL_MARKER ".mcp-python-sandbox-installed"
@@ -32,7 +34,8 @@ typedef void (*PyInstallFunc)(const char *error, void *userdata);
 typedef void (*PyInstalledFunc)(const char *version, const char *executable, const char *prefix, void *userdata);
 
 /* dir: where the Pythons go (created by the caller). The config and uv path must outlive the installer. */
-int pyinstaller_new(PyInstaller **ret, sd_event *e, const Config *config, const char *uv_path, const char *dir);
+int pyinstaller_new(PyInstaller **ret, sd_event *e, const Config *config, Scheduler *sched, const char *uv_path,
+                    const char *dir);
 PyInstaller *pyinstaller_free(PyInstaller *p);
 const char *pyinstaller_dir(const PyInstaller *p);
 
@@ -40,7 +43,7 @@ const char *pyinstaller_dir(const PyInstaller *p);
  * Install the newest Python that request names: a version ("3.12", "3.12.1") or a version specifier
  * (">=3.12"); anything else is -EINVAL. cb runs when it is done (never from within this call).
  */
-int pyinstaller_install(PyInstaller *p, const char *request, PyInstallFunc cb, void *userdata,
+int pyinstaller_install(PyInstaller *p, uid_t uid, const char *request, PyInstallFunc cb, void *userdata,
                         PyInstallWaiter **ret);
 void pyinstall_waiter_cancel(PyInstallWaiter *w);
 /* Installs running or waiting. */

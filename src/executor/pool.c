@@ -16,6 +16,7 @@ typedef struct PoolTarget PoolTarget;
 typedef struct PoolEntry {
         PoolTarget *target;
         PoolItem item;
+        SchedTicket ticket;     /* SCHED_PRESTART, the daemon's, until a run takes the process */
 } PoolEntry;
 
 struct PoolTarget {
@@ -32,6 +33,7 @@ struct PoolTarget {
 
 struct Pool {
         sd_event *event;
+        Scheduler *sched;       /* NULL: no accounting */
         unsigned size;
         PoolTarget *targets[POOL_MAX_TARGETS];
         size_t n_targets;
@@ -56,6 +58,7 @@ static void entry_free(PoolEntry *e) {
         if (!e)
                 return;
         pool_item_done(&e->item);
+        scheduler_release(&e->ticket);
         free(e);
 }
 
@@ -120,8 +123,14 @@ static int target_fill(PoolTarget *t) {
                 t->entries = l;
                 e->target = t;
                 e->item = (PoolItem) { .in_fd = -EBADF, .out_fd = -EBADF };
+                /* Work the daemon does for itself: charged to its own account, capped like the rest. */
+                if (p->sched && scheduler_try_acquire(p->sched, &e->ticket, SCHED_PRESTART, SCHEDULER_DAEMON_UID) != 0) {
+                        free(e);
+                        return 0;
+                }
                 k = t->ops.spawn(t->spec, on_entry_died, e, &e->item);
                 if (k < 0) {
+                        scheduler_release(&e->ticket);
                         free(e);
                         t->failures++;
                         t->failed_at = now_usec();
@@ -152,12 +161,13 @@ static int on_sweep(sd_event_source *s, uint64_t usec, void *userdata) {
         return sd_event_source_set_enabled(s, SD_EVENT_ON);
 }
 
-int pool_new(Pool **ret, sd_event *e, unsigned size) {
+int pool_new(Pool **ret, sd_event *e, Scheduler *sched, unsigned size) {
         Pool *p = calloc(1, sizeof(*p));
 
         if (!p)
                 return -ENOMEM;
         p->event = sd_event_ref(e);
+        p->sched = sched;
         p->size = size;
         *ret = p;
         return 0;
@@ -274,6 +284,7 @@ int pool_take(Pool *p, const char *key, PoolItem *ret) {
                 proc->done = NULL;
                 proc->userdata = NULL;
                 *ret = e->item;
+                scheduler_release(&e->ticket);   /* the taker's run slot covers it from now on */
                 free(e);
                 return 1;
         }

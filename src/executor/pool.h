@@ -17,6 +17,7 @@
 #include <systemd/sd-event.h>
 
 #include "executor/process.h"
+#include "scheduler/scheduler.h"
 
 typedef struct Pool Pool;
 
@@ -41,7 +42,8 @@ typedef struct PoolTargetOps {
 #define POOL_MAX_TARGETS 4
 #define POOL_TARGET_IDLE_USEC (10 * 60 * USEC_PER_SEC)
 
-int pool_new(Pool **ret, sd_event *e, unsigned size);
+/* sched: where each waiting process holds a SCHED_PRESTART place of the daemon's own account (NULL: none). */
+int pool_new(Pool **ret, sd_event *e, Scheduler *sched, unsigned size);
 /* Kills every process in it. */
 Pool *pool_free(Pool *p);
 /* Per target; a change flushes. 0: the pool is off. */

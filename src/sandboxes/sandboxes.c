@@ -101,6 +101,8 @@ struct Sandbox {
         char id[SANDBOX_ID_LEN + 1];
         uid_t uid;
         bool network;                   /* its interpreter was started with network access */
+        SchedTicket place;              /* SCHED_SANDBOX while it is open, charged to uid */
+        SchedTicket run_slot;           /* SCHED_RUN while a cell (an "exec" request) runs, as a run's */
         uint64_t created_usec, used_usec, ttl_usec;
         sd_event_source *reap_timer;
 
@@ -322,9 +324,10 @@ int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
         k = sandboxes_setup(m);
         if (k < 0)
                 return k;
-        if (sandboxes_count(uid) >= c->max_sandboxes_per_user)
+        /* 0 turns persistent sandboxes off (for everybody, or per user), as it always did. */
+        if (c->max_sandboxes_per_user == 0)
                 return -EDQUOT;
-        if (registry->n >= c->max_sandboxes)
+        if (c->max_sandboxes == 0)
                 return -EUSERS;
         if (getrandom(raw, sizeof(raw), 0) != (ssize_t) sizeof(raw))
                 return -EIO;
@@ -332,6 +335,15 @@ int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
         sb = calloc(1, sizeof(*sb));
         if (!sb)
                 return -ENOMEM;
+        /* An open sandbox holds its place in the scheduler: max-sandboxes-per-user and max-sandboxes. */
+        Scheduler *sched = runtime_scheduler(m->runtime);
+        k = scheduler_try_acquire(sched, &sb->place, SCHED_SANDBOX, uid);
+        if (k != 0) {
+                free(sb);
+                if (k < 0)
+                        return k;
+                return scheduler_held_by(sched, SCHED_SANDBOX, uid) >= c->max_sandboxes_per_user ? -EDQUOT : -EUSERS;
+        }
         sb->n_ref = 1;          /* the registry's */
         for (size_t i = 0; i < sizeof(raw); i++)
                 snprintf(sb->id + 2 * i, 3, "%02x", raw[i]);
@@ -394,6 +406,8 @@ void sandbox_close(Sandbox *sb) {
         sb->reap_timer = sd_event_source_disable_unref(sb->reap_timer);
         sb->op_timer = sd_event_source_disable_unref(sb->op_timer);
         sb->defer = sd_event_source_disable_unref(sb->defer);
+        scheduler_release(&sb->run_slot);
+        scheduler_release(&sb->place);
         sandbox_unref(sb);      /* the registry's */
 }
 
@@ -978,6 +992,8 @@ static void op_finish(SandboxOp *op, const SandboxOpOutcome *o) {
         op_unlink(op);
         if (was_head && sb->op_timer)
                 (void) sd_event_source_set_enabled(sb->op_timer, SD_EVENT_OFF);
+        if (was_head)
+                scheduler_release(&sb->run_slot);   /* the cell is over, or waits no more */
         sb->used_usec = now_usec();
         op_free(op);
         if (cb)
@@ -1051,6 +1067,10 @@ static int send_request(Sandbox *sb, json_object *req) {
         return send_pending(sb);
 }
 
+static void on_run_slot(SchedTicket *t, void *userdata) {
+        schedule_dispatch(userdata);   /* through the loop: this runs inside another run's release */
+}
+
 static void dispatch(Sandbox *sb) {
         SandboxOp *op = sb->ops;
         int k;
@@ -1098,6 +1118,31 @@ static void dispatch(Sandbox *sb) {
                         op_finish(op, &o);
                 }
                 return;
+        }
+
+        /* A cell runs code as a run does: it holds a run slot (max-runs, max-runs-per-user) while it runs, and
+         * waits its turn in the same queue. */
+        if (op->kind == OP_REQUEST && streq_ptr(json_get_string(op->request, "op"), "exec") &&
+            !sched_ticket_held(&sb->run_slot)) {
+                if (sched_ticket_waiting(&sb->run_slot))
+                        return;
+                k = runtime_acquire_slot(registry->runtime, &sb->run_slot, sb->uid, on_run_slot, sb);
+                if (k == SCHEDULER_QUEUED)
+                        return;
+                if (k != 0) {
+                        SandboxOpOutcome o = {
+                                .error = k == SCHEDULER_USER_QUEUE_FULL
+                                                 ? "you have the most runs waiting that one user may have "
+                                                   "(max-queue, shared as max-runs-per-user); try again when one "
+                                                   "has finished"
+                                         : k == SCHEDULER_QUEUE_FULL
+                                                 ? "the server is busy: its run queue is full (max-queue); try "
+                                                   "again in a little while"
+                                                 : "out of memory",
+                        };
+                        op_finish(op, &o);
+                        return;
+                }
         }
 
         op->phase = PHASE_SENT;
@@ -1300,7 +1345,7 @@ static void on_plan(ScriptPlan *plan, void *userdata) {
         path = TAKE_PTR(plan->env_path);
         if (path)
                 return use_env(p, path);
-        int k = envstore_prepare(store, plan->key, plan->python, &plan->requirements, on_env_ready, p, &p->env_waiter);
+        int k = envstore_prepare(store, p->sandbox->uid, plan->key, plan->python, &plan->requirements, on_env_ready, p, &p->env_waiter);
         if (k < 0)
                 prepare_done(p, "the environment could not be prepared");
 }
@@ -1318,7 +1363,7 @@ int sandbox_prepare(Sandbox *sb, json_object *requirements, const char *python_v
         if (!p)
                 return -ENOMEM;
         *p = (SandboxPrepare) { .sandbox = sb, .cb = cb, .userdata = userdata };
-        k = script_analyze(registry->runtime, "", 0, requirements,
+        k = script_analyze(registry->runtime, sb->uid, "", 0, requirements,
                            sb->started ? sb->python->version : python_version, on_plan, p, &p->analysis);
         if (k < 0) {
                 free(p);

@@ -308,8 +308,7 @@ typedef struct Job {
         ScriptAnalysis *analysis;
         ScriptPlan *plan;
         EnvWaiter *env_waiter;
-        WaitEntry *slot_waiter;
-        bool has_slot;
+        SchedTicket slot;               /* the run slot: waiting, then held until the job ends */
         Process *proc;
         Outputs *outputs;               /* figures and files, read from out_fd as the run goes */
         int out_fd;
@@ -336,13 +335,11 @@ static Job *job_free(Job *j) {
                 return NULL;
         script_analysis_cancel(j->analysis);
         envstore_waiter_cancel(j->env_waiter);
-        waitq_cancel(j->slot_waiter);
         process_free(j->proc);
         sd_event_source_disable_unref(j->out_source);
         safe_close(j->out_fd);
         outputs_free(j->outputs);
-        if (j->has_slot)
-                runtime_release_slot(j->runtime, j->call->uid);
+        scheduler_release(&j->slot);
         sd_event_source_disable_unref(j->progress_timer);
         script_plan_free(j->plan);
         tool_call_unref(j->call);
@@ -1049,11 +1046,9 @@ static void job_run(Job *j) {
                 return job_fail(j, PHASE_RUN, "the sandbox could not be watched: %s", strerror(-k));
 }
 
-static void on_slot(void *userdata) {
+static void on_slot(SchedTicket *t, void *userdata) {
         Job *j = userdata;
 
-        j->slot_waiter = NULL;
-        j->has_slot = true;
         job_run(j);
 }
 
@@ -1062,13 +1057,13 @@ static void job_queue(Job *j) {
         int k;
 
         j->t_prepared = now_usec();
-        k = runtime_acquire_slot(r, j->call->uid, on_slot, j, &j->slot_waiter);
-        if (k == -EBUSY || k == -EDQUOT) {
+        k = runtime_acquire_slot(r, &j->slot, j->call->uid, on_slot, j);
+        if (k == SCHEDULER_QUEUE_FULL || k == SCHEDULER_USER_QUEUE_FULL) {
                 unsigned running = runtime_n_running(r), mine = runtime_n_running_for(r, j->call->uid);
-                if (k == -EBUSY)
+                if (k == SCHEDULER_QUEUE_FULL)
                         return job_fail(j, PHASE_RUN,
                                         "the server is busy: %u script%s running (%u of them yours) and %u waiting, "
-                                        "the most it takes. Try again in a little while",
+                                        "the most it takes (max-queue). Try again in a little while",
                                         running, running == 1 ? " is" : "s are", mine, runtime_n_queued(r));
                 return job_fail(j, PHASE_RUN,
                                 "you have %u script%s running and %u waiting, the most one user may have "
@@ -1077,10 +1072,8 @@ static void job_queue(Job *j) {
         }
         if (k < 0)
                 return job_fail(j, PHASE_RUN, "out of memory");
-        if (k > 0) {
-                j->has_slot = true;
+        if (k == 0)
                 return job_run(j);
-        }
         job_set_phase(j, PHASE_QUEUED);
 }
 
@@ -1118,7 +1111,7 @@ static void on_plan(ScriptPlan *plan, void *userdata) {
                 return job_queue(j);
 
         job_set_phase(j, PHASE_PREPARE);
-        k = envstore_prepare(store, plan->key, plan->python, &plan->requirements, on_env_ready, j, &j->env_waiter);
+        k = envstore_prepare(store, j->call->uid, plan->key, plan->python, &plan->requirements, on_env_ready, j, &j->env_waiter);
         if (k < 0)
                 job_fail(j, PHASE_PREPARE, "the environment could not be prepared: %s", strerror(-k));
 }
@@ -1193,7 +1186,7 @@ static int execute_python_call(ToolCall *call, json_object *args) {
         }
 
         const char *pv = json_get_string(args, "python_version");
-        k = script_analyze(m->runtime, j->script, j->script_len, json_get(args, "dependencies", json_type_array), pv,
+        k = script_analyze(m->runtime, j->call->uid, j->script, j->script_len, json_get(args, "dependencies", json_type_array), pv,
                            on_plan, j, &j->analysis);
         if (k < 0) {
                 tool_call_set_cancel(call, NULL, NULL);

@@ -88,13 +88,13 @@ static int create_call(ToolCall *call, json_object *args) {
         k = sandbox_new(m, call->uid, (uint64_t) ttl * USEC_PER_SEC, &sb);
         if (k == -EDQUOT) {
                 sb_fail(call,
-                        "you have %" PRIu64 " sandboxes open, the most allowed per user: close one with close_sandbox "
-                        "(get_sandbox_status lists them)",
+                        "you have %" PRIu64 " sandboxes open, the most allowed per user (max-sandboxes-per-user): close "
+                        "one with close_sandbox (get_sandbox_status lists them)",
                         m->config->max_sandboxes_per_user);
                 return 0;
         }
         if (k == -EUSERS) {
-                sb_fail(call, "the server has the most sandboxes it allows open (%" PRIu64 "); try again later",
+                sb_fail(call, "the server has the most sandboxes it allows open (max-sandboxes=%" PRIu64 "); try again later",
                         m->config->max_sandboxes);
                 return 0;
         }

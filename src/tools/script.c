@@ -13,6 +13,7 @@
 
 struct ScriptAnalysis {
         Runtime *runtime;
+        uid_t uid;
         ScriptPlan *plan;
         json_object *dependencies;
         char *python_version;
@@ -108,7 +109,7 @@ static void on_python_install(const char *error, void *userdata) {
 static int install_python(ScriptAnalysis *a, const char *what, const char *label) {
         int r;
 
-        r = runtime_install_python(a->runtime, what, on_python_install, a, &a->install);
+        r = runtime_install_python(a->runtime, a->uid, what, on_python_install, a, &a->install);
         if (r < 0)
                 return r;
         if (a->progress) {
@@ -238,7 +239,7 @@ static void analyze(ScriptAnalysis *a) {
                 RequirementList none = {};
                 return finish_plan(a, &none);
         }
-        r = runtime_parse_toml(a->runtime, p->block.toml, on_toml, a, &a->toml);
+        r = runtime_parse_toml(a->runtime, a->uid, p->block.toml, on_toml, a, &a->toml);
         if (r < 0)
                 fail(a, "the script metadata could not be read: %s", strerror(-r));
 }
@@ -264,7 +265,7 @@ static int on_start(sd_event_source *s, void *userdata) {
         return 0;
 }
 
-int script_analyze(Runtime *r, const char *script, size_t len, json_object *dependencies, const char *python_version,
+int script_analyze(Runtime *r, uid_t uid, const char *script, size_t len, json_object *dependencies, const char *python_version,
                    ScriptPlanFunc cb, void *userdata, ScriptAnalysis **ret) {
         ScriptAnalysis *a;
         _cleanup_free_ char *err = NULL;
@@ -274,6 +275,7 @@ int script_analyze(Runtime *r, const char *script, size_t len, json_object *depe
         if (!a)
                 return -ENOMEM;
         a->runtime = r;
+        a->uid = uid;
         a->cb = cb;
         a->userdata = userdata;
         a->plan = calloc(1, sizeof(ScriptPlan));

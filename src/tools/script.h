@@ -34,7 +34,8 @@ typedef struct ScriptAnalysis ScriptAnalysis;
 /* The plan is handed over: the callee owns it (script_plan_free). */
 typedef void (*ScriptPlanFunc)(ScriptPlan *plan, void *userdata);
 
-int script_analyze(Runtime *r, const char *script, size_t len, json_object *dependencies, const char *python_version,
+/* uid: whose call it is; the metadata reader it may need is charged to it (scheduler.h). */
+int script_analyze(Runtime *r, uid_t uid, const char *script, size_t len, json_object *dependencies, const char *python_version,
                    ScriptPlanFunc cb, void *userdata, ScriptAnalysis **ret);
 void script_analysis_cancel(ScriptAnalysis *a);
 /* What the analysis is busy with when that takes a while (installing a Python), for the call's progress. */

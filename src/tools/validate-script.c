@@ -98,7 +98,7 @@ static int validate_script_call(ToolCall *call, json_object *args) {
         if (!v)
                 return -ENOMEM;
         v->call = tool_call_ref(call);
-        k = script_analyze(m->runtime, json_object_get_string(script), (size_t) json_object_get_string_len(script),
+        k = script_analyze(m->runtime, v->call->uid, json_object_get_string(script), (size_t) json_object_get_string_len(script),
                            json_get(args, "dependencies", json_type_array), json_get_string(args, "python_version"),
                            on_plan, v, &v->analysis);
         if (k < 0) {

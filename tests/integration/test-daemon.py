@@ -976,24 +976,41 @@ def listen_socket_mode_0660():
 
 
 @test
-def max_connections_queues_the_third_client():
+def max_connections_refuses_the_third_client_at_once():
+    """With max-connections full, a new client is not left hanging in the backlog (the kernel accepts, so the shim
+    would never fall back): it gets one JSON-RPC error naming the cap, then EOF; once a slot is free, it is served."""
     with Daemon(args=["--max-connections=2"]) as d:
         c1, c2 = d.client(), d.client()
         c1.initialize()
         c2.initialize()
+        s = d.raw_connect()
+        s.settimeout(10)
+        data = b""
+        while True:
+            chunk = s.recv(4096)     # on a daemon that leaves it in the backlog: times out
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        msg = json.loads(data.decode().splitlines()[0])
+        eq(msg.get("id"), None, "the refusal's id")
+        err = msg.get("error") or {}
+        check("max-connections=2" in err.get("message", ""), f"the refusal does not name the cap: {msg}")
+        eq((err.get("data") or {}).get("setting"), "max-connections", "the refusal's setting")
+        # Through the shim too: it fails at once with the error, instead of waiting.
         c3 = d.client()
         c3.send(req("third", "initialize", {"protocolVersion": LATEST_LEGACY, "capabilities": {},
                                             "clientInfo": {"name": "third", "version": "1"}}))
-        c3.expect_silence(1.0)
-        check(c3.proc.poll() is None, f"the third shim gave up: {c3.stderr()}")
-        c1.close()
-        r = c3.wait_for("third", 10)
-        eq(r["result"]["protocolVersion"], LATEST_LEGACY, "the third client is served once the first leaves")
-        eq(c3.request("ping").get("result"), {}, "third client ping")
+        r = c3.read_message(10)
+        check("max-connections" in json.dumps(r), f"the third client's answer does not name the cap: {r}")
+        eq(c3.proc.wait(10) is not None, True, "the third shim ended")
         eq(c2.request("ping").get("result"), {}, "second client ping")
+        c1.close()
+        c4 = d.client()
+        eq(c4.request("ping").get("result"), {}, "a client is served once the first leaves")
         c2.close()
-        c3.close()
-        check("connection limit" in d.log(), "the daemon did not log that it reached the limit")
+        c4.close()
+        check("max-connections=2" in d.log(), "the daemon did not log that it refused at the cap")
 
 
 def cpu_ticks(pid):

@@ -122,3 +122,9 @@ TESTS += test-uv-version
 test_uv_version_SOURCES = tests/unit/test-uv-version.c
 test_uv_version_CFLAGS = $(UNIT_CFLAGS)
 test_uv_version_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-scheduler
+TESTS += test-scheduler
+test_scheduler_SOURCES = tests/unit/test-scheduler.c
+test_scheduler_CFLAGS = $(UNIT_CFLAGS)
+test_scheduler_LDADD = $(UNIT_LIBS)

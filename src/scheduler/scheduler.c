@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "scheduler.h"
+
+typedef struct SchedQueue {
+        SchedTicket *head, *tail;       /* waiting, oldest first */
+        unsigned n_waiting, n_held;
+        SchedUser *rr_next, *rr_prev;   /* in the kind's round of users with waiters */
+        bool in_round;
+} SchedQueue;
+
+struct SchedUser {
+        Scheduler *scheduler;
+        SchedUser *next, *prev;
+        uid_t uid;
+        unsigned n_refs;                /* tickets held or waiting, all kinds: freed at 0 */
+        SchedQueue q[_SCHED_KIND_MAX];
+};
+
+typedef struct SchedKindState {
+        SchedLimits limits;             /* 0 made SCHEDULER_UNLIMITED */
+        unsigned n_held, n_waiting, peak;
+        SchedUser *round_head, *round_tail;     /* the next to be served first */
+        bool dispatching, again;
+} SchedKindState;
+
+struct Scheduler {
+        SchedUser *users;
+        SchedKindState k[_SCHED_KIND_MAX];
+};
+
+static const char *const kind_names[_SCHED_KIND_MAX] = {
+        [SCHED_RUN] = "run",
+        [SCHED_HELPER] = "metadata reader",
+        [SCHED_BUILD] = "environment build",
+        [SCHED_COMPILE] = "bytecode compile",
+        [SCHED_WALK] = "disk walk",
+        [SCHED_SANDBOX] = "persistent sandbox",
+        [SCHED_PRESTART] = "sandbox started ahead",
+};
+
+static const char *const kind_settings[_SCHED_KIND_MAX] = {
+        [SCHED_RUN] = "max-runs",
+        [SCHED_HELPER] = "max-helpers",
+        [SCHED_BUILD] = "max-builds",
+        [SCHED_COMPILE] = "max-compiles",
+        [SCHED_WALK] = "max-walks",
+        [SCHED_SANDBOX] = "max-sandboxes",
+        [SCHED_PRESTART] = "prestart",
+};
+
+static const char *const kind_settings_per_user[_SCHED_KIND_MAX] = {
+        [SCHED_RUN] = "max-runs-per-user",
+        [SCHED_HELPER] = "max-helpers-per-user",
+        [SCHED_BUILD] = "max-builds-per-user",
+        [SCHED_COMPILE] = "max-compiles-per-user",
+        [SCHED_WALK] = "max-walks-per-user",
+        [SCHED_SANDBOX] = "max-sandboxes-per-user",
+        [SCHED_PRESTART] = "prestart",
+};
+
+const char *sched_kind_to_string(SchedKind kind) {
+        return kind < _SCHED_KIND_MAX ? kind_names[kind] : NULL;
+}
+
+const char *sched_kind_setting(SchedKind kind) {
+        return kind < _SCHED_KIND_MAX ? kind_settings[kind] : NULL;
+}
+
+const char *sched_kind_setting_per_user(SchedKind kind) {
+        return kind < _SCHED_KIND_MAX ? kind_settings_per_user[kind] : NULL;
+}
+
+int scheduler_new(Scheduler **ret) {
+        Scheduler *s = calloc(1, sizeof(*s));
+
+        if (!s)
+                return -ENOMEM;
+        for (size_t i = 0; i < _SCHED_KIND_MAX; i++)
+                scheduler_set_limits(s, i, &(SchedLimits) {});
+        *ret = s;
+        return 0;
+}
+
+Scheduler *scheduler_free(Scheduler *s) {
+        if (!s)
+                return NULL;
+        /* Every ticket must be gone; a leftover user would point at freed memory. */
+        while (s->users) {
+                SchedUser *u = s->users;
+                s->users = u->next;
+                free(u);
+        }
+        free(s);
+        return NULL;
+}
+
+static unsigned concrete(unsigned v) {
+        return v == 0 ? SCHEDULER_UNLIMITED : v;
+}
+
+SchedLimits scheduler_get_limits(const Scheduler *s, SchedKind kind) {
+        return s->k[kind].limits;
+}
+
+static SchedUser *user_find(const Scheduler *s, uid_t uid) {
+        for (SchedUser *u = s->users; u; u = u->next)
+                if (u->uid == uid)
+                        return u;
+        return NULL;
+}
+
+static SchedUser *user_get(Scheduler *s, uid_t uid) {
+        SchedUser *u = user_find(s, uid);
+
+        if (u)
+                return u;
+        u = calloc(1, sizeof(*u));
+        if (!u)
+                return NULL;
+        u->scheduler = s;
+        u->uid = uid;
+        u->next = s->users;
+        if (s->users)
+                s->users->prev = u;
+        s->users = u;
+        return u;
+}
+
+static void user_unref(SchedUser *u) {
+        Scheduler *s = u->scheduler;
+
+        if (--u->n_refs > 0)
+                return;
+        if (u->prev)
+                u->prev->next = u->next;
+        else
+                s->users = u->next;
+        if (u->next)
+                u->next->prev = u->prev;
+        free(u);
+}
+
+/* An empty user (just made, nothing taken) goes again. */
+static void user_drop_if_empty(SchedUser *u) {
+        if (u->n_refs == 0) {
+                u->n_refs = 1;
+                user_unref(u);
+        }
+}
+
+uid_t sched_ticket_uid(const SchedTicket *t) {
+        return t->user ? t->user->uid : SCHEDULER_DAEMON_UID;
+}
+
+static void round_remove(Scheduler *s, SchedKind kind, SchedUser *u) {
+        SchedKindState *k = &s->k[kind];
+        SchedQueue *q = &u->q[kind];
+
+        if (!q->in_round)
+                return;
+        if (q->rr_prev)
+                q->rr_prev->q[kind].rr_next = q->rr_next;
+        else
+                k->round_head = q->rr_next;
+        if (q->rr_next)
+                q->rr_next->q[kind].rr_prev = q->rr_prev;
+        else
+                k->round_tail = q->rr_prev;
+        q->rr_next = q->rr_prev = NULL;
+        q->in_round = false;
+}
+
+static void round_append(Scheduler *s, SchedKind kind, SchedUser *u) {
+        SchedKindState *k = &s->k[kind];
+        SchedQueue *q = &u->q[kind];
+
+        if (q->in_round)
+                return;
+        q->rr_prev = k->round_tail;
+        q->rr_next = NULL;
+        if (k->round_tail)
+                k->round_tail->q[kind].rr_next = u;
+        else
+                k->round_head = u;
+        k->round_tail = u;
+        q->in_round = true;
+}
+
+static void hold(Scheduler *s, SchedKind kind, SchedUser *u) {
+        SchedKindState *k = &s->k[kind];
+
+        u->q[kind].n_held++;
+        k->n_held++;
+        if (k->n_held > k->peak)
+                k->peak = k->n_held;
+}
+
+static bool fits(const Scheduler *s, SchedKind kind, const SchedUser *u) {
+        const SchedKindState *k = &s->k[kind];
+
+        return k->n_held < k->limits.total && (!u || u->q[kind].n_held < k->limits.per_user);
+}
+
+/* Hand free slots of a kind to waiters: round robin among the uids with waiters (skipping those at their own cap),
+ * oldest first within a uid. A callback may come back here; then the loop runs once more instead. */
+static void dispatch(Scheduler *s, SchedKind kind) {
+        SchedKindState *k = &s->k[kind];
+
+        if (k->dispatching) {
+                k->again = true;
+                return;
+        }
+        k->dispatching = true;
+        do {
+                k->again = false;
+                while (fits(s, kind, NULL)) {
+                        SchedUser *u;
+                        SchedTicket *t;
+
+                        for (u = k->round_head; u; u = u->q[kind].rr_next)
+                                if (fits(s, kind, u))
+                                        break;
+                        if (!u)
+                                break;
+
+                        SchedQueue *q = &u->q[kind];
+                        t = q->head;
+                        q->head = t->next;
+                        if (q->head)
+                                q->head->prev = NULL;
+                        else
+                                q->tail = NULL;
+                        t->next = t->prev = NULL;
+                        q->n_waiting--;
+                        k->n_waiting--;
+                        t->held = true;
+                        hold(s, kind, u);
+
+                        /* Served: to the back of the round, or out of it. */
+                        round_remove(s, kind, u);
+                        if (q->head)
+                                round_append(s, kind, u);
+
+                        t->cb(t, t->userdata);   /* may release, acquire, come back here */
+                }
+        } while (k->again);
+        k->dispatching = false;
+}
+
+void scheduler_set_limits(Scheduler *s, SchedKind kind, const SchedLimits *l) {
+        SchedLimits *m = &s->k[kind].limits;
+
+        *m = (SchedLimits) {
+                .total = concrete(l->total),
+                .per_user = concrete(l->per_user),
+                .queue = concrete(l->queue),
+                .queue_per_user = concrete(l->queue_per_user),
+        };
+        if (m->per_user > m->total)
+                m->per_user = m->total;
+        if (m->queue_per_user > m->queue)
+                m->queue_per_user = m->queue;
+        dispatch(s, kind);
+}
+
+int scheduler_try_acquire(Scheduler *s, SchedTicket *t, SchedKind kind, uid_t uid) {
+        SchedUser *u;
+
+        if (t->user || kind >= _SCHED_KIND_MAX)
+                return -EINVAL;
+        u = user_get(s, uid);
+        if (!u)
+                return -ENOMEM;
+        /* Nobody jumps the uid's own queue. */
+        if (u->q[kind].n_waiting > 0 || !fits(s, kind, u)) {
+                user_drop_if_empty(u);
+                return SCHEDULER_QUOTA;
+        }
+        u->n_refs++;
+        hold(s, kind, u);
+        *t = (SchedTicket) { .user = u, .kind = kind, .held = true };
+        return 0;
+}
+
+int scheduler_acquire(Scheduler *s, SchedTicket *t, SchedKind kind, uid_t uid, SchedGrantFunc cb, void *userdata) {
+        SchedKindState *k;
+        SchedUser *u;
+        SchedQueue *q;
+        int r;
+
+        r = scheduler_try_acquire(s, t, kind, uid);
+        if (r != SCHEDULER_QUOTA)
+                return r;
+
+        k = &s->k[kind];
+        u = user_get(s, uid);
+        if (!u)
+                return -ENOMEM;
+        q = &u->q[kind];
+        if (k->n_waiting >= k->limits.queue) {
+                user_drop_if_empty(u);
+                return SCHEDULER_QUEUE_FULL;
+        }
+        if (q->n_waiting >= k->limits.queue_per_user) {
+                user_drop_if_empty(u);
+                return SCHEDULER_USER_QUEUE_FULL;
+        }
+
+        u->n_refs++;
+        *t = (SchedTicket) { .user = u, .kind = kind, .cb = cb, .userdata = userdata, .prev = q->tail };
+        if (q->tail)
+                q->tail->next = t;
+        else
+                q->head = t;
+        q->tail = t;
+        q->n_waiting++;
+        k->n_waiting++;
+        round_append(s, kind, u);
+        return SCHEDULER_QUEUED;
+}
+
+void scheduler_release(SchedTicket *t) {
+        SchedUser *u = t->user;
+        SchedKind kind = t->kind;
+        Scheduler *s;
+
+        if (!u)
+                return;
+        s = u->scheduler;
+        if (t->held) {
+                u->q[kind].n_held--;
+                s->k[kind].n_held--;
+        } else {
+                SchedQueue *q = &u->q[kind];
+
+                if (t->prev)
+                        t->prev->next = t->next;
+                else
+                        q->head = t->next;
+                if (t->next)
+                        t->next->prev = t->prev;
+                else
+                        q->tail = t->prev;
+                q->n_waiting--;
+                s->k[kind].n_waiting--;
+                if (!q->head)
+                        round_remove(s, kind, u);
+        }
+        *t = (SchedTicket) {};
+        user_unref(u);
+        dispatch(s, kind);
+}
+
+void scheduler_move(SchedTicket *dst, SchedTicket *src) {
+        *dst = *src;
+        *src = (SchedTicket) {};
+}
+
+unsigned scheduler_held(const Scheduler *s, SchedKind kind) {
+        return s->k[kind].n_held;
+}
+
+unsigned scheduler_held_by(const Scheduler *s, SchedKind kind, uid_t uid) {
+        SchedUser *u = user_find(s, uid);
+
+        return u ? u->q[kind].n_held : 0;
+}
+
+unsigned scheduler_waiting(const Scheduler *s, SchedKind kind) {
+        return s->k[kind].n_waiting;
+}
+
+unsigned scheduler_waiting_for(const Scheduler *s, SchedKind kind, uid_t uid) {
+        SchedUser *u = user_find(s, uid);
+
+        return u ? u->q[kind].n_waiting : 0;
+}
+
+unsigned scheduler_peak(const Scheduler *s, SchedKind kind) {
+        return s->k[kind].peak;
+}

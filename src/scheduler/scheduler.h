@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The scheduler: the one place that decides whether work a client asked for
+ * may start now. Every spawn and every held process of the daemon — runs,
+ * metadata helpers, environment builds (uv), bytecode compiles, disk walks,
+ * persistent sandboxes, sandboxes started ahead — takes a SchedTicket of its kind, charged to a uid:
+ * the peer's for work done for a call, SCHEDULER_DAEMON_UID for what the
+ * daemon does for itself (garbage collection, warm-up). Each kind has a cap
+ * for all uids together and one for a single uid.
+ *
+ * Over a cap, a ticket either waits (scheduler_acquire()) or is refused
+ * (scheduler_try_acquire()). Waiting tickets are served round robin among
+ * the uids that have waiters, oldest first within one uid: a uid with a
+ * backlog of a hundred delays another uid's first ticket by at most one
+ * turnover of a slot. The waiting queue of a kind can be capped too, for all
+ * uids and for one uid; beyond it, SCHEDULER_QUEUE_FULL. Over-cap outcomes
+ * are documented positive values, never errors, and change nothing.
+ *
+ * Connections and queued bytes are charged through shared/charge.h, which
+ * keeps the same per-uid accounting for amounts (see charge.h); the
+ * scheduler counts processes and what holds them.
+ *
+ * A granted ticket's callback runs from within the release (or limit change)
+ * that freed its slot; it may release or acquire tickets itself.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "macro.h"
+
+typedef enum SchedKind {
+        SCHED_RUN,              /* a script's run, or a persistent sandbox's executing cell */
+        SCHED_HELPER,           /* a metadata-reader sandbox */
+        SCHED_BUILD,            /* an environment build: its uv processes */
+        SCHED_COMPILE,          /* a sandboxed bytecode compile */
+        SCHED_WALK,             /* a disk-usage walk or collection */
+        SCHED_SANDBOX,          /* a live persistent sandbox */
+        SCHED_PRESTART,         /* a sandbox started ahead (prestart=), the daemon's until a run takes it */
+        _SCHED_KIND_MAX,
+} SchedKind;
+
+/* The daemon's own work: never a peer (no process has uid -1). */
+#define SCHEDULER_DAEMON_UID ((uid_t) -1)
+
+enum {
+        SCHEDULER_QUEUED = 1,           /* the ticket waits; its callback runs when it is granted */
+        SCHEDULER_QUOTA,                /* try_acquire: over the uid's or the global cap; nothing taken */
+        SCHEDULER_QUEUE_FULL,           /* acquire: the kind's waiting queue is full */
+        SCHEDULER_USER_QUEUE_FULL,      /* acquire: the uid's share of that queue is */
+};
+
+#define SCHEDULER_UNLIMITED UINT32_MAX
+
+typedef struct Scheduler Scheduler;
+typedef struct SchedUser SchedUser;
+typedef struct SchedTicket SchedTicket;
+typedef void (*SchedGrantFunc)(SchedTicket *t, void *userdata);
+
+/* Embedded in what holds or waits for the slot; all zero is "nothing". */
+struct SchedTicket {
+        SchedUser *user;                /* NULL: neither held nor waiting */
+        SchedKind kind;
+        bool held;
+        SchedTicket *next, *prev;       /* in the user's waiters of this kind */
+        SchedGrantFunc cb;
+        void *userdata;
+};
+
+typedef struct SchedLimits {
+        unsigned total, per_user;               /* slots; 0: unlimited */
+        unsigned queue, queue_per_user;         /* waiting tickets; 0: unlimited */
+} SchedLimits;
+
+int scheduler_new(Scheduler **ret);
+/* Every ticket must be released first. */
+Scheduler *scheduler_free(Scheduler *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Scheduler *, scheduler_free);
+
+/* Raising a cap grants waiters at once; holdings over a lowered cap stay. */
+void scheduler_set_limits(Scheduler *s, SchedKind kind, const SchedLimits *l);
+/* With 0 made concrete (SCHEDULER_UNLIMITED), per_user never above total. */
+SchedLimits scheduler_get_limits(const Scheduler *s, SchedKind kind);
+
+/* t must be empty. 0: held now; SCHEDULER_QUEUED: cb runs later with it held; SCHEDULER_QUEUE_FULL or
+ * SCHEDULER_USER_QUEUE_FULL (t stays empty); -ENOMEM. A uid gets a slot at once only when no other ticket of its
+ * own waits before it and the caps allow: waiting tickets of other uids do not hold it back while slots are free. */
+int scheduler_acquire(Scheduler *s, SchedTicket *t, SchedKind kind, uid_t uid, SchedGrantFunc cb, void *userdata);
+/* Never waits: 0 (held) or SCHEDULER_QUOTA. */
+int scheduler_try_acquire(Scheduler *s, SchedTicket *t, SchedKind kind, uid_t uid);
+/* Give back a held slot (and hand it on) or stop waiting. An empty t is fine. */
+void scheduler_release(SchedTicket *t);
+/* Move a ticket that is held (not waiting) from src to dst, which must be empty. */
+void scheduler_move(SchedTicket *dst, SchedTicket *src);
+
+static inline bool sched_ticket_held(const SchedTicket *t) {
+        return t->user && t->held;
+}
+static inline bool sched_ticket_waiting(const SchedTicket *t) {
+        return t->user && !t->held;
+}
+uid_t sched_ticket_uid(const SchedTicket *t);
+
+unsigned scheduler_held(const Scheduler *s, SchedKind kind);
+unsigned scheduler_held_by(const Scheduler *s, SchedKind kind, uid_t uid);
+unsigned scheduler_waiting(const Scheduler *s, SchedKind kind);
+unsigned scheduler_waiting_for(const Scheduler *s, SchedKind kind, uid_t uid);
+/* The most ever held at once (since scheduler_new()), for tests and check_environment. */
+unsigned scheduler_peak(const Scheduler *s, SchedKind kind);
+
+/* What a kind is called in messages, and the settings that cap it (global, per uid). */
+const char *sched_kind_to_string(SchedKind kind);
+const char *sched_kind_setting(SchedKind kind);
+const char *sched_kind_setting_per_user(SchedKind kind);

@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: MIT */
+#include <check.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "macro.h"
+#include "scheduler/scheduler.h"
+
+#define A 1000
+#define B 1001
+#define C 1002
+
+/* What the callbacks saw: the order in which waiting tickets were granted. */
+static uid_t granted[256];
+static size_t n_granted;
+
+static void on_grant(SchedTicket *t, void *userdata) {
+        ck_assert(sched_ticket_held(t));
+        ck_assert_uint_lt(n_granted, ELEMENTSOF(granted));
+        granted[n_granted++] = sched_ticket_uid(t);
+}
+
+static void reset(void) {
+        n_granted = 0;
+}
+
+START_TEST(test_global_and_per_user_caps) {
+        _cleanup_(scheduler_freep) Scheduler *s = NULL;
+        SchedTicket t[4] = {};
+
+        ck_assert_int_eq(scheduler_new(&s), 0);
+        scheduler_set_limits(s, SCHED_BUILD, &(SchedLimits) { .total = 3, .per_user = 2 });
+        ck_assert_int_eq(scheduler_try_acquire(s, &t[0], SCHED_BUILD, A), 0);
+        ck_assert_int_eq(scheduler_try_acquire(s, &t[1], SCHED_BUILD, A), 0);
+        /* A is at its own cap; B is not. */
+        ck_assert_int_eq(scheduler_try_acquire(s, &t[2], SCHED_BUILD, A), SCHEDULER_QUOTA);
+        ck_assert_ptr_null(t[2].user);
+        ck_assert_int_eq(scheduler_try_acquire(s, &t[2], SCHED_BUILD, B), 0);
+        /* Now the global cap binds for everybody. */
+        ck_assert_int_eq(scheduler_try_acquire(s, &t[3], SCHED_BUILD, C), SCHEDULER_QUOTA);
+        ck_assert_uint_eq(scheduler_held(s, SCHED_BUILD), 3);
+        ck_assert_uint_eq(scheduler_held_by(s, SCHED_BUILD, A), 2);
+        ck_assert_uint_eq(scheduler_held_by(s, SCHED_BUILD, C), 0);
+        /* Kinds are apart. */
+        ck_assert_int_eq(scheduler_try_acquire(s, &t[3], SCHED_HELPER, C), 0);
+        ck_assert_int_eq(scheduler_try_acquire(s, &t[3], SCHED_HELPER, C), -EINVAL);   /* t[3] holds */
+        for (size_t i = 0; i < ELEMENTSOF(t); i++)
+                scheduler_release(&t[i]);
+        ck_assert_uint_eq(scheduler_held(s, SCHED_BUILD), 0);
+        ck_assert_uint_eq(scheduler_held(s, SCHED_HELPER), 0);
+        ck_assert_uint_eq(scheduler_peak(s, SCHED_BUILD), 3);
+        /* Releasing nothing is fine. */
+        scheduler_release(&t[0]);
+}
+END_TEST
+
+/* One uid's backlog of 60 never delays another uid's first ticket by more than one turnover. */
+START_TEST(test_round_robin) {
+        _cleanup_(scheduler_freep) Scheduler *s = NULL;
+        SchedTicket held[2] = {}, a[60] = {}, b[3] = {}, c = {};
+
+        reset();
+        ck_assert_int_eq(scheduler_new(&s), 0);
+        scheduler_set_limits(s, SCHED_RUN, &(SchedLimits) { .total = 2 });
+        ck_assert_int_eq(scheduler_acquire(s, &held[0], SCHED_RUN, A, on_grant, NULL), 0);
+        ck_assert_int_eq(scheduler_acquire(s, &held[1], SCHED_RUN, A, on_grant, NULL), 0);
+        for (size_t i = 0; i < ELEMENTSOF(a); i++)
+                ck_assert_int_eq(scheduler_acquire(s, &a[i], SCHED_RUN, A, on_grant, NULL), SCHEDULER_QUEUED);
+        for (size_t i = 0; i < ELEMENTSOF(b); i++)
+                ck_assert_int_eq(scheduler_acquire(s, &b[i], SCHED_RUN, B, on_grant, NULL), SCHEDULER_QUEUED);
+        ck_assert_int_eq(scheduler_acquire(s, &c, SCHED_RUN, C, on_grant, NULL), SCHEDULER_QUEUED);
+        ck_assert_uint_eq(scheduler_waiting(s, SCHED_RUN), 64);
+        ck_assert_uint_eq(scheduler_waiting_for(s, SCHED_RUN, A), 60);
+
+        /* The first slot freed goes to A (first in the round), the next to B, then C, then A again. */
+        scheduler_release(&held[0]);
+        ck_assert_uint_eq(n_granted, 1);
+        ck_assert_uint_eq(granted[0], A);
+        scheduler_release(&held[1]);
+        ck_assert_uint_eq(n_granted, 2);
+        ck_assert_uint_eq(granted[1], B);
+        ck_assert(sched_ticket_held(&b[0]));
+        ck_assert(sched_ticket_waiting(&b[1]));
+        scheduler_release(&a[0]);
+        ck_assert_uint_eq(granted[2], C);
+        ck_assert(sched_ticket_held(&c));
+        scheduler_release(&b[0]);
+        ck_assert_uint_eq(granted[3], A);
+        ck_assert(sched_ticket_held(&a[1]));   /* A's own tickets in their order */
+        scheduler_release(&c);
+        ck_assert_uint_eq(granted[4], B);
+        scheduler_release(&a[1]);
+        ck_assert_uint_eq(granted[5], A);
+        ck_assert(sched_ticket_held(&a[2]));
+
+        /* Cancelling a waiter takes it out of the order. */
+        scheduler_release(&b[2]);
+        ck_assert_uint_eq(scheduler_waiting_for(s, SCHED_RUN, B), 0);
+        scheduler_release(&b[1]);
+        ck_assert_uint_eq(granted[6], A);
+        for (size_t i = 0; i < ELEMENTSOF(a); i++)
+                scheduler_release(&a[i]);
+        ck_assert_uint_eq(scheduler_held(s, SCHED_RUN), 0);
+        ck_assert_uint_eq(scheduler_waiting(s, SCHED_RUN), 0);
+        ck_assert_uint_le(scheduler_peak(s, SCHED_RUN), 2);
+}
+END_TEST
+
+/* A uid at its own cap is skipped: the freed slot goes to the next uid that may take it. */
+START_TEST(test_per_user_cap_skips) {
+        _cleanup_(scheduler_freep) Scheduler *s = NULL;
+        SchedTicket a[3] = {}, b[2] = {};
+
+        reset();
+        ck_assert_int_eq(scheduler_new(&s), 0);
+        scheduler_set_limits(s, SCHED_HELPER, &(SchedLimits) { .total = 3, .per_user = 2 });
+        ck_assert_int_eq(scheduler_acquire(s, &a[0], SCHED_HELPER, A, on_grant, NULL), 0);
+        ck_assert_int_eq(scheduler_acquire(s, &a[1], SCHED_HELPER, A, on_grant, NULL), 0);
+        ck_assert_int_eq(scheduler_acquire(s, &a[2], SCHED_HELPER, A, on_grant, NULL), SCHEDULER_QUEUED);
+        /* A free slot, and A waiting: B is not held back by A's waiter. */
+        ck_assert_int_eq(scheduler_acquire(s, &b[0], SCHED_HELPER, B, on_grant, NULL), 0);
+        ck_assert_int_eq(scheduler_acquire(s, &b[1], SCHED_HELPER, B, on_grant, NULL), SCHEDULER_QUEUED);
+        /* B's slot comes free: A is first in the round but at its cap, so B's waiter gets it. */
+        scheduler_release(&b[0]);
+        ck_assert_uint_eq(n_granted, 1);
+        ck_assert_uint_eq(granted[0], B);
+        ck_assert(sched_ticket_waiting(&a[2]));
+        scheduler_release(&a[0]);
+        ck_assert_uint_eq(granted[1], A);
+        for (size_t i = 0; i < 3; i++)
+                scheduler_release(&a[i]);
+        for (size_t i = 0; i < 2; i++)
+                scheduler_release(&b[i]);
+}
+END_TEST
+
+START_TEST(test_queue_caps) {
+        _cleanup_(scheduler_freep) Scheduler *s = NULL;
+        SchedTicket h = {}, w[4] = {};
+
+        ck_assert_int_eq(scheduler_new(&s), 0);
+        scheduler_set_limits(s, SCHED_RUN, &(SchedLimits) { .total = 1, .queue = 3, .queue_per_user = 2 });
+        ck_assert_int_eq(scheduler_acquire(s, &h, SCHED_RUN, A, on_grant, NULL), 0);
+        ck_assert_int_eq(scheduler_acquire(s, &w[0], SCHED_RUN, A, on_grant, NULL), SCHEDULER_QUEUED);
+        ck_assert_int_eq(scheduler_acquire(s, &w[1], SCHED_RUN, A, on_grant, NULL), SCHEDULER_QUEUED);
+        ck_assert_int_eq(scheduler_acquire(s, &w[2], SCHED_RUN, A, on_grant, NULL), SCHEDULER_USER_QUEUE_FULL);
+        ck_assert_ptr_null(w[2].user);
+        ck_assert_int_eq(scheduler_acquire(s, &w[2], SCHED_RUN, B, on_grant, NULL), SCHEDULER_QUEUED);
+        ck_assert_int_eq(scheduler_acquire(s, &w[3], SCHED_RUN, C, on_grant, NULL), SCHEDULER_QUEUE_FULL);
+        ck_assert_ptr_null(w[3].user);
+        scheduler_release(&h);
+        for (size_t i = 0; i < ELEMENTSOF(w); i++)
+                scheduler_release(&w[i]);
+        ck_assert_uint_eq(scheduler_waiting(s, SCHED_RUN), 0);
+}
+END_TEST
+
+/* A callback that gives its slot back at once: the next waiters are served from the same release, in order. */
+static SchedTicket chain[5];
+static void on_grant_release(SchedTicket *t, void *userdata) {
+        on_grant(t, userdata);
+        scheduler_release(t);
+}
+
+START_TEST(test_reentrant_release_and_raise) {
+        _cleanup_(scheduler_freep) Scheduler *s = NULL;
+        SchedTicket h = {}, w[3] = {};
+
+        reset();
+        ck_assert_int_eq(scheduler_new(&s), 0);
+        scheduler_set_limits(s, SCHED_COMPILE, &(SchedLimits) { .total = 1 });
+        ck_assert_int_eq(scheduler_acquire(s, &h, SCHED_COMPILE, SCHEDULER_DAEMON_UID, on_grant, NULL), 0);
+        for (size_t i = 0; i < ELEMENTSOF(chain); i++)
+                ck_assert_int_eq(scheduler_acquire(s, &chain[i], SCHED_COMPILE, i % 2 ? A : B, on_grant_release, NULL),
+                                 SCHEDULER_QUEUED);
+        scheduler_release(&h);
+        ck_assert_uint_eq(n_granted, 5);
+        ck_assert_uint_eq(granted[0], B);
+        ck_assert_uint_eq(granted[1], A);
+        ck_assert_uint_eq(scheduler_held(s, SCHED_COMPILE), 0);
+        ck_assert_uint_eq(scheduler_peak(s, SCHED_COMPILE), 1);
+
+        /* Raising a cap hands out what it frees at once; lowering it keeps what is held. */
+        reset();
+        ck_assert_int_eq(scheduler_acquire(s, &h, SCHED_COMPILE, A, on_grant, NULL), 0);
+        for (size_t i = 0; i < ELEMENTSOF(w); i++)
+                ck_assert_int_eq(scheduler_acquire(s, &w[i], SCHED_COMPILE, B, on_grant, NULL), SCHEDULER_QUEUED);
+        scheduler_set_limits(s, SCHED_COMPILE, &(SchedLimits) { .total = 3 });
+        ck_assert_uint_eq(n_granted, 2);
+        scheduler_set_limits(s, SCHED_COMPILE, &(SchedLimits) { .total = 1 });
+        ck_assert_uint_eq(scheduler_held(s, SCHED_COMPILE), 3);
+        scheduler_release(&h);
+        scheduler_release(&w[0]);
+        ck_assert_uint_eq(n_granted, 2);    /* still 1 held: over the cap, nothing new */
+        scheduler_release(&w[1]);
+        ck_assert_uint_eq(n_granted, 3);
+        scheduler_release(&w[2]);
+}
+END_TEST
+
+/* A uid with a waiter of its own cannot jump it with try_acquire, even when a slot came free meanwhile by a
+ * raised cap; moving a held ticket keeps the accounting. */
+START_TEST(test_no_jumping_own_queue_and_move) {
+        _cleanup_(scheduler_freep) Scheduler *s = NULL;
+        SchedTicket h = {}, w = {}, t = {}, moved = {};
+
+        reset();
+        ck_assert_int_eq(scheduler_new(&s), 0);
+        scheduler_set_limits(s, SCHED_WALK, &(SchedLimits) { .total = 1 });
+        ck_assert_int_eq(scheduler_acquire(s, &h, SCHED_WALK, A, on_grant, NULL), 0);
+        ck_assert_int_eq(scheduler_acquire(s, &w, SCHED_WALK, A, on_grant, NULL), SCHEDULER_QUEUED);
+        ck_assert_int_eq(scheduler_try_acquire(s, &t, SCHED_WALK, A), SCHEDULER_QUOTA);
+        scheduler_move(&moved, &h);
+        ck_assert_ptr_null(h.user);
+        ck_assert_uint_eq(scheduler_held_by(s, SCHED_WALK, A), 1);
+        ck_assert_uint_eq(sched_ticket_uid(&moved), A);
+        scheduler_release(&moved);
+        ck_assert_uint_eq(n_granted, 1);
+        ck_assert(sched_ticket_held(&w));
+        scheduler_release(&w);
+        ck_assert_uint_eq(scheduler_held(s, SCHED_WALK), 0);
+}
+END_TEST
+
+START_TEST(test_names) {
+        for (SchedKind k = 0; k < _SCHED_KIND_MAX; k++) {
+                ck_assert_ptr_nonnull(sched_kind_to_string(k));
+                ck_assert_ptr_nonnull(sched_kind_setting(k));
+                ck_assert_ptr_nonnull(sched_kind_setting_per_user(k));
+        }
+        ck_assert_str_eq(sched_kind_setting(SCHED_BUILD), "max-builds");
+        ck_assert_ptr_null(sched_kind_setting(_SCHED_KIND_MAX));
+}
+END_TEST
+
+static Suite *scheduler_suite(void) {
+        Suite *s = suite_create("scheduler");
+        TCase *tc = tcase_create("core");
+
+        tcase_add_test(tc, test_global_and_per_user_caps);
+        tcase_add_test(tc, test_round_robin);
+        tcase_add_test(tc, test_per_user_cap_skips);
+        tcase_add_test(tc, test_queue_caps);
+        tcase_add_test(tc, test_reentrant_release_and_raise);
+        tcase_add_test(tc, test_no_jumping_own_queue_and_move);
+        tcase_add_test(tc, test_names);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void) {
+        SRunner *sr = srunner_create(scheduler_suite());
+        int failed;
+
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
