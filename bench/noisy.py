@@ -396,10 +396,10 @@ class RunLoop(Abuse):
                 "script": self.script, "timeout_seconds": 120}})
             r = self.until_halt(c, rid)
             runs += 1
+            self.notes["runs"] = runs
             if r is not None:
-                self.notes["last"] = (r.get("structuredContent") or {}).get("stdout", "")[:80] or \
-                    json.dumps(r)[:160]
-        self.notes["runs"] = runs
+                st = r.get("structuredContent") or {}
+                self.notes["run_ended"] = st.get("limit") or st.get("signal") or st.get("exit_code")
 
     def start(self):
         self.conns = []
@@ -501,9 +501,8 @@ class SandboxLoop(Abuse):
             if r is None:
                 break
             cells += 1
-            self.notes["last"] = json.dumps(r.get("structuredContent") or r)[:120]
+            self.notes["cells"] = cells
             self.after_cell()
-        self.notes["cells"] = cells
 
     def after_cell(self):
         pass
@@ -818,7 +817,6 @@ def fmt_row(r, quiet_p99):
 
 def notes_text(r):
     n = dict(r["notes"])
-    n.pop("last", None)
     parts = [f"{k}={v}" for k, v in n.items()]
     if r["errors"]:
         parts.append("B: " + r["errors"][0][:100])
@@ -868,7 +866,7 @@ def report(rows, commit, mach, cgroups, skipped):
         "User A (uid 0) abuses on raw connections; user B (uid 65534) runs `print('hello')` through the shim. "
         "Latency in ms; p99 compared with B alone before and after the abuses, pooled. Daemon MiB: its peak "
         "(VmRSS every 50 ms, and VmHWM reset per phase); children MiB: the peak sum of VmRSS of all its "
-        "descendants (sandboxes, pool, builds); procs: its descendants at the peak (all/uv/du); log lines: "
+        "descendants (sandboxes, pool, builds; shared pages count once per process); procs: its descendants at the peak (all/uv/du); log lines: "
         "what it logged (info) during the phase.",
         "",
         "| A's abuse | B ok | B p50 | B p99 | p99 vs quiet | daemon MiB | children MiB | procs all/uv/du | log lines | notes |",
