@@ -6,9 +6,9 @@
     BENCH_QUICK=1 make bench-noisy  # smoke run (about two minutes)
 
 A real daemon runs as root (sandboxes as leased uids) with --listen, its
-socket open to every local user. User A is this program (uid 0) on raw
-connections; user B is uid 65534 through the real shim (setpriv), running
-hello world at an agent's pace. First B runs alone (the quiet baseline), then
+socket open to every local user. User A is this program on raw connections
+made as uid 64055 (BENCH_A_UID, a uid of no account); user B is uid 65534
+through the real shim (setpriv), running hello world at an agent's pace. First B runs alone (the quiet baseline), then
 once beside each abuse of issue 14 that A can do from outside the daemon,
 then alone again. Per phase it prints B's success rate and p50/p99 latency,
 the daemon's peak RSS (VmRSS sampled every 50 ms, VmHWM reset per phase) and
@@ -54,7 +54,8 @@ B_CALLS = int(os.environ.get("BENCH_B_CALLS") or (8 if QUICK else 20))
 B_PACE = float(os.environ.get("BENCH_B_PACE") or 0.5)
 ONLY = [x for x in os.environ.get("BENCH_ONLY", "").split(",") if x]
 MIB = 1 << 20
-NOBODY = 65534
+NOBODY = 65534          # user B
+A_UID = int(os.environ.get("BENCH_A_UID") or 64055)    # user A: a uid of no account, nor of the sandboxes' range
 STORE_BUDGET = 64 * MIB
 MAX_MEMORY = 256 * MIB
 BIG_ENVS = 10 if QUICK else 16
@@ -115,6 +116,38 @@ if os.fork() == 0:
         pass
 "started"
 """
+
+
+def connect_as(uid, path, timeout=5):
+    """A connection to path made by uid (the peer credentials the daemon sees are taken at connect()): a child
+    process drops to uid, connects and hands the socket back."""
+    ours, theirs = socket.socketpair()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            ours.close()
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(timeout)
+            s.connect(path)
+            socket.send_fds(theirs, [b"s"], [s.fileno()])
+            code = 0
+        finally:
+            os._exit(code)
+    theirs.close()
+    try:
+        _, fds, _, _ = socket.recv_fds(ours, 1, 1)
+    finally:
+        ours.close()
+        os.waitpid(pid, 0)
+    if not fds:
+        raise ConnectionRefusedError(f"uid {uid} could not connect to {path}")
+    s = socket.socket(fileno=fds[0])
+    s.setblocking(True)
+    return s
 
 
 def line(obj):
@@ -344,7 +377,8 @@ class Abuse:
         pass
 
     def client(self):
-        c = Client.connect(self.b.sock)
+        s = connect_as(A_UID, self.b.sock)
+        c = Client(s.fileno(), s.fileno(), sock=s, name="user A")
         c.initialize(timeout=120)
         return c
 
@@ -555,8 +589,7 @@ class Unread(Abuse):
         batch = b"[" + b",".join(line(req(i, "tools/list"))[:-1] for i in range(20000)) + b"]\n"
         self.socks = []
         for _ in range(16):
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.connect(self.b.sock)
+            s = connect_as(A_UID, self.b.sock)
             s.sendall(init_line())
             s.setblocking(False)
             self.socks.append([s, 0])
@@ -610,10 +643,12 @@ class IdleConns(Abuse):
                     except OSError:
                         s.close()
                         self.socks.pop(i)
-                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    s = connect_as(A_UID, self.b.sock, timeout=1)
+                except OSError:
+                    continue
                 s.setblocking(False)
                 try:
-                    s.connect(self.b.sock)
                     if i % 2:
                         s.send(half)
                 except OSError:
@@ -642,8 +677,7 @@ class TinyJson(Abuse):
         sent = 0
         answers = {}
         while not self.halt.is_set():
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.connect(self.b.sock)
+            s = connect_as(A_UID, self.b.sock)
             s.sendall(init_line())
             s.sendall(payload)
             sent += 1
@@ -863,7 +897,8 @@ def report(rows, commit, mach, cgroups, skipped):
         f"Machine: {mach}; shared with other jobs, so timings are noisy. Daemon as root, {cgroups}; defaults but "
         f"`--offline --find-links` (local wheels), `--store-max-size={STORE_BUDGET // MIB}M`, "
         f"`--max-memory={MAX_MEMORY // MIB}M`.",
-        "User A (uid 0) abuses on raw connections; user B (uid 65534) runs `print('hello')` through the shim. "
+        f"User A (uid {A_UID}, no account) abuses on raw connections; user B (uid 65534) runs `print('hello')` "
+        "through the shim. "
         "Latency in ms; p99 compared with B alone before and after the abuses, pooled. Daemon MiB: its peak "
         "(VmRSS every 50 ms, and VmHWM reset per phase); children MiB: the peak sum of VmRSS of all its "
         "descendants (sandboxes, pool, builds; shared pages count once per process); procs: its descendants at the peak (all/uv/du); log lines: "
