@@ -15,6 +15,14 @@ bench: mcp-python-sandboxd$(EXEEXT) mcp-python-sandbox$(EXEEXT)
 bench-clean:
 	-rm -rf $(BENCH_WORK)
 
-.PHONY: bench bench-clean
+# Noisy neighbour: user B's hello world beside each abuse of one user A (issue 14). Root only.
+bench-noisy: mcp-python-sandboxd$(EXEEXT) mcp-python-sandbox$(EXEEXT)
+	$(PYTHON3) $(top_srcdir)/bench/noisy.py \
+		--daemon $(abs_top_builddir)/mcp-python-sandboxd$(EXEEXT) \
+		--shim $(abs_top_builddir)/mcp-python-sandbox$(EXEEXT) \
+		--work $(BENCH_WORK) \
+		--out $(abs_top_srcdir)/bench
 
-EXTRA_DIST += bench/run.py bench/mcpclient.py bench/README.md
+.PHONY: bench bench-noisy bench-clean
+
+EXTRA_DIST += bench/run.py bench/mcpclient.py bench/noisy.py bench/README.md

@@ -31,7 +31,8 @@ INTEGRATION_TESTS = \
 	tests/integration/test-runlog.py \
 	tests/integration/test-connections.py \
 	tests/integration/test-pythons.py \
-	tests/integration/test-scheduler.py
+	tests/integration/test-scheduler.py \
+	tests/integration/test-neighbours.py
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/mcptest.py tests/integration/wheels.py
 
