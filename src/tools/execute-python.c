@@ -1182,26 +1182,21 @@ static int execute_python_call(ToolCall *call, json_object *args) {
 
 static const char input_schema[] =
         "{\"type\":\"object\",\"properties\":{"
-        "\"script\":{\"type\":\"string\",\"description\":\"The Python source to run, exactly as it should be "
-        "executed. May start with a PEP 723 block (# /// script ... # ///) declaring dependencies and "
-        "requires-python.\"},"
+        "\"script\":{\"type\":\"string\",\"description\":\"Python source, run as is; may start with a PEP 723 "
+        "block.\"},"
         "\"dependencies\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":1024},\"maxItems\":256,"
-        "\"description\":\"Extra PEP 508 requirements, e.g. [\\\"requests>=2\\\", \\\"numpy\\\"]. For the same "
-        "package they win over the script's inline list. Direct URL/path references are not accepted.\"},"
-        "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,\"description\":\"Run time "
-        "limit in seconds (default 30); values above the server's maximum are lowered to it.\"},"
-        "\"python_version\":{\"type\":[\"string\",\"null\"],\"maxLength\":32,\"description\":\"Python to use, "
-        "e.g. \\\"3.12\\\". Default: the newest available that satisfies requires-python.\"},"
-        "\"limits\":{\"type\":\"object\",\"description\":\"Lower resource limits for this run. Values above the "
-        "server's maximum are lowered to it. A run that hits a limit says which in the result's limit field.\","
+        "\"description\":\"PEP 508 requirements, added to the script's own (these win for the same package); no "
+        "URLs.\"},"
+        "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,\"description\":\"Seconds.\"},"
+        "\"python_version\":{\"type\":[\"string\",\"null\"],\"maxLength\":32,\"description\":\"e.g. \\\"3.12\\\" "
+        "(default: the newest that fits requires-python).\"},"
+        "\"limits\":{\"type\":\"object\",\"description\":\"Lower this run's limits; the result's limit field names "
+        "one that was hit.\","
         "\"properties\":{"
-        "\"memory_mb\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":16777216,\"description\":\"Memory, MiB.\"},"
-        "\"max_processes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000000,\"description\":\"Processes and "
-        "threads.\"},"
-        "\"max_file_size_mb\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":16777216,\"description\":\"Largest "
-        "file the script may write, MiB.\"},"
-        "\"cpu_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,\"description\":\"CPU time of a "
-        "process, seconds.\"}"
+        "\"memory_mb\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":16777216},"
+        "\"max_processes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000000},"
+        "\"max_file_size_mb\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":16777216},"
+        "\"cpu_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400}"
         "},\"additionalProperties\":false}"
         "},\"required\":[\"script\"],\"additionalProperties\":false}";
 
@@ -1250,23 +1245,15 @@ const Tool tool_execute_python = {
         .name = "execute_python",
         .title = "Run a Python script in a sandbox",
         .description =
-                "Run a Python script in a fresh, locked-down sandbox and return its stdout, stderr and exit code. "
-                "Third-party packages are installed from the package index into a cached environment: declare them "
-                "in a PEP 723 block at the top of the script or in the dependencies argument. The script runs as "
-                "an unprivileged user with no network access (unless the administrator allows it), a private "
-                "writable working directory and /tmp, no access to the user's files, and a time limit "
-                "(timeout_seconds, default 30). stdin is empty. Output longer than the cap keeps its beginning and "
-                "end. Nothing persists between calls.\n\n"
-                "Plots and files come back: matplotlib figures (shown with plt.show() or still open at the end) "
-                "are returned as PNG images, and files the script writes to the output directory /work/out/ "
-                "(it exists; the working directory is /work) are returned with the result, small text files "
-                "inline and others as embedded resources. At most 8 figures and 16 files, 4 MiB each and 10 MiB "
-                "in all; the result says what was left out.\n\n"
-                "Example with inline metadata:\n"
-                "# /// script\n# dependencies = [\"requests<3\", \"rich\"]\n# requires-python = \">=3.11\"\n# ///\n"
-                "import rich; rich.print(\"[bold]hello[/bold]\")\n\n"
-                "Example with the argument: {\"script\": \"import numpy as np; print(np.arange(3))\", "
-                "\"dependencies\": [\"numpy\"]}",
+                "Run a Python script in a fresh, locked-down sandbox; returns stdout, stderr and the exit code. "
+                "Declare third-party packages in a PEP 723 block or the dependencies argument; they are installed "
+                "into a cached environment. The script runs as an unprivileged user without access to the user's "
+                "files, in a private working directory /work, with an empty stdin; nothing persists between calls. "
+                "Long output keeps its beginning and end.\n"
+                "Figures (matplotlib, shown or left open) come back as PNG images, and files written to /work/out/ "
+                "as text or resources (at most 8 figures and 16 files, 4 MiB each, 10 MiB in all).\n"
+                "Example:\n# /// script\n# dependencies = [\"rich\"]\n# requires-python = \">=3.11\"\n# ///\n"
+                "import rich; rich.print(\"[bold]hi[/bold]\")",
         .input_schema = input_schema,
         .output_schema = output_schema,
         .read_only_hint = false,

@@ -246,6 +246,7 @@ def legacy_versions_echoed_with_their_shapes():
                 eq(has, {"title": True, "outputSchema": True, "annotations": True}, f"{v} tool fields")
                 eq(t["outputSchema"].get("type"), "object", f"{v}: outputSchema type")
                 eq(t["annotations"].get("readOnlyHint"), True, f"{v}: readOnlyHint")
+            eq(init["capabilities"]["tools"], {"listChanged": True}, f"{v}: tools capability")
             check_environment_result(c.call_tool("check_environment"), f"{v} check_environment",
                                      structured=v >= "2025-06-18")
             eq(c.close(), 0, "shim exit status")

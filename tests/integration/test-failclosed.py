@@ -56,7 +56,7 @@ def check_refuses(d, *fix_words):
 @test
 def missing_bwrap_refuses_runs_and_names_the_fix():
     need_pythons("3.11")
-    with Daemon(args=["--bwrap=/nonexistent/bwrap"]) as d:
+    with Daemon(args=["--bwrap=/nonexistent/bwrap", "--persistent-sandboxes"]) as d:
         check_refuses(d, "bubblewrap", "apt install bubblewrap")
         check("Refusing to run scripts" in d.log(), d.log())
 
@@ -65,7 +65,7 @@ def missing_bwrap_refuses_runs_and_names_the_fix():
 def no_user_namespaces_refuses_runs_and_names_the_fix():
     need_pythons("3.11")
     bwrap = fake_bwrap("setting up uid map: Permission denied")
-    with Daemon(args=[f"--bwrap={bwrap}"]) as d:
+    with Daemon(args=[f"--bwrap={bwrap}", "--persistent-sandboxes"]) as d:
         check_refuses(d, "kernel.apparmor_restrict_unprivileged_userns", "RestrictNamespaces")
 
 

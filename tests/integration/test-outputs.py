@@ -32,7 +32,7 @@ def client(version="2025-11-25"):
     if d is None or not d.alive():
         need_pythons("3.12")
         need_uv()
-        d = Daemon("activate")
+        d = Daemon("activate", args=["--persistent-sandboxes"])
         at_exit(d.close)
         _STATE["daemon"] = d
     c = _STATE.get(version)

@@ -45,7 +45,7 @@ def wheel_dir():
 def daemon_args():
     need_pythons("3.12")
     need_uv()
-    return [f"--find-links={wheel_dir()}", "--offline"]
+    return [f"--find-links={wheel_dir()}", "--offline", "--persistent-sandboxes"]
 
 
 def shared_daemon():

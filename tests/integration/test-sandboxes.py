@@ -43,7 +43,7 @@ def daemon(name="local", args=(), pypi=False):
     need_pythons("3.12")
     need_uv()
     extra = [] if pypi else [f"--find-links={wheel_dir()}", "--offline"]
-    d = Daemon("activate", args=[*extra, *args])
+    d = Daemon("activate", args=["--persistent-sandboxes", *extra, *args])
     at_exit(d.close)
     _STATE[name] = d
     return d

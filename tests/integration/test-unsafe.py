@@ -317,7 +317,7 @@ def a_reload_turns_the_switch_on_and_off():
     need_pythons("3.11")
     conf = os.path.join(scratch("mcptest-unsafe-conf-"), "mcp-python-sandboxd.conf")
     open(conf, "w").close()
-    with Daemon(args=["--bwrap=/nonexistent/bwrap", f"--config={conf}"]) as d:
+    with Daemon(args=["--bwrap=/nonexistent/bwrap", f"--config={conf}", "--persistent-sandboxes"]) as d:
         c = client(d)
         r, st, text = execute(c, "print('hi')\n")
         check(r.get("isError") is True, f"off: no run: {text}")
