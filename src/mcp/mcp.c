@@ -356,6 +356,12 @@ void tool_call_finish(ToolCall *c, json_object *content, json_object *structured
                 return;
         c->finished = true;
 
+        /* Clients that show structuredContent when there is one hand the model nothing else: not the images,
+         * not the resources. A result with such blocks goes without it, so every client shows content[]. */
+        for (size_t i = 0; st && ct && i < json_object_array_length(ct); i++)
+                if (!streq(strempty(json_get_string(json_object_array_get_idx(ct, i), "type")), "text"))
+                        st = (json_object_put(st), NULL);
+
         json_object *result = json_object_new_object();
         json_add(result, "content", TAKE_PTR(ct) ?: json_object_new_array());
         if (st && tool_call_version_at_least(c, "2025-06-18"))

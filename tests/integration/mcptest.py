@@ -841,6 +841,22 @@ def children(pid):
     return out
 
 
+# What an execute_python result leaves out, at its usual value (a lean result: the model reads every field).
+RUN_DEFAULTS = {"exit_code": None, "signal": None, "timed_out": False, "stderr": "", "timeout_clamped": False,
+                "limit": None, "failed_phase": None, "prestarted": False, "sandboxed": True, "warnings": [],
+                "figures": [], "files": [], "outputs_unlisted": 0}
+
+
+def with_defaults(st):
+    """An execute_python structuredContent with the fields it left out at their usual values (RUN_DEFAULTS)."""
+    if not st:
+        return st
+    full = dict(RUN_DEFAULTS, **st)
+    if "environment" in st:
+        full["environment"] = dict({"requirements": []}, **st["environment"])
+    return full
+
+
 _TESTS = []
 
 

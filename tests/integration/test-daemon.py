@@ -243,8 +243,9 @@ def legacy_versions_echoed_with_their_shapes():
             elif v == "2025-03-26":
                 eq(has, {"title": False, "outputSchema": False, "annotations": True}, f"{v} tool fields")
             else:
-                eq(has, {"title": True, "outputSchema": True, "annotations": True}, f"{v} tool fields")
-                eq(t["outputSchema"].get("type"), "object", f"{v}: outputSchema type")
+                # No outputSchema: it would make structuredContent obligatory, and a result with figures or
+                # files goes without it (clients that show structuredContent drop content[]).
+                eq(has, {"title": True, "outputSchema": False, "annotations": True}, f"{v} tool fields")
                 eq(t["annotations"].get("readOnlyHint"), True, f"{v}: readOnlyHint")
             eq(init["capabilities"]["tools"], {"listChanged": True}, f"{v}: tools capability")
             check_environment_result(c.call_tool("check_environment"), f"{v} check_environment",

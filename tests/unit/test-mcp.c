@@ -56,10 +56,15 @@ static int slow_call(ToolCall *c, json_object *args) {
 static int structured_call(ToolCall *c, json_object *args) {
         json_object *content = json_object_new_array(), *st = json_object_new_object();
 
-        (void) args;
         json_object_array_add(content, content_text_new("{\"value\":42}"));
         json_add_int(st, "value", 42);
-
+        if (json_object_get_boolean(json_get(args, "image", json_type_boolean))) {
+                json_object *img = json_object_new_object();
+                json_add_string(img, "type", "image");
+                json_add_string(img, "data", "iVBORw0KGgo=");
+                json_add_string(img, "mimeType", "image/png");
+                json_object_array_add(content, img);
+        }
         tool_call_finish(c, content, st, false);
         return 0;
 }
@@ -1018,6 +1023,13 @@ START_TEST(test_shapes_2025_06_18) {
                 ck_assert_str_eq(first_text(cr), "{\"value\":42}");
                 ck_assert(!has(cr, "resultType"));
                 ck_assert(!has(cr, "_meta"));
+
+                /* An image: clients that show structuredContent when there is one would drop it, so there is none. */
+                _cleanup_json_ json_object *ci = call_tool(s, "2", "structured", "{\"image\":true}");
+                json_object *ir = assert_result(ci, "2");
+                ck_assert(!has(ir, "structuredContent"));
+                ck_assert_int_eq(json_object_array_length(jget(ir, "content", NULL)), 2);
+                ck_assert_str_eq(json_get_string(json_object_array_get_idx(jget(ir, "content", NULL), 1), "type"), "image");
         }
 }
 END_TEST
