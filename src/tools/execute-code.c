@@ -246,9 +246,9 @@ static const char input_schema[] =
         "\"sandbox_id\":{\"type\":\"string\",\"maxLength\":64,\"description\":\"From create_sandbox\"},"
         "\"code\":{\"type\":\"string\",\"description\":\"Python statements. Like a notebook cell: the value of a final "
         "expression is shown; variables and imports stay for the next call.\"},"
-        "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,\"description\":\"Time limit "
-        "(default 30). When it is reached the cell is interrupted (KeyboardInterrupt) and the state is kept; a cell "
-        "that does not stop is killed with the interpreter's state.\"}"
+        "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,\"description\":\"Seconds. "
+        "When they are up the cell is interrupted (KeyboardInterrupt) and the state is kept; a cell that does not "
+        "stop is killed with the interpreter's state.\"}"
         "},\"required\":[\"sandbox_id\",\"code\"],\"additionalProperties\":false}";
 
 const Tool tool_execute_code = {

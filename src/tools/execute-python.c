@@ -1277,7 +1277,7 @@ const Tool tool_execute_python_unsandboxed = {
         .description =
                 "DEVELOPMENT SERVER WITHOUT A SANDBOX: the script runs directly on the server's machine, as the "
                 "server's user, with access to that user's files and to the network (unsafe-no-sandbox=yes). Only "
-                "a time limit (timeout_seconds, default 30), resource limits and a temporary working directory "
+                "a time limit (timeout_seconds), resource limits and a temporary working directory "
                 "remain; do not run code you would not run on that machine yourself. Returns stdout, stderr and "
                 "the exit code; every result says that the run was not sandboxed.\n\n"
                 "Third-party packages are installed from the package index into a cached environment: declare them "

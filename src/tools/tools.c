@@ -92,18 +92,13 @@ void tools_describe(const Tool *t, json_object *entry, void *userdata) {
         const Config *c = m->config;
         json_object *props = json_get(json_get(entry, "inputSchema", json_type_object), "properties", json_type_object);
         _cleanup_free_ char *line = NULL, *description = NULL;
-        char timeout[64];
 
         if (!streq(t->name, "execute_python") && !streq(t->name, "execute_code"))
                 return;
 
-        /* The timeout as this server has it: the schema's maximum is the configured one, not 86400. */
-        json_object *ts = json_get(props, "timeout_seconds", json_type_object);
-        if (ts) {
-                set_maximum(props, "timeout_seconds", c->max_timeout_usec / USEC_PER_SEC);
-                snprintf(timeout, sizeof(timeout), "Seconds (default %" PRIu64 ").", c->default_timeout_usec / USEC_PER_SEC);
-                json_add_string(ts, "description", timeout);
-        }
+        /* The timeout as this server has it: the schema's maximum is the configured one, not 86400; the default
+         * is in the description's last line. */
+        set_maximum(props, "timeout_seconds", c->max_timeout_usec / USEC_PER_SEC);
         json_object *limits = json_get(json_get(props, "limits", json_type_object), "properties", json_type_object);
         if (limits) {
                 uint64_t cpu = c->max_cpu_time_usec ?: c->max_timeout_usec + 10 * USEC_PER_SEC;

@@ -21,7 +21,7 @@ import json
 import re
 import socket
 
-from mcptest import LEGACY, MODERN, Daemon, at_exit, check, eq, initialized, main, modern_meta, need_uv, \
+from mcptest import LEGACY, MODERN, Daemon, at_exit, check, eq, main, modern_meta, need_uv, \
     newest_python, skip, test
 
 ERAS = LEGACY + [MODERN]
