@@ -67,10 +67,10 @@ char *tools_live_line(const Config *c) {
 
         size_text(c->max_memory, memory);
         size_text(c->tmpfs_size, tmpfs);
-        size_text(c->output_cap, output);
+        size_text(c->output_cap / 2, output);   /* per stream: output_caps() in execute-python.c */
         if (asprintf(&s,
                      "This server: network %s; timeout %" PRIu64 " s by default, %" PRIu64 " s at most; memory %s; "
-                     "/work and /tmp %s each; output kept: %s (beginning and end); %s.",
+                     "/work and /tmp %s each; output: %s per stream kept (beginning and end); %s.",
                      c->network ? "on" : "off", c->default_timeout_usec / USEC_PER_SEC,
                      c->max_timeout_usec / USEC_PER_SEC, c->max_memory > 0 ? memory : "not capped", tmpfs, output,
                      c->offline            ? "only packages already in its cache"
