@@ -178,6 +178,12 @@ def execute_python_in_every_era():
         check_view(r, f"{era} timeout", output=["before-the-timeout"],
                    explanation=["The script was stopped after 1s, the timeout."])
 
+        r = call(era, "execute_python", {"script": "print('before-the-bomb', flush=True)\nx = b'x' * (400 << 20)\n",
+                                         "limits": {"memory_mb": 64}})
+        check(r["isError"], f"{era}: running out of memory is an error")
+        check_view(r, f"{era} out of memory", output=["before-the-bomb"],
+                   explanation=["The script ran out of memory"])
+
         r = call(era, "execute_python", {"script": "import sys\nprint('bad-exit', file=sys.stderr)\nsys.exit(3)\n"})
         check(r["isError"], f"{era}: exit 3 is an error")
         check_view(r, f"{era} exit 3", output=["bad-exit"])
