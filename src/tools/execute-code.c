@@ -103,10 +103,12 @@ static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
                 strextendf_len(&message, &mlen, "The interpreter was restarted: all variables and imports are lost; "
                                     "files in /work are kept.\n");
         else if (o->reset)
-                strextendf_len(&message, &mlen, "The sandbox was started afresh: variables and files in /work are lost.\n");
+                strextendf_len(&message, &mlen,
+                               "The sandbox was started afresh: variables and files in /work are lost.\n");
         if (c->timeout_clamped)
-                strextendf_len(&message, &mlen, "The time limit asked for was lowered to %" PRId64 "s, the server's maximum.\n",
-                       timeout_s);
+                strextendf_len(&message, &mlen,
+                               "The time limit asked for was lowered to %" PRId64 "s, the server's maximum.\n",
+                               timeout_s);
         if (message)
                 strextendf_len(&text, &len, "%s", message);
         if (c->timeout_clamped)

@@ -922,8 +922,9 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
                 strextendf_len(&text, &len, "--- limit: %s ---\n", limit);
         /* The text says these on lines of its own (above, and below); the structured message in sentences. */
         if (j->timeout_clamped)
-                strextendf_len(&message, &mlen, "The timeout asked for was lowered to %" PRIu64 "s, the server's maximum.\n",
-                       j->timeout_usec / USEC_PER_SEC);
+                strextendf_len(&message, &mlen,
+                               "The timeout asked for was lowered to %" PRIu64 "s, the server's maximum.\n",
+                               j->timeout_usec / USEC_PER_SEC);
         for (size_t i = 0; i < ELEMENTSOF(limit_args); i++)
                 if (j->limits_lowered & limit_args[i].bit) {
                         strextendf_len(&text, &len, "--- limits.%s lowered to %" PRIu64 " (the server's maximum) ---\n",
