@@ -1273,6 +1273,10 @@ def write_markdown(path, R, table, goal_rows):
               "result once, a result on every call. Ours with its default configuration (one-shot tools; "
               "`persistent-sandboxes=yes` adds eleven more); the client speaks 2025-06-18, so results carry "
               "structuredContent.", ""] + model_cost_rows(R["model_cost"])
+        sb = R["model_cost"].get("ours_with_persistent_sandboxes")
+        if sb:
+            L += ["", "Ours with `persistent-sandboxes=yes`: %d tools, a tools/list of %d characters."
+                  % (sb["tools"], sb["tools_list_chars"])]
         st = (R["model_cost"].get("ours") or {}).get("hello_structured")
         if st is not None:
             L += ["", "Our hello world's structuredContent: `%s`" % json.dumps(st, separators=(",", ":"))]
