@@ -62,17 +62,22 @@ static void size_text(uint64_t n, char buf[static 32]) {
 }
 
 char *tools_live_line(const Config *c) {
-        char memory[32], tmpfs[32], output[32];
+        char memory[32], tmpfs[32], output[32], where[128];
         char *s = NULL;
 
         size_text(c->max_memory, memory);
         size_text(c->tmpfs_size, tmpfs);
         size_text(c->output_cap / 2, output);   /* per stream: output_caps() in execute-python.c */
+        /* Without the sandbox there is neither a network policy nor a size-capped /work: the host's are used. */
+        if (c->unsafe_no_sandbox)
+                snprintf(where, sizeof(where), "no sandbox, the host's network and files");
+        else
+                snprintf(where, sizeof(where), "network %s; /work and /tmp %s each", c->network ? "on" : "off", tmpfs);
         if (asprintf(&s,
-                     "This server: network %s; timeout %" PRIu64 " s by default, %" PRIu64 " s at most; memory %s; "
-                     "/work and /tmp %s each; output: %s per stream kept (beginning and end); %s.",
-                     c->network ? "on" : "off", c->default_timeout_usec / USEC_PER_SEC,
-                     c->max_timeout_usec / USEC_PER_SEC, c->max_memory > 0 ? memory : "not capped", tmpfs, output,
+                     "This server: %s; timeout %" PRIu64 " s by default, %" PRIu64 " s at most; memory %s; "
+                     "output: %s per stream kept (beginning and end); %s.",
+                     where, c->default_timeout_usec / USEC_PER_SEC,
+                     c->max_timeout_usec / USEC_PER_SEC, c->max_memory > 0 ? memory : "not capped", output,
                      c->offline            ? "only packages already in its cache"
                      : c->allow_source_builds ? "packages from wheels or built from source"
                                               : "packages from wheels only (no source builds)") < 0)

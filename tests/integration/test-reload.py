@@ -85,8 +85,8 @@ def tool_list_states_the_live_configuration_and_follows_a_reload():
                 eq(sorted(tools), ["check_environment", "execute_python", "validate_script"],
                    "one-shot tools only by default")
                 ep = tools["execute_python"]
-                check("This server: network off; timeout 30 s by default, 300 s at most;" in ep["description"],
-                      ep["description"])
+                check("This server: network off; /work and /tmp 128 MiB each; timeout 30 s by default, 300 s at "
+                      "most;" in ep["description"], ep["description"])
                 check("packages from wheels only (no source builds)" in ep["description"], ep["description"])
                 eq(ep["inputSchema"]["properties"]["timeout_seconds"]["maximum"], 300, "the timeout's maximum")
             c.expect_silence(0.5)
@@ -102,7 +102,8 @@ def tool_list_states_the_live_configuration_and_follows_a_reload():
             check("create_sandbox" in tools and "execute_code" in tools, f"persistent sandboxes: {sorted(tools)}")
             for name in ("execute_python", "execute_code"):
                 t = tools[name]
-                check("This server: network on; timeout 30 s by default, 60 s at most;" in t["description"],
+                check("This server: network on; /work and /tmp 128 MiB each; timeout 30 s by default, 60 s at most;"
+                      in t["description"],
                       f"{name}: {t['description']}")
                 check("packages from wheels or built from source" in t["description"], t["description"])
                 eq(t["inputSchema"]["properties"]["timeout_seconds"]["maximum"], 60, f"{name}: the timeout's maximum")

@@ -237,8 +237,10 @@ def clients_are_told_before_they_call():
     eq(sorted(tools), ["check_environment", "execute_python", "validate_script"], "the tools offered")
     ep = tools["execute_python"]
     check(ep["description"].startswith("DEVELOPMENT SERVER WITHOUT A SANDBOX"), f"the description: {ep['description']}")
-    for promise in ("locked-down", "no network", "no access to the user's files", "/work/out", "Nothing persists"):
+    for promise in ("locked-down", "no network", "network off", "no access to the user's files", "/work/out",
+                    "Nothing persists"):
         check(promise not in ep["description"], f"it promises {promise!r}: {ep['description']}")
+    check("This server: no sandbox, the host's network and files;" in ep["description"], ep["description"])
     r = c.request("tools/call", {"name": "create_sandbox", "arguments": {}})
     check("error" in r and "Unknown tool" in r["error"].get("message", ""), f"create_sandbox is not there: {r}")
     s = c.request("tools/call", {"name": "get_sandbox_status", "arguments": {}})
