@@ -12,6 +12,14 @@ bench: mcp-python-sandboxd$(EXEEXT) mcp-python-sandbox$(EXEEXT)
 		--work $(BENCH_WORK) \
 		--out $(abs_top_srcdir)/bench
 
+# Only what a conversation pays for each server: tool list and result sizes.
+bench-model-cost: mcp-python-sandboxd$(EXEEXT) mcp-python-sandbox$(EXEEXT)
+	$(PYTHON3) $(top_srcdir)/bench/model-cost.py \
+		--daemon $(abs_top_builddir)/mcp-python-sandboxd$(EXEEXT) \
+		--shim $(abs_top_builddir)/mcp-python-sandbox$(EXEEXT) \
+		--work $(BENCH_WORK) \
+		--out $(abs_top_srcdir)/bench
+
 bench-clean:
 	-rm -rf $(BENCH_WORK)
 
@@ -23,6 +31,6 @@ bench-noisy: mcp-python-sandboxd$(EXEEXT) mcp-python-sandbox$(EXEEXT)
 		--work $(BENCH_WORK) \
 		--out $(abs_top_srcdir)/bench
 
-.PHONY: bench bench-noisy bench-clean
+.PHONY: bench bench-noisy bench-model-cost bench-clean
 
-EXTRA_DIST += bench/run.py bench/mcpclient.py bench/noisy.py bench/README.md
+EXTRA_DIST += bench/run.py bench/mcpclient.py bench/noisy.py bench/model-cost.py bench/README.md

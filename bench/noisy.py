@@ -749,7 +749,7 @@ class Bench:
         open(conf, "w").close()
         argv = [self.args.daemon, "--config=" + conf, "--cache-dir=" + self.cache, "--log-level=info",
                 "--find-links=" + self.wheels, "--offline", f"--store-max-size={STORE_BUDGET}",
-                f"--max-memory={MAX_MEMORY}"]
+                f"--max-memory={MAX_MEMORY}", "--persistent-sandboxes"]
         pythons = mcptest.test_pythons()
         if pythons:
             argv.append("--python-search-path=" + " ".join(pythons[m] for m in sorted(pythons)))

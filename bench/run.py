@@ -508,6 +508,32 @@ def interleaved_latency(contenders, n, chunk=10, warmup=WARMUP):
     return out
 
 
+def compact_len(obj):
+    return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
+
+
+def model_cost(client):
+    """What a conversation pays for a server, in characters of JSON as the client receives them: the tools/list
+    result (every conversation), and a hello world's result (every call), its structuredContent apart."""
+    tl = client.request("tools/list")
+    r = client.execute_python(HELLO)
+    st = r.get("structuredContent")
+    return {"tools": len(tl.get("tools", [])), "tools_list_chars": compact_len(tl),
+            "hello_result_chars": compact_len(r), "hello_structured_chars": compact_len(st) if st is not None else 0,
+            "hello_structured": st}
+
+
+def model_cost_rows(MC):
+    """Markdown table rows: ours next to the reference's."""
+    ours, ref = MC.get("ours") or {}, MC.get("reference") or {}
+    L = ["| | ours | reference |", "|---|---:|---:|"]
+    for key, label in (("tools", "tools offered"), ("tools_list_chars", "tools/list result, characters"),
+                       ("hello_result_chars", "hello world result, characters"),
+                       ("hello_structured_chars", "of which structuredContent")):
+        L.append("| %s | %s | %s |" % (label, ours.get(key, "–"), ref.get(key, "–")))
+    return L
+
+
 def mcp_call(c, script, expect):
     def call():
         r = c.execute_python(script)
@@ -1241,6 +1267,19 @@ def write_markdown(path, R, table, goal_rows):
         L.append("")
     for a in R.get("analysis", []):
         L.append("- " + a)
+    if R.get("model_cost"):
+        L += ["", "## What the model pays", "",
+              "Characters of JSON (compact, as the client receives them) that a conversation carries: the tools/list "
+              "result once, a result on every call. Ours with its default configuration (one-shot tools; "
+              "`persistent-sandboxes=yes` adds eleven more); the client speaks 2025-06-18, so results carry "
+              "structuredContent.", ""] + model_cost_rows(R["model_cost"])
+        sb = R["model_cost"].get("ours_with_persistent_sandboxes")
+        if sb:
+            L += ["", "Ours with `persistent-sandboxes=yes`: %d tools, a tools/list of %d characters."
+                  % (sb["tools"], sb["tools_list_chars"])]
+        st = (R["model_cost"].get("ours") or {}).get("hello_structured")
+        if st is not None:
+            L += ["", "Our hello world's structuredContent: `%s`" % json.dumps(st, separators=(",", ":"))]
     L += ["", "## Notes", ""]
     for n in R["notes"]:
         L.append("- " + n)
@@ -1418,6 +1457,12 @@ def main():
             clients.append(("reference", ref_client))
         for _, x in clients:
             x.initialize()
+        log("[model] the tool list and a hello world's result, as the client receives them")
+        R["model_cost"] = {"ours": model_cost(clients[1][1])}
+        if ref_client:
+            R["model_cost"]["reference"] = model_cost(ref_client)
+        for line in model_cost_rows(R["model_cost"]):
+            log("  " + line)
         if ref_client:
             time.sleep(0.5)
             R["memory"]["reference_idle_rss_kb"] = rss_kb(ref_client.proc.pid)

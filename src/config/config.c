@@ -130,6 +130,8 @@ static const Setting settings[] = {
         S("store-max-age", SETTING_SECONDS, store_max_age_usec, "Remove environments unused for this long (0: never)"),
         S("uv-prune-delay", SETTING_SECONDS, uv_prune_delay_usec,
           "Run uv cache prune once no environment was built for this long (0: never)"),
+        S("persistent-sandboxes", SETTING_BOOL, persistent_sandboxes,
+          "Offer the persistent-sandbox tools (create_sandbox, execute_code, ...) besides one-shot execute_python"),
         S("sandbox-idle-timeout", SETTING_SECONDS, sandbox_idle_timeout_usec, "Close a persistent sandbox unused for this long"),
         S("max-sandboxes-per-user", SETTING_UINT, max_sandboxes_per_user, "Persistent sandboxes one user may have open"),
         S("max-sandboxes", SETTING_UINT, max_sandboxes, "Persistent sandboxes open at once, all users together"),

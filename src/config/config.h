@@ -94,6 +94,7 @@ typedef struct Config {
         uint64_t uv_prune_delay_usec;   /* uv cache prune after builds go quiet this long; 0: never */
 
         /* Persistent sandboxes */
+        bool persistent_sandboxes;              /* offer their tools (with max_sandboxes > 0) */
         uint64_t sandbox_idle_timeout_usec;     /* reaped after this long unused */
         uint64_t max_sandboxes_per_user;
         uint64_t max_sandboxes;

@@ -50,7 +50,7 @@ static const char *manager_instructions(const Manager *m) {
 
 /* Without the sandbox, execute_python says so and persistent sandboxes are not offered. */
 static const Tool *const *manager_tools(const Manager *m) {
-        return m->config->unsafe_no_sandbox ? tools_unsandboxed : tools_all;
+        return tools_offered(m->config);
 }
 
 static int on_status_timer(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -495,6 +495,8 @@ static void manager_reload(Manager *m) {
                 log_error("The configuration has errors (above); keeping the running one.");
                 return;
         }
+        const Tool *const *old_tools = m->server.tools;
+        _cleanup_free_ char *old_line = tools_live_line(m->config);
         n = config_apply_reload(m->config, &fresh);
         log_set_max_level(m->config->log_level);
         manager_apply_limits(m);
@@ -504,6 +506,12 @@ static void manager_reload(Manager *m) {
         runtime_reload(m->runtime);
         m->server.instructions = manager_instructions(m);
         m->server.tools = manager_tools(m);
+        /* Tools come and go, and their descriptions state the configuration: tell the clients when either changed. */
+        _cleanup_free_ char *new_line = tools_live_line(m->config);
+        if (old_tools != m->server.tools || !old_line || !new_line || !streq(old_line, new_line))
+                for (Session *x = m->sessions; x; x = x->next)
+                        if (x->mcp)
+                                mcp_session_tools_changed(x->mcp);
         /* It says whether scripts run without the sandbox. */
         manager_update_status(m);
 }
@@ -580,6 +588,7 @@ int manager_new(Manager **ret, Config *config) {
                 .max_depth = 64,
                 .tools_ttl_ms = 300000,
                 .userdata = m,
+                .describe_tool = tools_describe,
         };
         manager_apply_limits(m);
 

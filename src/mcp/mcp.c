@@ -194,26 +194,53 @@ static json_object *tool_schema(const char *text) {
         return json_parse_static(text);   /* more tools than slots: not cached (leaks one) */
 }
 
-static json_object *tool_to_json(const Tool *t, const char *version) {
-        json_object *o = json_object_new_object();
+/* Annotations are hints with defaults (readOnly false, destructive true, idempotent false, openWorld true): only
+ * what differs from them goes out, and the title only to 2025-03-26, which has no top-level one. */
+static json_object *annotations_json(const Tool *t, const char *version) {
+        json_object *a = json_object_new_object();
+
+        if (!version_at_least(version, "2025-06-18") && t->title)
+                json_add_string(a, "title", t->title);
+        if (t->read_only_hint)
+                json_add_bool(a, "readOnlyHint", true);
+        else {
+                if (!t->destructive_hint)
+                        json_add_bool(a, "destructiveHint", false);
+                if (t->idempotent_hint)
+                        json_add_bool(a, "idempotentHint", true);
+        }
+        if (!t->open_world_hint)
+                json_add_bool(a, "openWorldHint", false);
+        if (json_object_object_length(a) == 0) {
+                json_object_put(a);
+                return NULL;
+        }
+        return a;
+}
+
+static json_object *tool_to_json(const McpServer *server, const Tool *t, const char *version) {
+        json_object *o = json_object_new_object(), *input = NULL;
 
         json_add_string(o, "name", t->name);
         if (version_at_least(version, "2025-06-18") && t->title)
                 json_add_string(o, "title", t->title);
         json_add_string(o, "description", t->description);
-        json_add(o, "inputSchema", json_object_get(tool_schema(t->input_schema)));
+        /* The live configuration goes into a copy: the compiled-in schema stays what calls are checked against. */
+        if (server->describe_tool) {
+                if (json_object_deep_copy(tool_schema(t->input_schema), &input, NULL) < 0)
+                        input = NULL;
+        } else
+                input = json_object_get(tool_schema(t->input_schema));
+        json_add(o, "inputSchema", input);
         if (version_at_least(version, "2025-06-18") && t->output_schema)
                 json_add(o, "outputSchema", json_object_get(tool_schema(t->output_schema)));
         if (version_at_least(version, "2025-03-26")) {
-                json_object *a = json_object_new_object();
-                if (t->title)
-                        json_add_string(a, "title", t->title);
-                json_add_bool(a, "readOnlyHint", t->read_only_hint);
-                json_add_bool(a, "destructiveHint", t->destructive_hint);
-                json_add_bool(a, "idempotentHint", t->idempotent_hint);
-                json_add_bool(a, "openWorldHint", t->open_world_hint);
-                json_add(o, "annotations", a);
+                json_object *a = annotations_json(t, version);
+                if (a)
+                        json_add(o, "annotations", a);
         }
+        if (server->describe_tool && input)
+                server->describe_tool(t, o, server->userdata);
         return o;
 }
 
@@ -243,7 +270,7 @@ static void handle_tools_list(McpSession *s, McpBatch *b, json_object *id, json_
 
         json_object *result = json_object_new_object(), *tools = json_object_new_array();
         for (size_t i = offset; i < n && i < offset + page; i++)
-                json_object_array_add(tools, tool_to_json(s->server->tools[i], version));
+                json_object_array_add(tools, tool_to_json(s->server, s->server->tools[i], version));
         json_add(result, "tools", tools);
         if (offset + page < n) {
                 char c[32];
@@ -328,6 +355,12 @@ void tool_call_finish(ToolCall *c, json_object *content, json_object *structured
         if (c->finished || !s)
                 return;
         c->finished = true;
+
+        /* Clients that show structuredContent when there is one hand the model nothing else: not the images,
+         * not the resources. A result with such blocks goes without it, so every client shows content[]. */
+        for (size_t i = 0; st && ct && i < json_object_array_length(ct); i++)
+                if (!streq(strempty(json_get_string(json_object_array_get_idx(ct, i), "type")), "text"))
+                        st = (json_object_put(st), NULL);
 
         json_object *result = json_object_new_object();
         json_add(result, "content", TAKE_PTR(ct) ?: json_object_new_array());
@@ -468,8 +501,11 @@ static void handle_tools_call(McpSession *s, McpBatch *b, json_object *id, json_
 /* ---- lifecycle --------------------------------------------------------- */
 
 static json_object *server_capabilities(bool legacy) {
-        json_object *caps = json_object_new_object();
-        json_add(caps, "tools", json_object_new_object());
+        json_object *caps = json_object_new_object(), *tools = json_object_new_object();
+        /* A reload may change the list: legacy sessions hear of it. The stateless era re-reads it after ttlMs. */
+        if (legacy)
+                json_add_bool(tools, "listChanged", true);
+        json_add(caps, "tools", tools);
         if (legacy)
                 json_add(caps, "logging", json_object_new_object());
         return caps;
@@ -735,6 +771,13 @@ bool mcp_session_is_established(const McpSession *s) {
 
 const char *mcp_session_version(const McpSession *s) {
         return s->version;
+}
+
+void mcp_session_tools_changed(McpSession *s) {
+        /* Only a session that finished the handshake: notifications before initialized are not allowed. */
+        if (!s->version || !s->initialized)
+                return;
+        session_send(s, jsonrpc_notification_new("notifications/tools/list_changed", NULL));
 }
 
 int mcp_session_handle_line(McpSession *s, const char *line, size_t len) {

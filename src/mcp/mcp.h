@@ -33,6 +33,8 @@ typedef struct McpServer {
         size_t max_elements;               /* JSON values per message; 0: no limit */
         unsigned tools_ttl_ms;
         void *userdata;                    /* handed to tool handlers */
+        /* Optional: adapt a tool's tools/list entry (its own copy of inputSchema) to the live configuration. */
+        void (*describe_tool)(const Tool *t, json_object *entry, void *userdata);
 } McpServer;
 
 /* Queue one outgoing message; steals msg. Returns 0 or -errno (the session then ends). */
@@ -57,6 +59,8 @@ unsigned mcp_session_n_calls(const McpSession *s);
 bool mcp_session_is_established(const McpSession *s);
 /* The negotiated legacy version, or NULL before initialize. */
 const char *mcp_session_version(const McpSession *s);
+/* The tool list changed (a reload): tell an initialized legacy session (notifications/tools/list_changed). */
+void mcp_session_tools_changed(McpSession *s);
 
 /* Is this one of ours? Returns the canonical static string or NULL. */
 const char *mcp_legacy_version_find(const char *v);

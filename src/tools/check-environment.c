@@ -279,28 +279,6 @@ static int check_environment_call(ToolCall *call, json_object *args) {
 
 static const char input_schema[] = "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}";
 
-static const char output_schema[] =
-        "{\"type\":\"object\",\"properties\":{"
-        "\"daemon_version\":{\"type\":\"string\"},"
-        "\"protocol_versions\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
-        "\"bwrap\":{\"type\":\"object\"},"
-        "\"sandbox\":{\"type\":\"object\",\"properties\":{\"enabled\":{\"type\":\"boolean\"},"
-        "\"mode\":{\"type\":\"string\",\"enum\":[\"bwrap\",\"none\"]},\"working\":{\"type\":\"boolean\"},"
-        "\"error\":{\"type\":\"string\"},\"warning\":{\"type\":\"string\"},"
-        "\"bwrap_self_test\":{\"type\":\"string\"},\"network\":{\"type\":\"boolean\"},"
-        "\"limits\":{\"type\":\"string\",\"enum\":[\"cgroup\",\"rlimit\"]},\"limits_detail\":{\"type\":\"string\"}}},"
-        "\"limits\":{\"type\":\"object\"},"
-        "\"uv\":{\"type\":\"object\"},"
-        "\"pythons\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
-        "\"python_downloads\":{\"type\":\"boolean\"},"
-        "\"default_timeout_seconds\":{\"type\":\"integer\"},"
-        "\"max_timeout_seconds\":{\"type\":\"integer\"},"
-        "\"output_cap_bytes\":{\"type\":\"integer\"},"
-        "\"tmpfs_size_bytes\":{\"type\":\"integer\"},"
-        "\"store\":{\"type\":\"object\"},"
-        "\"runs\":{\"type\":\"object\"}"
-        "},\"required\":[\"daemon_version\",\"protocol_versions\",\"bwrap\",\"sandbox\",\"uv\",\"pythons\"]}";
-
 const Tool tool_check_environment = {
         .name = "check_environment",
         .title = "Check the sandbox environment",
@@ -312,7 +290,6 @@ const Tool tool_check_environment = {
                 "execute_python to pick a python_version, or when a run fails for reasons outside your script.\n\n"
                 "Example: check_environment {}",
         .input_schema = input_schema,
-        .output_schema = output_schema,
         .read_only_hint = true,
         .destructive_hint = false,
         .idempotent_hint = true,

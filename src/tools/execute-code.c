@@ -80,36 +80,49 @@ static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
         } else if (error)
                 section(&text, &len, "error", error);
 
+        /* What explains the outcome, in sentences: in the text, and as structuredContent's "message", for clients
+         * that show the model only one of the two. */
+        _cleanup_free_ char *message = NULL;
+        size_t mlen = 0;
         if (o->timed_out) {
                 if (o->interrupted)
-                        strextendf_len(&text, &len,
+                        strextendf_len(&message, &mlen,
                                "The cell was interrupted after %" PRId64 "s, the time limit (KeyboardInterrupt). "
                                "Variables and files are kept.\n",
                                timeout_s);
                 else if (o->restarted)
-                        strextendf_len(&text, &len,
+                        strextendf_len(&message, &mlen,
                                "The cell did not stop when interrupted after %" PRId64 "s, so the interpreter was "
                                "restarted: all variables and imports are lost; files in /work are kept.\n",
                                timeout_s);
                 else if (o->reset)
-                        strextendf_len(&text, &len,
+                        strextendf_len(&message, &mlen,
                                "The cell could not be stopped after %" PRId64 "s, so the sandbox was started afresh: "
                                "variables and files in /work are lost.\n",
                                timeout_s);
         } else if (o->restarted)
-                strextendf_len(&text, &len, "The interpreter was restarted: all variables and imports are lost; files in /work "
-                                    "are kept.\n");
+                strextendf_len(&message, &mlen, "The interpreter was restarted: all variables and imports are lost; "
+                                    "files in /work are kept.\n");
         else if (o->reset)
-                strextendf_len(&text, &len, "The sandbox was started afresh: variables and files in /work are lost.\n");
-        /* A sentence naming the fix for a module that is not installed (hints.h). */
-        _cleanup_free_ char *hint = exc ? hint_for_run(exc, !sandbox_network(c->sandbox), sandbox_requirements(c->sandbox), true) : NULL;
+                strextendf_len(&message, &mlen,
+                               "The sandbox was started afresh: variables and files in /work are lost.\n");
+        if (c->timeout_clamped)
+                strextendf_len(&message, &mlen,
+                               "The time limit asked for was lowered to %" PRId64 "s, the server's maximum.\n",
+                               timeout_s);
+        /* A sentence naming the fix for a module that is not installed (hints.h): in the message, which both
+         * kinds of client show. */
+        _cleanup_free_ char *hint = exc ? hint_for_run(exc, !sandbox_network(c->sandbox), sandbox_requirements(c->sandbox),
+                                                        true)
+                                        : NULL;
         if (hint)
-                strextendf_len(&text, &len, "%s\n", hint);
+                strextendf_len(&message, &mlen, "%s\n", hint);
+        if (message)
+                strextendf_len(&text, &len, "%s", message);
         if (c->timeout_clamped)
                 strextendf_len(&text, &len, "--- timeout_clamped: %" PRId64 "s (the server's maximum) ---\n", timeout_s);
         strextendf_len(&text, &len, "--- execution_count: %" PRId64 " ---\n--- duration_ms: %" PRIu64 " ---\n", count,
                (sb_now_usec() - c->t_start) / USEC_PER_MSEC);
-
         json_object_array_add(content, content_text_new(text ?: ""));
 
         /* Figures: a text line naming each (some clients drop images), then the image. */
@@ -154,29 +167,46 @@ static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
                 outputs_append_content(outputs, content);
         }
 
+        /* Lean: what is at its usual value (no error, not timed out, state kept, nothing written) is left out. */
+        bool interrupted = o->interrupted || json_object_get_boolean(json_get(r, "interrupted", json_type_boolean));
         json_add_string(st, "sandbox_id", sandbox_id(c->sandbox));
         json_add_int(st, "execution_count", count);
         json_add_string(st, "stdout", strempty(json_get_string(r, "stdout")));
-        json_add_string(st, "stderr", strempty(json_get_string(r, "stderr")));
+        if (!streq(strempty(json_get_string(r, "stderr")), ""))
+                json_add_string(st, "stderr", json_get_string(r, "stderr"));
         if (json_get_string(r, "result"))
                 json_add_string(st, "result", json_get_string(r, "result"));
-        else
-                json_add(st, "result", json_object_new_null());
         if (exc || error)
                 json_add_string(st, "error", exc ?: error);
+        if (message) {
+                if (mlen > 0 && message[mlen - 1] == '\n')
+                        message[--mlen] = 0;
+                json_add_string(st, "message", message);
+        }
+        if (o->timed_out) {
+                json_add_bool(st, "timed_out", true);
+                json_add_int(st, "timeout_seconds", timeout_s);
+        }
+        if (interrupted)
+                json_add_bool(st, "interrupted", true);
+        if (o->restarted || o->reset)
+                json_add_bool(st, "state_lost", true);
+        if (o->reset)
+                json_add_bool(st, "files_lost", true);
+        json_object *file_list = outputs_files_json(outputs);
+        if (json_object_array_length(file_list) > 0)
+                json_add(st, "files", file_list);
         else
-                json_add(st, "error", json_object_new_null());
+                json_object_put(file_list);
         if (hint)
                 json_add_string(st, "hint", hint);
-        json_add_bool(st, "timed_out", o->timed_out);
-        json_add_bool(st, "interrupted", o->interrupted || json_object_get_boolean(json_get(r, "interrupted", json_type_boolean)));
-        json_add_bool(st, "state_lost", o->restarted || o->reset);
-        json_add_bool(st, "files_lost", o->reset);
-        json_add(st, "images", names);
-        json_add(st, "files", outputs_files_json(outputs));
         json_add_int(st, "duration_ms", (int64_t) ((sb_now_usec() - c->t_start) / USEC_PER_MSEC));
-        json_add_int(st, "timeout_seconds", timeout_s);
-
+        /* Figures and files reach the model only in content[]: then there is no structuredContent (outputs.h). */
+        if (json_object_array_length(names) > 0 || outputs_n_included(outputs) > 0) {
+                json_object_put(st);
+                st = NULL;
+        }
+        json_object_put(names);
         is_error = exc || error || o->timed_out;
         cell_log(c, o->timed_out ? "timeout" : error ? "error" : exc ? "failed" : "ok", error, count);
         tool_call_finish(c->call, content, st, is_error);
@@ -228,9 +258,9 @@ static const char input_schema[] =
         "\"sandbox_id\":{\"type\":\"string\",\"maxLength\":64,\"description\":\"From create_sandbox\"},"
         "\"code\":{\"type\":\"string\",\"description\":\"Python statements. Like a notebook cell: the value of a final "
         "expression is shown; variables and imports stay for the next call.\"},"
-        "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,\"description\":\"Time limit "
-        "(default 30). When it is reached the cell is interrupted (KeyboardInterrupt) and the state is kept; a cell "
-        "that does not stop is killed with the interpreter's state.\"}"
+        "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,\"description\":\"Seconds. "
+        "When they are up the cell is interrupted (KeyboardInterrupt) and the state is kept; a cell that does not "
+        "stop is killed with the interpreter's state.\"}"
         "},\"required\":[\"sandbox_id\",\"code\"],\"additionalProperties\":false}";
 
 const Tool tool_execute_code = {

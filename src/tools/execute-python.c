@@ -302,6 +302,7 @@ typedef struct Job {
         bool timeout_clamped;
         SandboxLimits limits;           /* the configured ones, lowered by the call's "limits" */
         unsigned limits_lowered;        /* SANDBOX_LIMIT_* the call asked to raise: lowered to the maximum */
+        bool limits_asked;              /* the call gave "limits": the result says what was in force */
 
         Phase phase;
         char *activity;                 /* what the phase is busy with, when more than its name says */
@@ -433,16 +434,21 @@ static void append_section(char **buf, size_t *len, const char *name, const char
         (*buf)[*len] = 0;
 }
 
+/* {"key", "warm"[, "requirements"]}: an environment without requirements says nothing of them. */
 static json_object *environment_json(const Job *j) {
-        json_object *e = json_object_new_object(), *reqs = json_object_new_array();
+        json_object *e = json_object_new_object();
 
         if (j->plan) {
-                for (size_t i = 0; i < j->plan->requirements.n; i++)
-                        json_object_array_add(reqs, json_object_new_string(j->plan->requirements.items[i].canonical));
                 json_add_string(e, "key", j->plan->key);
                 json_add_bool(e, "warm", j->plan->warm && !j->built_now);
+                if (j->plan->requirements.n > 0) {
+                        json_object *reqs = json_object_new_array();
+                        for (size_t i = 0; i < j->plan->requirements.n; i++)
+                                json_object_array_add(reqs,
+                                                      json_object_new_string(j->plan->requirements.items[i].canonical));
+                        json_add(e, "requirements", reqs);
+                }
         }
-        json_add(e, "requirements", reqs);
         return e;
 }
 
@@ -514,44 +520,44 @@ static const char *job_banner(const Job *j) {
         return runtime_unsandboxed(j->runtime) ? UNSANDBOXED_SERVER_BANNER : NULL;
 }
 
-/* Everything but the process outcome: shared by failures before the run. */
+/*
+ * Everything but the process outcome: shared by failures before the run. Lean: a field at its usual value
+ * (no signal, not timed out, empty stderr, the default timeout, limits as configured, nothing left out) is left
+ * out, for every result is read by the model and paid for in every conversation.
+ */
 static json_object *base_structured(Job *j, const char *failed_phase) {
         json_object *st = json_object_new_object();
         uint64_t now = now_usec();
         uint64_t prepare_end = j->t_run_start ?: now;
 
-        json_add(st, "exit_code", json_object_new_null());
-        json_add(st, "signal", json_object_new_null());
-        json_add_bool(st, "timed_out", false);
-        json_add_string(st, "stdout", "");
-        json_add_string(st, "stderr", "");
-        json_add_int(st, "prepare_ms", (int64_t) ((prepare_end - j->t_start) / USEC_PER_MSEC));
-        json_add_int(st, "run_ms", 0);
         json_add_int(st, "duration_ms", (int64_t) ((now - j->t_start) / USEC_PER_MSEC));
-        json_add_int(st, "timeout_seconds", (int64_t) (j->timeout_usec / USEC_PER_SEC));
-        json_add_bool(st, "timeout_clamped", j->timeout_clamped);
-        json_add(st, "limit", json_object_new_null());
-        json_add(st, "limits", limits_json(j));
+        /* Preparing counts when an environment was built for this call; otherwise it is a few ms of planning. */
+        if (j->built_now || (failed_phase && !streq(failed_phase, "run")))
+                json_add_int(st, "prepare_ms", (int64_t) ((prepare_end - j->t_start) / USEC_PER_MSEC));
+        if (j->timeout_clamped) {
+                json_add_int(st, "timeout_seconds", (int64_t) (j->timeout_usec / USEC_PER_SEC));
+                json_add_bool(st, "timeout_clamped", true);
+        }
+        if (j->limits_lowered || j->limits_asked)
+                json_add(st, "limits", limits_json(j));
         if (j->plan && j->plan->python)
                 json_add_string(st, "python", j->plan->python->version);
-        else
-                json_add(st, "python", json_object_new_null());
-        json_add(st, "environment", environment_json(j));
-        json_add_bool(st, "prestarted", j->prestarted);
-        json_add_bool(st, "sandboxed", !job_banner(j));
-        if (job_banner(j))
+        if (j->plan)
+                json_add(st, "environment", environment_json(j));
+        if (j->prestarted)
+                json_add_bool(st, "prestarted", true);
+        if (job_banner(j)) {
+                json_add_bool(st, "sandboxed", false);
                 json_add_string(st, "sandbox_warning", job_banner(j));
+        }
         if (failed_phase)
                 json_add_string(st, "failed_phase", failed_phase);
-        else
-                json_add(st, "failed_phase", json_object_new_null());
-        json_object *w = json_object_new_array();
-        for (size_t i = 0; j->plan && j->plan->warnings && j->plan->warnings[i]; i++)
-                json_object_array_add(w, json_object_new_string(j->plan->warnings[i]));
-        json_add(st, "warnings", w);
-        json_add(st, "figures", json_object_new_array());
-        json_add(st, "files", json_object_new_array());
-        json_add_int(st, "outputs_unlisted", 0);
+        if (j->plan && j->plan->warnings && j->plan->warnings[0]) {
+                json_object *w = json_object_new_array();
+                for (size_t i = 0; j->plan->warnings[i]; i++)
+                        json_object_array_add(w, json_object_new_string(j->plan->warnings[i]));
+                json_add(st, "warnings", w);
+        }
         return st;
 }
 
@@ -846,9 +852,9 @@ static bool job_take_prestarted(Job *j) {
  * record, see boot_code) and p is still tearing down. Answer the call.
  */
 static void job_done(Job *j, Process *p, bool finished, int status) {
-        _cleanup_free_ char *out = NULL, *err = NULL, *text = NULL;
+        _cleanup_free_ char *out = NULL, *err = NULL, *text = NULL, *message = NULL;
         _cleanup_free_ char *out_clean = NULL, *err_clean = NULL;
-        size_t out_len = 0, err_len = 0, ol = 0, el = 0, len = 0;
+        size_t out_len = 0, err_len = 0, ol = 0, el = 0, len = 0, mlen = 0;
 
         j->proc = NULL;
         /* The sandbox is gone: what is left in the pipe is all there is (bounded, should anything linger). */
@@ -897,23 +903,6 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
                 });
         }
 
-        json_object *st = base_structured(j, failed ? "run" : NULL);
-        json_add_int(st, "exit_code", exit_code);
-        if (limit)
-                json_add_string(st, "limit", limit);
-        if (sig)
-                json_add_string(st, "signal", signame);
-        json_add_bool(st, "timed_out", timed_out);
-        json_add(st, "stdout", text_json(out_clean ?: "", ol));
-        json_add(st, "stderr", text_json(err_clean ?: "", el));
-        json_add_int(st, "run_ms", (int64_t) (run_usec / USEC_PER_MSEC));
-        json_object *tr = json_object_new_object();
-        json_add_int(tr, "stdout_bytes_total", (int64_t) p->out.total);
-        json_add_int(tr, "stdout_bytes_omitted", (int64_t) capture_omitted(&p->out));
-        json_add_int(tr, "stderr_bytes_total", (int64_t) p->err.total);
-        json_add_int(tr, "stderr_bytes_omitted", (int64_t) capture_omitted(&p->err));
-        json_add(st, "truncated", tr);
-
         /* The layout users of the Python servers already parse, after the warning of a run without a sandbox. */
         if (job_banner(j))
                 strextendf_len(&text, &len, "%s\n", job_banner(j));
@@ -926,28 +915,74 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
         if (j->timeout_clamped)
                 strextendf_len(&text, &len, "--- timeout_clamped: %" PRIu64 "s (the server's maximum) ---\n",
                        j->timeout_usec / USEC_PER_SEC);
+
+        /* What explains the outcome, in sentences: in the text, and as structuredContent's "message", for clients
+         * that show the model only one of the two. */
         if (timed_out)
-                strextendf_len(&text, &len, "The script was stopped after %" PRIu64 "s, the timeout.\n",
+                strextendf_len(&message, &mlen, "The script was stopped after %" PRIu64 "s, the timeout.\n",
                        j->timeout_usec / USEC_PER_SEC);
         else if (sig)
-                strextendf_len(&text, &len, "The script was killed by signal %d (%s).\n", sig, strsignal(sig));
-        if (limit) {
-                strextendf_len(&text, &len, "--- limit: %s ---\n", limit);
-                if (limit_sentence(limit))
-                        strextendf_len(&text, &len, "%s\n", limit_sentence(limit));
-        }
-        for (size_t i = 0; i < ELEMENTSOF(limit_args); i++)
-                if (j->limits_lowered & limit_args[i].bit)
-                        strextendf_len(&text, &len, "--- limits.%s lowered to %" PRIu64 " (the server's maximum) ---\n",
-                               limit_args[i].name, limit_get_units(&j->limits, i));
+                strextendf_len(&message, &mlen, "The script was killed by signal %d (%s).\n", sig, strsignal(sig));
+        if (limit && limit_sentence(limit))
+                strextendf_len(&message, &mlen, "%s\n", limit_sentence(limit));
         /* A sentence naming the fix, where stderr shows a cause the model can act on (hints.h). */
         _cleanup_free_ char *hint = failed && !timed_out && !limit
                                             ? hint_for_run(err_clean, !runtime_config(j->runtime)->network,
                                                            j->plan ? &j->plan->requirements : NULL, false)
                                             : NULL;
-        if (hint) {
-                strextendf_len(&text, &len, "%s\n", hint);
+        if (hint)
+                strextendf_len(&message, &mlen, "%s\n", hint);
+        if (message)
+                strextendf_len(&text, &len, "%s", message);
+        if (limit)
+                strextendf_len(&text, &len, "--- limit: %s ---\n", limit);
+        /* The text says these on lines of its own (above, and below); the structured message in sentences. */
+        if (j->timeout_clamped)
+                strextendf_len(&message, &mlen,
+                               "The timeout asked for was lowered to %" PRIu64 "s, the server's maximum.\n",
+                               j->timeout_usec / USEC_PER_SEC);
+        for (size_t i = 0; i < ELEMENTSOF(limit_args); i++)
+                if (j->limits_lowered & limit_args[i].bit) {
+                        strextendf_len(&text, &len, "--- limits.%s lowered to %" PRIu64 " (the server's maximum) ---\n",
+                               limit_args[i].name, limit_get_units(&j->limits, i));
+                        strextendf_len(&message, &mlen, "limits.%s was lowered to %" PRIu64 ", the server's maximum.\n",
+                               limit_args[i].name, limit_get_units(&j->limits, i));
+                }
+
+        json_object *st = base_structured(j, failed ? "run" : NULL);
+        json_add_int(st, "exit_code", exit_code);
+        /* How long it ran before it failed or was stopped; a good run's is about its duration. */
+        if (failed)
+                json_add_int(st, "run_ms", (int64_t) (run_usec / USEC_PER_MSEC));
+        if (sig)
+                json_add_string(st, "signal", signame);
+        if (timed_out) {
+                json_add_bool(st, "timed_out", true);
+                json_add_int(st, "timeout_seconds", (int64_t) (j->timeout_usec / USEC_PER_SEC));
+        }
+        if (limit) {
+                json_add_string(st, "limit", limit);
+                if (!j->limits_lowered && !j->limits_asked && !streq(limit, "timeout"))
+                        json_add(st, "limits", limits_json(j));
+        }
+        if (message) {
+                /* Without the last newline: one sentence reads as one. */
+                if (mlen > 0 && message[mlen - 1] == '\n')
+                        message[--mlen] = 0;
+                json_add_string(st, "message", message);
+        }
+        if (hint)
                 json_add_string(st, "hint", hint);
+        json_add(st, "stdout", text_json(out_clean ?: "", ol));
+        if (el > 0)
+                json_add(st, "stderr", text_json(err_clean ?: "", el));
+        if (capture_omitted(&p->out) || capture_omitted(&p->err)) {
+                json_object *tr = json_object_new_object();
+                json_add_int(tr, "stdout_bytes_total", (int64_t) p->out.total);
+                json_add_int(tr, "stdout_bytes_omitted", (int64_t) capture_omitted(&p->out));
+                json_add_int(tr, "stderr_bytes_total", (int64_t) p->err.total);
+                json_add_int(tr, "stderr_bytes_omitted", (int64_t) capture_omitted(&p->err));
+                json_add(st, "truncated", tr);
         }
 
         RunLog l;
@@ -962,9 +997,23 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
         runlog_emit(&l, "execute_python for uid " UID_FMT " (pid " PID_FMT "): %s, exit code %d, %" PRIu64 " ms.",
                     j->call->uid, j->call->pid, verdict, exit_code, run_usec / USEC_PER_MSEC);
 
-        json_add(st, "figures", outputs_figures_json(j->outputs));
-        json_add(st, "files", outputs_files_json(j->outputs));
-        json_add_int(st, "outputs_unlisted", (int64_t) outputs_n_unlisted(j->outputs));
+        /* Figures and files reach the model only in content[]: then there is no structuredContent (outputs.h). */
+        if (outputs_n_included(j->outputs) > 0) {
+                json_object_put(st);
+                st = NULL;
+        } else if (!outputs_empty(j->outputs)) {
+                json_object *figures = outputs_figures_json(j->outputs), *files = outputs_files_json(j->outputs);
+                if (json_object_array_length(figures) > 0)
+                        json_add(st, "figures", figures);
+                else
+                        json_object_put(figures);
+                if (json_object_array_length(files) > 0)
+                        json_add(st, "files", files);
+                else
+                        json_object_put(files);
+                if (outputs_n_unlisted(j->outputs) > 0)
+                        json_add_int(st, "outputs_unlisted", (int64_t) outputs_n_unlisted(j->outputs));
+        }
 
         json_object *content = json_object_new_array();
         json_object_array_add(content, content_text_new(text ?: ""));
@@ -1167,6 +1216,7 @@ static int execute_python_call(ToolCall *call, json_object *args) {
         {
                 SandboxLimits max, want = {};
                 json_object *lim = json_get(args, "limits", json_type_object);
+                j->limits_asked = lim != NULL;
                 sandbox_limits_from_config(c, &max);
                 for (size_t i = 0; lim && i < ELEMENTSOF(limit_args); i++) {
                         int64_t n;
@@ -1199,94 +1249,38 @@ static int execute_python_call(ToolCall *call, json_object *args) {
 
 static const char input_schema[] =
         "{\"type\":\"object\",\"properties\":{"
-        "\"script\":{\"type\":\"string\",\"description\":\"The Python source to run, exactly as it should be "
-        "executed. May start with a PEP 723 block (# /// script ... # ///) declaring dependencies and "
-        "requires-python.\"},"
+        "\"script\":{\"type\":\"string\",\"description\":\"Python source, run as is; may start with a PEP 723 "
+        "block.\"},"
         "\"dependencies\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":1024},\"maxItems\":256,"
-        "\"description\":\"Extra PEP 508 requirements, e.g. [\\\"requests>=2\\\", \\\"numpy\\\"]. For the same "
-        "package they win over the script's inline list. Direct URL/path references are not accepted.\"},"
-        "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,\"description\":\"Run time "
-        "limit in seconds (default 30); values above the server's maximum are lowered to it.\"},"
-        "\"python_version\":{\"type\":[\"string\",\"null\"],\"maxLength\":32,\"description\":\"Python to use, "
-        "e.g. \\\"3.12\\\". Default: the newest available that satisfies requires-python.\"},"
-        "\"limits\":{\"type\":\"object\",\"description\":\"Lower resource limits for this run. Values above the "
-        "server's maximum are lowered to it. A run that hits a limit says which in the result's limit field.\","
+        "\"description\":\"PEP 508 requirements, added to the script's own (these win for the same package); no "
+        "URLs.\"},"
+        "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,\"description\":\"Seconds.\"},"
+        "\"python_version\":{\"type\":[\"string\",\"null\"],\"maxLength\":32,\"description\":\"e.g. \\\"3.12\\\" "
+        "(default: the newest that fits requires-python).\"},"
+        "\"limits\":{\"type\":\"object\",\"description\":\"Lower this run's limits; the result's limit field names "
+        "one that was hit.\","
         "\"properties\":{"
-        "\"memory_mb\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":16777216,\"description\":\"Memory, MiB.\"},"
-        "\"max_processes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000000,\"description\":\"Processes and "
-        "threads.\"},"
-        "\"max_file_size_mb\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":16777216,\"description\":\"Largest "
-        "file the script may write, MiB.\"},"
-        "\"cpu_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,\"description\":\"CPU time of a "
-        "process, seconds.\"}"
+        "\"memory_mb\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":16777216},"
+        "\"max_processes\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000000},"
+        "\"max_file_size_mb\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":16777216},"
+        "\"cpu_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400}"
         "},\"additionalProperties\":false}"
         "},\"required\":[\"script\"],\"additionalProperties\":false}";
-
-static const char output_schema[] =
-        "{\"type\":\"object\",\"properties\":{"
-        "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"
-        "\"signal\":{\"type\":[\"string\",\"null\"]},"
-        "\"timed_out\":{\"type\":\"boolean\"},"
-        "\"stdout\":{\"type\":\"string\"},"
-        "\"stderr\":{\"type\":\"string\"},"
-        "\"truncated\":{\"type\":\"object\",\"properties\":{"
-        "\"stdout_bytes_total\":{\"type\":\"integer\"},\"stdout_bytes_omitted\":{\"type\":\"integer\"},"
-        "\"stderr_bytes_total\":{\"type\":\"integer\"},\"stderr_bytes_omitted\":{\"type\":\"integer\"}}},"
-        "\"prepare_ms\":{\"type\":\"integer\"},"
-        "\"run_ms\":{\"type\":\"integer\"},"
-        "\"duration_ms\":{\"type\":\"integer\"},"
-        "\"timeout_seconds\":{\"type\":\"integer\"},"
-        "\"timeout_clamped\":{\"type\":\"boolean\"},"
-        "\"limit\":{\"type\":[\"string\",\"null\"],\"enum\":[\"timeout\",\"cpu_time\",\"file_size\",\"disk_space\","
-        "\"memory\",\"processes\",\"open_files\",null]},"
-        "\"limits\":{\"type\":\"object\",\"properties\":{"
-        "\"memory_mb\":{\"type\":[\"integer\",\"null\"]},\"max_processes\":{\"type\":[\"integer\",\"null\"]},"
-        "\"max_file_size_mb\":{\"type\":[\"integer\",\"null\"]},\"cpu_seconds\":{\"type\":[\"integer\",\"null\"]},"
-        "\"mechanism\":{\"type\":\"string\",\"enum\":[\"cgroup\",\"rlimit\"]},"
-        "\"lowered\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}},"
-        "\"python\":{\"type\":[\"string\",\"null\"]},"
-        "\"environment\":{\"type\":\"object\",\"properties\":{\"key\":{\"type\":\"string\"},"
-        "\"warm\":{\"type\":\"boolean\"},\"requirements\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}}},"
-        "\"prestarted\":{\"type\":\"boolean\"},"
-        "\"sandboxed\":{\"type\":\"boolean\",\"description\":\"false only on a server set up for development "
-        "without a sandbox (unsafe-no-sandbox); sandbox_warning then says what that means\"},"
-        "\"sandbox_warning\":{\"type\":\"string\"},"
-        "\"failed_phase\":{\"type\":[\"string\",\"null\"],\"enum\":[\"validate\",\"prepare\",\"run\",null]},"
-        "\"error\":{\"type\":\"string\"},"
-        "\"hint\":{\"type\":\"string\"},"
-        "\"figures\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
-        "\"name\":{\"type\":\"string\"},\"width\":{\"type\":\"integer\"},\"height\":{\"type\":\"integer\"},"
-        "\"bytes\":{\"type\":\"integer\"},\"included\":{\"type\":\"boolean\"},\"left_out\":{\"type\":\"string\"}}}},"
-        "\"files\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
-        "\"name\":{\"type\":\"string\"},\"bytes\":{\"type\":\"integer\"},\"mime_type\":{\"type\":\"string\"},"
-        "\"included\":{\"type\":\"boolean\"},\"left_out\":{\"type\":\"string\"}}}},"
-        "\"outputs_unlisted\":{\"type\":\"integer\"},"
-        "\"warnings\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}"
-        "},\"required\":[\"exit_code\",\"timed_out\",\"stdout\",\"stderr\",\"duration_ms\",\"failed_phase\"]}";
 
 const Tool tool_execute_python = {
         .name = "execute_python",
         .title = "Run a Python script in a sandbox",
         .description =
-                "Run a Python script in a fresh, locked-down sandbox and return its stdout, stderr and exit code. "
-                "Third-party packages are installed from the package index into a cached environment: declare them "
-                "in a PEP 723 block at the top of the script or in the dependencies argument. The script runs as "
-                "an unprivileged user with no network access (unless the administrator allows it), a private "
-                "writable working directory and /tmp, no access to the user's files, and a time limit "
-                "(timeout_seconds, default 30). stdin is empty. Output longer than the cap keeps its beginning and "
-                "end. Nothing persists between calls.\n\n"
-                "Plots and files come back: matplotlib figures (shown with plt.show() or still open at the end) "
-                "are returned as PNG images, and files the script writes to the output directory /work/out/ "
-                "(it exists; the working directory is /work) are returned with the result, small text files "
-                "inline and others as embedded resources. At most 8 figures and 16 files, 4 MiB each and 10 MiB "
-                "in all; the result says what was left out.\n\n"
-                "Example with inline metadata:\n"
-                "# /// script\n# dependencies = [\"requests<3\", \"rich\"]\n# requires-python = \">=3.11\"\n# ///\n"
-                "import rich; rich.print(\"[bold]hello[/bold]\")\n\n"
-                "Example with the argument: {\"script\": \"import numpy as np; print(np.arange(3))\", "
-                "\"dependencies\": [\"numpy\"]}",
+                "Run a Python script in a fresh, locked-down sandbox; returns stdout, stderr and the exit code. "
+                "Declare third-party packages in a PEP 723 block or the dependencies argument; they are installed "
+                "into a cached environment. The script runs as an unprivileged user without access to the user's "
+                "files, in a private working directory /work, with an empty stdin; nothing persists between calls. "
+                "Long output keeps its beginning and end.\n"
+                "Figures (matplotlib, shown or left open) come back as PNG images, and files written to /work/out/ "
+                "as text or resources (at most 8 figures and 16 files, 4 MiB each, 10 MiB in all).\n"
+                "Example:\n# /// script\n# dependencies = [\"rich\"]\n# requires-python = \">=3.11\"\n# ///\n"
+                "import rich; rich.print(\"[bold]hi[/bold]\")",
         .input_schema = input_schema,
-        .output_schema = output_schema,
         .read_only_hint = false,
         .destructive_hint = false,
         .idempotent_hint = false,
@@ -1301,7 +1295,7 @@ const Tool tool_execute_python_unsandboxed = {
         .description =
                 "DEVELOPMENT SERVER WITHOUT A SANDBOX: the script runs directly on the server's machine, as the "
                 "server's user, with access to that user's files and to the network (unsafe-no-sandbox=yes). Only "
-                "a time limit (timeout_seconds, default 30), resource limits and a temporary working directory "
+                "a time limit (timeout_seconds), resource limits and a temporary working directory "
                 "remain; do not run code you would not run on that machine yourself. Returns stdout, stderr and "
                 "the exit code; every result says that the run was not sandboxed.\n\n"
                 "Third-party packages are installed from the package index into a cached environment: declare them "
@@ -1312,7 +1306,6 @@ const Tool tool_execute_python_unsandboxed = {
                 "and 16 files, 4 MiB each and 10 MiB in all). Use $TMPDIR for scratch files; both are removed "
                 "after the run.",
         .input_schema = input_schema,
-        .output_schema = output_schema,
         .read_only_hint = false,
         .destructive_hint = true,
         .idempotent_hint = false,

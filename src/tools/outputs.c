@@ -383,6 +383,10 @@ bool outputs_empty(const Outputs *o) {
         return !o || (o->n_items == 0 && o->n_unlisted == 0);
 }
 
+unsigned outputs_n_included(const Outputs *o) {
+        return o ? o->n_figures + o->n_files : 0;
+}
+
 uint64_t outputs_n_unlisted(const Outputs *o) {
         return o ? o->n_unlisted : 0;
 }

@@ -65,6 +65,9 @@ void outputs_append_content(const Outputs *o, json_object *content);
 json_object *outputs_figures_json(const Outputs *o);
 /* [{"name","bytes","mime_type","included"[,"left_out"]}] */
 json_object *outputs_files_json(const Outputs *o);
+/* Figures and files that come back in content[]. A result with any goes without structuredContent: clients that
+ * show structuredContent when there is one would hand the model neither the images nor the files. */
+unsigned outputs_n_included(const Outputs *o);
 /* Items not even listed, past OUTPUTS_MAX_LISTED. */
 uint64_t outputs_n_unlisted(const Outputs *o);
 

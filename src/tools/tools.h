@@ -3,6 +3,7 @@
 
 /* The registry: every tool the daemon serves, in tools/list order. */
 
+#include "config/config.h"
 #include "mcp/tool.h"
 
 extern const Tool tool_execute_python;
@@ -22,5 +23,14 @@ extern const Tool tool_read_file;
 extern const Tool tool_write_file;
 
 extern const Tool *const tools_all[];
+/* Without persistent sandboxes. */
+extern const Tool *const tools_one_shot[];
 /* With unsafe-no-sandbox=yes. */
 extern const Tool *const tools_unsandboxed[];
+
+/* The tools this configuration offers, in tools/list order. */
+const Tool *const *tools_offered(const Config *c);
+/* The live configuration in one line, as the run tools' descriptions end ("This server: network off; ..."). */
+char *tools_live_line(const Config *c);
+/* McpServer.describe_tool: the live configuration into a tool's tools/list entry; userdata is the Manager. */
+void tools_describe(const Tool *t, json_object *entry, void *userdata);

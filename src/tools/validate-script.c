@@ -119,19 +119,6 @@ static const char input_schema[] =
         "against, as for execute_python.\"}"
         "},\"required\":[\"script\"],\"additionalProperties\":false}";
 
-static const char output_schema[] =
-        "{\"type\":\"object\",\"properties\":{"
-        "\"valid\":{\"type\":\"boolean\"},"
-        "\"error\":{\"type\":\"string\"},"
-        "\"requires_python\":{\"type\":[\"string\",\"null\"]},"
-        "\"dependencies\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
-        "\"python\":{\"type\":\"string\"},"
-        "\"python_install\":{\"type\":\"string\"},"
-        "\"environment_key\":{\"type\":\"string\"},"
-        "\"warm\":{\"type\":\"boolean\"},"
-        "\"warnings\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}"
-        "},\"required\":[\"valid\",\"dependencies\",\"warnings\"]}";
-
 const Tool tool_validate_script = {
         .name = "validate_script",
         .title = "Check a script's dependencies without running it",
@@ -143,7 +130,6 @@ const Tool tool_validate_script = {
                 "Example: {\"script\": \"# /// script\\n# dependencies = [\\\"pandas>=2\\\"]\\n# ///\\nimport "
                 "pandas\"}",
         .input_schema = input_schema,
-        .output_schema = output_schema,
         .read_only_hint = true,
         .destructive_hint = false,
         .idempotent_hint = true,

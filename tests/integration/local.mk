@@ -26,6 +26,7 @@ INTEGRATION_TESTS = \
 	tests/integration/test-sandboxes.py \
 	tests/integration/test-hostile.py \
 	tests/integration/test-outputs.py \
+	tests/integration/test-model-view.py \
 	tests/integration/test-pool.py \
 	tests/integration/test-unsafe.py \
 	tests/integration/test-runlog.py \

@@ -572,11 +572,11 @@ def initialized(c):
 
 
 def sandbox_daemon(args=()):
-    """A daemon (offline, small tmpfs, args) and an initialized client of it, both closed at exit; skips when the
-    sandbox does not work on this machine."""
+    """A daemon (offline, small tmpfs, persistent sandboxes offered, args) and an initialized client of it, both
+    closed at exit; skips when the sandbox does not work on this machine."""
     need_uv()
     newest_python()
-    d = Daemon(args=["--offline", "--tmpfs-size=32M", *args])
+    d = Daemon(args=["--offline", "--tmpfs-size=32M", "--persistent-sandboxes", *args])
     at_exit(d.close)
     c = initialized(d.client())
     st = c.call_tool("check_environment", {}, timeout=60).get("structuredContent") or {}
@@ -840,6 +840,22 @@ def children(pid):
         except (OSError, IndexError, ValueError):
             pass
     return out
+
+
+# What an execute_python result leaves out, at its usual value (a lean result: the model reads every field).
+RUN_DEFAULTS = {"exit_code": None, "signal": None, "timed_out": False, "stderr": "", "timeout_clamped": False,
+                "limit": None, "failed_phase": None, "prestarted": False, "sandboxed": True, "warnings": [],
+                "figures": [], "files": [], "outputs_unlisted": 0}
+
+
+def with_defaults(st):
+    """An execute_python structuredContent with the fields it left out at their usual values (RUN_DEFAULTS)."""
+    if not st:
+        return st
+    full = dict(RUN_DEFAULTS, **st)
+    if "environment" in st:
+        full["environment"] = dict({"requirements": []}, **st["environment"])
+    return full
 
 
 _TESTS = []

@@ -230,6 +230,31 @@ def start_mode_shim_stdio_fallback():
 # --- version negotiation -------------------------------------------------------
 
 @test
+def default_tool_list_is_lean():
+    """Every conversation pays for the tool list: at most 5,000 characters by default (the Python reference server's
+    is 3,694), in every era; annotations only where they differ from the protocol's defaults; no outputSchema."""
+    defaults = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": True}
+    with Daemon() as d:
+        for v in LEGACY + [MODERN]:
+            c = d.client()
+            if v != MODERN:
+                c.initialize(v)
+            r = c.result("tools/list", {"_meta": modern_meta()} if v == MODERN else None)
+            size = len(json.dumps(r, separators=(",", ":"), ensure_ascii=False))
+            check(size <= 5000, f"{v}: tools/list is {size} characters")
+            eq([t["name"] for t in r["tools"]], ["execute_python", "validate_script", "check_environment"],
+               f"{v}: one-shot tools by default")
+            for t in r["tools"]:
+                check("outputSchema" not in t, f"{v}: {t['name']} declares an outputSchema")
+                a = t.get("annotations", {})
+                same = [k for k, x in defaults.items() if a.get(k, not x) == x]
+                eq(same, [], f"{v}: {t['name']}: annotations at their default value")
+                if v >= "2025-06-18":
+                    check("title" not in a, f"{v}: {t['name']}: annotations.title beside the tool's title")
+            eq(c.close(), 0, "shim exit status")
+
+
+@test
 def legacy_versions_echoed_with_their_shapes():
     with Daemon() as d:
         for v in LEGACY:
@@ -245,9 +270,11 @@ def legacy_versions_echoed_with_their_shapes():
             elif v == "2025-03-26":
                 eq(has, {"title": False, "outputSchema": False, "annotations": True}, f"{v} tool fields")
             else:
-                eq(has, {"title": True, "outputSchema": True, "annotations": True}, f"{v} tool fields")
-                eq(t["outputSchema"].get("type"), "object", f"{v}: outputSchema type")
+                # No outputSchema: it would make structuredContent obligatory, and a result with figures or
+                # files goes without it (clients that show structuredContent drop content[]).
+                eq(has, {"title": True, "outputSchema": False, "annotations": True}, f"{v} tool fields")
                 eq(t["annotations"].get("readOnlyHint"), True, f"{v}: readOnlyHint")
+            eq(init["capabilities"]["tools"], {"listChanged": True}, f"{v}: tools capability")
             check_environment_result(c.call_tool("check_environment"), f"{v} check_environment",
                                      structured=v >= "2025-06-18")
             eq(c.close(), 0, "shim exit status")

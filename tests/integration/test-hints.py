@@ -61,7 +61,7 @@ def daemon(name, args):
 
 
 def local_daemon():
-    return daemon("local", [f"--find-links={wheel_dir()}", "--offline"])
+    return daemon("local", [f"--find-links={wheel_dir()}", "--offline", "--persistent-sandboxes"])
 
 
 def execute(c, script, **args):

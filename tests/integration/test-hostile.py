@@ -71,7 +71,7 @@ def daemon():
         build_wheel(wheels, name, "1.0")
     uv = UvLog(delay=UV_DELAY, delay_on="pip install")
     at_exit(uv.close)
-    d = Daemon(args=[f"--uv={uv.path}", f"--find-links={wheels}", "--offline", "--max-runs=1",
+    d = Daemon(args=["--persistent-sandboxes", f"--uv={uv.path}", f"--find-links={wheels}", "--offline", "--max-runs=1",
                      "--tmpfs-size=32M", f"--python-search-path={test_pythons()[py]}"])
     d.uvlog, d.python = uv, py
     at_exit(d.close)

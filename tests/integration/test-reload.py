@@ -9,7 +9,7 @@ import signal
 import tempfile
 import time
 
-from mcptest import Daemon, check, eq, main, need_pythons, test
+from mcptest import Daemon, check, eq, main, modern_meta, need_pythons, test
 
 
 def wait_log(d, text, timeout=10):
@@ -57,6 +57,77 @@ def sighup_applies_reloadable_settings():
             r = c.call_tool("execute_python", {"script": "import time; time.sleep(3)"})
             eq(r["structuredContent"]["timeout_seconds"], 1, "still the last good value")
             check(d.alive(), "the daemon is still running")
+            eq(c.close(), 0)
+    finally:
+        os.unlink(conf.name)
+
+
+def tool_list(c, modern=False):
+    r = c.result("tools/list", {"_meta": modern_meta()} if modern else None)
+    return {t["name"]: t for t in r["tools"]}
+
+
+@test
+def tool_list_states_the_live_configuration_and_follows_a_reload():
+    """The run tools' descriptions and schemas say how this server is set up; a reload that changes that, or the
+    tools offered, is announced to initialized clients (notifications/tools/list_changed), and only then."""
+    need_pythons("3.11")
+    conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
+    conf.write("[Daemon]\nnetwork = no\nmax-timeout = 300\n")
+    conf.close()
+    try:
+        with Daemon(args=[f"--config={conf.name}"]) as d:
+            c = d.client()
+            init = c.initialize()
+            eq(init["capabilities"]["tools"], {"listChanged": True}, "tools capability")
+            for modern in (False, True):
+                tools = tool_list(c, modern)
+                eq(sorted(tools), ["check_environment", "execute_python", "validate_script"],
+                   "one-shot tools only by default")
+                ep = tools["execute_python"]
+                check("This server: network off; /work and /tmp 128 MiB each; timeout 30 s by default, 300 s at "
+                      "most;" in ep["description"], ep["description"])
+                check("packages from wheels only (no source builds)" in ep["description"], ep["description"])
+                eq(ep["inputSchema"]["properties"]["timeout_seconds"]["maximum"], 300, "the timeout's maximum")
+            c.expect_silence(0.5)
+
+            with open(conf.name, "w") as f:
+                f.write("[Daemon]\nnetwork = yes\nmax-timeout = 60\npersistent-sandboxes = yes\n"
+                        "allow-source-builds = yes\n")
+            d.proc.send_signal(signal.SIGHUP)
+            wait_log(d, "Reloaded: ")
+            eq(c.read_message(10), {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"},
+               "the reload is announced")
+            tools = tool_list(c)
+            check("create_sandbox" in tools and "execute_code" in tools, f"persistent sandboxes: {sorted(tools)}")
+            for name in ("execute_python", "execute_code"):
+                t = tools[name]
+                check("This server: network on; /work and /tmp 128 MiB each; timeout 30 s by default, 60 s at most;"
+                      in t["description"],
+                      f"{name}: {t['description']}")
+                check("packages from wheels or built from source" in t["description"], t["description"])
+                eq(t["inputSchema"]["properties"]["timeout_seconds"]["maximum"], 60, f"{name}: the timeout's maximum")
+
+            # max-sandboxes = 0 withdraws them, whatever persistent-sandboxes says.
+            with open(conf.name, "w") as f:
+                f.write("[Daemon]\nnetwork = yes\nmax-timeout = 60\npersistent-sandboxes = yes\n"
+                        "allow-source-builds = yes\nmax-sandboxes = 0\n")
+            d.proc.send_signal(signal.SIGHUP)
+            wait_log(d, "Reloaded: 1 setting changed")
+            eq(c.read_message(10).get("method"), "notifications/tools/list_changed", "announced again")
+            eq(sorted(tool_list(c)), ["check_environment", "execute_python", "validate_script"],
+               "no persistent-sandbox tools with max-sandboxes = 0")
+
+            # A change the tool list does not show: no announcement.
+            n = d.log().count("Reloaded: ")
+            with open(conf.name, "w") as f:
+                f.write("[Daemon]\nnetwork = yes\nmax-timeout = 60\npersistent-sandboxes = yes\n"
+                        "allow-source-builds = yes\nmax-sandboxes = 0\nmax-queue = 7\n")
+            d.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while d.log().count("Reloaded: ") == n and time.monotonic() < deadline:
+                time.sleep(0.05)
+            c.expect_silence(1)
             eq(c.close(), 0)
     finally:
         os.unlink(conf.name)

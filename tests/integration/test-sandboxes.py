@@ -43,7 +43,7 @@ def daemon(name="local", args=(), pypi=False):
     need_pythons("3.12")
     need_uv()
     extra = [] if pypi else [f"--find-links={wheel_dir()}", "--offline"]
-    d = Daemon("activate", args=[*extra, *args])
+    d = Daemon("activate", args=["--persistent-sandboxes", *extra, *args])
     at_exit(d.close)
     _STATE[name] = d
     return d
@@ -93,7 +93,7 @@ def state_persists_and_repl_value():
     eq(st["stdout"], "hi\n", "stdout")
     check("Out[2]: 42" in c.text(r), c.text(r))
     r = run(c, sid, "math.sqrt(16); None")
-    eq(r["structuredContent"]["result"], None, "a None value is not shown")
+    eq(r["structuredContent"].get("result"), None, "a None value is not shown (nor said)")
     r = run(c, sid, "1/0", ok=False)
     check(r.get("isError") and "ZeroDivisionError" in r["structuredContent"]["error"], c.text(r))
     check("<cell-4>" in r["structuredContent"]["error"], "the traceback names the cell")
@@ -287,7 +287,9 @@ def timeout_interrupts_and_keeps_state():
     run(c, sid, "before = 'set'")
     r = run(c, sid, "import time\nwhile True:\n    time.sleep(0.1)", timeout=1, ok=False)
     st = r["structuredContent"]
-    check(st["timed_out"] and st["interrupted"] and not st["state_lost"], st)
+    # Lean: flags only when they are true.
+    check(st["timed_out"] and st["interrupted"] and "state_lost" not in st, st)
+    check(st["message"].startswith("The cell was interrupted after 1s, the time limit"), st)
     check("KeyboardInterrupt" in st["error"], st["error"])
     eq(run(c, sid, "before")["structuredContent"]["result"], "'set'", "state kept after an interrupt")
     # A cell that swallows the interrupt is killed: variables lost, files kept.
@@ -295,7 +297,8 @@ def timeout_interrupts_and_keeps_state():
     r = run(c, sid, "import time\nwhile True:\n    try:\n        time.sleep(0.1)\n    except KeyboardInterrupt:\n"
                     "        pass", timeout=1, ok=False)
     st = r["structuredContent"]
-    check(st["timed_out"] and st["state_lost"] and not st["files_lost"], st)
+    check(st["timed_out"] and st["state_lost"] and "files_lost" not in st, st)
+    check("the interpreter was restarted" in st["message"], st)
     r = run(c, sid, "import os; 'v' in globals(), os.path.exists('f')")
     eq(r["structuredContent"]["result"], "(False, True)", "fresh interpreter, files kept")
     call(c, "close_sandbox", sandbox_id=sid)
@@ -322,7 +325,7 @@ def matplotlib_figure_is_an_image():
     w, h = struct.unpack(">II", png[16:24])
     eq((w, h), (200, 150), "figure size in pixels")
     check(any(b["type"] == "text" and "figure-1.png" in b["text"] for b in r["content"]), "a text line names it")
-    eq(r["structuredContent"]["images"], ["figure-1.png"], "structured")
+    check("structuredContent" not in r, "with an image, no structuredContent (clients showing it drop images)")
     # closed after the cell: the next one returns none
     r = run(c, sid, "1")
     eq([b for b in r["content"] if b["type"] == "image"], [], "no image next time")

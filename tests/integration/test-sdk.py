@@ -66,8 +66,13 @@ async def low_level():
             tools = await s.list_tools()
             result = await s.call_tool("check_environment", {})
             await s.send_ping()
+            # Results without an outputSchema: structured when there is nothing but text, else content[] alone.
+            hello = await s.call_tool("execute_python", {"script": "print('sdk-hello')"})
+            files = await s.call_tool("execute_python", {"script": "open('/work/out/b.bin', 'wb').write(bytes(8))"})
+            runs = {name: {"structured": r.structured_content, "types": [c.type for c in r.content],
+                           "is_error": r.is_error} for name, r in (("hello", hello), ("files", files))}
             return dict(describe(tools, result), protocol_version=init.protocol_version,
-                        server_name=init.server_info.name)
+                        server_name=init.server_info.name, runs=runs)
 
 
 async def run():
@@ -156,7 +161,7 @@ def check_run(out, what, version, structured):
     eq(out["server_name"], "mcp-python-sandbox", f"{what}: server name")
     check("check_environment" in out["tools"], f"{what}: tools: {sorted(out['tools'])}")
     eq(out["tools"]["check_environment"]["input_type"], "object", f"{what}: inputSchema type")
-    eq(out["tools"]["check_environment"]["has_output_schema"], structured, f"{what}: outputSchema present")
+    eq(out["tools"]["check_environment"]["has_output_schema"], False, f"{what}: no outputSchema")
     eq(out["is_error"], False, f"{what}: isError")
     check("mcp-python-sandboxd" in out["text"], f"{what}: text {out['text'][:300]!r}")
     sc = out["structured"]
@@ -171,6 +176,11 @@ def check_all(out, what):
     check_run(out["legacy"], f"{what}, legacy", LATEST_LEGACY, True)
     check_run(out["auto"], f"{what}, auto", MODERN, True)
     check_run(out["session"], f"{what}, ClientSession", LATEST_LEGACY, True)
+    runs = out["session"]["runs"]
+    eq((runs["hello"]["is_error"], (runs["hello"]["structured"] or {}).get("stdout")), (False, "sdk-hello\n"),
+       f"{what}: a hello world's structuredContent through the SDK")
+    eq((runs["files"]["is_error"], runs["files"]["structured"], runs["files"]["types"]),
+       (False, None, ["text", "text", "resource"]), f"{what}: a run with a file: content[] only, the file a resource")
 
 
 def need_programs():

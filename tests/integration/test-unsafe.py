@@ -16,6 +16,7 @@ sandboxed run needs a working bubblewrap. Exit status: 0 pass, 1 fail, 77 skip.
 """
 
 import os
+import re
 import signal
 import time
 import uuid
@@ -70,9 +71,15 @@ def execute(c, script, **args):
 
 
 def succeeded(r, st, text, what="run"):
+    """The run's stdout. A run that writes out/ files has no structuredContent (they come back in content[]):
+    then the text says it."""
     check(r.get("isError") is False, f"{what}: isError is {r.get('isError')!r}: {text[:3000]}")
-    eq(st.get("exit_code"), 0, f"{what}: exit_code ({text[:3000]})")
-    return st["stdout"]
+    check("--- exit_code: 0 ---\n" in text, f"{what}: exit_code ({text[:3000]})")
+    if st:
+        eq(st.get("exit_code"), 0, f"{what}: exit_code ({text[:3000]})")
+        return st["stdout"]
+    m = re.search(r"^--- stdout ---\n(.*?)^--- (?:stderr|exit_code)", text, re.S | re.M)
+    return m.group(1) if m else ""
 
 
 def facts(stdout):
@@ -151,10 +158,15 @@ def every_result_says_it_was_not_sandboxed():
     c = client(d)
     r, st, text = execute(c, WHERE)
     succeeded(r, st, text)
-    eq(st.get("sandboxed"), False, "structuredContent.sandboxed")
     first = next((x.get("text", "") for x in r["content"] if x.get("type") == "text"), "")
     check(first.startswith(BANNER), f"the first text content is the banner: {first[:500]!r}")
     check("--- file out/result.txt" in text, f"out/ of the work directory comes back: {text[:2000]!r}")
+    check("structuredContent" not in r, "a result with a file has no structuredContent")
+    r, st, text = execute(c, "print(1)\n")
+    succeeded(r, st, text)
+    eq(st.get("sandboxed"), False, "structuredContent.sandboxed")
+    check(st.get("sandbox_warning", "").startswith(BANNER), f"structuredContent.sandbox_warning: {st}")
+    check(text.startswith(BANNER), f"the banner first: {text[:500]!r}")
     c.close()
 
 
@@ -225,8 +237,10 @@ def clients_are_told_before_they_call():
     eq(sorted(tools), ["check_environment", "execute_python", "validate_script"], "the tools offered")
     ep = tools["execute_python"]
     check(ep["description"].startswith("DEVELOPMENT SERVER WITHOUT A SANDBOX"), f"the description: {ep['description']}")
-    for promise in ("locked-down", "no network", "no access to the user's files", "/work/out", "Nothing persists"):
+    for promise in ("locked-down", "no network", "network off", "no access to the user's files", "/work/out",
+                    "Nothing persists"):
         check(promise not in ep["description"], f"it promises {promise!r}: {ep['description']}")
+    check("This server: no sandbox, the host's network and files;" in ep["description"], ep["description"])
     r = c.request("tools/call", {"name": "create_sandbox", "arguments": {}})
     check("error" in r and "Unknown tool" in r["error"].get("message", ""), f"create_sandbox is not there: {r}")
     s = c.request("tools/call", {"name": "get_sandbox_status", "arguments": {}})
@@ -273,7 +287,8 @@ def prestarted_runs_go_without_the_sandbox_too():
         return found
     pid = wait_until(waiting, 15, "a pre-started process")[0]
     waiting_script = next(a for a in _cmdline(pid).split(b"\0") if b"mcp-python-sandbox-run-" in a).decode()
-    r, st, text = execute(c, WHERE)
+    # Without the out/ file: a result with one has no structuredContent, which says "prestarted".
+    r, st, text = execute(c, WHERE.replace("open('out/result.txt', 'w').write('written\\n')\n", ""))
     f = facts(succeeded(r, st, text, "pre-started run"))
     eq(st.get("prestarted"), True, f"the run was handed the pre-started process: {st}")
     eq(f["file"], waiting_script, "the script went where the pre-started process waited for it")
@@ -317,7 +332,7 @@ def a_reload_turns_the_switch_on_and_off():
     need_pythons("3.11")
     conf = os.path.join(scratch("mcptest-unsafe-conf-"), "mcp-python-sandboxd.conf")
     open(conf, "w").close()
-    with Daemon(args=["--bwrap=/nonexistent/bwrap", f"--config={conf}"]) as d:
+    with Daemon(args=["--bwrap=/nonexistent/bwrap", f"--config={conf}", "--persistent-sandboxes"]) as d:
         c = client(d)
         r, st, text = execute(c, "print('hi')\n")
         check(r.get("isError") is True, f"off: no run: {text}")
@@ -367,7 +382,8 @@ def a_run_started_in_the_sandbox_stays_sandboxed_across_a_reload():
         wait_until(lambda: WARNING in full_log(d), 10, "the warning after the reload")
         reply = c.wait_for(rid, timeout=60)
         st = reply["result"]["structuredContent"]
-        eq((st.get("stdout"), st.get("sandboxed")), ("/work\n", True), "the run that started in the sandbox")
+        # A sandboxed run's result leaves "sandboxed" out (it says so only when false).
+        eq((st.get("stdout"), st.get("sandboxed", True)), ("/work\n", True), "the run that started in the sandbox")
         check(BANNER not in c.text(reply["result"]), "no banner on it")
         r, st, text = execute(c, "import os\nprint(os.getcwd())\n")
         eq(st.get("sandboxed"), False, f"the next run goes without: {text}")
@@ -390,7 +406,8 @@ def sandboxed_runs_say_so():
     r, st, text = execute(c, "import os\nprint(os.getcwd())\n")
     eq(succeeded(r, st, text), "/work\n", "in the sandbox")
     check(BANNER not in text, f"no banner: {text}")
-    eq(st.get("sandboxed"), True, "structuredContent.sandboxed")
+    # Lean: said only when false.
+    check("sandboxed" not in st and "sandbox_warning" not in st, f"structuredContent of a sandboxed run: {st}")
     c.close()
 
 

@@ -73,7 +73,8 @@ def daemon():
         return d
     need_uv()
     newest_python()
-    d = Daemon(args=[f"--find-links={wheel_dir()}", "--offline", "--tmpfs-size=32M", "--max-runs=4"])
+    d = Daemon(args=[f"--find-links={wheel_dir()}", "--offline", "--tmpfs-size=32M", "--max-runs=4",
+                     "--persistent-sandboxes"])
     at_exit(d.close)
     _STATE["daemon"] = d
     sandbox_works(d)
@@ -924,7 +925,7 @@ def no_process_outlives_client_or_closed_sandbox():
 @test
 def no_process_outlives_the_daemon():
     need_uv()
-    d = Daemon(args=["--tmpfs-size=32M"])
+    d = Daemon(args=["--tmpfs-size=32M", "--persistent-sandboxes"])
     at_exit(d.close)
     sandbox_works(d)
     c = d.client()

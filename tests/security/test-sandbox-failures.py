@@ -54,7 +54,7 @@ def failing_bwrap(message="bwrap: Creating new user namespace failed: Resource t
 
 
 def start(args=()):
-    return sandbox_daemon(args)
+    return sandbox_daemon(["--persistent-sandboxes", *args])
 
 
 def still_serves(d, c):

@@ -64,7 +64,7 @@ if os.fork() == 0:
 
 
 def start(args=()):
-    return sandbox_daemon(args)
+    return sandbox_daemon(["--persistent-sandboxes", *args])
 
 
 def create(c):

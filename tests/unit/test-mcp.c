@@ -56,9 +56,15 @@ static int slow_call(ToolCall *c, json_object *args) {
 static int structured_call(ToolCall *c, json_object *args) {
         json_object *content = json_object_new_array(), *st = json_object_new_object();
 
-        (void) args;
         json_object_array_add(content, content_text_new("{\"value\":42}"));
         json_add_int(st, "value", 42);
+        if (json_object_get_boolean(json_get(args, "image", json_type_boolean))) {
+                json_object *img = json_object_new_object();
+                json_add_string(img, "type", "image");
+                json_add_string(img, "data", "iVBORw0KGgo=");
+                json_add_string(img, "mimeType", "image/png");
+                json_object_array_add(content, img);
+        }
         tool_call_finish(c, content, st, false);
         return 0;
 }
@@ -981,11 +987,15 @@ START_TEST(test_shapes_2025_03_26) {
         ck_assert(!has(st, "outputSchema"));
         json_object *a = jget(echo, "annotations", NULL);
         ck_assert_ptr_nonnull(a);
+        /* Only what differs from the defaults, and the title, which 2025-03-26 has nowhere else. */
+        ck_assert_str_eq(json_get_string(a, "title"), "Echo");
         ck_assert(json_object_get_boolean(jget(a, "readOnlyHint", NULL)));
-        ck_assert(json_object_get_boolean(jget(a, "idempotentHint", NULL)));
-        ck_assert(!json_object_get_boolean(jget(a, "destructiveHint", NULL)));
-        ck_assert(json_object_get_boolean(jget(fail, "annotations", "destructiveHint", NULL)));
-        ck_assert(json_object_get_boolean(jget(find_tool(r, "slow"), "annotations", "openWorldHint", NULL)));
+        ck_assert(!has(a, "idempotentHint"));   /* meaningful only when not read-only */
+        ck_assert(!has(a, "destructiveHint"));
+        ck_assert(!json_object_get_boolean(jget(a, "openWorldHint", NULL)));
+        ck_assert(!has(jget(fail, "annotations", NULL), "destructiveHint"));   /* true, the default */
+        ck_assert(!has(jget(find_tool(r, "slow"), "annotations", NULL), "openWorldHint"));
+        ck_assert(!json_object_get_boolean(jget(find_tool(r, "slow"), "annotations", "destructiveHint", NULL)));
 
         _cleanup_json_ json_object *c = call_tool(s, "1", "structured", "{}");
         ck_assert(!has(assert_result(c, "1"), "structuredContent"));
@@ -1004,7 +1014,7 @@ START_TEST(test_shapes_2025_06_18) {
                 ck_assert_str_eq(json_get_string(echo, "title"), "Echo");
                 ck_assert(!has(find_tool(r, "slow"), "title"));
                 ck_assert_ptr_nonnull(jget(echo, "annotations", NULL));
-                ck_assert_str_eq(json_get_string(jget(echo, "annotations", NULL), "title"), "Echo");
+                ck_assert(!has(jget(echo, "annotations", NULL), "title"));   /* the tool's own title says it */
                 ck_assert(!has(echo, "outputSchema"));
                 ck_assert_str_eq(json_get_string(jget(st, "outputSchema", NULL), "type"), "object");
                 ck_assert(!has(r, "resultType"));
@@ -1020,7 +1030,35 @@ START_TEST(test_shapes_2025_06_18) {
                 ck_assert_str_eq(first_text(cr), "{\"value\":42}");
                 ck_assert(!has(cr, "resultType"));
                 ck_assert(!has(cr, "_meta"));
+
+                /* An image: clients that show structuredContent when there is one would drop it, so there is none. */
+                _cleanup_json_ json_object *ci = call_tool(s, "2", "structured", "{\"image\":true}");
+                json_object *ir = assert_result(ci, "2");
+                ck_assert(!has(ir, "structuredContent"));
+                ck_assert_int_eq(json_object_array_length(jget(ir, "content", NULL)), 2);
+                ck_assert_str_eq(json_get_string(json_object_array_get_idx(jget(ir, "content", NULL), 1), "type"), "image");
         }
+}
+END_TEST
+
+/* A reload that changes the tool list: legacy sessions that finished the handshake hear of it, no one else. */
+START_TEST(test_tools_list_changed) {
+        _cleanup_(mcp_session_freep) McpSession *fresh = session_new(), *s = NULL;
+
+        feed(fresh,
+             "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\","
+             "\"capabilities\":{},\"clientInfo\":{\"name\":\"test\",\"version\":\"1\"}}}");
+        _cleanup_json_ json_object *m = take();
+        ck_assert(json_object_get_boolean(jget(assert_result(m, "0"), "capabilities", "tools", "listChanged", NULL)));
+        mcp_session_tools_changed(fresh);   /* no notifications/initialized yet */
+        assert_nothing_sent();
+
+        s = session_init("2025-11-25");
+        mcp_session_tools_changed(s);
+        _cleanup_json_ json_object *n = take();
+        ck_assert_str_eq(json_get_string(n, "method"), "notifications/tools/list_changed");
+        ck_assert(!has(n, "id"));
+        assert_nothing_sent();
 }
 END_TEST
 
@@ -1557,6 +1595,7 @@ static Suite *mcp_suite(void) {
         tcase_add_test(tc, test_shapes_2025_03_26);
         tcase_add_test(tc, test_shapes_2025_06_18);
         tcase_add_test(tc, test_shapes_modern);
+        tcase_add_test(tc, test_tools_list_changed);
         tcase_add_test(tc, test_pagination);
         tcase_add_test(tc, test_pagination_invalid_cursor);
         suite_add_tcase(s, tc);
