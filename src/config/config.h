@@ -67,6 +67,7 @@ typedef struct Config {
         UidRange sandbox_uids;          /* a root daemon's sandboxes run as these host uids, one each */
         char **python_search_path;      /* directories searched for python3.N */
         char **python_versions;         /* allowed versions (prefixes); empty = all */
+        char **data_dirs;               /* NAME=PATH each: bound read-only at /data/NAME in every sandbox */
 
         /* Preparing environments */
         char *index_url;
@@ -117,6 +118,16 @@ int config_apply_reload(Config *live, Config *fresh);
 int config_resolve_access(Config *c);
 /* With neither list set, anyone who can reach the socket may connect. */
 bool config_access_restricted(const Config *c);
+
+/*
+ * One data-dirs entry, NAME=PATH: NAME of [a-z0-9_-] (1 to 64 of them), PATH absolute and plain (no empty, "."
+ * or ".." component, no trailing slash) and not /, nor in or under /proc, /sys, /dev, /run, /etc or /boot.
+ * *ret_path points into entry. -EINVAL with the reason in *ret_error.
+ */
+int data_dir_split(const char *entry, char **ret_name, const char **ret_path, char **ret_error);
+/* What the settings say together (not one at a time): data-dirs names unique, none of the paths in or above
+ * cache-dir. Logs each problem; -EINVAL when there is one. */
+int config_verify(const Config *c);
 
 int parse_size(const char *s, uint64_t *ret);
 int parse_seconds(const char *s, uint64_t *ret_usec);

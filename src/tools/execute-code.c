@@ -236,7 +236,7 @@ const Tool tool_execute_code = {
                 "in /work/out/ come back too (create the directory first: os.makedirs(\"/work/out\", "
                 "exist_ok=True)): small text files inline, others as embedded resources (at most 16 files, 4 MiB "
                 "each, 10 MiB in all). The working directory is /work (private, persists with the "
-                "sandbox). No network access unless the administrator allows it. "
+                "sandbox). No network access unless the administrator allows it. " TOOLS_DATA_DIRS_CLAUSE
                 "Install packages with install_package, not pip.",
         .input_schema = input_schema,
         .open_world_hint = false,

@@ -1256,7 +1256,7 @@ const Tool tool_execute_python = {
                 "an unprivileged user with no network access (unless the administrator allows it), a private "
                 "writable working directory and /tmp, no access to the user's files, and a time limit "
                 "(timeout_seconds, default 30). stdin is empty. Output longer than the cap keeps its beginning and "
-                "end. Nothing persists between calls.\n\n"
+                "end. Nothing persists between calls. " TOOLS_DATA_DIRS_CLAUSE "\n\n"
                 "Plots and files come back: matplotlib figures (shown with plt.show() or still open at the end) "
                 "are returned as PNG images, and files the script writes to the output directory /work/out/ "
                 "(it exists; the working directory is /work) are returned with the result, small text files "

@@ -141,7 +141,8 @@ const Tool tool_create_sandbox = {
                 "execute_python (no network unless allowed, no access to the user's files), whose variables, "
                 "imports and files in its work directory /work survive between execute_code calls. Returns a "
                 "sandbox_id for execute_code, install_package, read_file, write_file, list_files, reset_sandbox and "
-                "close_sandbox. Sandboxes are closed when idle for a while; close it when done.",
+                "close_sandbox. Sandboxes are closed when idle for a while; close it when done. "
+                TOOLS_DATA_DIRS_CLAUSE,
         .input_schema = create_schema,
         .open_world_hint = true,
         .call = create_call,

@@ -21,6 +21,10 @@ extern const Tool tool_list_files;
 extern const Tool tool_read_file;
 extern const Tool tool_write_file;
 
+/* One clause for the descriptions of the tools that run code: where the administrator's data is. */
+#define TOOLS_DATA_DIRS_CLAUSE \
+        "Data the administrator shares, if any, is read-only under /data/NAME (check_environment lists it). "
+
 extern const Tool *const tools_all[];
 /* With unsafe-no-sandbox=yes. */
 extern const Tool *const tools_unsandboxed[];
