@@ -10,6 +10,7 @@ Through the real shim against the real daemon and real bubblewrap:
 Needs $DAEMON and $SHIM, bubblewrap, uv and a pyenv Python >= 3.11. Exit status: 0 pass, 1 fail, 77 skip.
 """
 
+import base64
 import json
 import os
 import subprocess
@@ -107,6 +108,62 @@ def data_dir_in_persistent_sandbox():
     check(not r["isError"], c.text(r))
     out = r["structuredContent"]["stdout"]
     check(out in ("1,2 EROFS\n", "1,2 EACCES\n"), out)
+    c.call_tool("close_sandbox", {"sandbox_id": sid})
+
+
+@test
+def read_file_slices():
+    d, c = data_daemon()
+    r = c.call_tool("create_sandbox", {}, timeout=300)
+    check(not r["isError"], c.text(r))
+    sid = r["structuredContent"]["sandbox_id"]
+    size = 3 * 1024 * 1024 + 17
+    # Bytes that say where they are: byte i is (i * 7 + i // 251) % 256.
+    r = c.call_tool("execute_code", {"sandbox_id": sid, "code": (
+        "import os\nos.makedirs('/work/out', exist_ok=True)\n"
+        f"data = bytes((i * 7 + i // 251) % 256 for i in range({size}))\n"
+        "open('/work/out/big.bin', 'wb').write(data)\n"
+        "open('/work/out/t.txt', 'w').write('h\u00e9llo world\\n' * 10)\n")}, timeout=120)
+    check(not r["isError"], c.text(r))
+    want = bytes((i * 7 + i // 251) % 256 for i in range(size))
+
+    def read(**a):
+        return c.call_tool("read_file", {"sandbox_id": sid, **a}, timeout=60)
+
+    # The whole file is over the cap: the error says how to read it.
+    r = read(path="out/big.bin", encoding="base64")
+    check(r["isError"] and "offset and length" in c.text(r), c.text(r))
+    for off, n in [(0, 1), (0, 1048576), (1048576, 1048576), (2 * 1048576 + 5, 999), (size - 10, 1000)]:
+        r = read(path="out/big.bin", encoding="base64", offset=off, length=n)
+        check(not r["isError"], c.text(r))
+        st = r["structuredContent"]
+        got = base64.b64decode(st["content"])
+        eq(got, want[off:off + n], f"bytes {off}+{n}")
+        eq(st["size"], len(got), "size")
+        eq(st["offset"], off, "offset")
+        eq(st["file_size"], size, "file_size")
+        eq(st["eof"], off + n >= size, "eof")
+    # The text says where the piece is and where the rest begins.
+    r = read(path="out/big.bin", encoding="base64", offset=10, length=20)
+    check("(bytes 10 to 30 of %d; the rest from offset 30)" % size in c.text(r), c.text(r))
+    # Up to the end, and at the very end: nothing, eof.
+    r = read(path="out/big.bin", encoding="base64", offset=size)
+    check(not r["isError"], c.text(r))
+    eq((r["structuredContent"]["size"], r["structuredContent"]["content"], r["structuredContent"]["eof"]),
+       (0, "", True), "at the end")
+    # Text: a slice on character bounds, and one that cuts 'é' in two.
+    r = read(path="out/t.txt", offset=13, length=13)
+    check(not r["isError"], c.text(r))
+    eq(r["structuredContent"]["content"], "h\u00e9llo world\n", "text slice")
+    r = read(path="out/t.txt", offset=2, length=4)
+    check(r["isError"] and "base64" in c.text(r), c.text(r))
+    # Out of range, clearly.
+    for a, why in [(dict(offset=size + 1), "past the end"), (dict(offset=-1), "offset"), (dict(offset="3"), "offset"),
+                   (dict(offset=1.5), "offset"), (dict(length=0), "length"), (dict(length=1048577), "length"),
+                   (dict(length=-5), "length")]:
+        r = read(path="out/big.bin", encoding="base64", **a)
+        check(r["isError"], f"{a}: {c.text(r)}")
+        check(why in c.text(r), f"{a}: {c.text(r)}")
     c.call_tool("close_sandbox", {"sandbox_id": sid})
 
 
