@@ -10,6 +10,7 @@
 #include "json-util.h"
 #include "macro.h"
 #include "sandbox-common.h"
+#include "input-files.h"
 #include "tools.h"
 
 #define INFO_TIMEOUT_USEC (10 * USEC_PER_SEC)
@@ -107,6 +108,20 @@ static int create_call(ToolCall *call, json_object *args) {
         if (k < 0)
                 return k;
 
+        {
+                _cleanup_free_ char *error = NULL;
+                InputFiles files;
+                k = input_files_take(call, args, m->config->tmpfs_size, &files, &error);
+                if (k < 0) {
+                        sandbox_close(sb);
+                        if (k != -EINVAL)
+                                return k;
+                        sb_fail(call, "%s", strempty(error));
+                        return 0;
+                }
+                sandbox_set_data(sb, files.fds, files.dests, files.n);
+        }
+
         SbCall *c = sb_call_new(call, sb);
         if (!c) {
                 sandbox_close(sb);
@@ -130,7 +145,8 @@ static const char create_schema[] =
         "\"dependencies\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":1024},\"maxItems\":256,"
         "\"description\":\"PEP 508 requirements to install, e.g. [\\\"numpy\\\", \\\"pandas<3\\\"]\"},"
         "\"ttl_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,\"description\":\"Close the sandbox "
-        "this long after creation even if in use (default: only when idle)\"}"
+        "this long after creation even if in use (default: only when idle)\"},"
+        INPUT_FILES_SCHEMA
         "},\"additionalProperties\":false}";
 
 const Tool tool_create_sandbox = {

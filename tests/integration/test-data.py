@@ -6,6 +6,12 @@ Through the real shim against the real daemon and real bubblewrap:
 - data-dirs: an administrator's directory is readable at /data/NAME in a run and in a persistent sandbox, and
   not writable there (the write fails with EROFS or EACCES); check_environment lists it, and says so when the
   sandboxes cannot read one; bad entries are refused when the configuration is read.
+- files: a file of the calling user's, passed by the shim as an open file descriptor, is readable (and not
+  writable) at /work/in/NAME in a run and in a persistent sandbox, while the daemon runs as root. That the
+  daemon never opened the path: a file the user cannot read (the daemon could) and a symbolic link to
+  /etc/shadow are refused by the shim; a path that reaches the daemon without the shim is refused; fds sent
+  anywhere but with a line's first byte are not used; the --stdio fallback says it cannot take files.
+- read_file with offset and length returns exactly that slice, with clear errors for values out of range.
 
 Needs $DAEMON and $SHIM, bubblewrap, uv and a pyenv Python >= 3.11. Exit status: 0 pass, 1 fail, 77 skip.
 """
@@ -15,7 +21,11 @@ import json
 import os
 import subprocess
 
-from mcptest import DAEMON, at_exit, check, eq, main, sandbox_daemon, scratch, test
+import socket
+import time
+
+from mcptest import (DAEMON, NOBODY, Client, at_exit, check, eq, initialized, line, main, req, sandbox_daemon,
+                     scratch, stdio_client, test)
 
 _STATE = {}
 
@@ -165,6 +175,195 @@ def read_file_slices():
         check(r["isError"], f"{a}: {c.text(r)}")
         check(why in c.text(r), f"{a}: {c.text(r)}")
     c.call_tool("close_sandbox", {"sandbox_id": sid})
+
+
+def user_files():
+    """Files of the user 65534 (nobody): one only they can read (0600, in a 0700 directory of theirs), one they
+    cannot (root's, 0600), and a link of theirs to /etc/shadow. The daemon is root: it could read them all."""
+    if "files" not in _STATE:
+        top = scratch("mcp-files-")
+        os.chmod(top, 0o755)
+        home = os.path.join(top, "home")
+        os.mkdir(home, 0o700)
+        mine = os.path.join(home, "mine.csv")
+        with open(mine, "w") as f:
+            f.write("id,value\n1,42\n")
+        os.chmod(mine, 0o600)
+        rootfile = os.path.join(top, "root-only.txt")
+        with open(rootfile, "w") as f:
+            f.write("root's secret\n")
+        os.chmod(rootfile, 0o600)
+        os.symlink("/etc/shadow", os.path.join(home, "shadow-link"))
+        big = os.path.join(home, "big.bin")
+        with open(big, "wb") as f:
+            f.truncate(40 << 20)
+        for p in (home, mine, big):
+            os.chown(p, NOBODY, NOBODY)
+        os.lchown(os.path.join(home, "shadow-link"), NOBODY, NOBODY)
+        _STATE["files"] = {"mine": mine, "root": rootfile, "link": os.path.join(home, "shadow-link"), "big": big}
+    return _STATE["files"]
+
+
+def nobody():
+    if os.geteuid() != 0:
+        from mcptest import skip
+        skip("needs root: the daemon as root, the client as another user")
+    d, _ = data_daemon()
+    if "nobody" not in _STATE:
+        _STATE["nobody"] = d.nobody_client()
+    return d, _STATE["nobody"]
+
+
+@test
+def user_file_in_run():
+    d, c = nobody()
+    f = user_files()
+    r = c.call_tool("execute_python", {"script": (
+        "import errno, os\n"
+        "print(open('/work/in/data.csv').read(), end='')\n"
+        "print(sorted(os.listdir('/work/in')))\n"
+        "try:\n"
+        "    open('/work/in/data.csv', 'a').write('x')\n"
+        "    print('WROTE')\n"
+        "except OSError as e:\n"
+        "    print('refused', errno.errorcode[e.errno])\n"),
+        "files": [{"path": f["mine"], "as": "data.csv"}]}, timeout=300)
+    check(not r["isError"], c.text(r))
+    out = r["structuredContent"]["stdout"]
+    check(out.startswith("id,value\n1,42\n['data.csv']\n"), out)
+    check("refused EROFS" in out or "refused EACCES" in out, out)
+    # "as" defaults to the file's name.
+    r = c.call_tool("execute_python", {"script": "print(open('/work/in/mine.csv').read(), end='')",
+                                       "files": [{"path": f["mine"]}]}, timeout=300)
+    eq(r["structuredContent"]["stdout"], "id,value\n1,42\n", c.text(r))
+    with open(f["mine"]) as fh:
+        eq(fh.read(), "id,value\n1,42\n", "the user's file")
+
+
+@test
+def shim_refuses_what_the_user_cannot_read():
+    d, c = nobody()
+    f = user_files()
+    cases = [(f["root"], "cannot read it"), (f["link"], "symbolic link"), ("/etc/shadow", "cannot read it"),
+             ("relative.csv", "absolute"), (os.path.dirname(f["mine"]), "not a regular file"),
+             (f["mine"] + ".missing", "no such file")]
+    for path, why in cases:
+        r = c.call_tool("execute_python", {"script": "print('RAN')", "files": [{"path": path, "as": "x"}]},
+                        timeout=120)
+        check(r["isError"], f"{path}: {c.text(r)}")
+        check(why in c.text(r), f"{path}: {c.text(r)}")
+        check("RAN" not in r["structuredContent"].get("stdout", ""), f"{path}: the script ran")
+        check("secret" not in c.text(r) and "root:" not in c.text(r), f"{path}: contents leaked")
+    # Bad names and too much, checked by the daemon.
+    for files, why in [([{"path": f["mine"], "as": "../x"}], "\"as\" must name"),
+                       ([{"path": f["mine"], "as": ".hidden"}], "\"as\" must name"),
+                       ([{"path": f["mine"], "as": "a"}, {"path": f["mine"], "as": "a"}], "given twice"),
+                       ([{"path": f["big"], "as": "big"}], "MiB in all"),
+                       ([{"as": "x", "fd": 0}], "for mcp-python-sandbox to fill in")]:
+        r = c.call_tool("execute_python", {"script": "print('RAN')", "files": files}, timeout=120)
+        check(r["isError"] and why in c.text(r), f"{files}: {c.text(r)}")
+
+
+@test
+def daemon_never_opens_a_path():
+    """Straight to the socket, as the same user but without the shim: a path is refused, not opened."""
+    d, _ = nobody()
+    f = user_files()
+    s = d.raw_connect()
+    s.settimeout(30)
+    at_exit(s.close)
+
+    def exchange(data, fds=None):
+        if fds:
+            s.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, bytes(__import__("array").array("i", fds)))])
+        else:
+            s.sendall(data)
+        buf = b""
+        while b"\n" not in buf:
+            chunk = s.recv(65536)
+            check(chunk, "the daemon closed the connection")
+            buf += chunk
+        return json.loads(buf.split(b"\n")[0])
+
+    exchange(line(req(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                   "clientInfo": {"name": "raw", "version": "0"}})))
+    s.sendall(line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    m = exchange(line(req(2, "tools/call", {"name": "execute_python", "arguments": {
+        "script": "print(open('/work/in/x').read())", "files": [{"path": f["root"], "as": "x"}]}})))
+    check(m["result"]["isError"], m)
+    text = m["result"]["content"][0]["text"]
+    check("never opens a path" in text, text)
+    check("secret" not in json.dumps(m), "the daemon read the file")
+
+    # An fd sent with a line's first byte is that line's; one sent in the middle of a line is nobody's.
+    fd = os.open(f["mine"], os.O_RDONLY)
+    at_exit(lambda: os.close(fd))
+    m = exchange(line(req(3, "tools/call", {"name": "execute_python", "arguments": {
+        "script": "print(open('/work/in/x').read(), end='')", "files": [{"as": "x", "fd": 0}]}})), [fd])
+    check(not m["result"]["isError"], m)
+    eq(m["result"]["structuredContent"]["stdout"], "id,value\n1,42\n", "passed by hand")
+    body = line(req(4, "tools/call", {"name": "execute_python", "arguments": {
+        "script": "print(open('/work/in/x').read(), end='')", "files": [{"as": "x", "fd": 0}]}}))
+    s.sendall(body[:20])
+    time.sleep(0.2)
+    m = exchange(body[20:], [fd])
+    check(m["result"]["isError"], m)
+    check("no file descriptor came" in m["result"]["content"][0]["text"], m)
+    # More fds than a message may carry: the connection is closed.
+    s.sendmsg([line(req(5, "ping"))[:1]], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                            bytes(__import__("array").array("i", [fd] * 17)))])
+    buf = b""
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    except ConnectionResetError:
+        pass
+    check(not buf or b"more file descriptors" in buf, buf)
+    check("more file descriptors than one message may carry" in d.log_full(), d.log())
+
+
+@test
+def user_file_in_persistent_sandbox():
+    d, c = nobody()
+    f = user_files()
+    r = c.call_tool("create_sandbox", {"files": [{"path": f["mine"], "as": "t.csv"}]}, timeout=300)
+    check(not r["isError"], c.text(r))
+    sid = r["structuredContent"]["sandbox_id"]
+    code = ("import errno\n"
+            "try:\n"
+            "    open('/work/in/t.csv', 'w')\n"
+            "    w = 'WROTE'\n"
+            "except OSError as e:\n"
+            "    w = errno.errorcode[e.errno]\n"
+            "print(open('/work/in/t.csv').read().splitlines()[1], w)\n")
+    for _ in ("created", "reset"):
+        r = c.call_tool("execute_code", {"sandbox_id": sid, "code": code}, timeout=120)
+        check(not r["isError"], c.text(r))
+        out = r["structuredContent"]["stdout"]
+        check(out in ("1,42 EROFS\n", "1,42 EACCES\n"), out)
+        r = c.call_tool("reset_sandbox", {"sandbox_id": sid}, timeout=120)
+        check(not r["isError"], c.text(r))
+    r = c.call_tool("create_sandbox", {"files": [{"path": f["root"], "as": "t.csv"}]}, timeout=120)
+    check(r["isError"] and "cannot read it" in c.text(r), c.text(r))
+    c.call_tool("close_sandbox", {"sandbox_id": sid})
+
+
+@test
+def stdio_fallback_cannot_take_files():
+    from mcptest import need_uv, newest_python
+    need_uv()
+    newest_python()
+    f = user_files()
+    c = initialized(stdio_client())
+    r = c.call_tool("execute_python", {"script": "print('RAN')", "files": [{"path": "/etc/hostname"}]},
+                    timeout=300)
+    check(r["isError"], c.text(r))
+    check("--stdio" in c.text(r) and "data-dirs" in c.text(r), c.text(r))
+    check("RAN" not in r["structuredContent"].get("stdout", ""), "the script ran")
 
 
 @test
