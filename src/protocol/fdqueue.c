@@ -32,14 +32,15 @@ int fdqueue_push(FdQueue *q, uint64_t offset, const int *fds, size_t n) {
         return 0;
 }
 
-size_t fdqueue_take(FdQueue *q, uint64_t line_start, int *ret_fds) {
+size_t fdqueue_take(FdQueue *q, uint64_t line_start, uint64_t line_end, int *ret_fds) {
         size_t i = 0, got = 0;
 
-        for (; i < q->n_batches && q->batches[i].offset <= line_start; i++) {
+        /* At most FDQUEUE_MAX_FDS wait in all: they fit. */
+        for (; i < q->n_batches && q->batches[i].offset < line_end; i++) {
                 FdBatch *b = &q->batches[i];
-                if (b->offset == line_start && got == 0) {
-                        memcpy(ret_fds, b->fds, b->n * sizeof(int));
-                        got = b->n;
+                if (b->offset >= line_start) {
+                        memcpy(ret_fds + got, b->fds, b->n * sizeof(int));
+                        got += b->n;
                 } else
                         close_all(b->fds, b->n);
                 q->n_fds -= b->n;

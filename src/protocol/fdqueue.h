@@ -3,13 +3,16 @@
 
 /*
  * File descriptors that come over the stream socket with SCM_RIGHTS (the
- * shim's "files" extension, see mcp-python-sandbox(1)). The kernel hands a
- * batch of fds over with the first byte of the sendmsg() that carried them and
- * never merges bytes from before that point into the same read, so each batch
- * is filed under the stream offset of the first byte read with it. A line
- * takes the batch filed at the offset where it starts; a batch filed anywhere
- * else belongs to no line and is closed when the line after it is taken. At
- * most FDQUEUE_MAX_FDS wait at once: more is a protocol error.
+ * shim's "files" extension, see mcp-python-sandbox(1)). A read may join the
+ * bytes of earlier sends to those of the send that carried fds, but it ends
+ * within that send (Linux stops a read after the bytes that came with fds), so
+ * the last byte of the read that brings fds is one of the bytes sent with
+ * them. Each batch is filed under the stream offset of that byte, and a line
+ * takes the batches filed at one of its own bytes. A sender that keeps the
+ * bytes of a send with fds within one line thus gives them to that line. A
+ * batch filed before a line (with a line that did not use them, or one too
+ * long to keep) is closed when the next line is taken. At most
+ * FDQUEUE_MAX_FDS wait at once: more is a protocol error.
  */
 
 #include <stddef.h>
@@ -31,12 +34,12 @@ typedef struct FdQueue {
         size_t n_fds;
 } FdQueue;
 
-/* File n fds (taken over, closed on failure) under offset. -EMFILE when too many would wait, -EINVAL when offset is
- * below that of a batch already waiting. */
+/* File n fds (taken over, closed on failure) under offset, that of the last byte read with them. -EMFILE when too
+ * many would wait, -EINVAL when offset is below that of a batch already waiting. */
 int fdqueue_push(FdQueue *q, uint64_t offset, const int *fds, size_t n);
-/* The fds filed at line_start move to ret_fds (room for FDQUEUE_MAX_FDS; the caller closes them); those filed
- * before it are closed. Returns how many moved. */
-size_t fdqueue_take(FdQueue *q, uint64_t line_start, int *ret_fds);
+/* The fds filed at the bytes [line_start, line_end) of a line move to ret_fds in the order they came (room for
+ * FDQUEUE_MAX_FDS; the caller closes them); those filed before line_start are closed. Returns how many moved. */
+size_t fdqueue_take(FdQueue *q, uint64_t line_start, uint64_t line_end, int *ret_fds);
 /* Close every fd still waiting. */
 void fdqueue_done(FdQueue *q);
 size_t fdqueue_n_fds(const FdQueue *q);

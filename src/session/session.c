@@ -153,8 +153,8 @@ static void process_input(Session *s, bool eof) {
                 int r;
 
                 /* Where the next line starts in the stream (after an oversized line's rest is dropped it starts
-                 * later: then the fds filed here are for no line and are closed). */
-                uint64_t start = s->in_total - framing_pending(&s->framing);
+                 * later: then the fds filed there are for no line and are closed). */
+                uint64_t start = s->in_total - framing_pending(&s->framing), end;
                 int fds[FDQUEUE_MAX_FDS];
                 size_t n_fds = 0;
 
@@ -163,8 +163,9 @@ static void process_input(Session *s, bool eof) {
                         break;
                 got = true;
                 s->active_usec = now_usec(s);
+                end = s->in_total - framing_pending(&s->framing);
                 if (s->in_socket)
-                        n_fds = fdqueue_take(&s->fds, start, fds);
+                        n_fds = fdqueue_take(&s->fds, start, end, fds);
                 if (r == FRAMING_OVERSIZE)
                         r = mcp_session_handle_oversize(s->mcp, s->limits.max_message_size);
                 else {
@@ -211,7 +212,8 @@ static int session_read(Session *s) {
                 n = fdqueue_recv(s->in_fd, p, READ_CHUNK, fds, &n_fds);
                 if (n == -EAGAIN || n == -EINTR)
                         return 0;
-                if (n == -EMFILE || (n > 0 && fdqueue_push(&s->fds, s->in_total, fds, n_fds) < 0)) {
+                /* Filed under the last byte read with them: one of those sent with them (see fdqueue.h). */
+                if (n == -EMFILE || (n > 0 && fdqueue_push(&s->fds, s->in_total + (uint64_t) n - 1, fds, n_fds) < 0)) {
                         log_notice("Connection %" PRIu64 " (uid " UID_FMT "): more file descriptors than one "
                                    "message may carry (%d); closing.", s->id, s->uid, FDQUEUE_MAX_FDS);
                         session_close_with_error(s, "Closing the connection: more file descriptors came than one "

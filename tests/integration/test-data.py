@@ -238,6 +238,11 @@ def user_file_in_run():
     eq(r["structuredContent"]["stdout"], "id,value\n1,42\n", c.text(r))
     with open(f["mine"]) as fh:
         eq(fh.read(), "id,value\n1,42\n", "the user's file")
+    # A line far longer than the shim's 64 KiB queue, rewritten in place.
+    pad = "#" + "x" * 99 + "\n"
+    r = c.call_tool("execute_python", {"script": pad * 3000 + "print(open('/work/in/m').read(), end='')",
+                                       "files": [{"path": f["mine"], "as": "m"}]}, timeout=300)
+    eq(r["structuredContent"]["stdout"], "id,value\n1,42\n", c.text(r))
 
 
 @test
@@ -295,7 +300,7 @@ def daemon_never_opens_a_path():
     check("never opens a path" in text, text)
     check("secret" not in json.dumps(m), "the daemon read the file")
 
-    # An fd sent with a line's first byte is that line's; one sent in the middle of a line is nobody's.
+    # The fds sent with bytes of a line are that line's: with its first byte, or with a later piece of it.
     fd = os.open(f["mine"], os.O_RDONLY)
     at_exit(lambda: os.close(fd))
     m = exchange(line(req(3, "tools/call", {"name": "execute_python", "arguments": {
@@ -307,6 +312,11 @@ def daemon_never_opens_a_path():
     s.sendall(body[:20])
     time.sleep(0.2)
     m = exchange(body[20:], [fd])
+    check(not m["result"]["isError"], m)
+    eq(m["result"]["structuredContent"]["stdout"], "id,value\n1,42\n", "sent with the second piece")
+    # Sent with a line that does not use them, they are closed with it: nobody else's slot 0.
+    exchange(line(req(6, "ping")), [fd])
+    m = exchange(body.replace(b'"id":4', b'"id":7'))
     check(m["result"]["isError"], m)
     check("no file descriptor came" in m["result"]["content"][0]["text"], m)
     # More fds than a message may carry: the connection is closed.
