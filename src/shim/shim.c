@@ -645,6 +645,8 @@ static void help(void) {
                "     --socket=PATH   Connect to this socket, and to no other\n"
                "     --no-fallback   Fail instead of running %2$s --stdio\n"
                "  -q --quiet         Do not say on stderr which mode is used\n\n"
+               "The one message looked into: a tools/call whose arguments have \"files\":\n"
+               "[{\"path\": ...}]. The files are opened here, as you, and passed on open.\n\n"
                "Sockets tried, the first that answers wins:\n"
                "  1. --socket=PATH, else $%3$s (then only that one)\n"
                "  2. $XDG_RUNTIME_DIR%5$s (per-user service)\n"
