@@ -117,6 +117,12 @@ static void check_env_finish(CheckEnv *c) {
         json_add_string(o, "limits_detail", sandbox_limits_mechanism_detail());
         json_add(st, "sandbox", o);
         json_add(st, "data_dirs", data_dirs_report(r, cfg, &data_text));
+        /* The files argument: only where the connection can carry open files (not the --stdio fallback). */
+        o = json_object_new_object();
+        json_add_bool(o, "available", c->call->fds.supported);
+        json_add_string(o, "path", "/work/in");
+        json_add_int(o, "max_bytes_per_call", (int64_t) cfg->tmpfs_size);
+        json_add(st, "user_files", o);
         o = json_object_new_object();
         json_add_int(o, "memory_bytes", (int64_t) cfg->max_memory);
         json_add_int(o, "processes", (int64_t) cfg->max_processes);
@@ -187,6 +193,12 @@ static void check_env_finish(CheckEnv *c) {
         else
                 appendf(&text, "Network in sandbox: %s", cfg->network ? "allowed" : "disabled");
         appendf(&text, "Data directories (read-only): %s", data_text ?: "none configured");
+        if (c->call->fds.supported)
+                appendf(&text, "Your files (the files argument): read-only at /work/in/NAME, up to %" PRIu64
+                        " MiB per call", cfg->tmpfs_size >> 20);
+        else
+                appendf(&text, "Your files (the files argument): not in this session (it runs without the server's "
+                        "socket: mcp-python-sandbox fell back to --stdio)");
         appendf(&text, "Default timeout: %" PRIu64 "s", cfg->default_timeout_usec / USEC_PER_SEC);
         appendf(&text, "Max timeout: %" PRIu64 "s", cfg->max_timeout_usec / USEC_PER_SEC);
         appendf(&text, "Max output: %" PRIu64 " bytes (head and tail kept)", cfg->output_cap);
@@ -311,6 +323,8 @@ static const char output_schema[] =
         "\"data_dirs\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
         "\"name\":{\"type\":\"string\"},\"path\":{\"type\":\"string\"},\"readable\":{\"type\":\"boolean\"},"
         "\"problem\":{\"type\":\"string\"}}}},"
+        "\"user_files\":{\"type\":\"object\",\"properties\":{\"available\":{\"type\":\"boolean\"},"
+        "\"path\":{\"type\":\"string\"},\"max_bytes_per_call\":{\"type\":\"integer\"}}},"
         "\"limits\":{\"type\":\"object\"},"
         "\"uv\":{\"type\":\"object\"},"
         "\"pythons\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"

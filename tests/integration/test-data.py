@@ -96,6 +96,8 @@ def unreadable_data_dir_reported_not_mounted():
     # The host path is not told to the model.
     check(_STATE["top"] not in json.dumps(st), "host path in check_environment")
     check("closed" in d.log_full() and "sandboxes will not have /data/closed" in d.log_full(), d.log())
+    eq(st["structuredContent"]["user_files"]["available"], True, "files through the socket")
+    check("Your files (the files argument): read-only at /work/in/NAME, up to 32 MiB per call" in text, text)
     r = run(c, "import os\nprint(sorted(os.listdir('/data')))\n")
     check(not r["isError"], c.text(r))
     eq(r["structuredContent"]["stdout"], "['tables']\n", "/data holds only what sandboxes can read")
@@ -374,6 +376,9 @@ def stdio_fallback_cannot_take_files():
     check(r["isError"], c.text(r))
     check("--stdio" in c.text(r) and "data-dirs" in c.text(r), c.text(r))
     check("RAN" not in r["structuredContent"].get("stdout", ""), "the script ran")
+    st = c.call_tool("check_environment", {}, timeout=120)
+    eq(st["structuredContent"]["user_files"]["available"], False, "files in the --stdio fallback")
+    check("not in this session" in c.text(st), c.text(st))
 
 
 @test
