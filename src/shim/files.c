@@ -158,12 +158,13 @@ int shim_files_rewrite(const char *line, size_t len, char **ret_line, size_t *re
                 size_t n;
                 const char *s = json_object_to_json_string_length(msg, JSON_C_TO_STRING_PLAIN |
                                                                        JSON_C_TO_STRING_NOSLASHESCAPE, &n);
-                char *out = s ? malloc(n + 1) : NULL;
+                char *out = s ? malloc(n + 2) : NULL;   /* NUL-terminated too */
                 if (!out)
                         r = -ENOMEM;
                 else {
                         memcpy(out, s, n);
                         out[n] = '\n';
+                        out[n + 1] = 0;
                         *ret_line = out;
                         *ret_len = n + 1;
                         memcpy(ret_fds, o.fds, o.n * sizeof(int));
