@@ -243,9 +243,10 @@ static bool path_in(const char *path, const char *dir) {
         return strncmp(path, dir, n) == 0 && (path[n] == 0 || path[n] == '/');
 }
 
+/* The host's own machinery: nothing a sandbox should be handed by a slip of the pen. */
+static const char *const data_dir_refused[] = { "/proc", "/sys", "/dev", "/run", "/etc", "/boot" };
+
 int data_dir_split(const char *entry, char **ret_name, const char **ret_path, char **ret_error) {
-        /* The host's own machinery: nothing a sandbox should be handed by a slip of the pen. */
-        static const char *const refused[] = { "/proc", "/sys", "/dev", "/run", "/etc", "/boot" };
         const char *eq = strchr(entry, '='), *path;
         size_t n;
 
@@ -271,10 +272,10 @@ int data_dir_split(const char *entry, char **ret_name, const char **ret_path, ch
                                           "trailing /)", entry);
                 c = e;
         }
-        for (size_t i = 0; i < ELEMENTSOF(refused); i++)
-                if (path_in(path, refused[i]))
+        for (size_t i = 0; i < ELEMENTSOF(data_dir_refused); i++)
+                if (path_in(path, data_dir_refused[i]))
                         return error_setf(ret_error, "\"%s\": nothing in %s may be a data directory", entry,
-                                          refused[i]);
+                                          data_dir_refused[i]);
         *ret_name = strndup(entry, n);
         if (!*ret_name)
                 return -ENOMEM;
@@ -296,13 +297,22 @@ int config_verify(const Config *c) {
                         continue;
                 }
                 for (size_t j = 0; j < i; j++)
-                        if (strncmp(c->data_dirs[j], name, strlen(name)) == 0 && c->data_dirs[j][strlen(name)] == '=') {
+                        if (strncmp(c->data_dirs[j], name, strlen(name)) == 0 &&
+                            c->data_dirs[j][strlen(name)] == '=') {
                                 log_error("data-dirs: the name %s is given twice.", name);
                                 ret = -EINVAL;
                         }
                 /* The store and the uv cache are the daemon's: no sandbox may read them whole, nor a directory that
                  * holds them. Both as written and with links resolved (where they exist already). */
                 real = realpath(path, NULL);
+                /* Nor through a symbolic link. */
+                for (size_t j = 0; real && j < ELEMENTSOF(data_dir_refused); j++)
+                        if (streq(real, "/") || path_in(real, data_dir_refused[j])) {
+                                log_error("data-dirs: %s=%s leads to %s: nothing in %s may be a data directory.",
+                                          name, path, real, data_dir_refused[j]);
+                                ret = -EINVAL;
+                                break;
+                        }
                 if ((c->cache_dir && (path_in(path, c->cache_dir) || path_in(c->cache_dir, path))) ||
                     (cache && real && (path_in(real, cache) || path_in(cache, real)))) {
                         log_error("data-dirs: %s=%s: the cache directory %s may not be in a data directory, nor a "

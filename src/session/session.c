@@ -213,7 +213,8 @@ static int session_read(Session *s) {
                 if (n == -EAGAIN || n == -EINTR)
                         return 0;
                 /* Filed under the last byte read with them: one of those sent with them (see fdqueue.h). */
-                if (n == -EMFILE || (n > 0 && fdqueue_push(&s->fds, s->in_total + (uint64_t) n - 1, fds, n_fds) < 0)) {
+                if (n == -EMFILE ||
+                    (n > 0 && fdqueue_push(&s->fds, s->in_total + (uint64_t) n - 1, fds, n_fds) < 0)) {
                         log_notice("Connection %" PRIu64 " (uid " UID_FMT "): more file descriptors than one "
                                    "message may carry (%d); closing.", s->id, s->uid, FDQUEUE_MAX_FDS);
                         session_close_with_error(s, "Closing the connection: more file descriptors came than one "

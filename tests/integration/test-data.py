@@ -21,11 +21,12 @@ import json
 import os
 import subprocess
 
+import signal
 import socket
 import time
 
 from mcptest import (DAEMON, NOBODY, Client, at_exit, check, eq, initialized, line, main, req, sandbox_daemon,
-                     scratch, stdio_client, test)
+                     scratch, stdio_client, test, wait_until)
 
 _STATE = {}
 
@@ -382,6 +383,38 @@ def stdio_fallback_cannot_take_files():
 
 
 @test
+def data_dir_readability_rechecked_on_reload():
+    top = scratch("mcp-data-reload-")
+    os.chmod(top, 0o755)
+    late = os.path.join(top, "late")
+    os.mkdir(late)
+    with open(os.path.join(late, "f.txt"), "w") as f:
+        f.write("now readable\n")
+    os.chmod(os.path.join(late, "f.txt"), 0o644)
+    os.chmod(late, 0o000)
+    d, c = sandbox_daemon([f"--data-dirs=late={late}"])
+
+    def state():
+        st = c.call_tool("check_environment", {}, timeout=60)["structuredContent"]
+        r = c.call_tool("execute_python", {"script": "import os\nprint(os.listdir('/data') if os.path.isdir('/data') "
+                                                     "else [])"}, timeout=120)
+        return st["data_dirs"][0]["readable"], r["structuredContent"]["stdout"]
+
+    eq(state(), (False, "[]\n"), "unreadable at start")
+    check("sandboxes will not have /data/late" in d.log_full(), d.log())
+    os.chmod(late, 0o755)
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: d.log_full().count("Reloaded: ") >= 1, what="the reload")
+    eq(state(), (True, "['late']\n"), "readable after the reload")
+    os.chmod(late, 0o000)
+    d.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: d.log_full().count("Reloaded: ") >= 2, what="the second reload")
+    eq(state(), (False, "[]\n"), "unreadable again")
+    eq(d.log_full().count("sandboxes will not have /data/late"), 2, "warned at start and at the second reload")
+    os.chmod(late, 0o755)
+
+
+@test
 def bad_data_dirs_refused():
     top = scratch("mcp-data-cfg-")
     cache = os.path.join(top, "cache")
@@ -394,6 +427,11 @@ def bad_data_dirs_refused():
                            capture_output=True, text=True, timeout=30)
         check(p.returncode != 0, f"{value}: accepted: {p.stdout}")
         check(why in p.stderr, f"{value}: {p.stderr}")
+    os.symlink("/proc/self", os.path.join(top, "link-to-proc"))
+    p = subprocess.run([DAEMON, f"--cache-dir={cache}", "--check-config",
+                        f"--data-dirs=t={os.path.join(top, 'link-to-proc')}"], capture_output=True, text=True,
+                       timeout=30)
+    check(p.returncode != 0 and "nothing in /proc" in p.stderr, p.stderr)
     p = subprocess.run([DAEMON, f"--cache-dir={cache}", "--check-config", "--data-dirs=t-1_x=/srv/data"],
                        capture_output=True, text=True, timeout=30)
     eq(p.returncode, 0, p.stderr)
