@@ -38,9 +38,11 @@ int input_files_data(const InputFiles *f, SandboxData *data);
 /* The input schema's "files" property, for tools that take it. */
 #define INPUT_FILES_SCHEMA                                                                                          \
         "\"files\":{\"type\":\"array\",\"maxItems\":16,\"description\":\"Your own files to read, read-only, at "    \
-        "/work/in/NAME, without pasting them: [{\\\"path\\\": \\\"/home/me/data.csv\\\", \\\"as\\\": \\\"data.csv\\\"}]. " \
+        "/work/in/NAME, without pasting them: "                                                               \
+        "[{\\\"path\\\": \\\"/home/me/data.csv\\\", \\\"as\\\": \\\"data.csv\\\"}]. "                     \
         "The path must be absolute; as defaults to the file's name. Only through the mcp-python-sandbox command, "  \
         "which opens each file as the user who runs it.\",\"items\":{\"type\":\"object\",\"properties\":{"        \
         "\"path\":{\"type\":\"string\",\"maxLength\":4096},\"as\":{\"type\":\"string\",\"maxLength\":128},"        \
-        "\"fd\":{\"type\":\"integer\"},\"error\":{\"type\":\"string\",\"maxLength\":4096}},"                        \
+        "\"fd\":{\"type\":\"integer\",\"description\":\"Set by mcp-python-sandbox, not by you\"},"                \
+        "\"error\":{\"type\":\"string\",\"maxLength\":4096,\"description\":\"Set by mcp-python-sandbox\"}},"         \
         "\"additionalProperties\":false}}"
