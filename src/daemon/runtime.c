@@ -1096,7 +1096,8 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
                                  **inside = strv_new();
         static char *bwrap_env[] = { (char *) "PATH=/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
         _cleanup_close_ int seccomp_fd = -EBADF, args_fd = -EBADF;
-        int keep[10];
+        /* status, args, seccomp; the script and up to 16 of the user's files (tools/input-files.h); a few more. */
+        int keep[32];
         size_t n_keep = 0;
         int k;
 

@@ -241,6 +241,23 @@ def user_file_in_run():
     eq(r["structuredContent"]["stdout"], "id,value\n1,42\n", c.text(r))
     with open(f["mine"]) as fh:
         eq(fh.read(), "id,value\n1,42\n", "the user's file")
+    # As many as a call may pass (16), in a run and in a persistent sandbox; one more is refused.
+    many = [{"path": f["mine"], "as": f"f{i}.csv"} for i in range(16)]
+    r = c.call_tool("execute_python", {"script": "import os\nprint(len(os.listdir('/work/in')), "
+                                                 "open('/work/in/f15.csv').read().split()[1])", "files": many},
+                    timeout=300)
+    check(not r["isError"], c.text(r))
+    eq(r["structuredContent"]["stdout"], "16 1,42\n", "16 files")
+    r = c.call_tool("create_sandbox", {"files": many}, timeout=300)
+    check(not r["isError"], c.text(r))
+    sid = r["structuredContent"]["sandbox_id"]
+    r = c.call_tool("execute_code", {"sandbox_id": sid, "code": "import os\nprint(len(os.listdir('/work/in')))"},
+                    timeout=120)
+    eq(r["structuredContent"]["stdout"], "16\n", c.text(r))
+    c.call_tool("close_sandbox", {"sandbox_id": sid})
+    r = c.call_tool("execute_python", {"script": "print('RAN')", "files": many + [{"path": f["mine"], "as": "x"}]},
+                    timeout=120)
+    check(r["isError"] and "16" in c.text(r), c.text(r))
     # A line far longer than the shim's 64 KiB queue, rewritten in place.
     pad = "#" + "x" * 99 + "\n"
     r = c.call_tool("execute_python", {"script": pad * 3000 + "print(open('/work/in/m').read(), end='')",
