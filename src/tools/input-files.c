@@ -42,6 +42,9 @@ int input_files_take(const ToolCall *call, json_object *args, uint64_t max_bytes
 
         *ret = (InputFiles) {};
         *ret_error = NULL;
+        /* tmpfs-size=0 leaves the size to the kernel (half the memory): then the memory limits bind alone. */
+        if (max_bytes == 0)
+                max_bytes = UINT64_MAX;
         n = files ? json_object_array_length(files) : 0;
         if (n == 0)
                 return 0;

@@ -30,7 +30,8 @@ typedef struct InputFiles {
 void input_files_done(InputFiles *f);
 /*
  * Take the call's "files" (absent: none): each fd checked (a regular file open for reading) and duplicated, each
- * name checked, together at most max_bytes. 0, or -EINVAL with what to tell the model in *ret_error, or -ENOMEM.
+ * name checked, together at most max_bytes (0: no cap of its own). 0, or -EINVAL with what to tell the model in
+ * *ret_error, or -ENOMEM.
  */
 int input_files_take(const ToolCall *call, json_object *args, uint64_t max_bytes, InputFiles *ret, char **ret_error);
 /* Rewind each fd (bwrap reads from the current offset) and describe it in data[0..n). -errno. */
