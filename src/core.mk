@@ -5,6 +5,7 @@ noinst_LIBRARIES += libcore.a
 libcore_a_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS) $(JSONC_CFLAGS) $(SECCOMP_CFLAGS)
 libcore_a_SOURCES = \
 	src/protocol/framing.c src/protocol/framing.h \
+	src/protocol/fdqueue.c src/protocol/fdqueue.h \
 	src/jsonrpc/jsonrpc.c src/jsonrpc/jsonrpc.h \
 	src/mcp/mcp.c src/mcp/mcp.h src/mcp/tool.h \
 	src/mcp/schema.c src/mcp/schema.h \
@@ -21,6 +22,7 @@ libcore_a_SOURCES = \
 	src/tools/script.c src/tools/script.h \
 	src/tools/hints.c src/tools/hints.h \
 	src/tools/execute-python.c \
+	src/tools/input-files.c src/tools/input-files.h \
 	src/tools/validate-script.c \
 	src/tools/sandbox-common.c src/tools/sandbox-common.h \
 	src/tools/sandbox-lifecycle.c \

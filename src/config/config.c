@@ -117,6 +117,8 @@ static const Setting settings[] = {
           "Where uv downloads Pythons from instead of its default site (URL or file://)"),
         S("python-downloads-json-url", SETTING_STRING, python_downloads_json_url,
           "The list of installable Pythons uv reads (URL or file://); empty: uv's own"),
+        S("data-dirs", SETTING_STRV, data_dirs,
+          "Directories every sandbox sees read-only at /data/NAME, NAME=PATH each (empty: none)"),
         S("index-url", SETTING_STRING, index_url, "Package index (uv --default-index); empty: PyPI"),
         S("extra-index-urls", SETTING_STRV, extra_index_urls, "Additional package indexes"),
         S("find-links", SETTING_STRV, find_links, "Directories or URLs of flat wheel lists"),
@@ -205,6 +207,7 @@ void config_init(Config *c) {
                 .python_search_path = strv_split(DEFAULT_PYTHON_SEARCH_PATH, " "),
                 .python_versions = strv_new(),
                 .python_downloads = CONFIG_AUTO,
+                .data_dirs = strv_new(),
                 .extra_index_urls = strv_new(),
                 .find_links = strv_new(),
                 .prepare_timeout_usec = 600 * USEC_PER_SEC,
@@ -271,6 +274,94 @@ int parse_bool(const char *s, bool *ret) {
                 }
         }
         return -EINVAL;
+}
+
+static bool path_in(const char *path, const char *dir) {
+        size_t n = strlen(dir);
+
+        if (streq(dir, "/"))
+                return true;
+        return strncmp(path, dir, n) == 0 && (path[n] == 0 || path[n] == '/');
+}
+
+/* The host's own machinery: nothing a sandbox should be handed by a slip of the pen. */
+static const char *const data_dir_refused[] = { "/proc", "/sys", "/dev", "/run", "/etc", "/boot" };
+
+int data_dir_split(const char *entry, char **ret_name, const char **ret_path, char **ret_error) {
+        const char *eq = strchr(entry, '='), *path;
+        size_t n;
+
+        if (!eq)
+                return error_setf(ret_error, "\"%s\" is not NAME=PATH", entry);
+        n = (size_t) (eq - entry);
+        if (n == 0 || n > 64)
+                return error_setf(ret_error, "\"%s\": the name must have 1 to 64 characters", entry);
+        for (size_t i = 0; i < n; i++)
+                if (!strchr("abcdefghijklmnopqrstuvwxyz0123456789_-", entry[i]))
+                        return error_setf(ret_error, "\"%s\": a name is made of a-z, 0-9, _ and - only", entry);
+        path = eq + 1;
+        if (path[0] != '/')
+                return error_setf(ret_error, "\"%s\": the path must be absolute", entry);
+        if (streq(path, "/"))
+                return error_setf(ret_error, "\"%s\": not the whole file system", entry);
+        for (const char *c = path; *c; ) {
+                const char *e = strchrnul(c + 1, '/');
+                size_t l = (size_t) (e - c - 1);
+                /* c is at a '/', the component is c+1..e */
+                if (l == 0 || (l == 1 && c[1] == '.') || (l == 2 && c[1] == '.' && c[2] == '.'))
+                        return error_setf(ret_error, "\"%s\": the path must be plain (no //, /./, /../ or "
+                                          "trailing /)", entry);
+                c = e;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(data_dir_refused); i++)
+                if (path_in(path, data_dir_refused[i]))
+                        return error_setf(ret_error, "\"%s\": nothing in %s may be a data directory", entry,
+                                          data_dir_refused[i]);
+        *ret_name = strndup(entry, n);
+        if (!*ret_name)
+                return -ENOMEM;
+        *ret_path = path;
+        return 0;
+}
+
+int config_verify(const Config *c) {
+        _cleanup_free_ char *cache = c->cache_dir ? realpath(c->cache_dir, NULL) : NULL;
+        int ret = 0;
+
+        for (size_t i = 0; c->data_dirs && c->data_dirs[i]; i++) {
+                _cleanup_free_ char *name = NULL, *why = NULL, *real = NULL;
+                const char *path;
+
+                if (data_dir_split(c->data_dirs[i], &name, &path, &why) < 0) {
+                        log_error("data-dirs: %s", why ?: "out of memory");
+                        ret = -EINVAL;
+                        continue;
+                }
+                for (size_t j = 0; j < i; j++)
+                        if (strncmp(c->data_dirs[j], name, strlen(name)) == 0 &&
+                            c->data_dirs[j][strlen(name)] == '=') {
+                                log_error("data-dirs: the name %s is given twice.", name);
+                                ret = -EINVAL;
+                        }
+                /* The store and the uv cache are the daemon's: no sandbox may read them whole, nor a directory that
+                 * holds them. Both as written and with links resolved (where they exist already). */
+                real = realpath(path, NULL);
+                /* Nor through a symbolic link. */
+                for (size_t j = 0; real && j < ELEMENTSOF(data_dir_refused); j++)
+                        if (streq(real, "/") || path_in(real, data_dir_refused[j])) {
+                                log_error("data-dirs: %s=%s leads to %s: nothing in %s may be a data directory.",
+                                          name, path, real, data_dir_refused[j]);
+                                ret = -EINVAL;
+                                break;
+                        }
+                if ((c->cache_dir && (path_in(path, c->cache_dir) || path_in(c->cache_dir, path))) ||
+                    (cache && real && (path_in(real, cache) || path_in(cache, real)))) {
+                        log_error("data-dirs: %s=%s: the cache directory %s may not be in a data directory, nor a "
+                                  "data directory in it.", name, path, c->cache_dir);
+                        ret = -EINVAL;
+                }
+        }
+        return ret;
 }
 
 static int parse_number_suffix(const char *s, const char *const *suffixes, const uint64_t *factors, size_t n,
@@ -390,6 +481,15 @@ static int setting_apply(Config *c, const Setting *st, const char *value, char *
                 char **add = strv_split(value, " \t,");
                 if (!add)
                         return -ENOMEM;
+                if (streq(st->name, "data-dirs"))
+                        for (size_t i = 0; add[i]; i++) {
+                                _cleanup_free_ char *name = NULL, *why = NULL;
+                                const char *path;
+                                if (data_dir_split(add[i], &name, &path, &why) < 0) {
+                                        strv_free(add);
+                                        return why ? error_setf(ret_error, "%s: %s", st->name, why) : -ENOMEM;
+                                }
+                        }
                 r = strv_extend_strv(l, add);
                 strv_free(add);
                 return r;
@@ -680,7 +780,7 @@ int config_parse_argv(Config *c, int argc, char **argv, const char **ret_config_
 /* Read once at start-up: a change takes a restart. */
 static const char *const restart_only[] = {
         "cache-dir", "uv", "python-search-path", "python-versions", "max-runs", "warmup", "max-calls-per-connection",
-        "sandbox-uid-range",
+        "sandbox-uid-range", "data-dirs",
 };
 
 static bool is_restart_only(const Setting *st) {

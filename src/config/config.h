@@ -78,6 +78,7 @@ typedef struct Config {
         int python_downloads;           /* install uv-managed Pythons a call asks for: CONFIG_AUTO (unless offline), 0, 1 */
         char *python_install_mirror;    /* replaces uv's default download site; empty: uv's default */
         char *python_downloads_json_url;        /* the list of Pythons uv may install; empty: uv's built-in one */
+        char **data_dirs;               /* NAME=PATH each: bound read-only at /data/NAME in every sandbox */
 
         /* Preparing environments */
         char *index_url;
@@ -131,6 +132,16 @@ int config_apply_reload(Config *live, Config *fresh);
 int config_resolve_access(Config *c);
 /* With neither list set, anyone who can reach the socket may connect. */
 bool config_access_restricted(const Config *c);
+
+/*
+ * One data-dirs entry, NAME=PATH: NAME of [a-z0-9_-] (1 to 64 of them), PATH absolute and plain (no empty, "."
+ * or ".." component, no trailing slash) and not /, nor in or under /proc, /sys, /dev, /run, /etc or /boot.
+ * *ret_path points into entry. -EINVAL with the reason in *ret_error.
+ */
+int data_dir_split(const char *entry, char **ret_name, const char **ret_path, char **ret_error);
+/* What the settings say together (not one at a time): data-dirs names unique, none of the paths in or above
+ * cache-dir. Logs each problem; -EINVAL when there is one. */
+int config_verify(const Config *c);
 
 int parse_size(const char *s, uint64_t *ret);
 int parse_seconds(const char *s, uint64_t *ret_usec);

@@ -50,6 +50,9 @@ static int run(int argc, char **argv) {
         r = config_resolve_access(&config);
         if (r < 0)
                 return log_oom();
+        r = config_verify(&config);
+        if (r < 0)
+                return r;
 
         if (check_config) {
                 config_dump(&config, stdout);

@@ -491,7 +491,8 @@ static void manager_reload(Manager *m) {
         log_info("SIGHUP: reloading %s.", m->config_file);
         config_init(&fresh);
         if (config_load(&fresh, m->config_file) < 0 ||
-            config_parse_argv(&fresh, m->argc, m->argv, &file, &check) != 0 || config_resolve_access(&fresh) < 0) {
+            config_parse_argv(&fresh, m->argc, m->argv, &file, &check) != 0 || config_resolve_access(&fresh) < 0 ||
+            config_verify(&fresh) < 0) {
                 log_error("The configuration has errors (above); keeping the running one.");
                 return;
         }

@@ -69,6 +69,7 @@ struct Runtime {
         char *uv_path, *uv_version, *bwrap_version;
         char *uv_refused;               /* why uv is not used (older than the store needs), or NULL */
         char *etc_dir;
+        char **data_binds;              /* the data-dirs entries a sandbox can read (runtime_check_data_dirs()) */
         EnvStore *store;
 
         /* Start-up probes */
@@ -133,8 +134,64 @@ SandboxPolicy runtime_sandbox_policy(const Runtime *r) {
                 .network = r->config->network,
                 .tmpfs_size = r->config->tmpfs_size,
                 .etc_dir = r->etc_dir,
+                .data_dirs = r->data_binds,
                 .seccomp_fd = -EBADF,
         };
+}
+
+int runtime_data_dir_problem(const Runtime *r, const char *path, char **ret) {
+        struct stat st;
+        int k;
+
+        *ret = NULL;
+        if (stat(path, &st) < 0)
+                return asprintf(ret, "cannot be used: %s", strerror(errno)) < 0 ? -ENOMEM : 0;
+        if (!S_ISDIR(st.st_mode))
+                return asprintf(ret, "is not a directory") < 0 ? -ENOMEM : 0;
+        if (r->uids) {
+                /* The sandboxes' uids are nobody's: they get what any other user gets. */
+                k = path_reachable_by_others(path);
+                if (k < 0)
+                        return asprintf(ret, "cannot be examined: %s", strerror(-k)) < 0 ? -ENOMEM : 0;
+                if (k == 0)
+                        return asprintf(ret, "is not readable by the sandboxes, which run as uids of "
+                                        "sandbox-uid-range: it and every directory above it must be readable and "
+                                        "searchable by others (chmod o+rx)") < 0 ? -ENOMEM : 0;
+                return 0;
+        }
+        /* Sandboxes run as the daemon's uid. */
+        if (access(path, R_OK | X_OK) < 0)
+                return asprintf(ret, "is not readable by the daemon's user, whom the sandboxes run as: %s",
+                                strerror(errno)) < 0 ? -ENOMEM : 0;
+        return 0;
+}
+
+/* Which data-dirs a sandbox can read, bound from now on; a warning for each it cannot, rather than an empty or
+ * failing mount in every run. */
+static int runtime_check_data_dirs(Runtime *r) {
+        _cleanup_strv_free_ char **binds = strv_new();
+
+        if (!binds)
+                return -ENOMEM;
+        for (size_t i = 0; r->config->data_dirs && r->config->data_dirs[i]; i++) {
+                _cleanup_free_ char *name = NULL, *why = NULL, *problem = NULL;
+                const char *path;
+
+                if (data_dir_split(r->config->data_dirs[i], &name, &path, &why) < 0)
+                        continue;       /* config_verify() said so already */
+                if (runtime_data_dir_problem(r, path, &problem) < 0)
+                        return -ENOMEM;
+                if (problem) {
+                        log_warning("data-dirs: %s (%s) %s; sandboxes will not have %s/%s.", path, name, problem,
+                                    SANDBOX_DATA_DIR, name);
+                        continue;
+                }
+                if (strv_extend(&binds, r->config->data_dirs[i]) < 0)
+                        return -ENOMEM;
+        }
+        strv_free(r->data_binds);
+        r->data_binds = TAKE_PTR(binds);
+        return 0;
 }
 
 int memfd_with(const char *name, const void *data, size_t n) {
@@ -268,6 +325,8 @@ int runtime_new(Runtime **ret, Manager *m) {
                 k = envstore_new(&r->store, m->event, m->config, r->sched, r->uv_path, r->uids != NULL);
         if (k >= 0 && r->uv_path)
                 k = pythons_dir_setup(r);
+        if (k >= 0)
+                k = runtime_check_data_dirs(r);
         if (k < 0) {
                 log_error_errno(k, "Failed to set up the cache directory %s: %m", m->config->cache_dir);
                 runtime_free(r);
@@ -309,6 +368,7 @@ Runtime *runtime_free(Runtime *r) {
         free(r->user);
         free(r->unsandboxed_banner);
         free(r->etc_dir);
+        strv_free(r->data_binds);
         uid_pool_unref(r->uids);
         sd_event_unref(r->event);
         free(r);
@@ -749,6 +809,9 @@ bool runtime_is_idle(const Runtime *r) {
 
 void runtime_reload(Runtime *r) {
         announce_unsandboxed(r);
+        /* The directories' permissions may have changed (data-dirs itself takes a restart). */
+        if (runtime_check_data_dirs(r) < 0)
+                log_oom();
         /* Started under the old settings (sandboxed or not, too): their policy may not be the one that holds now. */
         if (pool_n_ready(r->pool) > 0)
                 log_debug("Stopping %u pre-started sandbox%s.", pool_n_ready(r->pool),
@@ -1116,7 +1179,8 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
                                  **inside = strv_new();
         static char *bwrap_env[] = { (char *) "PATH=/usr/bin:/bin", (char *) "LANG=C.UTF-8", NULL };
         _cleanup_close_ int seccomp_fd = -EBADF, args_fd = -EBADF;
-        int keep[10];
+        /* status, args, seccomp; the script and up to 16 of the user's files (tools/input-files.h); a few more. */
+        int keep[32];
         size_t n_keep = 0;
         int k;
 

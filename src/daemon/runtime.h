@@ -149,5 +149,8 @@ int runtime_spawn_in_bwrap(Runtime *r, const char *env_dir, char *const *ro_path
 /* The machine-wide part of a run's sandbox policy (bwrap, network, tmpfs size,
  * /etc): every sandboxed process starts from it. */
 SandboxPolicy runtime_sandbox_policy(const Runtime *r);
+/* Why sandboxes cannot read this data directory (*ret: a sentence fragment, "is not a directory"), or *ret NULL
+ * when they can. Looks now. -ENOMEM only. */
+int runtime_data_dir_problem(const Runtime *r, const char *path, char **ret);
 /* A memfd holding data, positioned at its start. */
 int memfd_with(const char *name, const void *data, size_t n);

@@ -47,6 +47,7 @@ struct McpSession {
 
         ToolCall *calls;
         unsigned n_calls;
+        const ToolFds *line_fds;   /* those of the line being handled; NULL: none */
         McpBatch *batches;
         int error;             /* a failed send ends the session */
 };
@@ -467,6 +468,7 @@ static void handle_tools_call(McpSession *s, McpBatch *b, json_object *id, json_
                 .server_userdata = s->server->userdata,
                 .uid = s->uid,
                 .pid = s->pid,
+                .fds = s->line_fds ? *s->line_fds : (ToolFds) {},
         };
         c->calls_next = s->calls;
         if (s->calls)
@@ -491,6 +493,7 @@ static void handle_tools_call(McpSession *s, McpBatch *b, json_object *id, json_
                                              error ?: "out of memory");
 
         r = tool->call(c, args);
+        c->fds = (ToolFds) { .supported = c->fds.supported };
         if (r < 0 && !c->finished) {
                 char m[256];
                 snprintf(m, sizeof(m), "Internal error in %s: %s", tool->name, strerror(-r));
@@ -778,6 +781,15 @@ void mcp_session_tools_changed(McpSession *s) {
         if (!s->version || !s->initialized)
                 return;
         session_send(s, jsonrpc_notification_new("notifications/tools/list_changed", NULL));
+}
+
+int mcp_session_handle_line_fds(McpSession *s, const char *line, size_t len, const ToolFds *fds) {
+        int r;
+
+        s->line_fds = fds;
+        r = mcp_session_handle_line(s, line, len);
+        s->line_fds = NULL;
+        return r;
 }
 
 int mcp_session_handle_line(McpSession *s, const char *line, size_t len) {

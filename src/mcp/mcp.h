@@ -51,6 +51,8 @@ static inline void mcp_session_freep(McpSession **s) {
 
 /* One framed line. Returns 0, or -errno when the session cannot go on. */
 int mcp_session_handle_line(McpSession *s, const char *line, size_t len);
+/* The same, with the file descriptors that came with the line (borrowed: the caller closes them after). */
+int mcp_session_handle_line_fds(McpSession *s, const char *line, size_t len, const ToolFds *fds);
 /* A line over the size limit was dropped. */
 int mcp_session_handle_oversize(McpSession *s, size_t limit);
 void mcp_session_cancel_all(McpSession *s);

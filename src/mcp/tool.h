@@ -36,6 +36,15 @@ typedef struct Tool {
         int (*call)(ToolCall *call, json_object *arguments);
 } Tool;
 
+/* File descriptors that came with the message of a call (SCM_RIGHTS, see mcp-python-sandbox(1)), by slot: the
+ * "fd" numbers of a "files" argument index them. Borrowed from the connection: valid only while the tool's call
+ * function runs; a tool duplicates what it keeps. */
+typedef struct ToolFds {
+        const int *fds;
+        size_t n;
+        bool supported;                   /* the connection can carry fds (a socket, not --stdio) */
+} ToolFds;
+
 typedef void (*ToolCallCancelFunc)(ToolCall *call, void *userdata);
 
 struct ToolCall {
@@ -55,6 +64,7 @@ struct ToolCall {
         void *server_userdata;            /* the daemon's Manager */
         uid_t uid;                        /* the peer */
         pid_t pid;
+        ToolFds fds;                      /* during the call function only */
 
         ToolCallCancelFunc cancel;
         void *cancel_userdata;

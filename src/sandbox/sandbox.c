@@ -171,6 +171,18 @@ static int build_options(const SandboxPolicy *p, char ***ret) {
         for (size_t i = 0; p->rw_paths && p->rw_paths[i]; i++)
                 r |= add3(&argv, "--bind", p->rw_paths[i], p->rw_paths[i]);
 
+        /* The administrator's data, read-only (bwrap makes the mounts below it read-only too). A directory that
+         * went away since it was checked is left out rather than failing the run. */
+        for (size_t i = 0; p->data_dirs && p->data_dirs[i]; i++) {
+                const char *eq = strchr(p->data_dirs[i], '=');
+                _cleanup_free_ char *dest = NULL;
+                if (!eq)
+                        return -EINVAL;
+                if (asprintf(&dest, SANDBOX_DATA_DIR "/%.*s", (int) (eq - p->data_dirs[i]), p->data_dirs[i]) < 0)
+                        return -ENOMEM;
+                r |= add3(&argv, "--ro-bind-try", eq + 1, dest);
+        }
+
         for (size_t i = 0; i < p->n_data; i++) {
                 char fd[16];
                 snprintf(fd, sizeof(fd), "%d", p->data[i].fd);

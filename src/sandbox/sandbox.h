@@ -15,6 +15,8 @@
 /* Where a run sees its environment: the same for every environment, so that nothing the run prints (sys.prefix,
  * tracebacks, VIRTUAL_ENV) names the store's path on the host. */
 #define SANDBOX_ENV_DIR "/venv"
+/* Where the administrator's data directories (data-dirs=) are, each at SANDBOX_DATA_DIR/NAME. */
+#define SANDBOX_DATA_DIR "/data"
 #define SANDBOX_UID 65534
 #define SANDBOX_GID 65534
 
@@ -31,6 +33,7 @@ typedef struct SandboxPolicy {
         const char *env_dir;            /* the environment: bound read-only at SANDBOX_ENV_DIR; NULL: none */
         char *const *ro_paths;          /* bound read-only at the same absolute paths */
         char *const *rw_paths;          /* bound writable at the same absolute paths (after ro_paths) */
+        char *const *data_dirs;         /* NAME=PATH each: PATH bound read-only at SANDBOX_DATA_DIR/NAME */
         const SandboxData *data;        /* files created from fds (the script) */
         size_t n_data;
         int seccomp_fd;                 /* the BPF program for --seccomp (sandbox_seccomp_export()); -EBADF: none */

@@ -297,29 +297,46 @@ class Worker:
         import base64
         path = self.resolve(req.get("path", ""))
         cap = int(req.get("max_bytes", 1 << 20))
+        # A slice: offset (0 when only length is given) and length bytes at most (up to the cap).
+        sliced = "offset" in req or "length" in req
+        offset = int(req.get("offset", 0))
+        length = int(req.get("length", cap))
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
         try:
             import stat
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise ValueError("not a regular file")
-            if st.st_size > cap:
-                raise ValueError("the file has %d bytes, more than the %d byte cap of read_file" % (st.st_size, cap))
+            if not sliced and st.st_size > cap:
+                raise ValueError("the file has %d bytes, more than the %d byte cap of read_file: read it in pieces "
+                                 "with offset and length" % (st.st_size, cap))
+            if offset > st.st_size:
+                raise ValueError("offset %d is past the end of the file, which has %d bytes" % (offset, st.st_size))
+            want = min(length, cap) if sliced else cap + 1
             data = b""
-            while len(data) <= cap:
-                chunk = os.read(fd, 65536)
+            while len(data) < want:
+                chunk = os.pread(fd, min(65536, want - len(data)), offset + len(data))
                 if not chunk:
                     break
                 data += chunk
-            if len(data) > cap:
-                raise ValueError("the file is larger than the %d byte cap of read_file" % cap)
+            if not sliced and len(data) > cap:
+                raise ValueError("the file is larger than the %d byte cap of read_file: read it in pieces with "
+                                 "offset and length" % cap)
+            file_size = max(st.st_size, offset + len(data))
         finally:
             os.close(fd)
+        reply = {"ok": True, "size": len(data), "offset": offset, "file_size": file_size,
+                 "eof": offset + len(data) >= file_size}
         if req.get("encoding", "text") == "base64":
-            return {"ok": True, "content": base64.b64encode(data).decode(), "encoding": "base64", "size": len(data)}
+            reply.update(content=base64.b64encode(data).decode(), encoding="base64")
+            return reply
         try:
-            return {"ok": True, "content": data.decode("utf-8"), "encoding": "text", "size": len(data)}
+            reply.update(content=data.decode("utf-8"), encoding="text")
+            return reply
         except UnicodeDecodeError:
+            if sliced:
+                raise ValueError("these bytes are not UTF-8 text (a slice may cut a character in two): read them "
+                                 "with encoding \"base64\", or move offset or length")
             raise ValueError("the file is not UTF-8 text: read it with encoding \"base64\"")
 
     def op_write_file(self, req):

@@ -110,6 +110,9 @@ struct Sandbox {
         const Python *python;
         RequirementList base_reqs, reqs, next_reqs;
         char *base_env, *env, *next_env;
+        int data_fds[SANDBOX_MAX_DATA];         /* the user's files (sandbox_set_data()) */
+        char *data_dests[SANDBOX_MAX_DATA];
+        size_t n_data;
         bool started;
 
         /* The running sandbox */
@@ -192,6 +195,10 @@ static Sandbox *sandbox_unref(Sandbox *sb) {
         requirement_list_done(&sb->reqs);
         requirement_list_done(&sb->next_reqs);
         free(sb->base_env);
+        for (size_t i = 0; i < sb->n_data; i++) {
+                safe_close(sb->data_fds[i]);
+                free(sb->data_dests[i]);
+        }
         free(sb->env);
         free(sb->next_env);
         free(sb->broken);
@@ -880,6 +887,13 @@ static void cpu_update(Sandbox *sb) {
         sb->cpu_busy = busy;
 }
 
+void sandbox_set_data(Sandbox *sb, int *fds, char **dests, size_t n) {
+        assert(n <= SANDBOX_MAX_DATA && sb->n_data == 0);
+        memcpy(sb->data_fds, fds, n * sizeof(int));
+        memcpy(sb->data_dests, dests, n * sizeof(char *));
+        sb->n_data = n;
+}
+
 static int sandbox_spawn(Sandbox *sb) {
         Runtime *r = registry->runtime;
         const Config *c = registry->config;
@@ -929,10 +943,21 @@ static int sandbox_spawn(Sandbox *sb) {
         char *command[] = { python, (char *) "-I", (char *) "-u", (char *) "-c", (char *) sandbox_driver_code, fdstr,
                             NULL };
         char *ro[] = { (char *) sb->python->prefix, NULL };
+        /* The user's files, copied in afresh from the start at each start (bwrap reads from the offset). */
+        SandboxData data[SANDBOX_MAX_DATA];
+        for (size_t i = 0; i < sb->n_data; i++) {
+                if (lseek(sb->data_fds[i], 0, SEEK_SET) < 0) {
+                        k = -errno;
+                        sandbox_stop(sb);
+                        return k;
+                }
+                data[i] = (SandboxData) { .fd = sb->data_fds[i], .dest = sb->data_dests[i] };
+        }
         /* The same sandbox as execute_python's runs (network, tmpfs size, read-only system). */
         sb->network = runtime_sandbox_policy(r).network;
-        k = runtime_spawn_in_bwrap(r, sb->env, streq(sb->python->prefix, "/usr") ? NULL : ro, NULL, 0, &theirs, 1,
-                                   status_theirs, command, 0, &limits, 8192, 8192, on_bwrap_exit, sb, &sb->proc);
+        k = runtime_spawn_in_bwrap(r, sb->env, streq(sb->python->prefix, "/usr") ? NULL : ro, data, sb->n_data,
+                                   &theirs, 1, status_theirs, command, 0, &limits, 8192, 8192, on_bwrap_exit, sb,
+                                   &sb->proc);
         if (k < 0) {
                 sandbox_stop(sb);
                 return k;

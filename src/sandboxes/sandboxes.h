@@ -53,6 +53,11 @@ bool sandboxes_busy(void);
 /* Register a new sandbox for uid (not started yet). -EDQUOT: the uid's cap; -EUSERS: the total cap;
  * -EOPNOTSUPP: runs go without the sandbox (unsafe-no-sandbox). */
 int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret);
+/* Files every start of the interpreter (reset_sandbox too) gets read-only at dests[i], copied from fds[i]: both
+ * arrays are taken over (n at most SANDBOX_MAX_DATA), the fds kept open for the sandbox's life. Before
+ * sandbox_prepare(). */
+#define SANDBOX_MAX_DATA 16
+void sandbox_set_data(Sandbox *sb, int *fds, char **dests, size_t n);
 /* The sandbox with this id if it belongs to uid, else NULL. */
 Sandbox *sandbox_find(const char *id, uid_t uid);
 /* Kill it, fail what waits for it (their callbacks run from in here), forget it. Safe from inside any of its

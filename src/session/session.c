@@ -152,15 +152,29 @@ static void process_input(Session *s, bool eof) {
                 size_t len;
                 int r;
 
+                /* Where the next line starts in the stream (after an oversized line's rest is dropped it starts
+                 * later: then the fds filed there are for no line and are closed). */
+                uint64_t start = s->in_total - framing_pending(&s->framing), end;
+                int fds[FDQUEUE_MAX_FDS];
+                size_t n_fds = 0;
+
                 r = eof ? framing_finish(&s->framing, &line, &len) : framing_next(&s->framing, &line, &len);
                 if (r == FRAMING_NEED_MORE)
                         break;
                 got = true;
                 s->active_usec = now_usec(s);
+                end = s->in_total - framing_pending(&s->framing);
+                if (s->in_socket)
+                        n_fds = fdqueue_take(&s->fds, start, end, fds);
                 if (r == FRAMING_OVERSIZE)
                         r = mcp_session_handle_oversize(s->mcp, s->limits.max_message_size);
-                else
-                        r = mcp_session_handle_line(s->mcp, line, len);
+                else {
+                        ToolFds tf = { .fds = fds, .n = n_fds, .supported = s->in_socket };
+                        r = mcp_session_handle_line_fds(s->mcp, line, len, &tf);
+                }
+                /* A tool keeps what it needs as copies of its own. */
+                for (size_t i = 0; i < n_fds; i++)
+                        safe_close(fds[i]);
                 if (r < 0 || s->dead) {
                         session_close_later(s);
                         return;
@@ -219,17 +233,38 @@ static int session_read(Session *s) {
         r = framing_reserve(&s->framing, READ_CHUNK, &p);
         if (r < 0)
                 return r;
-        n = read(s->in_fd, p, READ_CHUNK);
-        if (n < 0) {
-                if (errno == EAGAIN || errno == EINTR)
+        if (s->in_socket) {
+                int fds[FDQUEUE_MAX_FDS];
+                size_t n_fds = 0;
+
+                n = fdqueue_recv(s->in_fd, p, READ_CHUNK, fds, &n_fds);
+                if (n == -EAGAIN || n == -EINTR)
                         return 0;
-                return -errno;
+                /* Filed under the last byte read with them: one of those sent with them (see fdqueue.h). */
+                if (n == -EMFILE ||
+                    (n > 0 && fdqueue_push(&s->fds, s->in_total + (uint64_t) n - 1, fds, n_fds) < 0)) {
+                        log_notice("Connection %" PRIu64 " (uid " UID_FMT "): more file descriptors than one "
+                                   "message may carry (%d); closing.", s->id, s->uid, FDQUEUE_MAX_FDS);
+                        session_close_with_error(s, "Closing the connection: more file descriptors came than one "
+                                                    "message may carry (16)");
+                        return 0;
+                }
+                if (n < 0)
+                        return (int) n;
+        } else {
+                n = read(s->in_fd, p, READ_CHUNK);
+                if (n < 0) {
+                        if (errno == EAGAIN || errno == EINTR)
+                                return 0;
+                        return -errno;
+                }
         }
         if (n == 0) {
                 session_input_ended(s);
                 return 0;
         }
         framing_commit(&s->framing, (size_t) n);
+        s->in_total += (uint64_t) n;
         process_input(s, false);
 
         /* What stays buffered counts against the user's budget for unfinished messages. */
@@ -492,6 +527,10 @@ int session_new(Session **ret, sd_event *e, uint64_t id, int in_fd, int out_fd, 
         }
 
         if (in_fd == out_fd) {
+                int type = 0;
+                socklen_t tl = sizeof(type);
+                /* A Unix stream socket (not --stdio): clients may pass fds with their messages. */
+                s->in_socket = getsockopt(in_fd, SOL_SOCKET, SO_TYPE, &type, &tl) >= 0 && type == SOCK_STREAM;
                 (void) fcntl(in_fd, F_SETFL, fcntl(in_fd, F_GETFL) | O_NONBLOCK);
                 r = sd_event_add_io(e, &s->in_source, in_fd, EPOLLIN | EPOLLRDHUP, on_socket, s);
                 if (r < 0)
@@ -550,6 +589,7 @@ Session *session_free(Session *s) {
         if (s->out_fd != s->in_fd && s->out_fd > STDERR_FILENO)
                 safe_close(s->out_fd);
         framing_done(&s->framing);
+        fdqueue_done(&s->fds);
         buf_clear(&s->out);
         sd_event_unref(s->event);
         free(s);

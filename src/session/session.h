@@ -16,6 +16,7 @@
 #include "buf.h"
 #include "charge.h"
 #include "mcp/mcp.h"
+#include "protocol/fdqueue.h"
 #include "protocol/framing.h"
 
 typedef struct Session Session;
@@ -39,6 +40,9 @@ struct Session {
         bool in_pollable, out_pollable;
         sd_event_source *in_source, *out_source, *defer_source, *timer_source;
         Framing framing;
+        bool in_socket;            /* fds may come with the input (SCM_RIGHTS) */
+        uint64_t in_total;         /* bytes read so far: the stream offset of the next byte */
+        FdQueue fds;               /* fds that came, waiting for their line */
         Buf out;
         SessionLimits limits;
         McpSession *mcp;

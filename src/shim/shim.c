@@ -4,13 +4,16 @@
  * mcp-python-sandbox: the command MCP clients launch as a stdio server.
  *
  * It finds the daemon's Unix socket and pumps bytes between stdin/stdout and
- * that socket, nothing more: no JSON parsing, no re-framing. When no daemon
+ * that socket. The one exception: a tools/call line with a "files" argument,
+ * whose files it opens as the user and passes on as open file descriptors
+ * (files.c); every other line goes byte for byte. When no daemon
  * answers it execs "mcp-python-sandboxd --stdio" with a per-user cache, so
  * the same client configuration works on a machine without the service.
  *
  * stdout carries the daemon's bytes only; everything we say goes to stderr.
  */
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -27,6 +30,7 @@
 #include <sys/un.h>
 #include <sysexits.h>
 
+#include "files.h"
 #include "macro.h"
 
 #ifndef PACKAGE_VERSION
@@ -50,6 +54,8 @@
 
 /* Bytes buffered per direction; a full queue stops reading its source. */
 #define QUEUE_SIZE (64U * 1024U)
+/* The longest line held back until its end is seen (for "files"); a longer one goes as it comes. */
+#define HOLD_MAX (16U * 1024U * 1024U)
 
 static const char *arg_socket = NULL;
 static bool arg_fallback = true;
@@ -120,6 +126,178 @@ static int queue_drain(Queue *q, int fd, size_t max) {
         return 0;
 }
 
+/* ---- the way to the daemon: whole lines ------------------------------------ */
+
+/*
+ * What goes from stdin to the daemon. Bytes before ready may go; after it is a line whose end has not come yet
+ * (at most HOLD_MAX bytes of it: then it goes as it comes, unexamined). A line the shim rewrote goes with its
+ * fds attached to its first byte (fds_at), in a sendmsg() of its own; later lines wait until they went.
+ */
+typedef struct Outbox {
+        char *data;
+        size_t allocated;
+        size_t start, ready, end;       /* [start, ready) to send, [ready, end) held */
+        size_t scanned;                 /* [ready, ready + scanned) has no newline */
+        bool streaming;                 /* the held line went over HOLD_MAX */
+        int fds[SHIM_FILES_MAX];
+        size_t n_fds, fds_at;
+} Outbox;
+
+static void outbox_done(Outbox *o) {
+        for (size_t i = 0; i < o->n_fds; i++)
+                safe_close(o->fds[i]);
+        free(o->data);
+        *o = (Outbox) {};
+}
+
+/* Drop everything (the daemon stopped reading). */
+static void outbox_clear(Outbox *o) {
+        for (size_t i = 0; i < o->n_fds; i++)
+                safe_close(o->fds[i]);
+        o->n_fds = 0;
+        o->start = o->ready = o->end = o->scanned = 0;
+        o->streaming = false;
+}
+
+static bool outbox_can_read(const Outbox *o) {
+        return o->ready - o->start < QUEUE_SIZE && o->end - o->ready <= HOLD_MAX;
+}
+
+static bool outbox_empty(const Outbox *o) {
+        return o->start == o->end;
+}
+
+static bool outbox_sendable(const Outbox *o) {
+        return o->start < o->ready;
+}
+
+/* Room for n more bytes at end: move the unsent bytes to the front, grow. */
+static int outbox_reserve(Outbox *o, size_t n) {
+        if (o->start > 0) {
+                memmove(o->data, o->data + o->start, o->end - o->start);
+                o->ready -= o->start;
+                o->end -= o->start;
+                if (o->n_fds > 0)
+                        o->fds_at -= o->start;
+                o->start = 0;
+        }
+        if (o->allocated - o->end >= n)
+                return 0;
+        size_t want = MAX(o->end + n, MIN(o->allocated * 2, (size_t) HOLD_MAX * 2));
+        char *p = realloc(o->data, want);
+        if (!p)
+                return -ENOMEM;
+        o->data = p;
+        o->allocated = want;
+        return 0;
+}
+
+/* Read once from fd: as queue_fill(). */
+static ssize_t outbox_fill(Outbox *o, int fd) {
+        ssize_t n;
+
+        if (outbox_reserve(o, QUEUE_SIZE) < 0)
+                return -ENOMEM;
+        n = read(fd, o->data + o->end, QUEUE_SIZE);
+        if (n < 0)
+                return errno == EINTR || errno == EWOULDBLOCK ? -EAGAIN : negative_errno();
+        o->end += (size_t) n;
+        return n;
+}
+
+/* Release the lines that are complete, rewriting those with "files". eof: what is held is all there is. */
+static int outbox_process(Outbox *o, bool eof) {
+        while (o->n_fds == 0 && o->ready < o->end) {
+                char *nl = memchr(o->data + o->ready + o->scanned, '\n', o->end - o->ready - o->scanned);
+
+                if (!nl) {
+                        if (o->streaming || eof || o->end - o->ready > HOLD_MAX) {
+                                o->streaming = !eof;
+                                o->ready = o->end;
+                                o->scanned = 0;
+                        } else
+                                o->scanned = o->end - o->ready;
+                        return 0;
+                }
+
+                size_t len = (size_t) (nl - (o->data + o->ready)), n_fds = 0, new_len = 0;
+                _cleanup_free_ char *line = NULL;
+                int fds[SHIM_FILES_MAX], r;
+
+                o->scanned = 0;
+                if (o->streaming) {
+                        /* The rest of a line too long to look at. */
+                        o->streaming = false;
+                        o->ready += len + 1;
+                        continue;
+                }
+                r = shim_files_rewrite(o->data + o->ready, len, &line, &new_len, fds, &n_fds);
+                if (r < 0)
+                        return r;
+                if (r == 0) {
+                        o->ready += len + 1;
+                        continue;
+                }
+                /* Put the rewritten line in the place of the old one. */
+                if (new_len > len + 1) {
+                        size_t at = o->ready - o->start;
+                        r = outbox_reserve(o, new_len - len - 1);
+                        if (r < 0) {
+                                for (size_t i = 0; i < n_fds; i++)
+                                        safe_close(fds[i]);
+                                return r;
+                        }
+                        assert(o->start == 0 && o->ready == at);
+                }
+                memmove(o->data + o->ready + new_len, o->data + o->ready + len + 1, o->end - o->ready - len - 1);
+                o->end = o->end - len - 1 + new_len;
+                memcpy(o->data + o->ready, line, new_len);
+                if (n_fds > 0) {
+                        memcpy(o->fds, fds, n_fds * sizeof(int));
+                        o->n_fds = n_fds;
+                        o->fds_at = o->ready;
+                }
+                o->ready += new_len;
+        }
+        return 0;
+}
+
+/* Send once: the bytes up to the line that carries fds, or that line's bytes with its fds. 0 or -errno. */
+static int outbox_send(Outbox *o, int fd) {
+        size_t until = o->n_fds > 0 && o->start < o->fds_at ? o->fds_at : o->ready;
+        struct iovec iov = { .iov_base = o->data + o->start, .iov_len = until - o->start };
+        union {
+                struct cmsghdr h;
+                char space[CMSG_SPACE(sizeof(int) * SHIM_FILES_MAX)];
+        } control = {};
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+        bool with_fds = o->n_fds > 0 && o->start == o->fds_at;
+        ssize_t n;
+
+        if (with_fds) {
+                mh.msg_control = &control;
+                mh.msg_controllen = CMSG_SPACE(sizeof(int) * o->n_fds);
+                struct cmsghdr *c = &control.h;   /* the first header: msg_control points here */
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int) * o->n_fds);
+                memcpy(CMSG_DATA(c), o->fds, sizeof(int) * o->n_fds);
+        }
+        n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (n < 0)
+                return errno == EINTR || errno == EWOULDBLOCK ? -EAGAIN : negative_errno();
+        if (with_fds && n > 0) {
+                /* The daemon has them now (its copies); ours go. */
+                for (size_t i = 0; i < o->n_fds; i++)
+                        safe_close(o->fds[i]);
+                o->n_fds = 0;
+        }
+        o->start += (size_t) n;
+        if (o->start == o->end)
+                o->start = o->ready = o->end = 0;
+        return 0;
+}
+
 enum { POLL_STDIN, POLL_SOCKET, POLL_STDOUT, _POLL_MAX };
 
 /*
@@ -128,7 +306,8 @@ enum { POLL_STDIN, POLL_SOCKET, POLL_STDOUT, _POLL_MAX };
  * poll() tells us when they are ready. Returns an exit status.
  */
 static int pump(int fd) {
-        Queue to_daemon = {}, to_client = {};
+        _cleanup_(outbox_done) Outbox to_daemon = {};
+        Queue to_client = {};
         bool stdin_eof = false, sent_eof = false, daemon_eof = false;
         ssize_t n;
         int r;
@@ -137,7 +316,11 @@ static int pump(int fd) {
                 struct pollfd p[_POLL_MAX];
 
                 /* Our input is all sent: tell the daemon, keep reading its replies. */
-                if (stdin_eof && !sent_eof && queue_used(&to_daemon) == 0) {
+                if (outbox_process(&to_daemon, stdin_eof) < 0) {
+                        say("out of memory");
+                        return EX_IOERR;
+                }
+                if (stdin_eof && !sent_eof && outbox_empty(&to_daemon)) {
                         if (shutdown(fd, SHUT_WR) < 0 && errno != ENOTCONN) {
                                 say("shutting down the socket for writing failed: %m");
                                 return EX_IOERR;
@@ -150,13 +333,13 @@ static int pump(int fd) {
 
                 /* A negative fd is skipped entirely, so no POLLHUP spin on an idle side. */
                 p[POLL_STDIN] = (struct pollfd) {
-                        .fd = stdin_eof || queue_full(&to_daemon) ? -1 : STDIN_FILENO,
+                        .fd = stdin_eof || !outbox_can_read(&to_daemon) ? -1 : STDIN_FILENO,
                         .events = POLLIN,
                 };
                 p[POLL_SOCKET] = (struct pollfd) {
                         .fd = fd,
                         .events = (daemon_eof || queue_full(&to_client) ? 0 : POLLIN) |
-                                  (queue_used(&to_daemon) > 0 ? POLLOUT : 0),
+                                  (outbox_sendable(&to_daemon) ? POLLOUT : 0),
                 };
                 if (p[POLL_SOCKET].events == 0)
                         p[POLL_SOCKET].fd = -1;
@@ -175,7 +358,7 @@ static int pump(int fd) {
                 if (p[POLL_STDIN].revents & POLLNVAL)
                         stdin_eof = true;
                 else if (p[POLL_STDIN].revents != 0) {
-                        n = queue_fill(&to_daemon, STDIN_FILENO);
+                        n = outbox_fill(&to_daemon, STDIN_FILENO);
                         if (n == 0)
                                 stdin_eof = true;
                         else if (n < 0 && n != -EAGAIN) {
@@ -186,11 +369,11 @@ static int pump(int fd) {
                 }
 
                 if (p[POLL_SOCKET].revents & (POLLOUT | POLLHUP | POLLERR) &&
-                    queue_used(&to_daemon) > 0) {
-                        r = queue_drain(&to_daemon, fd, SIZE_MAX);
+                    outbox_sendable(&to_daemon)) {
+                        r = outbox_send(&to_daemon, fd);
                         if (r == -EPIPE || r == -ECONNRESET) {
                                 /* The daemon stopped reading: drop our input, still take its replies. */
-                                to_daemon.start = to_daemon.end = 0;
+                                outbox_clear(&to_daemon);
                                 stdin_eof = sent_eof = true;
                         } else if (r < 0 && r != -EAGAIN) {
                                 errno = -r;
@@ -472,6 +655,8 @@ static void help(void) {
                "     --socket=PATH   Connect to this socket, and to no other\n"
                "     --no-fallback   Fail instead of running %2$s --stdio\n"
                "  -q --quiet         Do not say on stderr which mode is used\n\n"
+               "The one message looked into: a tools/call whose arguments have \"files\":\n"
+               "[{\"path\": ...}]. The files are opened here, as you, and passed on open.\n\n"
                "Sockets tried, the first that answers wins:\n"
                "  1. --socket=PATH, else $%3$s (then only that one, and no fallback)\n"
                "  2. $XDG_RUNTIME_DIR%5$s (per-user service)\n"

@@ -45,6 +45,33 @@ static void check_env_free(CheckEnv *c) {
 }
 
 
+/* data-dirs as a sandbox finds them now: where each is (not where it is on the host), and why it cannot be read
+ * when it cannot. *ret_text: the same in a line, NULL when there are none. */
+static json_object *data_dirs_report(const Runtime *r, const Config *cfg, char **ret_text) {
+        json_object *a = json_object_new_array();
+
+        for (size_t i = 0; cfg->data_dirs && cfg->data_dirs[i]; i++) {
+                _cleanup_free_ char *name = NULL, *why = NULL, *problem = NULL, *where = NULL;
+                json_object *d;
+                const char *path;
+
+                if (data_dir_split(cfg->data_dirs[i], &name, &path, &why) < 0 ||
+                    runtime_data_dir_problem(r, path, &problem) < 0 ||
+                    asprintf(&where, SANDBOX_DATA_DIR "/%s", name) < 0)
+                        continue;
+                d = json_object_new_object();
+                json_add_string(d, "name", name);
+                json_add_string(d, "path", where);
+                json_add_bool(d, "readable", problem == NULL);
+                if (problem)
+                        json_add_string(d, "problem", problem);
+                json_object_array_add(a, d);
+                strextendf(ret_text, "%s%s%s%s%s", *ret_text ? ", " : "", where, problem ? " (UNAVAILABLE: it " : "",
+                           strempty(problem), problem ? ")" : "");
+        }
+        return a;
+}
+
 static void check_env_finish(CheckEnv *c) {
         Runtime *r = c->manager->runtime;
         const Config *cfg = c->manager->config;
@@ -52,7 +79,7 @@ static void check_env_finish(CheckEnv *c) {
         const char *sandbox_error = runtime_sandbox_error(r), *self_test_error = runtime_self_test_error(r);
         bool unsandboxed = runtime_unsandboxed(r);
         EnvStore *store = runtime_envstore(r);
-        _cleanup_free_ char *text = NULL, *list = pythons_list(pys), *warning = NULL;
+        _cleanup_free_ char *text = NULL, *list = pythons_list(pys), *warning = NULL, *data_text = NULL;
         json_object *st = json_object_new_object(), *pv = json_object_new_array(), *o;
 
         for (size_t i = 0; mcp_legacy_versions[i]; i++)
@@ -89,6 +116,13 @@ static void check_env_finish(CheckEnv *c) {
         json_add_string(o, "limits", sandbox_limits_mechanism());
         json_add_string(o, "limits_detail", sandbox_limits_mechanism_detail());
         json_add(st, "sandbox", o);
+        json_add(st, "data_dirs", data_dirs_report(r, cfg, &data_text));
+        /* The files argument: only where the connection can carry open files (not the --stdio fallback). */
+        o = json_object_new_object();
+        json_add_bool(o, "available", c->call->fds.supported);
+        json_add_string(o, "path", "/work/in");
+        json_add_int(o, "max_bytes_per_call", (int64_t) cfg->tmpfs_size);
+        json_add(st, "user_files", o);
         o = json_object_new_object();
         json_add_int(o, "memory_bytes", (int64_t) cfg->max_memory);
         json_add_int(o, "processes", (int64_t) cfg->max_processes);
@@ -168,6 +202,13 @@ static void check_env_finish(CheckEnv *c) {
                 appendf(&text, "Network: the host's (no sandbox)");
         else
                 appendf(&text, "Network in sandbox: %s", cfg->network ? "allowed" : "disabled");
+        appendf(&text, "Data directories (read-only): %s", data_text ?: "none configured");
+        if (c->call->fds.supported)
+                appendf(&text, "Your files (the files argument): read-only at /work/in/NAME, up to %" PRIu64
+                        " MiB per call", cfg->tmpfs_size >> 20);
+        else
+                appendf(&text, "Your files (the files argument): not in this session (it runs without the server's "
+                        "socket: mcp-python-sandbox fell back to --stdio)");
         appendf(&text, "Default timeout: %" PRIu64 "s", cfg->default_timeout_usec / USEC_PER_SEC);
         appendf(&text, "Max timeout: %" PRIu64 "s", cfg->max_timeout_usec / USEC_PER_SEC);
         appendf(&text, "Max output: %" PRIu64 " bytes (head and tail kept)", cfg->output_cap);
@@ -285,7 +326,7 @@ const Tool tool_check_environment = {
         .description =
                 "Report what this Python sandbox service can do right now: whether the sandbox works (it runs a "
                 "self-test), the Python versions available, uv and bubblewrap versions, time and output limits, "
-                "whether scripts have network access, the package index, the environment cache and how many runs "
+                "whether scripts have network access, the read-only data directories under /data, the package index, the environment cache and how many runs "
                 "are running or queued. Takes no arguments and runs no user code. Call it before a first "
                 "execute_python to pick a python_version, or when a run fails for reasons outside your script.\n\n"
                 "Example: check_environment {}",

@@ -272,7 +272,8 @@ const Tool tool_execute_code = {
                 "captured, and matplotlib figures left open are returned as PNG images. Files the cell writes or changes "
                 "in /work/out/ come back too (create the directory first: os.makedirs(\"/work/out\", "
                 "exist_ok=True)): small text files inline, others as embedded resources (at most 16 files, 4 MiB "
-                "each, 10 MiB in all). The working directory is /work (private, persists with the "
+                "each, 10 MiB in all; read larger ones in pieces with read_file's offset and length). The "
+                "working directory is /work (private, persists with the "
                 "sandbox). No network access unless the administrator allows it. "
                 "Install packages with install_package, not pip.",
         .input_schema = input_schema,

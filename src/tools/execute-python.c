@@ -14,6 +14,7 @@
 #include "daemon/manager.h"
 #include "daemon/runtime.h"
 #include "hints.h"
+#include "input-files.h"
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
@@ -320,6 +321,7 @@ typedef struct Job {
         bool prestarted;                /* it did */
         const char *banner;             /* unsafe-no-sandbox: the line every result starts with, from the spawn */
         bool spawned;                   /* banner is the run's: it is NULL when the run is sandboxed */
+        InputFiles files;               /* the user's files, at /work/in */
 
         uint64_t t_start, t_prepared, t_run_start;   /* the call came, the environment was ready, the run began */
         sd_event_source *progress_timer;
@@ -348,6 +350,7 @@ static Job *job_free(Job *j) {
         free(j->pool_key);
         free(j->activity);
         free(j->script);
+        input_files_done(&j->files);
         free(j);
         return NULL;
 }
@@ -1049,7 +1052,9 @@ static void job_run(Job *j) {
 
         if (outputs_new(&j->outputs) < 0)
                 return job_fail(j, PHASE_RUN, "out of memory");
-        job_pool_key(j);
+        /* A pre-started sandbox has its mounts already: the user's files need a sandbox of their own. */
+        if (j->files.n == 0)
+                job_pool_key(j);
         if (job_take_prestarted(j)) {
                 j->banner = banner;
                 j->spawned = true;
@@ -1070,7 +1075,10 @@ static void job_run(Job *j) {
         (void) fcntl(j->out_fd, F_SETFL, O_NONBLOCK);
         snprintf(out_fd, sizeof(out_fd), "%d", out_w);
 
-        SandboxData data = { .fd = fd, .dest = SANDBOX_WORK_DIR "/script.py" };
+        SandboxData data[1 + INPUT_FILES_MAX] = { { .fd = fd, .dest = SANDBOX_WORK_DIR "/script.py" } };
+        k = input_files_data(&j->files, data + 1);
+        if (k < 0)
+                return job_fail(j, PHASE_RUN, "the files could not be handed to the sandbox: %s", strerror(-k));
         const char *prefix = j->plan->python->prefix;
         char *ro[] = { (char *) prefix, NULL };
         /* -I: no user site, no PYTHON* variables, no script dir on sys.path; -u unbuffered; -B no .pyc.
@@ -1079,8 +1087,8 @@ static void job_run(Job *j) {
                             (char *) boot_code, out_fd, (char *) SANDBOX_WORK_DIR "/script.py", NULL };
         size_t head, tail;
         output_caps(c, &head, &tail);
-        k = runtime_spawn_sandboxed_with_fd(r, j->env_path, streq(prefix, "/usr") ? NULL : ro, &data, 1, out_w,
-                                            command, j->timeout_usec, &j->limits, head, tail, on_run_done, j,
+        k = runtime_spawn_sandboxed_with_fd(r, j->env_path, streq(prefix, "/usr") ? NULL : ro, data, 1 + j->files.n,
+                                            out_w, command, j->timeout_usec, &j->limits, head, tail, on_run_done, j,
                                             &j->proc);
         if (k == -EPERM && runtime_sandbox_error(r))
                 return job_fail(j, PHASE_RUN, "%s", strempty(runtime_sandbox_error(r)));
@@ -1227,6 +1235,19 @@ static int execute_python_call(ToolCall *call, json_object *args) {
                 j->limits_lowered = sandbox_limits_lower(&max, &want, &j->limits);
         }
 
+        {
+                _cleanup_free_ char *error = NULL;
+                k = input_files_take(call, args, c->tmpfs_size, &j->files, &error);
+                if (k == -EINVAL) {
+                        job_fail(j, PHASE_VALIDATE, "%s", strempty(error));
+                        return 0;
+                }
+                if (k < 0) {
+                        job_free(j);
+                        return k;
+                }
+        }
+
         tool_call_set_cancel(call, on_cancel, j);
         if (tool_call_is_live(call) && call->progress_token) {
                 k = sd_event_add_time_relative(m->event, &j->progress_timer, CLOCK_MONOTONIC, PROGRESS_INTERVAL_USEC,
@@ -1255,6 +1276,7 @@ static const char input_schema[] =
         "\"description\":\"PEP 508 requirements, added to the script's own (these win for the same package); no "
         "URLs.\"},"
         "\"timeout_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,\"description\":\"Seconds.\"},"
+        INPUT_FILES_SCHEMA ","
         "\"python_version\":{\"type\":[\"string\",\"null\"],\"maxLength\":32,\"description\":\"e.g. \\\"3.12\\\" "
         "(default: the newest that fits requires-python).\"},"
         "\"limits\":{\"type\":\"object\",\"description\":\"Lower this run's limits; the result's limit field names "

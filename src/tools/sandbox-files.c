@@ -56,12 +56,30 @@ static void on_read(SbCall *c, const SandboxOpOutcome *o) {
 
         json_object *st = json_object_new_object();
         const char *content_s = strempty(json_get_string(o->reply, "content"));
+        int64_t size = 0, offset = 0, file_size = 0;
+        bool eof = json_object_get_boolean(json_get(o->reply, "eof", json_type_boolean));
+
+        (void) json_get_int64(o->reply, "size", &size);
+        (void) json_get_int64(o->reply, "offset", &offset);
+        (void) json_get_int64(o->reply, "file_size", &file_size);
         json_add_string(st, "sandbox_id", sandbox_id(c->sandbox));
         json_add_string(st, "encoding", strempty(json_get_string(o->reply, "encoding")));
-        json_add(st, "size", json_object_get(json_get(o->reply, "size", json_type_int)) ?: json_object_new_int(0));
+        json_add_int(st, "size", size);
+        json_add_int(st, "offset", offset);
+        json_add_int(st, "file_size", file_size);
+        json_add_bool(st, "eof", eof);
         json_add_string(st, "content", content_s);
         json_object *content = json_object_new_array();
         json_object_array_add(content, content_text_new(content_s));
+        /* A piece of a file says which, and where the rest begins. */
+        if (offset > 0 || !eof) {
+                _cleanup_free_ char *where = NULL;
+                if (asprintf(&where, "(bytes %lld to %lld of %lld%s%lld)", (long long) offset,
+                             (long long) (offset + size), (long long) file_size,
+                             eof ? ": the end; the file begins at offset " : "; the rest from offset ",
+                             eof ? 0LL : (long long) (offset + size)) >= 0)
+                        json_object_array_add(content, content_text_new(where));
+        }
         tool_call_finish(c->call, content, st, false);
 }
 
@@ -102,6 +120,28 @@ static int file_call(ToolCall *call, json_object *args, const char *op, SbReplyF
         json_add_int(req, "max_bytes", SANDBOX_FILE_MAX);
         if (json_get(args, "recursive", json_type_boolean))
                 json_add_bool(req, "recursive", json_object_get_boolean(json_get(args, "recursive", json_type_boolean)));
+        if (streq(op, "read_file")) {
+                json_object *off = json_object_object_get(args, "offset");
+                json_object *len = json_object_object_get(args, "length");
+                int64_t v;
+
+                if (off) {
+                        if (!json_object_is_type(off, json_type_int) || (v = json_object_get_int64(off)) < 0) {
+                                sb_fail(call, "offset must be a whole number of bytes, 0 or more");
+                                return 0;
+                        }
+                        json_add_int(req, "offset", v);
+                }
+                if (len) {
+                        if (!json_object_is_type(len, json_type_int) || (v = json_object_get_int64(len)) < 1 ||
+                            v > SANDBOX_FILE_MAX) {
+                                sb_fail(call, "length must be a whole number of bytes from 1 to %d",
+                                        SANDBOX_FILE_MAX);
+                                return 0;
+                        }
+                        json_add_int(req, "length", v);
+                }
+        }
         if (json_get(args, "append", json_type_boolean))
                 json_add_bool(req, "append", json_object_get_boolean(json_get(args, "append", json_type_boolean)));
         if (json_get_string(args, "content")) {
@@ -147,7 +187,10 @@ static const char read_schema[] =
         "\"sandbox_id\":{\"type\":\"string\",\"maxLength\":64},"
         "\"path\":{\"type\":\"string\",\"maxLength\":4096,\"description\":\"Relative to /work\"},"
         "\"encoding\":{\"type\":\"string\",\"enum\":[\"text\",\"base64\"],\"description\":\"text (UTF-8, the "
-        "default) or base64 for binary files\"}"
+        "default) or base64 for binary files\"},"
+        "\"offset\":{\"type\":\"integer\",\"minimum\":0,\"description\":\"Where to start, in bytes (default 0)\"},"
+        "\"length\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1048576,\"description\":\"How many bytes "
+        "to read at most (default: all, up to 1 MiB)\"}"
         "},\"required\":[\"sandbox_id\",\"path\"],\"additionalProperties\":false}";
 
 static const char write_schema[] =
@@ -175,8 +218,10 @@ const Tool tool_read_file = {
         .name = "read_file",
         .title = "Read a file from a sandbox",
         .description = "Read a file from a persistent sandbox's work directory /work, as UTF-8 text or base64 "
-                       "(encoding \"base64\" for binary files). At most 1 MiB. Paths are relative to /work; '..' and "
-                       "links leading out of it are refused.",
+                       "(encoding \"base64\" for binary files). At most 1 MiB at a time: read a larger file, such "
+                       "as one a cell wrote to /work/out, in pieces with offset and length (bytes); the result "
+                       "gives file_size and eof. Paths are relative to /work; '..' and links leading out of it are "
+                       "refused.",
         .input_schema = read_schema,
         .read_only_hint = true,
         .idempotent_hint = true,

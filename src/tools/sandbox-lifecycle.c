@@ -10,6 +10,7 @@
 #include "json-util.h"
 #include "macro.h"
 #include "sandbox-common.h"
+#include "input-files.h"
 #include "tools.h"
 
 #define INFO_TIMEOUT_USEC (10 * USEC_PER_SEC)
@@ -107,6 +108,20 @@ static int create_call(ToolCall *call, json_object *args) {
         if (k < 0)
                 return k;
 
+        {
+                _cleanup_free_ char *error = NULL;
+                InputFiles files;
+                k = input_files_take(call, args, m->config->tmpfs_size, &files, &error);
+                if (k < 0) {
+                        sandbox_close(sb);
+                        if (k != -EINVAL)
+                                return k;
+                        sb_fail(call, "%s", strempty(error));
+                        return 0;
+                }
+                sandbox_set_data(sb, files.fds, files.dests, files.n);
+        }
+
         SbCall *c = sb_call_new(call, sb);
         if (!c) {
                 sandbox_close(sb);
@@ -130,7 +145,8 @@ static const char create_schema[] =
         "\"dependencies\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":1024},\"maxItems\":256,"
         "\"description\":\"PEP 508 requirements to install, e.g. [\\\"numpy\\\", \\\"pandas<3\\\"]\"},"
         "\"ttl_seconds\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":86400,\"description\":\"Close the sandbox "
-        "this long after creation even if in use (default: only when idle)\"}"
+        "this long after creation even if in use (default: only when idle)\"},"
+        INPUT_FILES_SCHEMA
         "},\"additionalProperties\":false}";
 
 const Tool tool_create_sandbox = {
@@ -141,7 +157,8 @@ const Tool tool_create_sandbox = {
                 "execute_python (no network unless allowed, no access to the user's files), whose variables, "
                 "imports and files in its work directory /work survive between execute_code calls. Returns a "
                 "sandbox_id for execute_code, install_package, read_file, write_file, list_files, reset_sandbox and "
-                "close_sandbox. Sandboxes are closed when idle for a while; close it when done.",
+                "close_sandbox. Sandboxes are closed when idle for a while; close it when done. "
+                TOOLS_DATA_DIRS_CLAUSE,
         .input_schema = create_schema,
         .open_world_hint = true,
         .call = create_call,

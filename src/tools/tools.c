@@ -8,6 +8,7 @@
 #include "daemon/manager.h"
 #include "json-util.h"
 #include "macro.h"
+#include "strv.h"
 #include "tools.h"
 
 /* One-shot execution, and persistent sandboxes: the two groups an administrator offers (persistent-sandboxes). */
@@ -82,6 +83,18 @@ char *tools_live_line(const Config *c) {
                      : c->allow_source_builds ? "packages from wheels or built from source"
                                               : "packages from wheels only (no source builds)") < 0)
                 return NULL;
+        /* The administrator's data directories, by the names a script uses (runtime_check_data_dirs() says at
+         * start which the sandboxes cannot read). */
+        for (size_t i = 0; c->data_dirs && c->data_dirs[i]; i++) {
+                const char *eq = strchr(c->data_dirs[i], '=');
+                if (!eq)
+                        continue;
+                if (strextendf(&s, "%s/data/%.*s", i == 0 ? " Data, read-only: " : ", ", (int) (eq - c->data_dirs[i]),
+                               c->data_dirs[i]) < 0)
+                        return mfree(s);
+        }
+        if (c->data_dirs && c->data_dirs[0] && strextendf(&s, ".") < 0)
+                return mfree(s);
         return s;
 }
 

@@ -22,6 +22,11 @@ extern const Tool tool_list_files;
 extern const Tool tool_read_file;
 extern const Tool tool_write_file;
 
+/* One clause for the descriptions of the tools that run code: where the administrator's data is. */
+#define TOOLS_DATA_DIRS_CLAUSE \
+        "Data the administrator shares, if any, is read-only under /data/NAME (check_environment lists it); the " \
+        "user's own files passed in files are read-only at /work/in/NAME. "
+
 extern const Tool *const tools_all[];
 /* Without persistent sandboxes. */
 extern const Tool *const tools_one_shot[];

@@ -33,7 +33,8 @@ INTEGRATION_TESTS = \
 	tests/integration/test-connections.py \
 	tests/integration/test-pythons.py \
 	tests/integration/test-scheduler.py \
-	tests/integration/test-neighbours.py
+	tests/integration/test-neighbours.py \
+	tests/integration/test-data.py
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/mcptest.py tests/integration/wheels.py
 

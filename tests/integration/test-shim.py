@@ -12,6 +12,7 @@ Exit status as automake wants it: 0 pass, 1 fail, 77 skip.
 """
 
 import grp
+import json
 import os
 import random
 import re
@@ -596,6 +597,63 @@ def case_stdout_closed(ctx):
     check("writing to stdout failed: Broken pipe" in err, "stderr: %r" % err)
 
 
+def case_files(ctx):
+    """A tools/call with "files": the shim opens the file and passes it with SCM_RIGHTS in the place of the path;
+    every other line, "files" in it or not, and a line too long to hold back, go byte for byte."""
+    import array
+    d = ctx.mkdir("files")
+    data = os.path.join(d, "data.csv")
+    with open(data, "w") as f:
+        f.write("a,b\n1,2\n")
+    got = {"bytes": b"", "fds": []}
+
+    def handler(conn):
+        while True:
+            msg, anc, _, _ = conn.recvmsg(1 << 20, socket.CMSG_SPACE(64 * 4))
+            for level, kind, payload in anc:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    fds = array.array("i")
+                    fds.frombytes(payload[:len(payload) - len(payload) % 4])
+                    got["fds"].append((len(got["bytes"]) + len(msg) - 1, list(fds)))
+            if not msg:
+                break
+            got["bytes"] += msg
+        conn.sendall(b"bye\n")
+
+    plain = [b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"files":[{"path":"/etc/shadow"}]}}\n',
+             b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"arguments":{"files":"x"}}}\n',
+             b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"arguments":{"script":"\\"files\\""}}}\n',
+             b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"arguments":{"x":"' + b"q" * (17 << 20)
+             + b'","files":[{"path":"' + data.encode() + b'"}]}}}\n']
+    call = (b'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"execute_python","arguments":'
+            b'{"script":"print(1)","files":[{"path":"' + data.encode() + b'","as":"d.csv"}]}}}\n')
+    tail = b'{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"arguments":{"files":[{"path":"/x"}]}}}'
+    stream = plain[0] + plain[1] + plain[2] + call + plain[3] + tail
+    path = os.path.join(ctx.mkdir("sock"), "files.sock")
+    with FakeDaemon(path, handler) as fd_:
+        rc, out, err = run_shim(ctx, ["-q", "--socket", path], ctx.env(), split_randomly(stream, random.Random(7)))
+    check(fd_.errors == [], "fake daemon: %s" % fd_.errors)
+    check(rc == 0 and out == b"bye\n", "exit %d, stdout %s; stderr: %s" % (rc, excerpt(out), err))
+    lines = got["bytes"].split(b"\n")
+    check(len(lines) == 6, "%d lines" % len(lines))
+    # Untouched: not a tools/call, files not an array, "files" only in a string, too long, and the last line
+    # that ended with the input rather than a newline.
+    for i, want in ((0, plain[0]), (1, plain[1]), (2, plain[2]), (4, plain[3])):
+        check(lines[i] + b"\n" == want, "line %d changed: %s" % (i, excerpt(lines[i])))
+    check(lines[5] == tail, "the last line: %s" % excerpt(lines[5]))
+    rewritten = json.loads(lines[3])
+    eq_files = rewritten["params"]["arguments"]["files"]
+    check(eq_files == [{"as": "d.csv", "fd": 0}], "files: %r" % eq_files)
+    check(data.encode() not in lines[3], "the path went on")
+    # One batch of one fd, filed at a byte of that line; it is the file.
+    start = sum(len(x) + 1 for x in lines[:3])
+    check(len(got["fds"]) == 1, "fds: %r" % got["fds"])
+    at, fds = got["fds"][0]
+    check(start <= at < start + len(lines[3]) + 1 and len(fds) == 1, "fds at %d, line at %d: %r" % (at, start, fds))
+    check(os.pread(fds[0], 100, 0) == b"a,b\n1,2\n", "not the file")
+    os.close(fds[0])
+
+
 CASES = [
         ("help, version and usage errors", case_help_version_usage),
         ("pump of many lines both ways, with a 1 MiB line", case_pump_many_lines),
@@ -610,6 +668,7 @@ CASES = [
         ("daemon binary missing: exit 69 and why", case_exec_failure),
         ("permission denied names the group; exit 77 with --no-fallback", case_permission_denied),
         ("closed stdout: exit 74", case_stdout_closed),
+        ("files: opened by the shim and passed as fds; other lines untouched", case_files),
 ]
 
 

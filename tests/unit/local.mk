@@ -9,6 +9,12 @@ test_framing_SOURCES = tests/unit/test-framing.c
 test_framing_CFLAGS = $(UNIT_CFLAGS)
 test_framing_LDADD = $(UNIT_LIBS)
 
+check_PROGRAMS += test-fdqueue
+TESTS += test-fdqueue
+test_fdqueue_SOURCES = tests/unit/test-fdqueue.c src/shim/files.c src/shim/files.h
+test_fdqueue_CFLAGS = $(UNIT_CFLAGS)
+test_fdqueue_LDADD = $(UNIT_LIBS)
+
 check_PROGRAMS += test-jsonrpc
 TESTS += test-jsonrpc
 test_jsonrpc_SOURCES = tests/unit/test-jsonrpc.c

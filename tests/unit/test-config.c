@@ -470,6 +470,60 @@ START_TEST(test_set_errors) {
 }
 END_TEST
 
+START_TEST(test_data_dirs) {
+        _cleanup_(config_done) Config c;
+        static const char *const bad[] = {
+                "noequals", "=/srv", "Upper=/srv", "a.b=/srv", "a=srv", "a=/", "a=/srv/", "a=/srv//x", "a=/srv/./x",
+                "a=/srv/..", "a=/proc", "a=/proc/self", "a=/sys/x", "a=/dev", "a=/run/user", "a=/etc", "a=/boot",
+                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa=/srv",
+        };
+
+        config_init(&c);
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                _cleanup_free_ char *error = NULL, *name = NULL;
+                const char *path = NULL;
+
+                ck_assert_msg(data_dir_split(bad[i], &name, &path, &error) == -EINVAL, "%s", bad[i]);
+                ck_assert_ptr_nonnull(error);
+                ck_assert_ptr_null(name);
+                free(error);
+                error = NULL;
+                ck_assert_msg(config_set(&c, "data-dirs", bad[i], &error) == -EINVAL, "%s", bad[i]);
+                ck_assert(strstr(error, "data-dirs: "));
+        }
+        ck_assert_uint_eq(strv_length(c.data_dirs), 0);
+
+        {
+                _cleanup_free_ char *error = NULL, *name = NULL;
+                const char *path = NULL;
+                ck_assert_int_eq(data_dir_split("my_data-2=/srv/my data/x..y", &name, &path, &error), 0);
+                ck_assert_str_eq(name, "my_data-2");
+                ck_assert_str_eq(path, "/srv/my data/x..y");
+                /* A path that only starts like a refused one is fine. */
+                free(name);
+                name = NULL;
+                ck_assert_int_eq(data_dir_split("p=/procedures", &name, &path, &error), 0);
+        }
+
+        /* Together: unique names, nothing in or above the cache. */
+        free(c.cache_dir);
+        c.cache_dir = strdup("/var/cache/mcp");
+        ck_assert_int_eq(config_set(&c, "data-dirs", "a=/srv/a b=/srv/b", &(char *) { NULL }), 0);
+        ck_assert_int_eq(config_verify(&c), 0);
+        ck_assert_int_eq(config_set(&c, "data-dirs", "a=/srv/c", &(char *) { NULL }), 0);
+        ck_assert_int_eq(config_verify(&c), -EINVAL);
+        ck_assert_int_eq(config_set(&c, "data-dirs", "", &(char *) { NULL }), 0);
+        ck_assert_int_eq(config_set(&c, "data-dirs", "c=/var/cache/mcp/envs", &(char *) { NULL }), 0);
+        ck_assert_int_eq(config_verify(&c), -EINVAL);
+        ck_assert_int_eq(config_set(&c, "data-dirs", "", &(char *) { NULL }), 0);
+        ck_assert_int_eq(config_set(&c, "data-dirs", "c=/var", &(char *) { NULL }), 0);
+        ck_assert_int_eq(config_verify(&c), -EINVAL);
+        ck_assert_int_eq(config_set(&c, "data-dirs", "", &(char *) { NULL }), 0);
+        ck_assert_int_eq(config_set(&c, "data-dirs", "c=/var/cache/mcp-data", &(char *) { NULL }), 0);
+        ck_assert_int_eq(config_verify(&c), 0);
+}
+END_TEST
+
 /* ---- files ------------------------------------------------------------- */
 
 START_TEST(test_parse_file) {
@@ -972,6 +1026,7 @@ static Suite *config_suite(void) {
         tcase_add_test(tc, test_lists);
         tcase_add_test(tc, test_list_lines);
         tcase_add_test(tc, test_set_errors);
+        tcase_add_test(tc, test_data_dirs);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("files");

@@ -290,6 +290,26 @@ START_TEST(test_argv_network) {
 }
 END_TEST
 
+START_TEST(test_argv_data_dirs) {
+        static char *dirs[] = { (char *) "sales=/srv/sales data", (char *) "x-1=/mnt/x", NULL };
+        static char *bad[] = { (char *) "noequals", NULL };
+        static char *cmd[] = { (char *) "/bin/true", NULL };
+        SandboxPolicy p = { .bwrap = "/usr/bin/bwrap", .seccomp_fd = -EBADF, .data_dirs = dirs, .command = cmd };
+        _cleanup_strv_free_ char **a = NULL;
+        char **argv = NULL;
+
+        ck_assert_int_eq(sandbox_build_argv(&p, &a), 0);
+        /* Read-only, each at /data/NAME; the root stays read-only after them. */
+        ck_assert(HAS_SEQ(a, "--ro-bind-try", "/srv/sales data", "/data/sales"));
+        ck_assert(HAS_SEQ(a, "--ro-bind-try", "/mnt/x", "/data/x-1"));
+        ck_assert(find(a, "/srv/sales data") < find_seq(a, (const char *const[]) { "--remount-ro", "/", NULL }));
+        ck_assert(find(a, "--bind") < 0);
+        p.data_dirs = bad;
+        ck_assert_int_eq(sandbox_build_argv(&p, &argv), -EINVAL);
+        ck_assert_ptr_null(argv);
+}
+END_TEST
+
 START_TEST(test_argv_bad_env) {
         static char *env[] = { (char *) "NOEQUALS", NULL };
         static char *cmd[] = { (char *) "/bin/true", NULL };
@@ -1154,6 +1174,7 @@ static Suite *sandbox_suite(void) {
         tcase_add_test(tc, test_argv_proc);
         tcase_add_test(tc, test_argv_seccomp_and_command);
         tcase_add_test(tc, test_argv_network);
+        tcase_add_test(tc, test_argv_data_dirs);
         tcase_add_test(tc, test_args_fd);
         tcase_add_test(tc, test_argv_bad_env);
         suite_add_tcase(s, tc);
