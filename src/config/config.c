@@ -12,6 +12,7 @@
 #include <syslog.h>
 
 #include "config.h"
+#include "netproxy/allowlist.h"
 #include "log.h"
 #include "macro.h"
 #include "strv.h"
@@ -79,6 +80,12 @@ static const Setting settings[] = {
           "Sandboxes kept started ahead for each recently used environment (0: none)"),
         S("tmpfs-size", SETTING_SIZE, tmpfs_size, "Size of a run's writable work dir and of its /tmp"),
         S("network", SETTING_BOOL, network, "Give scripts network access"),
+        S("network-allow", SETTING_STRV, network_allow,
+          "Hosts scripts may reach through the daemon's proxy (HOST[:PORT], *.DOMAIN, ADDRESS); empty: none"),
+        S("network-allow-private", SETTING_BOOL, network_allow_private,
+          "Let allowlisted names lead to private addresses (10/8, 172.16/12, 192.168/16, fc00::/7)"),
+        S("network-max-connections-per-user", SETTING_UINT, network_max_connections_per_user,
+          "Proxy connections (network-allow) one user's runs may hold open at once"),
         S("unsafe-no-sandbox", SETTING_BOOL, unsafe_no_sandbox,
           "Run scripts WITHOUT a sandbox, as the daemon's user (development only)"),
         /* Without a cgroup per run: RLIMIT_AS, which counts address space per process (numpy's thread pools
@@ -168,6 +175,8 @@ void config_init(Config *c) {
                 .sandbox_uids = { .first = 2063597568, .last = 2063663103 },
                 .python_search_path = strv_split("/usr/local/bin /usr/bin", " "),
                 .python_versions = strv_new(),
+                .network_allow = strv_new(),
+                .network_max_connections_per_user = 64,
                 .extra_index_urls = strv_new(),
                 .find_links = strv_new(),
                 .prepare_timeout_usec = 600 * USEC_PER_SEC,
@@ -368,6 +377,18 @@ int config_set(Config *c, const char *key, const char *value, char **ret_error) 
                         c->lists_seen[idx] = true;
                         (void) setting_apply(c, st, "", ret_error);
                 }
+        }
+        if (streq(st->name, "network-allow")) {
+                /* Refused when read, not when a run needs it. */
+                _cleanup_strv_free_ char **words = strv_split(value, " \t,");
+                NetAllowlist l = {};
+                int k;
+                if (!words)
+                        return -ENOMEM;
+                k = net_allowlist_parse(words, &l, ret_error);
+                net_allowlist_done(&l);
+                if (k < 0)
+                        return k;
         }
         return setting_apply(c, st, value, ret_error);
 }

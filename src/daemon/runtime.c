@@ -103,6 +103,9 @@ struct Runtime {
 
         /* A root daemon's sandboxes each run as a host uid of their own (sandbox-uid-range=); NULL otherwise. */
         UidPool *uids;
+
+        /* network-allow=: the proxy that is the runs' only way out. */
+        NetProxyContext *netproxy;
 };
 
 static char *find_in_path(const char *name) {
@@ -186,6 +189,20 @@ static int check_uid_range_unused(const UidRange *range) {
         return r;
 }
 
+/* network-allow= as the configuration says now (the entries were checked when it was read). */
+static void configure_netproxy(Runtime *r) {
+        NetAllowlist l = {};
+        _cleanup_free_ char *error = NULL;
+
+        if (net_allowlist_parse(r->config->network_allow, &l, &error) < 0)
+                log_error("%s", strempty(error));
+        net_proxy_context_configure(r->netproxy, &l, r->config->network_allow_private,
+                                    (unsigned) MIN(r->config->network_max_connections_per_user, 65536u));
+        if (net_proxy_context_enabled(r->netproxy) && !net_proxy_context_bridge(r->netproxy))
+                log_error("network-allow is set, but mcp-python-sandbox-netbridge is not installed (looked beside the "
+                          "daemon and in " PKGLIBEXECDIR "): runs that want the network will fail.");
+}
+
 int runtime_new(Runtime **ret, Manager *m) {
         Runtime *r = calloc(1, sizeof(*r));
         long ncpu;
@@ -228,10 +245,13 @@ int runtime_new(Runtime **ret, Manager *m) {
                 return -ENOMEM;
         }
         k = pool_new(&r->pool, m->event, (unsigned) MIN(m->config->prestart, 16u));
+        if (k >= 0)
+                k = net_proxy_context_new(&r->netproxy, m->event);
         if (k < 0) {
                 runtime_free(r);
                 return k;
         }
+        configure_netproxy(r);
         /* A root daemon's sandbox uids pass through it to their environments and /etc files, and see nothing
          * else; an unprivileged daemon's sandboxes are its own uid: nobody else needs in. */
         mode_t cache_mode = r->uids ? 0711 : 0700;
@@ -288,6 +308,7 @@ Runtime *runtime_free(Runtime *r) {
         free(r->unsandboxed_banner);
         free(r->etc_dir);
         uid_pool_unref(r->uids);
+        net_proxy_context_free(r->netproxy);
         sd_event_unref(r->event);
         free(r);
         return NULL;
@@ -675,10 +696,50 @@ void runtime_reload(Runtime *r) {
                           pool_n_ready(r->pool) == 1 ? "" : "es");
         pool_flush(r->pool);
         pool_set_size(r->pool, (unsigned) MIN(r->config->prestart, 16u));
+        configure_netproxy(r);
         /* max-runs-per-user may have gone up. */
         slots_hand_out(r);
         log_debug("Re-running the sandbox self-test.");
         (void) start_self_test(r);
+}
+
+bool runtime_network_allowlisted(const Runtime *r) {
+        return net_proxy_context_enabled(r->netproxy) && !r->config->network && !runtime_unsandboxed(r);
+}
+
+int runtime_network_wrap(Runtime *r, uid_t uid, char *const *command, NetProxy **ret_proxy, int *ret_fd,
+                         char ***ret_command) {
+        _cleanup_strv_free_ char **cmd = strv_new();
+        NetProxy *p = NULL;
+        int fd = -EBADF, k;
+        char s[16], port[16];
+
+        *ret_proxy = NULL;
+        *ret_fd = -EBADF;
+        *ret_command = NULL;
+        if (!runtime_network_allowlisted(r))
+                return 0;
+        if (!cmd)
+                return -ENOMEM;
+        k = net_proxy_new(r->netproxy, uid, &p, &fd);
+        if (k < 0)
+                return k;
+        snprintf(s, sizeof(s), "%d", fd);
+        snprintf(port, sizeof(port), "%d", NET_PROXY_PORT);
+        if (strv_extend(&cmd, net_proxy_context_bridge(r->netproxy)) < 0 || strv_extend(&cmd, s) < 0 ||
+            strv_extend(&cmd, port) < 0 || strv_extend_strv(&cmd, command) < 0) {
+                net_proxy_free(p);
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        *ret_proxy = p;
+        *ret_fd = fd;
+        *ret_command = TAKE_PTR(cmd);
+        return 1;
+}
+
+const char *runtime_network_bridge(const Runtime *r) {
+        return net_proxy_context_bridge(r->netproxy);
 }
 
 const char *runtime_uv_path(const Runtime *r) {

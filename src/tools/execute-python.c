@@ -318,6 +318,7 @@ typedef struct Job {
         bool prestarted;                /* it did */
         const char *banner;             /* unsafe-no-sandbox: the line every result starts with, from the spawn */
         bool spawned;                   /* banner is the run's: it is NULL when the run is sandboxed */
+        NetProxy *netproxy;             /* network-allow: the run's way out; its connections end with the job */
 
         uint64_t t_start, t_prepared, t_run_start;   /* the call came, the environment was ready, the run began */
         sd_event_source *progress_timer;
@@ -336,6 +337,7 @@ static Job *job_free(Job *j) {
         envstore_waiter_cancel(j->env_waiter);
         waitq_cancel(j->slot_waiter);
         process_free(j->proc);
+        net_proxy_free(j->netproxy);
         sd_event_source_disable_unref(j->out_source);
         safe_close(j->out_fd);
         outputs_free(j->outputs);
@@ -775,6 +777,9 @@ static void job_pool_key(Job *j) {
 
         if (pool_size(runtime_pool(j->runtime)) == 0)
                 return;
+        /* A pre-started sandbox has no proxy of the caller's: with network-allow, every run starts fresh. */
+        if (runtime_network_allowlisted(j->runtime))
+                return;
         sandbox_limits_from_config(c, &configured);
         if (!sandbox_limits_equal(&configured, &j->limits) || stat(j->env_path, &st) < 0)
                 return;
@@ -947,6 +952,20 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
         json_add(st, "figures", outputs_figures_json(j->outputs));
         json_add(st, "files", outputs_files_json(j->outputs));
         json_add_int(st, "outputs_unlisted", (int64_t) outputs_n_unlisted(j->outputs));
+        /* network-allow: the hosts the proxy refused this run (one line of text, one list). */
+        if (j->netproxy) {
+                char *const *refused = net_proxy_refused(j->netproxy);
+                json_object *a = json_object_new_array();
+                for (size_t i = 0; refused[i]; i++)
+                        json_object_array_add(a, json_object_new_string(refused[i]));
+                json_add(st, "network_refused", a);
+                if (refused[0]) {
+                        _cleanup_free_ char *list = strv_join(refused, " ");
+                        strextendf_len(&text, &len,
+                                       "--- network_refused: %s (not in the administrator's network allowlist, "
+                                       "network-allow) ---\n", strempty(list));
+                }
+        }
 
         json_object *content = json_object_new_array();
         json_object_array_add(content, content_text_new(text ?: ""));
@@ -1012,9 +1031,22 @@ static void job_run(Job *j) {
                             (char *) boot_code, out_fd, (char *) SANDBOX_WORK_DIR "/script.py", NULL };
         size_t head, tail;
         output_caps(c, &head, &tail);
-        k = runtime_spawn_sandboxed_with_fd(r, j->env_path, streq(prefix, "/usr") ? NULL : ro, &data, 1, out_w,
-                                            command, j->timeout_usec, &j->limits, head, tail, on_run_done, j,
-                                            &j->proc);
+        /* network-allow: the command behind the bridge, which hands the daemon's proxy its listening socket. */
+        _cleanup_strv_free_ char **wrapped = NULL;
+        _cleanup_close_ int net_fd = -EBADF;
+        k = runtime_network_wrap(r, j->call->uid, command, &j->netproxy, &net_fd, &wrapped);
+        if (k < 0)
+                return job_fail(j, PHASE_RUN, "the network proxy could not be set up: %s", strerror(-k));
+        const char *bridge = runtime_network_bridge(r);
+        char *ro_net[] = { (char *) prefix, (char *) bridge, NULL };
+        if (k > 0 && streq(prefix, "/usr"))
+                ro_net[0] = (char *) bridge, ro_net[1] = NULL;
+        if (k > 0 && bridge && startswith(bridge, "/usr/"))   /* there already */
+                ro_net[streq(prefix, "/usr") ? 0 : 1] = NULL;
+        int fds[] = { out_w, net_fd };
+        k = runtime_spawn_sandboxed_with_fds(r, j->env_path, wrapped ? ro_net : streq(prefix, "/usr") ? NULL : ro,
+                                             &data, 1, fds, net_fd >= 0 ? 2 : 1, wrapped ?: command,
+                                             j->timeout_usec, &j->limits, head, tail, on_run_done, j, &j->proc);
         if (k == -EPERM && runtime_sandbox_error(r))
                 return job_fail(j, PHASE_RUN, "%s", strempty(runtime_sandbox_error(r)));
         if (k < 0)

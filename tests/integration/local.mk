@@ -29,7 +29,8 @@ INTEGRATION_TESTS = \
 	tests/integration/test-pool.py \
 	tests/integration/test-unsafe.py \
 	tests/integration/test-runlog.py \
-	tests/integration/test-connections.py
+	tests/integration/test-connections.py \
+	tests/integration/test-network.py
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/mcptest.py tests/integration/wheels.py
 
