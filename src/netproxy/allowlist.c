@@ -61,14 +61,16 @@ int net_host_normalize(const char *host, size_t n, char **ret, bool *ret_literal
                 if (c >= 'A' && c <= 'Z')
                         buf[i] = c = (char) (c - 'A' + 'a');
                 if (c == '.') {
-                        if (label == 0)
+                        if (label == 0 || buf[i - 1] == '-')
                                 return -EINVAL;
                         label = 0;
                         continue;
                 }
-                if (!host_char(c) || ++label > 63)
+                if (!host_char(c) || ++label > 63 || (label == 1 && c == '-'))
                         return -EINVAL;
         }
+        if (buf[n - 1] == '-')
+                return -EINVAL;
         /* Numbers that inet_pton() does not take but getaddrinfo() would (0x7f.1, 2130706433, 127.1): never a
          * name. A last label of digits only is not a name of the DNS. */
         const char *last = strrchr(buf, '.');

@@ -105,7 +105,7 @@ static int parse_head(const char *buf, size_t head_len, NetRequest *ret) {
                 return -EBADMSG;
         target = sp1 + 1;
         target_len = (size_t) (sp2 - target);
-        if (!vchars(target, target_len))
+        if (!vchars(target, target_len) || memchr(target, '#', target_len))   /* a fragment is never sent */
                 return -EBADMSG;
 
         connect = method_len == 7 && memcmp(p, "CONNECT", 7) == 0;
@@ -126,8 +126,6 @@ static int parse_head(const char *buf, size_t head_len, NetRequest *ret) {
                 if (k < 0)
                         return k;
                 path = aend;
-                if (*path == '#')
-                        return -EBADMSG;
                 /* METHOD origin-form HTTP/1.1, then Host: as the URI says. */
                 if (strextendf_len(&up, &up_len, "%.*s %s%.*s HTTP/1.1\r\nHost: %.*s\r\n", (int) method_len, p,
                                    *path == '/' ? "" : "/", (int) (sp2 - path), path, (int) (aend - a), a) < 0)

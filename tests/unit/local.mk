@@ -110,3 +110,9 @@ TESTS += test-charge
 test_charge_SOURCES = tests/unit/test-charge.c
 test_charge_CFLAGS = $(UNIT_CFLAGS)
 test_charge_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-netproxy
+TESTS += test-netproxy
+test_netproxy_SOURCES = tests/unit/test-netproxy.c
+test_netproxy_CFLAGS = $(UNIT_CFLAGS)
+test_netproxy_LDADD = $(UNIT_LIBS)
