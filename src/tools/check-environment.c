@@ -86,6 +86,13 @@ static void check_env_finish(CheckEnv *c) {
                 json_add_string(o, "bwrap_self_test", self_test_error ?: "passed");
         }
         json_add_bool(o, "network", cfg->network || unsandboxed);
+        /* network-allow: the hosts runs reach through the daemon's proxy (empty: none). */
+        {
+                json_object *a = json_object_new_array();
+                for (size_t i = 0; !cfg->network && !unsandboxed && cfg->network_allow && cfg->network_allow[i]; i++)
+                        json_object_array_add(a, json_object_new_string(cfg->network_allow[i]));
+                json_add(o, "network_allow", a);
+        }
         json_add_string(o, "limits", sandbox_limits_mechanism());
         json_add_string(o, "limits_detail", sandbox_limits_mechanism_detail());
         json_add(st, "sandbox", o);
@@ -158,6 +165,10 @@ static void check_env_finish(CheckEnv *c) {
                 appendf(&text, "Network: the host's (no sandbox)");
         else
                 appendf(&text, "Network in sandbox: %s", cfg->network ? "allowed" : "disabled");
+        if (!unsandboxed && !cfg->network && strv_length(cfg->network_allow) > 0) {
+                _cleanup_free_ char *allow = strv_join(cfg->network_allow, " ");
+                appendf(&text, "Network allowlist (through the proxy at http://127.0.0.1:3128): %s", strempty(allow));
+        }
         appendf(&text, "Default timeout: %" PRIu64 "s", cfg->default_timeout_usec / USEC_PER_SEC);
         appendf(&text, "Max timeout: %" PRIu64 "s", cfg->max_timeout_usec / USEC_PER_SEC);
         appendf(&text, "Max output: %" PRIu64 " bytes (head and tail kept)", cfg->output_cap);
@@ -278,6 +289,7 @@ static const char output_schema[] =
         "\"mode\":{\"type\":\"string\",\"enum\":[\"bwrap\",\"none\"]},\"working\":{\"type\":\"boolean\"},"
         "\"error\":{\"type\":\"string\"},\"warning\":{\"type\":\"string\"},"
         "\"bwrap_self_test\":{\"type\":\"string\"},\"network\":{\"type\":\"boolean\"},"
+        "\"network_allow\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
         "\"limits\":{\"type\":\"string\",\"enum\":[\"cgroup\",\"rlimit\"]},\"limits_detail\":{\"type\":\"string\"}}},"
         "\"limits\":{\"type\":\"object\"},"
         "\"uv\":{\"type\":\"object\"},"

@@ -1275,6 +1275,7 @@ static const char output_schema[] =
         "\"name\":{\"type\":\"string\"},\"bytes\":{\"type\":\"integer\"},\"mime_type\":{\"type\":\"string\"},"
         "\"included\":{\"type\":\"boolean\"},\"left_out\":{\"type\":\"string\"}}}},"
         "\"outputs_unlisted\":{\"type\":\"integer\"},"
+        "\"network_refused\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},"
         "\"warnings\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}"
         "},\"required\":[\"exit_code\",\"timed_out\",\"stdout\",\"stderr\",\"duration_ms\",\"failed_phase\"]}";
 
@@ -1285,7 +1286,9 @@ const Tool tool_execute_python = {
                 "Run a Python script in a fresh, locked-down sandbox and return its stdout, stderr and exit code. "
                 "Third-party packages are installed from the package index into a cached environment: declare them "
                 "in a PEP 723 block at the top of the script or in the dependencies argument. The script runs as "
-                "an unprivileged user with no network access (unless the administrator allows it), a private "
+                "an unprivileged user with no network access (unless the administrator allows it: to all hosts, or to "
+                "listed hosts through the proxy HTTP_PROXY names, which answers 403 for others; check_environment "
+                "shows which), a private "
                 "writable working directory and /tmp, no access to the user's files, and a time limit "
                 "(timeout_seconds, default 30). stdin is empty. Output longer than the cap keeps its beginning and "
                 "end. Nothing persists between calls.\n\n"
