@@ -340,6 +340,17 @@ static int setting_apply(Config *c, const Setting *st, const char *value, char *
                 return 0;
         case SETTING_STRV: {
                 char ***l = p;
+                if (streq(st->name, "network-allow")) {
+                        /* Refused when read, not when a run needs it. */
+                        _cleanup_strv_free_ char **words = strv_split(value, " \t,");
+                        NetAllowlist allow = {};
+                        if (!words)
+                                return -ENOMEM;
+                        r = net_allowlist_parse(words, &allow, ret_error);
+                        net_allowlist_done(&allow);
+                        if (r < 0)
+                                return r;
+                }
                 if (!*value) {
                         strv_free(*l);
                         *l = strv_new();
@@ -377,18 +388,6 @@ int config_set(Config *c, const char *key, const char *value, char **ret_error) 
                         c->lists_seen[idx] = true;
                         (void) setting_apply(c, st, "", ret_error);
                 }
-        }
-        if (streq(st->name, "network-allow")) {
-                /* Refused when read, not when a run needs it. */
-                _cleanup_strv_free_ char **words = strv_split(value, " \t,");
-                NetAllowlist l = {};
-                int k;
-                if (!words)
-                        return -ENOMEM;
-                k = net_allowlist_parse(words, &l, ret_error);
-                net_allowlist_done(&l);
-                if (k < 0)
-                        return k;
         }
         return setting_apply(c, st, value, ret_error);
 }

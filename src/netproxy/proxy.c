@@ -796,3 +796,13 @@ NetProxy *net_proxy_free(NetProxy *p) {
 char *const *net_proxy_refused(const NetProxy *p) {
         return p->refused;
 }
+
+char **net_proxy_refused_take(NetProxy *p) {
+        char **fresh = strv_new(), **l;
+
+        if (!fresh)
+                return NULL;
+        l = p->refused;
+        p->refused = fresh;
+        return l;
+}

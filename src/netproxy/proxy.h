@@ -53,3 +53,5 @@ NetProxy *net_proxy_free(NetProxy *p);
 /* The hosts refused so far ("host:port"), at most NET_PROXY_REFUSED_MAX; a strv, never NULL. */
 #define NET_PROXY_REFUSED_MAX 32
 char *const *net_proxy_refused(const NetProxy *p);
+/* The same, handed over (the caller frees it; NULL when out of memory); the proxy starts a new list. */
+char **net_proxy_refused_take(NetProxy *p);

@@ -1024,7 +1024,6 @@ static void job_run(Job *j) {
 
         SandboxData data = { .fd = fd, .dest = SANDBOX_WORK_DIR "/script.py" };
         const char *prefix = j->plan->python->prefix;
-        char *ro[] = { (char *) prefix, NULL };
         /* -I: no user site, no PYTHON* variables, no script dir on sys.path; -u unbuffered; -B no .pyc.
          * boot_code runs the script as `python /work/script.py` would. */
         char *command[] = { python,      (char *) "-I", (char *) "-u",  (char *) "-B", (char *) "-c",
@@ -1037,14 +1036,14 @@ static void job_run(Job *j) {
         k = runtime_network_wrap(r, j->call->uid, command, &j->netproxy, &net_fd, &wrapped);
         if (k < 0)
                 return job_fail(j, PHASE_RUN, "the network proxy could not be set up: %s", strerror(-k));
-        const char *bridge = runtime_network_bridge(r);
-        char *ro_net[] = { (char *) prefix, (char *) bridge, NULL };
-        if (k > 0 && streq(prefix, "/usr"))
-                ro_net[0] = (char *) bridge, ro_net[1] = NULL;
-        if (k > 0 && bridge && startswith(bridge, "/usr/"))   /* there already */
-                ro_net[streq(prefix, "/usr") ? 0 : 1] = NULL;
+        char *ro_net[3] = {};
+        size_t n_ro = 0;
+        if (!streq(prefix, "/usr"))
+                ro_net[n_ro++] = (char *) prefix;
+        if (k > 0 && !startswith(runtime_network_bridge(r), "/usr/"))   /* else it is there already */
+                ro_net[n_ro++] = (char *) runtime_network_bridge(r);
         int fds[] = { out_w, net_fd };
-        k = runtime_spawn_sandboxed_with_fds(r, j->env_path, wrapped ? ro_net : streq(prefix, "/usr") ? NULL : ro,
+        k = runtime_spawn_sandboxed_with_fds(r, j->env_path, n_ro > 0 ? ro_net : NULL,
                                              &data, 1, fds, net_fd >= 0 ? 2 : 1, wrapped ?: command,
                                              j->timeout_usec, &j->limits, head, tail, on_run_done, j, &j->proc);
         if (k == -EPERM && runtime_sandbox_error(r))

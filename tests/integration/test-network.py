@@ -300,6 +300,47 @@ print("USERINFO", ask(b"GET http://u@example.com/ HTTP/1.1\\r\\n\\r\\n"))
 
 
 @test
+def persistent_sandboxes_go_through_the_proxy():
+    there, port = test_internet()
+    d, c = net_daemon()
+    r = c.call_tool("create_sandbox", {}, timeout=120)
+    check(not r.get("isError"), c.text(r))
+    sid = r["structuredContent"]["sandbox_id"]
+    try:
+        r = c.call_tool("execute_code", {"sandbox_id": sid, "code": f"""
+import urllib.request, urllib.error
+print(urllib.request.urlopen("http://{there}:{port}/cell", timeout=20).read().decode())
+try:
+    urllib.request.urlopen("http://example.net/", timeout=20)
+except urllib.error.HTTPError as e:
+    print("STATUS", e.code)
+"""}, timeout=120)
+        st, text = r.get("structuredContent") or {}, c.text(r)
+        check(f"{MARK} /cell" in text, text)
+        check("STATUS 403" in text, text)
+        eq(st.get("network_refused"), ["example.net:80"], "network_refused")
+        # Since the last call only.
+        r = c.call_tool("execute_code", {"sandbox_id": sid, "code": "1 + 1"}, timeout=60)
+        eq((r.get("structuredContent") or {}).get("network_refused"), [], "network_refused of the next cell")
+    finally:
+        c.call_tool("close_sandbox", {"sandbox_id": sid})
+
+
+@test
+def the_allowlist_is_checked_when_read():
+    d = Daemon(args=["--network-allow=*.com"])
+    at_exit(d.close)
+    # A daemon with a bad entry does not start; its log names the entry.
+    deadline = time.monotonic() + 20
+    while d.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    check(d.proc.poll() not in (None, 0), "the daemon started with network-allow=*.com")
+    with open(d.log_path) as f:
+        log = f.read()
+    check('network-allow: "*.com" is not a host name' in log, log)
+
+
+@test
 def without_an_allowlist_nothing_changes():
     newest_python()
     need_uv()
