@@ -742,8 +742,12 @@ static int on_ctl(sd_event_source *s, int fd, uint32_t revents, void *userdata) 
                 return 0;
         }
         p->listen_fd = got;
-        if (sd_event_add_io(p->ctx->event, &p->listen_source, p->listen_fd, EPOLLIN, on_accept, p) < 0)
+        if (sd_event_add_io(p->ctx->event, &p->listen_source, p->listen_fd, EPOLLIN, on_accept, p) < 0) {
                 p->listen_fd = safe_close(p->listen_fd);
+                return 0;
+        }
+        /* accept() failing for want of fds would wake the loop at once, again and again: at most 1000 a second. */
+        (void) sd_event_source_set_ratelimit(p->listen_source, 1000000, 1000);
         return 0;
 }
 

@@ -946,6 +946,10 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
         if (limit)
                 runlog_add(&l, "MCP_LIMIT", "%s", limit);
         runlog_add(&l, "MCP_RUN_USEC", "%" PRIu64, run_usec);
+        if (j->netproxy && net_proxy_refused(j->netproxy)[0]) {
+                _cleanup_free_ char *refused = strv_join(net_proxy_refused(j->netproxy), " ");
+                runlog_add(&l, "MCP_NETWORK_REFUSED", "%s", strempty(refused));
+        }
         runlog_emit(&l, "execute_python for uid " UID_FMT " (pid " PID_FMT "): %s, exit code %d, %" PRIu64 " ms.",
                     j->call->uid, j->call->pid, verdict, exit_code, run_usec / USEC_PER_MSEC);
 

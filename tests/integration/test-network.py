@@ -184,6 +184,9 @@ except Exception as e:
     check("TLS" in text and "403" in text, text)
     eq(sorted(st.get("network_refused") or []), ["example.com:80", "files.example.org:443"], "network_refused")
     check("--- network_refused: " in text and "example.com:80" in text, text)
+    # The audit record says so too.
+    with open(d.log_path, errors="replace") as f:
+        check(any("MCP_NETWORK_REFUSED=" in ln and "example.com:80" in ln for ln in f), "MCP_NETWORK_REFUSED in the log")
     # A wrong port of an allowlisted address is refused too.
     there, port = test_internet()
     r, st, text = run_script(c, f"""
