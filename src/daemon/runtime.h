@@ -133,6 +133,11 @@ bool runtime_network_allowlisted(const Runtime *r);
 int runtime_network_wrap(Runtime *r, uid_t uid, char *const *command, NetProxy **ret_proxy, int *ret_fd,
                          char ***ret_command);
 const char *runtime_network_bridge(const Runtime *r);
+/* The same for a sandbox started before it is known whose it is (prestart=): no proxy yet, but *ret_ctl_fd, the
+ * daemon's end, which runtime_network_adopt() turns into the proxy of the uid that takes the sandbox (taking
+ * ctl_fd, also on failure). */
+int runtime_network_wrap_later(Runtime *r, char *const *command, int *ret_ctl_fd, int *ret_fd, char ***ret_command);
+int runtime_network_adopt(Runtime *r, uid_t uid, int ctl_fd, NetProxy **ret);
 /* The machine-wide part of a run's sandbox policy (bwrap, network, tmpfs size,
  * /etc): every sandboxed process starts from it. */
 SandboxPolicy runtime_sandbox_policy(const Runtime *r);

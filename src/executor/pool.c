@@ -50,6 +50,7 @@ void pool_item_done(PoolItem *it) {
         it->proc = process_free(it->proc);
         it->in_fd = safe_close(it->in_fd);
         it->out_fd = safe_close(it->out_fd);
+        it->ctl_fd = safe_close(it->ctl_fd);
 }
 
 static void entry_free(PoolEntry *e) {
@@ -119,7 +120,7 @@ static int target_fill(PoolTarget *t) {
                 }
                 t->entries = l;
                 e->target = t;
-                e->item = (PoolItem) { .in_fd = -EBADF, .out_fd = -EBADF };
+                e->item = (PoolItem) { .in_fd = -EBADF, .out_fd = -EBADF, .ctl_fd = -EBADF };
                 k = t->ops.spawn(t->spec, on_entry_died, e, &e->item);
                 if (k < 0) {
                         free(e);

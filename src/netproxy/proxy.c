@@ -751,35 +751,55 @@ static int on_ctl(sd_event_source *s, int fd, uint32_t revents, void *userdata) 
         return 0;
 }
 
-int net_proxy_new(NetProxyContext *c, uid_t uid, NetProxy **ret, int *ret_sandbox_fd) {
-        NetProxy *p;
-        int pair[2], k;
+int net_proxy_socket_pair(int *ret_ctl_fd, int *ret_sandbox_fd) {
+        int pair[2];
 
-        if (!c->bridge)
-                return -ENOENT;
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+                return -errno;
+        /* Nothing goes to the sandbox; the daemon only receives. */
+        (void) shutdown(pair[0], SHUT_WR);
+        *ret_ctl_fd = pair[0];
+        *ret_sandbox_fd = pair[1];
+        return 0;
+}
+
+int net_proxy_adopt(NetProxyContext *c, uid_t uid, int ctl_fd, NetProxy **ret) {
+        NetProxy *p;
+        int k;
+
         p = calloc(1, sizeof(*p));
-        if (!p)
+        if (!p) {
+                safe_close(ctl_fd);
                 return -ENOMEM;
-        *p = (NetProxy) { .ctx = c, .uid = uid, .ctl_fd = -EBADF, .listen_fd = -EBADF, .refused = strv_new() };
+        }
+        *p = (NetProxy) { .ctx = c, .uid = uid, .ctl_fd = ctl_fd, .listen_fd = -EBADF, .refused = strv_new() };
         if (!p->refused) {
                 net_proxy_free(p);
                 return -ENOMEM;
         }
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
-                k = -errno;
-                net_proxy_free(p);
-                return k;
-        }
-        p->ctl_fd = pair[0];
-        (void) shutdown(pair[0], SHUT_WR);
         k = sd_event_add_io(c->event, &p->ctl_source, p->ctl_fd, EPOLLIN, on_ctl, p);
         if (k < 0) {
-                safe_close(pair[1]);
                 net_proxy_free(p);
                 return k;
         }
         *ret = p;
-        *ret_sandbox_fd = pair[1];
+        return 0;
+}
+
+int net_proxy_new(NetProxyContext *c, uid_t uid, NetProxy **ret, int *ret_sandbox_fd) {
+        int ctl = -EBADF, theirs = -EBADF, k;
+
+        if (!c->bridge)
+                return -ENOENT;
+        k = net_proxy_socket_pair(&ctl, &theirs);
+        if (k < 0)
+                return k;
+        k = net_proxy_adopt(c, uid, ctl, ret);
+        if (k < 0) {
+                safe_close(theirs);
+                return k;
+        }
+        *ret_sandbox_fd = theirs;
         return 0;
 }
 

@@ -49,6 +49,10 @@ unsigned net_proxy_context_n_connections(const NetProxyContext *c, uid_t uid);
 
 /* A proxy for one run of uid; *ret_sandbox_fd (O_CLOEXEC) is the end for the sandbox's bridge. */
 int net_proxy_new(NetProxyContext *c, uid_t uid, NetProxy **ret, int *ret_sandbox_fd);
+/* The two ends without a proxy yet, for a sandbox started before it is known whose it is (prestart=): the
+ * bridge's socket waits in *ret_ctl_fd until net_proxy_adopt() makes the proxy of uid from it (taking it). */
+int net_proxy_socket_pair(int *ret_ctl_fd, int *ret_sandbox_fd);
+int net_proxy_adopt(NetProxyContext *c, uid_t uid, int ctl_fd, NetProxy **ret);
 NetProxy *net_proxy_free(NetProxy *p);
 /* The hosts refused so far ("host:port"), at most NET_PROXY_REFUSED_MAX; a strv, never NULL. */
 #define NET_PROXY_REFUSED_MAX 32

@@ -695,16 +695,28 @@ static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userd
         in_w = fds[1];
         snprintf(arg, sizeof(arg), "%d:%d", out_w, in_r);
 
-        char *ro[] = { ps->prefix, NULL };
         char *command[] = { ps->python,         (char *) "-I", (char *) "-u",
                             (char *) "-B",      (char *) "-c", (char *) boot_code,
                             arg,                (char *) SANDBOX_WORK_DIR "/script.py", NULL };
-        int pass[] = { out_w, in_r };
-        k = runtime_spawn_sandboxed_with_fds(ps->runtime, ps->env_path, streq(ps->prefix, "/usr") ? NULL : ro, NULL,
-                                             0, pass, ELEMENTSOF(pass), command, 0, &ps->limits, ps->head_max,
+        /* network-allow: behind the bridge; the proxy is made for whoever takes the sandbox, from ctl. */
+        _cleanup_strv_free_ char **wrapped = NULL;
+        _cleanup_close_ int ctl = -EBADF, net_fd = -EBADF;
+        k = runtime_network_wrap_later(ps->runtime, command, &ctl, &net_fd, &wrapped);
+        if (k < 0)
+                return k;
+        char *ro[3] = {};
+        size_t n_ro = 0;
+        if (!streq(ps->prefix, "/usr"))
+                ro[n_ro++] = ps->prefix;
+        if (k > 0 && !startswith(runtime_network_bridge(ps->runtime), "/usr/"))   /* else it is there already */
+                ro[n_ro++] = (char *) runtime_network_bridge(ps->runtime);
+        int pass[] = { out_w, in_r, net_fd };
+        k = runtime_spawn_sandboxed_with_fds(ps->runtime, ps->env_path, n_ro > 0 ? ro : NULL, NULL, 0, pass,
+                                             net_fd >= 0 ? 3 : 2, wrapped ?: command, 0, &ps->limits, ps->head_max,
                                              ps->tail_max, done, done_userdata, &ret->proc);
         if (k < 0)
                 return k;
+        ret->ctl_fd = TAKE_FD(ctl);
         (void) fcntl(out_r, F_SETFL, O_NONBLOCK);
         (void) fcntl(in_w, F_SETFL, O_NONBLOCK);
         ret->in_fd = TAKE_FD(in_w);
@@ -777,9 +789,6 @@ static void job_pool_key(Job *j) {
 
         if (pool_size(runtime_pool(j->runtime)) == 0)
                 return;
-        /* A pre-started sandbox has no proxy of the caller's: with network-allow, every run starts fresh. */
-        if (runtime_network_allowlisted(j->runtime))
-                return;
         sandbox_limits_from_config(c, &configured);
         if (!sandbox_limits_equal(&configured, &j->limits) || stat(j->env_path, &st) < 0)
                 return;
@@ -803,7 +812,7 @@ static void on_run_done(Process *p, void *userdata);
 /* Hand the script to a pre-started sandbox: true when it runs there now. */
 static bool job_take_prestarted(Job *j) {
         Runtime *r = j->runtime;
-        PoolItem it = { .in_fd = -EBADF, .out_fd = -EBADF };
+        PoolItem it = { .in_fd = -EBADF, .out_fd = -EBADF, .ctl_fd = -EBADF };
         ssize_t n;
         int size;
 
@@ -816,10 +825,17 @@ static bool job_take_prestarted(Job *j) {
                 pool_item_done(&it);
                 return false;
         }
+        /* network-allow: the sandbox's proxy becomes the caller's now (a reload flushes the pool: the two agree). */
+        if ((it.ctl_fd >= 0) != runtime_network_allowlisted(r) ||
+            (it.ctl_fd >= 0 && runtime_network_adopt(r, j->call->uid, TAKE_FD(it.ctl_fd), &j->netproxy) < 0)) {
+                pool_item_done(&it);
+                return false;
+        }
         it.proc->done = on_run_done;
         it.proc->userdata = j;
         if (pool_item_start(&it, runtime_event(r), j->timeout_usec) < 0) {
                 pool_item_done(&it);
+                j->netproxy = net_proxy_free(j->netproxy);
                 return false;
         }
         n = j->script_len > 0 ? write(it.in_fd, j->script, j->script_len) : 0;
@@ -827,6 +843,7 @@ static bool job_take_prestarted(Job *j) {
             sd_event_add_io(runtime_event(r), &j->out_source, it.out_fd, EPOLLIN, on_outputs, j) < 0) {
                 j->out_source = sd_event_source_disable_unref(j->out_source);
                 pool_item_done(&it);
+                j->netproxy = net_proxy_free(j->netproxy);
                 return false;
         }
         it.in_fd = safe_close(it.in_fd);   /* EOF: the script is all there */

@@ -330,6 +330,31 @@ except urllib.error.HTTPError as e:
 
 
 @test
+def prestarted_sandboxes_get_the_callers_proxy():
+    there, port = test_internet()
+    d, c = sandbox_daemon([f"--network-allow={there}:{port}", "--prestart=1"])
+    script = f"""
+import urllib.request, urllib.error
+print(urllib.request.urlopen("http://{there}:{port}/pre", timeout=20).read().decode())
+try:
+    urllib.request.urlopen("http://example.org/", timeout=20)
+except urllib.error.HTTPError as e:
+    print("STATUS", e.code)
+"""
+    run_script(c, script)          # the first run starts one ahead for the next
+    prestarted = None
+    for _ in range(20):
+        r, st, text = run_script(c, script)
+        check(f"{MARK} /pre" in text and "STATUS 403" in text, text)
+        eq(st.get("network_refused"), ["example.org:80"], "network_refused")
+        if st.get("prestarted"):
+            prestarted = st
+            break
+        time.sleep(0.3)
+    check(prestarted, "no run used a pre-started sandbox")
+
+
+@test
 def the_allowlist_is_checked_when_read():
     d = Daemon(args=["--network-allow=*.com"])
     at_exit(d.close)
