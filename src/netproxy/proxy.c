@@ -253,13 +253,22 @@ static void conn_reply_close(Conn *c, int status, const char *reason, const char
         if (n > 0)
                 (void) send(c->client_fd, buf, MIN((size_t) n, sizeof(buf) - 1), MSG_NOSIGNAL | MSG_DONTWAIT);
         (void) shutdown(c->client_fd, SHUT_WR);
+        /* Closing with unread bytes sends a reset, which can overtake the answer: read what already came (a
+         * bounded amount; this never waits). */
+        for (size_t total = 0; total < 256 * 1024;) {
+                char junk[4096];
+                ssize_t k = recv(c->client_fd, junk, sizeof(junk), MSG_DONTWAIT);
+                if (k <= 0)
+                        break;
+                total += (size_t) k;
+        }
         conn_free(c);
 }
 
 static void proxy_note_refused(NetProxy *p, const char *host, uint16_t port) {
         char s[NET_HOST_MAX + 16];
 
-        snprintf(s, sizeof(s), "%s:%u", host, (unsigned) port);
+        snprintf(s, sizeof(s), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, (unsigned) port);
         if (strv_contains(p->refused, s) || strv_length(p->refused) >= NET_PROXY_REFUSED_MAX)
                 return;
         (void) strv_extend(&p->refused, s);

@@ -54,7 +54,7 @@ int net_proxy_new(NetProxyContext *c, uid_t uid, NetProxy **ret, int *ret_sandbo
 int net_proxy_socket_pair(int *ret_ctl_fd, int *ret_sandbox_fd);
 int net_proxy_adopt(NetProxyContext *c, uid_t uid, int ctl_fd, NetProxy **ret);
 NetProxy *net_proxy_free(NetProxy *p);
-/* The hosts refused so far ("host:port"), at most NET_PROXY_REFUSED_MAX; a strv, never NULL. */
+/* The hosts refused so far ("host:port", "[v6]:port"), at most NET_PROXY_REFUSED_MAX; a strv, never NULL. */
 #define NET_PROXY_REFUSED_MAX 32
 char *const *net_proxy_refused(const NetProxy *p);
 /* The same, handed over (the caller frees it; NULL when out of memory); the proxy starts a new list. */

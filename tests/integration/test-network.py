@@ -246,7 +246,7 @@ for url in ["http://localhost:{lo}/", "http://127.0.0.1:{lo}/", "http://LOCALHOS
     check("STATUS http://x.allowed.invalid/ 502" in text, text)
     check("STATUS http://0x7f.1:" in text and " 400 " in text, text)
     refused = st.get("network_refused") or []
-    for h in (f"localhost:{lo}", f"127.0.0.1:{lo}", f"::1:{lo}"):
+    for h in (f"localhost:{lo}", f"127.0.0.1:{lo}", f"[::1]:{lo}"):
         check(h in refused, f"{h} in {refused}")
 
 
