@@ -13,6 +13,8 @@ Needs root (ip netns), iproute2, $DAEMON, $SHIM, bubblewrap and uv.
 """
 
 import os
+import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,7 +23,7 @@ import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 from mcptest import Daemon, at_exit, check, eq, fd_count, initialized, main, need_uv, newest_python, sandbox_daemon
-from mcptest import skip, test, wait_until
+from mcptest import scratch, skip, test, wait_until
 
 MARK = "hello-from-the-test-internet"
 SECRET = "host-loopback-secret-4711"
@@ -352,6 +354,68 @@ except urllib.error.HTTPError as e:
             break
         time.sleep(0.3)
     check(prestarted, "no run used a pre-started sandbox")
+
+
+def names_daemon(*args):
+    """A daemon whose resolver reads a hosts file of the test's (a private mount namespace): internal.test is the
+    test internet's server, rebind.test the host's 127.0.0.1, metadata.test the cloud metadata address."""
+    if not shutil.which("unshare"):
+        skip("unshare is not installed")
+    there, port = test_internet()
+    d = scratch("mcptest-net-hosts-")
+    hosts = os.path.join(d, "hosts")
+    with open(hosts, "w") as f:
+        f.write(f"{there} internal.test\n127.0.0.1 rebind.test\n169.254.169.254 metadata.test\n")
+    wrapper = os.path.join(d, "in-ns")
+    with open(wrapper, "w") as f:
+        f.write(f"#!/bin/sh\nset -e\nmount --bind {shlex.quote(hosts)} /etc/hosts\nexec \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    need_uv()
+    newest_python()
+    lo = loopback_secret()
+    allow = f"internal.test:{port},rebind.test:{lo},metadata.test"
+    dm = Daemon("listen", args=["--offline", "--tmpfs-size=32M", f"--network-allow={allow}", *args],
+                wrap=["unshare", "--mount", "--propagation=private", wrapper])
+    at_exit(dm.close)
+    return dm, initialized(dm.client())
+
+
+NAMES_SCRIPT = """
+import urllib.request, urllib.error
+for url in ["http://internal.test:{port}/byname", "http://rebind.test:{lo}/", "http://metadata.test/latest/"]:
+    try:
+        print("BODY", urllib.request.urlopen(url, timeout=30).read().decode())
+    except urllib.error.HTTPError as e:
+        print("STATUS", url, e.code, e.read().decode().strip())
+"""
+
+
+@test
+def names_resolving_to_private_loopback_or_link_local_addresses_are_refused():
+    there, port = test_internet()
+    lo = loopback_secret()
+    d, c = names_daemon()
+    r, st, text = run_script(c, NAMES_SCRIPT.format(port=port, lo=lo))
+    eq(st.get("exit_code"), 0, f"exit code ({text})")
+    check(SECRET not in text and "BODY" not in text, text)
+    check(f"403 host internal.test resolves to {there}, a private address" in text, text)
+    check("network-allow-private=yes" in text, text)
+    check("403 host rebind.test resolves to 127.0.0.1, a loopback" in text, text)
+    check("403 host metadata.test resolves to 169.254.169.254" in text, text)
+    eq(sorted(st.get("network_refused") or []), sorted([f"internal.test:{port}", f"rebind.test:{lo}", "metadata.test:80"]),
+       "network_refused")
+
+
+@test
+def network_allow_private_lets_names_reach_private_addresses_only():
+    there, port = test_internet()
+    lo = loopback_secret()
+    d, c = names_daemon("--network-allow-private=yes")
+    r, st, text = run_script(c, NAMES_SCRIPT.format(port=port, lo=lo))
+    eq(st.get("exit_code"), 0, f"exit code ({text})")
+    check(f"BODY {MARK} /byname host=internal.test:{port}" in text, text)
+    check(SECRET not in text, text)
+    check("403 host rebind.test resolves to 127.0.0.1" in text and "403 host metadata.test" in text, text)
 
 
 @test
