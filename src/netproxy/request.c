@@ -172,13 +172,13 @@ int net_request_parse(const char *buf, size_t n, NetRequest *ret, size_t *ret_co
         const char *end;
         int k;
 
-        for (size_t i = 0; i < scan; i++)
-                if (buf[i] == 0)
-                        return -EBADMSG;
+        /* The head ends at the first empty line; what follows (a body, a TLS hello) is not ours to judge. */
         end = memmem(buf, scan, "\r\n\r\n", 4);
+        size_t head_len = end ? (size_t) (end - buf) + 4 : scan;
+        if (memchr(buf, 0, head_len))
+                return -EBADMSG;
         if (!end)
                 return n >= NET_REQUEST_HEAD_MAX ? -E2BIG : NET_REQUEST_MORE;
-        size_t head_len = (size_t) (end - buf) + 4;
         k = parse_head(buf, head_len, ret);
         if (k < 0)
                 return k;

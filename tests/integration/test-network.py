@@ -30,10 +30,30 @@ SECRET = "host-loopback-secret-4711"
 _STATE = {}
 
 SERVER = r"""
-import sys
+import hashlib, sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class H(BaseHTTPRequestHandler):
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        data = b""
+        while len(data) < n:
+            data += self.rfile.read(n - len(data))
+        body = ("posted %d %s\n" % (len(data), hashlib.sha256(data).hexdigest())).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
     def do_GET(self):
+        if self.path.startswith("/big/"):
+            n = int(self.path[5:])
+            self.send_response(200)
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            chunk = bytes(range(256)) * 256
+            while n > 0:
+                self.wfile.write(chunk[:n])
+                n -= min(n, len(chunk))
+            return
         body = ("%s %s host=%s\n" % (sys.argv[3], self.path, self.headers.get("Host"))).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -162,6 +182,25 @@ print(data.decode())
     eq(st.get("exit_code"), 0, f"exit code ({text})")
     check("HTTP/1.1 200 Connection established" in text, text)
     check(f"{MARK} /tunnel" in text, text)
+
+
+@test
+def large_bodies_pass_both_ways():
+    there, port = test_internet()
+    d, c = net_daemon()
+    r, st, text = run_script(c, f"""
+import hashlib, os, socket, urllib.request
+n = 8 * 1024 * 1024
+data = urllib.request.urlopen("http://{there}:{port}/big/%d" % n, timeout=60).read()
+want = (bytes(range(256)) * (n // 256 + 1))[:n]
+print("GOT", len(data), data == want)
+up = os.urandom(3 * 1024 * 1024)
+req = urllib.request.Request("http://{there}:{port}/up", data=up, method="POST")
+print(urllib.request.urlopen(req, timeout=60).read().decode().strip() == "posted %d %s" % (len(up), hashlib.sha256(up).hexdigest()))
+""", timeout=120)
+    eq(st.get("exit_code"), 0, f"exit code ({text})")
+    check(f"GOT {8 * 1024 * 1024} True" in text, text)
+    check("\nTrue" in text, text)
 
 
 @test

@@ -201,6 +201,12 @@ START_TEST(test_connect) {
         ck_assert_uint_eq(n, strlen(s) - 2);                    /* the TLS bytes after the head stay */
         net_request_done(&r);
 
+        /* A body after the head may hold anything, NUL bytes too. */
+        static const char post[] = "POST http://a.com/up HTTP/1.1\r\nContent-Length: 3\r\n\r\n\0\1\0";
+        ck_assert_int_eq(net_request_parse(post, sizeof(post) - 1, &r, &n), NET_REQUEST_DONE);
+        ck_assert_uint_eq(n, sizeof(post) - 4);
+        net_request_done(&r);
+
         ck_assert_int_eq(parse("CONNECT [2001:db8::1]:8443 HTTP/1.0\r\n\r\n", &r, &n), NET_REQUEST_DONE);
         ck_assert_str_eq(r.host, "2001:db8::1");
         ck_assert_uint_eq(r.port, 8443);
