@@ -126,9 +126,10 @@ static int parse_head(const char *buf, size_t head_len, NetRequest *ret) {
                 if (k < 0)
                         return k;
                 path = aend;
-                /* METHOD origin-form HTTP/1.1, then Host: as the URI says. */
-                if (strextendf_len(&up, &up_len, "%.*s %s%.*s HTTP/1.1\r\nHost: %.*s\r\n", (int) method_len, p,
-                                   *path == '/' ? "" : "/", (int) (sp2 - path), path, (int) (aend - a), a) < 0)
+                /* METHOD origin-form HTTP/1.x, then Host: as the URI says. */
+                /* The client's HTTP version: a 1.0 client must not get a chunked answer. */
+                if (strextendf_len(&up, &up_len, "%.*s %s%.*s HTTP/1.%c\r\nHost: %.*s\r\n", (int) method_len, p,
+                                   *path == '/' ? "" : "/", (int) (sp2 - path), path, sp2[8], (int) (aend - a), a) < 0)
                         return -ENOMEM;
         }
 

@@ -234,7 +234,7 @@ START_TEST(test_plain_http_rewritten) {
         /* No path: "/"; a query right after the authority: "/?q". Default port 80. */
         ck_assert_int_eq(parse("HEAD http://example.com HTTP/1.0\r\n\r\n", &r, &n), NET_REQUEST_DONE);
         ck_assert_uint_eq(r.port, 80);
-        ck_assert(strncmp(r.upstream, "HEAD / HTTP/1.1\r\n", 17) == 0);
+        ck_assert(strncmp(r.upstream, "HEAD / HTTP/1.0\r\n", 17) == 0);
         net_request_done(&r);
         ck_assert_int_eq(parse("GET HTTP://example.com?q HTTP/1.1\r\n\r\n", &r, &n), NET_REQUEST_DONE);
         ck_assert(strncmp(r.upstream, "GET /?q HTTP/1.1\r\n", 18) == 0);
