@@ -29,9 +29,8 @@
 
 #include "allowlist.h"
 
+/* The bridge's port on the sandbox's loopback, which HTTP_PROXY and HTTPS_PROXY name. */
 #define NET_PROXY_PORT 3128
-/* Where the bridge is bound in the sandbox. */
-#define NET_PROXY_BRIDGE_PATH "/run/mcp-netbridge"
 
 typedef struct NetProxyContext NetProxyContext;
 typedef struct NetProxy NetProxy;

@@ -156,6 +156,10 @@ print(urllib.request.urlopen("http://{there}:{port}/some/path?q=1", timeout=20).
     check("http://127.0.0.1:3128 http://127.0.0.1:3128 ''" in text, text)
     eq(st.get("network_refused"), [], "network_refused")
     check("network_refused" not in text, text)
+    # check_environment says which hosts runs reach.
+    r = c.call_tool("check_environment", {}, timeout=60)
+    check(f"{there}:{port}" in (r["structuredContent"]["sandbox"].get("network_allow") or []), r["structuredContent"])
+    check(f"Network allowlist (through the proxy at http://127.0.0.1:3128): {there}:{port}" in c.text(r), c.text(r))
 
 
 @test
