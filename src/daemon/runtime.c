@@ -714,7 +714,7 @@ static char **bridge_command(Runtime *r, int fd, char *const *command) {
 
         snprintf(s, sizeof(s), "%d", fd);
         snprintf(port, sizeof(port), "%d", NET_PROXY_PORT);
-        if (!cmd || strv_extend(&cmd, net_proxy_context_bridge(r->netproxy)) < 0 || strv_extend(&cmd, s) < 0 ||
+        if (!cmd || strv_extend(&cmd, SANDBOX_BRIDGE_PATH) < 0 || strv_extend(&cmd, s) < 0 ||
             strv_extend(&cmd, port) < 0 || strv_extend_strv(&cmd, command) < 0)
                 return NULL;
         return TAKE_PTR(cmd);
@@ -769,10 +769,6 @@ int runtime_network_wrap_later(Runtime *r, char *const *command, int *ret_ctl_fd
 
 int runtime_network_adopt(Runtime *r, uid_t uid, int ctl_fd, NetProxy **ret) {
         return net_proxy_adopt(r->netproxy, uid, ctl_fd, ret);
-}
-
-const char *runtime_network_bridge(const Runtime *r) {
-        return net_proxy_context_bridge(r->netproxy);
 }
 
 const char *runtime_uv_path(const Runtime *r) {
@@ -1152,6 +1148,9 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
         policy.env_dir = env_dir;
         policy.ro_paths = ro_paths;
         policy.rw_paths = rw_dir ? rw : NULL;
+        /* network-allow: a command behind the bridge (runtime_network_wrap()) gets the bridge. */
+        if (inside[0] && streq(inside[0], SANDBOX_BRIDGE_PATH))
+                policy.bridge = net_proxy_context_bridge(r->netproxy);
         policy.data = data;
         policy.n_data = n_data;
         policy.seccomp_fd = seccomp_fd;

@@ -125,14 +125,13 @@ int runtime_spawn_in_bwrap(Runtime *r, const char *env_dir, char *const *ro_path
 /*
  * network-allow= (and network=no, and runs sandboxed): a run's only way out is the daemon's proxy. Then
  * runtime_network_wrap() makes a proxy for a run of uid and returns 1: *ret_command is command behind the bridge
- * (whose host path must be bound read-only into the sandbox: runtime_network_bridge()), *ret_fd the socket the
- * sandbox must keep at the same number, *ret_proxy the run's proxy (free it when the run ends: that closes its
- * connections). Else 0 and nothing: no bridge, no socket.
+ * (SANDBOX_BRIDGE_PATH, which the spawn binds into the sandbox), *ret_fd the socket the sandbox must keep at the
+ * same number, *ret_proxy the run's proxy (free it when the run ends: that closes its connections). Else 0 and
+ * nothing: no bridge, no socket.
  */
 bool runtime_network_allowlisted(const Runtime *r);
 int runtime_network_wrap(Runtime *r, uid_t uid, char *const *command, NetProxy **ret_proxy, int *ret_fd,
                          char ***ret_command);
-const char *runtime_network_bridge(const Runtime *r);
 /* The same for a sandbox started before it is known whose it is (prestart=): no proxy yet, but *ret_ctl_fd, the
  * daemon's end, which runtime_network_adopt() turns into the proxy of the uid that takes the sandbox (taking
  * ctl_fd, also on failure). */

@@ -15,6 +15,8 @@
 /* Where a run sees its environment: the same for every environment, so that nothing the run prints (sys.prefix,
  * tracebacks, VIRTUAL_ENV) names the store's path on the host. */
 #define SANDBOX_ENV_DIR "/venv"
+/* Where the network bridge (network-allow) is in a sandbox that has it. */
+#define SANDBOX_BRIDGE_PATH "/run/mcp-python-sandbox-netbridge"
 #define SANDBOX_UID 65534
 #define SANDBOX_GID 65534
 
@@ -31,6 +33,7 @@ typedef struct SandboxPolicy {
         const char *env_dir;            /* the environment: bound read-only at SANDBOX_ENV_DIR; NULL: none */
         char *const *ro_paths;          /* bound read-only at the same absolute paths */
         char *const *rw_paths;          /* bound writable at the same absolute paths (after ro_paths) */
+        const char *bridge;             /* the network bridge's host path, bound read-only at SANDBOX_BRIDGE_PATH */
         const SandboxData *data;        /* files created from fds (the script) */
         size_t n_data;
         int seccomp_fd;                 /* the BPF program for --seccomp (sandbox_seccomp_export()); -EBADF: none */

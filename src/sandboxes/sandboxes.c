@@ -916,10 +916,7 @@ static int sandbox_spawn(Sandbox *sb) {
         snprintf(fdstr, sizeof(fdstr), "%d", theirs);
         char *command[] = { python, (char *) "-I", (char *) "-u", (char *) "-c", (char *) sandbox_driver_code, fdstr,
                             NULL };
-        char *ro[3] = {};
-        size_t n_ro = 0;
-        if (!streq(sb->python->prefix, "/usr"))
-                ro[n_ro++] = (char *) sb->python->prefix;
+        char *ro[] = { (char *) sb->python->prefix, NULL };
         /* network-allow: the driver behind the bridge, which hands the daemon's proxy its listening socket. */
         _cleanup_strv_free_ char **wrapped = NULL;
         _cleanup_close_ int net_fd = -EBADF;
@@ -928,11 +925,9 @@ static int sandbox_spawn(Sandbox *sb) {
                 sandbox_stop(sb);
                 return k;
         }
-        if (k > 0 && !startswith(runtime_network_bridge(r), "/usr/"))   /* else it is there already */
-                ro[n_ro++] = (char *) runtime_network_bridge(r);
         int fds[] = { theirs, net_fd };
         /* The same sandbox as execute_python's runs (network, tmpfs size, read-only system). */
-        k = runtime_spawn_in_bwrap(r, sb->env, n_ro > 0 ? ro : NULL, NULL, 0,
+        k = runtime_spawn_in_bwrap(r, sb->env, streq(sb->python->prefix, "/usr") ? NULL : ro, NULL, 0,
                                    fds, net_fd >= 0 ? 2 : 1, status_theirs, wrapped ?: command, 0, &limits, 8192,
                                    8192, on_bwrap_exit, sb, &sb->proc);
         if (k < 0) {

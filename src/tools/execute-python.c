@@ -704,16 +704,11 @@ static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userd
         k = runtime_network_wrap_later(ps->runtime, command, &ctl, &net_fd, &wrapped);
         if (k < 0)
                 return k;
-        char *ro[3] = {};
-        size_t n_ro = 0;
-        if (!streq(ps->prefix, "/usr"))
-                ro[n_ro++] = ps->prefix;
-        if (k > 0 && !startswith(runtime_network_bridge(ps->runtime), "/usr/"))   /* else it is there already */
-                ro[n_ro++] = (char *) runtime_network_bridge(ps->runtime);
+        char *ro[] = { ps->prefix, NULL };
         int pass[] = { out_w, in_r, net_fd };
-        k = runtime_spawn_sandboxed_with_fds(ps->runtime, ps->env_path, n_ro > 0 ? ro : NULL, NULL, 0, pass,
-                                             net_fd >= 0 ? 3 : 2, wrapped ?: command, 0, &ps->limits, ps->head_max,
-                                             ps->tail_max, done, done_userdata, &ret->proc);
+        k = runtime_spawn_sandboxed_with_fds(ps->runtime, ps->env_path, streq(ps->prefix, "/usr") ? NULL : ro, NULL,
+                                             0, pass, net_fd >= 0 ? 3 : 2, wrapped ?: command, 0, &ps->limits,
+                                             ps->head_max, ps->tail_max, done, done_userdata, &ret->proc);
         if (k < 0)
                 return k;
         ret->ctl_fd = TAKE_FD(ctl);
@@ -1057,14 +1052,9 @@ static void job_run(Job *j) {
         k = runtime_network_wrap(r, j->call->uid, command, &j->netproxy, &net_fd, &wrapped);
         if (k < 0)
                 return job_fail(j, PHASE_RUN, "the network proxy could not be set up: %s", strerror(-k));
-        char *ro_net[3] = {};
-        size_t n_ro = 0;
-        if (!streq(prefix, "/usr"))
-                ro_net[n_ro++] = (char *) prefix;
-        if (k > 0 && !startswith(runtime_network_bridge(r), "/usr/"))   /* else it is there already */
-                ro_net[n_ro++] = (char *) runtime_network_bridge(r);
+        char *ro[] = { (char *) prefix, NULL };
         int fds[] = { out_w, net_fd };
-        k = runtime_spawn_sandboxed_with_fds(r, j->env_path, n_ro > 0 ? ro_net : NULL,
+        k = runtime_spawn_sandboxed_with_fds(r, j->env_path, streq(prefix, "/usr") ? NULL : ro,
                                              &data, 1, fds, net_fd >= 0 ? 2 : 1, wrapped ?: command,
                                              j->timeout_usec, &j->limits, head, tail, on_run_done, j, &j->proc);
         if (k == -EPERM && runtime_sandbox_error(r))

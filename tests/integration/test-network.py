@@ -149,11 +149,14 @@ def allowed_host_answers_through_urllib():
     r, st, text = run_script(c, f"""
 import os, urllib.request
 print(os.environ["HTTP_PROXY"], os.environ["https_proxy"], repr(os.environ["NO_PROXY"]))
+print("BRIDGE", os.path.exists("/run/mcp-python-sandbox-netbridge"), sorted(os.listdir("/work")))
 print(urllib.request.urlopen("http://{there}:{port}/some/path?q=1", timeout=20).read().decode())
 """)
     eq(st.get("exit_code"), 0, f"exit code ({text})")
     check(f"{MARK} /some/path?q=1 host={there}:{port}" in text, text)
     check("http://127.0.0.1:3128 http://127.0.0.1:3128 ''" in text, text)
+    # The bridge is at its fixed place, not at its host path (nothing of the host's tree shows in /work).
+    check("BRIDGE True ['out', 'script.py']" in text, text)
     eq(st.get("network_refused"), [], "network_refused")
     check("network_refused" not in text, text)
     # check_environment says which hosts runs reach.
@@ -485,6 +488,7 @@ def without_an_allowlist_nothing_changes():
     r, st, text = run_script(c, """
 import os, socket
 print("PROXY", [k for k in os.environ if "proxy" in k.lower()])
+print("BRIDGE", os.path.exists("/run/mcp-python-sandbox-netbridge"))
 try:
     socket.create_connection(("127.0.0.1", 3128), timeout=5)
     print("CONNECTED")
@@ -492,7 +496,7 @@ except OSError as e:
     print("FAILED", e.errno)
 """)
     eq(st.get("exit_code"), 0, f"exit code ({text})")
-    check("PROXY []" in text and "CONNECTED" not in text, text)
+    check("PROXY []" in text and "CONNECTED" not in text and "BRIDGE False" in text, text)
     check("network_refused" not in st, f"no network_refused: {st.keys()}")
 
 
