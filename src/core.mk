@@ -38,6 +38,9 @@ libcore_a_SOURCES = \
 	src/sandbox/seccomp.c src/sandbox/seccomp.h \
 	src/sandbox/limits.c src/sandbox/limits.h \
 	src/sandbox/uidpool.c src/sandbox/uidpool.h \
+	src/netproxy/allowlist.c src/netproxy/allowlist.h \
+	src/netproxy/request.c src/netproxy/request.h \
+	src/netproxy/proxy.c src/netproxy/proxy.h \
 	src/envstore/pythons.c src/envstore/pythons.h \
 	src/envstore/envstore.c src/envstore/envstore.h \
 	src/envstore/layout.c src/envstore/layout.h \

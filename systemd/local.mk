@@ -15,6 +15,7 @@ edit_paths = sed \
 	-e 's|@runstatedir[@]|$(runstatedir)|g' \
 	-e 's|@BWRAP_PATH[@]|$(BWRAP_PATH)|g' \
 	-e 's|@UV_PATH[@]|$(UV_PATH)|g' \
+	-e 's|@pkglibexecdir[@]|$(pkglibexecdir)|g' \
 	-e 's|@PACKAGE_VERSION[@]|$(PACKAGE_VERSION)|g'
 
 systemd/%.socket: systemd/%.socket.in Makefile

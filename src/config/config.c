@@ -12,6 +12,7 @@
 #include <syslog.h>
 
 #include "config.h"
+#include "netproxy/allowlist.h"
 #include "log.h"
 #include "macro.h"
 #include "strv.h"
@@ -94,6 +95,12 @@ static const Setting settings[] = {
           "Sandboxes kept started ahead for each recently used environment (0: none)"),
         S("tmpfs-size", SETTING_SIZE, tmpfs_size, "Size of a run's writable work dir and of its /tmp"),
         S("network", SETTING_BOOL, network, "Give scripts network access"),
+        S("network-allow", SETTING_STRV, network_allow,
+          "Hosts scripts may reach through the daemon's proxy (HOST[:PORT], *.DOMAIN, ADDRESS); empty: none"),
+        S("network-allow-private", SETTING_BOOL, network_allow_private,
+          "Let allowlisted names lead to private addresses (10/8, 172.16/12, 192.168/16, fc00::/7)"),
+        S("network-max-connections-per-user", SETTING_UINT, network_max_connections_per_user,
+          "Proxy connections (network-allow) one user's runs may hold open at once"),
         S("unsafe-no-sandbox", SETTING_BOOL, unsafe_no_sandbox,
           "Run scripts WITHOUT a sandbox, as the daemon's user (development only)"),
         /* Without a cgroup per run: RLIMIT_AS, which counts address space per process (numpy's thread pools
@@ -208,6 +215,8 @@ void config_init(Config *c) {
                 .python_versions = strv_new(),
                 .python_downloads = CONFIG_AUTO,
                 .data_dirs = strv_new(),
+                .network_allow = strv_new(),
+                .network_max_connections_per_user = 64,
                 .extra_index_urls = strv_new(),
                 .find_links = strv_new(),
                 .prepare_timeout_usec = 600 * USEC_PER_SEC,
@@ -472,6 +481,17 @@ static int setting_apply(Config *c, const Setting *st, const char *value, char *
                 return 0;
         case SETTING_STRV: {
                 char ***l = p;
+                if (streq(st->name, "network-allow")) {
+                        /* Refused when read, not when a run needs it. */
+                        _cleanup_strv_free_ char **words = strv_split(value, " \t,");
+                        NetAllowlist allow = {};
+                        if (!words)
+                                return -ENOMEM;
+                        r = net_allowlist_parse(words, &allow, ret_error);
+                        net_allowlist_done(&allow);
+                        if (r < 0)
+                                return r;
+                }
                 if (!*value) {
                         strv_free(*l);
                         *l = strv_new();

@@ -65,6 +65,9 @@ typedef struct Config {
         uint64_t prestart;              /* sandboxes started ahead per recently used environment; 0: none */
         uint64_t tmpfs_size;
         bool network;
+        char **network_allow;           /* network-allow: hosts reachable through the daemon's proxy */
+        bool network_allow_private;
+        uint64_t network_max_connections_per_user;
         bool unsafe_no_sandbox;         /* development only: scripts run as the daemon's user, no bwrap */
         uint64_t max_memory;            /* bytes per run; 0 = no limit */
         uint64_t max_processes;         /* processes and threads per run; 0 = no limit */

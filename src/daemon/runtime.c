@@ -107,6 +107,8 @@ struct Runtime {
 
         /* Pythons installed on demand (python-downloads=) into the store's pythons/; NULL without uv. */
         PyInstaller *pyinstaller;
+        /* network-allow=: the proxy that is the runs' only way out. */
+        NetProxyContext *netproxy;
 };
 
 static void set_sched_limits(Runtime *r);
@@ -251,6 +253,20 @@ static int check_uid_range_unused(const UidRange *range) {
 static int pythons_dir_setup(Runtime *r);
 static void on_python_installed(const char *version, const char *executable, const char *prefix, void *userdata);
 
+/* network-allow= as the configuration says now (the entries were checked when it was read). */
+static void configure_netproxy(Runtime *r) {
+        NetAllowlist l = {};
+        _cleanup_free_ char *error = NULL;
+
+        if (net_allowlist_parse(r->config->network_allow, &l, &error) < 0)
+                log_error("%s", strempty(error));
+        net_proxy_context_configure(r->netproxy, &l, r->config->network_allow_private,
+                                    (unsigned) MIN(r->config->network_max_connections_per_user, 65536u));
+        if (net_proxy_context_enabled(r->netproxy) && !net_proxy_context_bridge(r->netproxy))
+                log_error("network-allow is set, but mcp-python-sandbox-netbridge is not installed (looked beside the "
+                          "daemon and in " PKGLIBEXECDIR "): runs that want the network will fail.");
+}
+
 int runtime_new(Runtime **ret, Manager *m) {
         Runtime *r = calloc(1, sizeof(*r));
         long ncpu;
@@ -300,10 +316,13 @@ int runtime_new(Runtime **ret, Manager *m) {
                 return -ENOMEM;
         }
         k = pool_new(&r->pool, m->event, r->sched, (unsigned) MIN(m->config->prestart, 16u));
+        if (k >= 0)
+                k = net_proxy_context_new(&r->netproxy, m->event);
         if (k < 0) {
                 runtime_free(r);
                 return k;
         }
+        configure_netproxy(r);
         /* A root daemon's sandbox uids pass through it to their environments and /etc files, and see nothing
          * else; an unprivileged daemon's sandboxes are its own uid: nobody else needs in. */
         mode_t cache_mode = r->uids ? 0711 : 0700;
@@ -370,6 +389,7 @@ Runtime *runtime_free(Runtime *r) {
         free(r->etc_dir);
         strv_free(r->data_binds);
         uid_pool_unref(r->uids);
+        net_proxy_context_free(r->netproxy);
         sd_event_unref(r->event);
         free(r);
         return NULL;
@@ -818,10 +838,79 @@ void runtime_reload(Runtime *r) {
                           pool_n_ready(r->pool) == 1 ? "" : "es");
         pool_flush(r->pool);
         pool_set_size(r->pool, (unsigned) MIN(r->config->prestart, 16u));
+        configure_netproxy(r);
         /* The caps may have gone up: waiters are served at once. */
         set_sched_limits(r);
         log_debug("Re-running the sandbox self-test.");
         (void) start_self_test(r);
+}
+
+bool runtime_network_allowlisted(const Runtime *r) {
+        return net_proxy_context_enabled(r->netproxy) && !r->config->network && !runtime_unsandboxed(r);
+}
+
+/* The command behind the bridge, which gets the sandbox's end of the socket pair at fd. */
+static char **bridge_command(Runtime *r, int fd, char *const *command) {
+        _cleanup_strv_free_ char **cmd = strv_new();
+        char s[16], port[16];
+
+        snprintf(s, sizeof(s), "%d", fd);
+        snprintf(port, sizeof(port), "%d", NET_PROXY_PORT);
+        if (!cmd || strv_extend(&cmd, SANDBOX_BRIDGE_PATH) < 0 || strv_extend(&cmd, s) < 0 ||
+            strv_extend(&cmd, port) < 0 || strv_extend_strv(&cmd, command) < 0)
+                return NULL;
+        return TAKE_PTR(cmd);
+}
+
+int runtime_network_wrap(Runtime *r, uid_t uid, char *const *command, NetProxy **ret_proxy, int *ret_fd,
+                         char ***ret_command) {
+        NetProxy *p = NULL;
+        int fd = -EBADF, k;
+
+        *ret_proxy = NULL;
+        *ret_fd = -EBADF;
+        *ret_command = NULL;
+        if (!runtime_network_allowlisted(r))
+                return 0;
+        k = net_proxy_new(r->netproxy, uid, &p, &fd);
+        if (k < 0)
+                return k;
+        *ret_command = bridge_command(r, fd, command);
+        if (!*ret_command) {
+                net_proxy_free(p);
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        *ret_proxy = p;
+        *ret_fd = fd;
+        return 1;
+}
+
+int runtime_network_wrap_later(Runtime *r, char *const *command, int *ret_ctl_fd, int *ret_fd, char ***ret_command) {
+        int ctl = -EBADF, fd = -EBADF, k;
+
+        *ret_ctl_fd = *ret_fd = -EBADF;
+        *ret_command = NULL;
+        if (!runtime_network_allowlisted(r))
+                return 0;
+        if (!net_proxy_context_bridge(r->netproxy))
+                return -ENOENT;
+        k = net_proxy_socket_pair(&ctl, &fd);
+        if (k < 0)
+                return k;
+        *ret_command = bridge_command(r, fd, command);
+        if (!*ret_command) {
+                safe_close(ctl);
+                safe_close(fd);
+                return -ENOMEM;
+        }
+        *ret_ctl_fd = ctl;
+        *ret_fd = fd;
+        return 1;
+}
+
+int runtime_network_adopt(Runtime *r, uid_t uid, int ctl_fd, NetProxy **ret) {
+        return net_proxy_adopt(r->netproxy, uid, ctl_fd, ret);
 }
 
 const char *runtime_uv_path(const Runtime *r) {
@@ -1205,6 +1294,9 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
         policy.env_dir = env_dir;
         policy.ro_paths = ro_paths;
         policy.rw_paths = rw_dir ? rw : NULL;
+        /* network-allow: a command behind the bridge (runtime_network_wrap()) gets the bridge. */
+        if (inside[0] && streq(inside[0], SANDBOX_BRIDGE_PATH))
+                policy.bridge = net_proxy_context_bridge(r->netproxy);
         policy.data = data;
         policy.n_data = n_data;
         policy.seccomp_fd = seccomp_fd;

@@ -17,6 +17,7 @@
 #include "envstore/pythons.h"
 #include "executor/pool.h"
 #include "executor/process.h"
+#include "netproxy/proxy.h"
 #include "sandbox/limits.h"
 #include "sandbox/sandbox.h"
 #include "scheduler/scheduler.h"
@@ -146,6 +147,21 @@ int runtime_spawn_in_bwrap(Runtime *r, const char *env_dir, char *const *ro_path
                            size_t n_data, const int *pass_fds, size_t n_pass, int status_fd, char *const *command,
                            uint64_t timeout_usec, const SandboxLimits *limits, size_t head_max, size_t tail_max,
                            ProcessDoneFunc done, void *userdata, Process **ret);
+/*
+ * network-allow= (and network=no, and runs sandboxed): a run's only way out is the daemon's proxy. Then
+ * runtime_network_wrap() makes a proxy for a run of uid and returns 1: *ret_command is command behind the bridge
+ * (SANDBOX_BRIDGE_PATH, which the spawn binds into the sandbox), *ret_fd the socket the sandbox must keep at the
+ * same number, *ret_proxy the run's proxy (free it when the run ends: that closes its connections). Else 0 and
+ * nothing: no bridge, no socket.
+ */
+bool runtime_network_allowlisted(const Runtime *r);
+int runtime_network_wrap(Runtime *r, uid_t uid, char *const *command, NetProxy **ret_proxy, int *ret_fd,
+                         char ***ret_command);
+/* The same for a sandbox started before it is known whose it is (prestart=): no proxy yet, but *ret_ctl_fd, the
+ * daemon's end, which runtime_network_adopt() turns into the proxy of the uid that takes the sandbox (taking
+ * ctl_fd, also on failure). */
+int runtime_network_wrap_later(Runtime *r, char *const *command, int *ret_ctl_fd, int *ret_fd, char ***ret_command);
+int runtime_network_adopt(Runtime *r, uid_t uid, int ctl_fd, NetProxy **ret);
 /* The machine-wide part of a run's sandbox policy (bwrap, network, tmpfs size,
  * /etc): every sandboxed process starts from it. */
 SandboxPolicy runtime_sandbox_policy(const Runtime *r);

@@ -52,6 +52,7 @@ void pool_item_done(PoolItem *it) {
         it->proc = process_free(it->proc);
         it->in_fd = safe_close(it->in_fd);
         it->out_fd = safe_close(it->out_fd);
+        it->ctl_fd = safe_close(it->ctl_fd);
 }
 
 static void entry_free(PoolEntry *e) {
@@ -122,7 +123,7 @@ static int target_fill(PoolTarget *t) {
                 }
                 t->entries = l;
                 e->target = t;
-                e->item = (PoolItem) { .in_fd = -EBADF, .out_fd = -EBADF };
+                e->item = (PoolItem) { .in_fd = -EBADF, .out_fd = -EBADF, .ctl_fd = -EBADF };
                 /* Work the daemon does for itself: charged to its own account, capped like the rest. */
                 if (p->sched && scheduler_try_acquire(p->sched, &e->ticket, SCHED_PRESTART, SCHEDULER_DAEMON_UID) != 0) {
                         free(e);

@@ -25,6 +25,7 @@ typedef struct PoolItem {
         Process *proc;          /* started, waiting; its done callback is the pool's until taken */
         int in_fd;              /* write end: what the process waits for; close it after writing */
         int out_fd;             /* read end of a result pipe, or -EBADF */
+        int ctl_fd;             /* the daemon's end of a socket the process holds too (network-allow's), or -EBADF */
 } PoolItem;
 
 /* Start one process for spec, passing done and userdata to process_spawn. */

@@ -170,6 +170,8 @@ static int build_options(const SandboxPolicy *p, char ***ret) {
                 r |= add3(&argv, "--ro-bind", p->env_dir, SANDBOX_ENV_DIR);
         for (size_t i = 0; p->rw_paths && p->rw_paths[i]; i++)
                 r |= add3(&argv, "--bind", p->rw_paths[i], p->rw_paths[i]);
+        if (p->bridge)
+                r |= add3(&argv, "--ro-bind", p->bridge, SANDBOX_BRIDGE_PATH);
 
         /* The administrator's data, read-only (bwrap makes the mounts below it read-only too). A directory that
          * went away since it was checked is left out rather than failing the run. */

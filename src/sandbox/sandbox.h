@@ -17,6 +17,8 @@
 #define SANDBOX_ENV_DIR "/venv"
 /* Where the administrator's data directories (data-dirs=) are, each at SANDBOX_DATA_DIR/NAME. */
 #define SANDBOX_DATA_DIR "/data"
+/* Where the network bridge (network-allow) is in a sandbox that has it. */
+#define SANDBOX_BRIDGE_PATH "/run/mcp-python-sandbox-netbridge"
 #define SANDBOX_UID 65534
 #define SANDBOX_GID 65534
 
@@ -34,6 +36,7 @@ typedef struct SandboxPolicy {
         char *const *ro_paths;          /* bound read-only at the same absolute paths */
         char *const *rw_paths;          /* bound writable at the same absolute paths (after ro_paths) */
         char *const *data_dirs;         /* NAME=PATH each: PATH bound read-only at SANDBOX_DATA_DIR/NAME */
+        const char *bridge;             /* the network bridge's host path, bound read-only at SANDBOX_BRIDGE_PATH */
         const SandboxData *data;        /* files created from fds (the script) */
         size_t n_data;
         int seccomp_fd;                 /* the BPF program for --seccomp (sandbox_seccomp_export()); -EBADF: none */

@@ -27,6 +27,7 @@
 #include "macro.h"
 #include "sandboxes.h"
 #include "sandbox/limits.h"
+#include "strv.h"
 #include "tools/outputs.h"
 #include "tools/script.h"
 #include "utf8.h"
@@ -117,6 +118,7 @@ struct Sandbox {
 
         /* The running sandbox */
         Process *proc;
+        NetProxy *netproxy;             /* network-allow: the sandbox's way out, made anew with each start */
         int sock;
         sd_event_source *io;
         bool ready;                     /* the worker said hello */
@@ -434,6 +436,7 @@ static void sandbox_stop(Sandbox *sb) {
         sb->worker_pidfd = safe_close(sb->worker_pidfd);
         sb->worker_pid = 0;
         sb->proc = process_free(sb->proc);   /* kills bwrap and all in it */
+        sb->netproxy = net_proxy_free(sb->netproxy);
         sb->ready = false;
         sb->cpu_busy = -1;
         driver_input_done(&sb->input);
@@ -953,11 +956,20 @@ static int sandbox_spawn(Sandbox *sb) {
                 }
                 data[i] = (SandboxData) { .fd = sb->data_fds[i], .dest = sb->data_dests[i] };
         }
+        /* network-allow: the driver behind the bridge, which hands the daemon's proxy its listening socket. */
+        _cleanup_strv_free_ char **wrapped = NULL;
+        _cleanup_close_ int net_fd = -EBADF;
+        k = runtime_network_wrap(r, sb->uid, command, &sb->netproxy, &net_fd, &wrapped);
+        if (k < 0) {
+                sandbox_stop(sb);
+                return k;
+        }
+        int fds[] = { theirs, net_fd };
         /* The same sandbox as execute_python's runs (network, tmpfs size, read-only system). */
         sb->network = runtime_sandbox_policy(r).network;
         k = runtime_spawn_in_bwrap(r, sb->env, streq(sb->python->prefix, "/usr") ? NULL : ro, data, sb->n_data,
-                                   &theirs, 1, status_theirs, command, 0, &limits, 8192, 8192, on_bwrap_exit, sb,
-                                   &sb->proc);
+                                   fds, net_fd >= 0 ? 2 : 1, status_theirs, wrapped ?: command, 0, &limits, 8192,
+                                   8192, on_bwrap_exit, sb, &sb->proc);
         if (k < 0) {
                 sandbox_stop(sb);
                 return k;
@@ -1401,6 +1413,10 @@ int sandbox_prepare(Sandbox *sb, json_object *requirements, const char *python_v
 }
 
 /* ---- facts ---------------------------------------------------------------------- */
+
+char **sandbox_network_refused_take(Sandbox *sb) {
+        return sb->netproxy ? net_proxy_refused_take(sb->netproxy) : NULL;
+}
 
 const char *sandbox_id(const Sandbox *sb) {
         return sb->id;

@@ -91,6 +91,8 @@ void sandbox_op_cancel(SandboxOp *op);
 void sandbox_touch(Sandbox *sb);
 
 const char *sandbox_id(const Sandbox *sb);
+/* network-allow: the hosts the proxy refused since the last call (a strv the caller frees); NULL without a proxy. */
+char **sandbox_network_refused_take(Sandbox *sb);
 uid_t sandbox_uid(const Sandbox *sb);
 const char *sandbox_python_version(const Sandbox *sb);
 const char *sandbox_env_path(const Sandbox *sb);

@@ -113,6 +113,13 @@ static void check_env_finish(CheckEnv *c) {
                 json_add_string(o, "bwrap_self_test", self_test_error ?: "passed");
         }
         json_add_bool(o, "network", cfg->network || unsandboxed);
+        /* network-allow: the hosts runs reach through the daemon's proxy (empty: none). */
+        {
+                json_object *a = json_object_new_array();
+                for (size_t i = 0; !cfg->network && !unsandboxed && cfg->network_allow && cfg->network_allow[i]; i++)
+                        json_object_array_add(a, json_object_new_string(cfg->network_allow[i]));
+                json_add(o, "network_allow", a);
+        }
         json_add_string(o, "limits", sandbox_limits_mechanism());
         json_add_string(o, "limits_detail", sandbox_limits_mechanism_detail());
         json_add(st, "sandbox", o);
@@ -209,6 +216,10 @@ static void check_env_finish(CheckEnv *c) {
         else
                 appendf(&text, "Your files (the files argument): not in this session (it runs without the server's "
                         "socket: mcp-python-sandbox fell back to --stdio)");
+        if (!unsandboxed && !cfg->network && strv_length(cfg->network_allow) > 0) {
+                _cleanup_free_ char *allow = strv_join(cfg->network_allow, " ");
+                appendf(&text, "Network allowlist (through the proxy at http://127.0.0.1:3128): %s", strempty(allow));
+        }
         appendf(&text, "Default timeout: %" PRIu64 "s", cfg->default_timeout_usec / USEC_PER_SEC);
         appendf(&text, "Max timeout: %" PRIu64 "s", cfg->max_timeout_usec / USEC_PER_SEC);
         appendf(&text, "Max output: %" PRIu64 " bytes (head and tail kept)", cfg->output_cap);

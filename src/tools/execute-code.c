@@ -123,6 +123,21 @@ static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
                 strextendf_len(&text, &len, "--- timeout_clamped: %" PRId64 "s (the server's maximum) ---\n", timeout_s);
         strextendf_len(&text, &len, "--- execution_count: %" PRId64 " ---\n--- duration_ms: %" PRIu64 " ---\n", count,
                (sb_now_usec() - c->t_start) / USEC_PER_MSEC);
+        /* network-allow: the hosts the proxy refused since the last call (one line of text, one list). */
+        _cleanup_strv_free_ char **refused = sandbox_network_refused_take(c->sandbox);
+        if (refused && refused[0]) {
+                json_object *a = json_object_new_array();
+                for (size_t i = 0; refused[i]; i++)
+                        json_object_array_add(a, json_object_new_string(refused[i]));
+                json_add(st, "network_refused", a);
+                if (refused[0]) {
+                        _cleanup_free_ char *list = strv_join(refused, " ");
+                        strextendf_len(&text, &len,
+                                       "--- network_refused: %s (not in the administrator's network allowlist, "
+                                       "network-allow) ---\n", strempty(list));
+                }
+        }
+
         json_object_array_add(content, content_text_new(text ?: ""));
 
         /* Figures: a text line naming each (some clients drop images), then the image. */

@@ -322,6 +322,7 @@ typedef struct Job {
         const char *banner;             /* unsafe-no-sandbox: the line every result starts with, from the spawn */
         bool spawned;                   /* banner is the run's: it is NULL when the run is sandboxed */
         InputFiles files;               /* the user's files, at /work/in */
+        NetProxy *netproxy;             /* network-allow: the run's way out; its connections end with the job */
 
         uint64_t t_start, t_prepared, t_run_start;   /* the call came, the environment was ready, the run began */
         sd_event_source *progress_timer;
@@ -339,6 +340,7 @@ static Job *job_free(Job *j) {
         script_analysis_cancel(j->analysis);
         envstore_waiter_cancel(j->env_waiter);
         process_free(j->proc);
+        net_proxy_free(j->netproxy);
         sd_event_source_disable_unref(j->out_source);
         safe_close(j->out_fd);
         outputs_free(j->outputs);
@@ -711,16 +713,23 @@ static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userd
         in_w = fds[1];
         snprintf(arg, sizeof(arg), "%d:%d", out_w, in_r);
 
-        char *ro[] = { ps->prefix, NULL };
         char *command[] = { ps->python,         (char *) "-I", (char *) "-u",
                             (char *) "-B",      (char *) "-c", (char *) boot_code,
                             arg,                (char *) SANDBOX_WORK_DIR "/script.py", NULL };
-        int pass[] = { out_w, in_r };
-        k = runtime_spawn_sandboxed_with_fds(ps->runtime, ps->env_path, streq(ps->prefix, "/usr") ? NULL : ro, NULL,
-                                             0, pass, ELEMENTSOF(pass), command, 0, &ps->limits, ps->head_max,
-                                             ps->tail_max, done, done_userdata, &ret->proc);
+        /* network-allow: behind the bridge; the proxy is made for whoever takes the sandbox, from ctl. */
+        _cleanup_strv_free_ char **wrapped = NULL;
+        _cleanup_close_ int ctl = -EBADF, net_fd = -EBADF;
+        k = runtime_network_wrap_later(ps->runtime, command, &ctl, &net_fd, &wrapped);
         if (k < 0)
                 return k;
+        char *ro[] = { ps->prefix, NULL };
+        int pass[] = { out_w, in_r, net_fd };
+        k = runtime_spawn_sandboxed_with_fds(ps->runtime, ps->env_path, streq(ps->prefix, "/usr") ? NULL : ro, NULL,
+                                             0, pass, net_fd >= 0 ? 3 : 2, wrapped ?: command, 0, &ps->limits,
+                                             ps->head_max, ps->tail_max, done, done_userdata, &ret->proc);
+        if (k < 0)
+                return k;
+        ret->ctl_fd = TAKE_FD(ctl);
         (void) fcntl(out_r, F_SETFL, O_NONBLOCK);
         (void) fcntl(in_w, F_SETFL, O_NONBLOCK);
         ret->in_fd = TAKE_FD(in_w);
@@ -816,7 +825,7 @@ static void on_run_done(Process *p, void *userdata);
 /* Hand the script to a pre-started sandbox: true when it runs there now. */
 static bool job_take_prestarted(Job *j) {
         Runtime *r = j->runtime;
-        PoolItem it = { .in_fd = -EBADF, .out_fd = -EBADF };
+        PoolItem it = { .in_fd = -EBADF, .out_fd = -EBADF, .ctl_fd = -EBADF };
         ssize_t n;
         int size;
 
@@ -829,10 +838,17 @@ static bool job_take_prestarted(Job *j) {
                 pool_item_done(&it);
                 return false;
         }
+        /* network-allow: the sandbox's proxy becomes the caller's now (a reload flushes the pool: the two agree). */
+        if ((it.ctl_fd >= 0) != runtime_network_allowlisted(r) ||
+            (it.ctl_fd >= 0 && runtime_network_adopt(r, j->call->uid, TAKE_FD(it.ctl_fd), &j->netproxy) < 0)) {
+                pool_item_done(&it);
+                return false;
+        }
         it.proc->done = on_run_done;
         it.proc->userdata = j;
         if (pool_item_start(&it, runtime_event(r), j->timeout_usec) < 0) {
                 pool_item_done(&it);
+                j->netproxy = net_proxy_free(j->netproxy);
                 return false;
         }
         n = j->script_len > 0 ? write(it.in_fd, j->script, j->script_len) : 0;
@@ -840,6 +856,7 @@ static bool job_take_prestarted(Job *j) {
             sd_event_add_io(runtime_event(r), &j->out_source, it.out_fd, EPOLLIN, on_outputs, j) < 0) {
                 j->out_source = sd_event_source_disable_unref(j->out_source);
                 pool_item_done(&it);
+                j->netproxy = net_proxy_free(j->netproxy);
                 return false;
         }
         it.in_fd = safe_close(it.in_fd);   /* EOF: the script is all there */
@@ -997,9 +1014,21 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
         if (limit)
                 runlog_add(&l, "MCP_LIMIT", "%s", limit);
         runlog_add(&l, "MCP_RUN_USEC", "%" PRIu64, run_usec);
+        if (j->netproxy && net_proxy_refused(j->netproxy)[0]) {
+                _cleanup_free_ char *refused = strv_join(net_proxy_refused(j->netproxy), " ");
+                runlog_add(&l, "MCP_NETWORK_REFUSED", "%s", strempty(refused));
+        }
         runlog_emit(&l, "execute_python for uid " UID_FMT " (pid " PID_FMT "): %s, exit code %d, %" PRIu64 " ms.",
                     j->call->uid, j->call->pid, verdict, exit_code, run_usec / USEC_PER_MSEC);
 
+        /* network-allow: the hosts the proxy refused this run (one line of text, one list). */
+        char *const *refused = j->netproxy ? net_proxy_refused(j->netproxy) : NULL;
+        if (refused && refused[0]) {
+                _cleanup_free_ char *list = strv_join((char **) refused, " ");
+                strextendf_len(&text, &len,
+                               "--- network_refused: %s (not in the administrator's network allowlist, "
+                               "network-allow) ---\n", strempty(list));
+        }
         /* Figures and files reach the model only in content[]: then there is no structuredContent (outputs.h). */
         if (outputs_n_included(j->outputs) > 0) {
                 json_object_put(st);
@@ -1016,6 +1045,12 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
                         json_object_put(files);
                 if (outputs_n_unlisted(j->outputs) > 0)
                         json_add_int(st, "outputs_unlisted", (int64_t) outputs_n_unlisted(j->outputs));
+        }
+        if (st && refused && refused[0]) {
+                json_object *a = json_object_new_array();
+                for (size_t i = 0; refused[i]; i++)
+                        json_object_array_add(a, json_object_new_string(refused[i]));
+                json_add(st, "network_refused", a);
         }
 
         json_object *content = json_object_new_array();
@@ -1080,16 +1115,23 @@ static void job_run(Job *j) {
         if (k < 0)
                 return job_fail(j, PHASE_RUN, "the files could not be handed to the sandbox: %s", strerror(-k));
         const char *prefix = j->plan->python->prefix;
-        char *ro[] = { (char *) prefix, NULL };
         /* -I: no user site, no PYTHON* variables, no script dir on sys.path; -u unbuffered; -B no .pyc.
          * boot_code runs the script as `python /work/script.py` would. */
         char *command[] = { python,      (char *) "-I", (char *) "-u",  (char *) "-B", (char *) "-c",
                             (char *) boot_code, out_fd, (char *) SANDBOX_WORK_DIR "/script.py", NULL };
         size_t head, tail;
         output_caps(c, &head, &tail);
-        k = runtime_spawn_sandboxed_with_fd(r, j->env_path, streq(prefix, "/usr") ? NULL : ro, data, 1 + j->files.n,
-                                            out_w, command, j->timeout_usec, &j->limits, head, tail, on_run_done, j,
-                                            &j->proc);
+        /* network-allow: the command behind the bridge, which hands the daemon's proxy its listening socket. */
+        _cleanup_strv_free_ char **wrapped = NULL;
+        _cleanup_close_ int net_fd = -EBADF;
+        k = runtime_network_wrap(r, j->call->uid, command, &j->netproxy, &net_fd, &wrapped);
+        if (k < 0)
+                return job_fail(j, PHASE_RUN, "the network proxy could not be set up: %s", strerror(-k));
+        char *ro[] = { (char *) prefix, NULL };
+        int fds[] = { out_w, net_fd };
+        k = runtime_spawn_sandboxed_with_fds(r, j->env_path, streq(prefix, "/usr") ? NULL : ro,
+                                             data, 1 + j->files.n, fds, net_fd >= 0 ? 2 : 1, wrapped ?: command,
+                                             j->timeout_usec, &j->limits, head, tail, on_run_done, j, &j->proc);
         if (k == -EPERM && runtime_sandbox_error(r))
                 return job_fail(j, PHASE_RUN, "%s", strempty(runtime_sandbox_error(r)));
         if (k < 0)

@@ -63,7 +63,7 @@ static void size_text(uint64_t n, char buf[static 32]) {
 }
 
 char *tools_live_line(const Config *c) {
-        char memory[32], tmpfs[32], output[32], where[128];
+        char memory[32], tmpfs[32], output[32], where[192];
         char *s = NULL;
 
         size_text(c->max_memory, memory);
@@ -73,7 +73,12 @@ char *tools_live_line(const Config *c) {
         if (c->unsafe_no_sandbox)
                 snprintf(where, sizeof(where), "no sandbox, the host's network and files");
         else
-                snprintf(where, sizeof(where), "network %s; /work and /tmp %s each", c->network ? "on" : "off", tmpfs);
+                snprintf(where, sizeof(where), "network %s; /work and /tmp %s each",
+                         c->network                              ? "on"
+                         : c->network_allow && c->network_allow[0] ? "only to listed hosts, through HTTP_PROXY "
+                                                                     "(check_environment lists them)"
+                                                                   : "off",
+                         tmpfs);
         if (asprintf(&s,
                      "This server: %s; timeout %" PRIu64 " s by default, %" PRIu64 " s at most; memory %s; "
                      "output: %s per stream kept (beginning and end); %s.",

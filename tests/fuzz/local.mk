@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # libFuzzer targets, built with ./configure --enable-fuzzer CC=clang.
 # Run each for a while: make fuzz FUZZ_SECONDS=30
-FUZZ_TARGETS = fuzz-framing fuzz-mcp fuzz-pep723 fuzz-config fuzz-driver fuzz-outputs fuzz-fdqueue
+FUZZ_TARGETS = fuzz-framing fuzz-mcp fuzz-pep723 fuzz-config fuzz-driver fuzz-outputs fuzz-fdqueue fuzz-netproxy
 EXTRA_DIST += $(addprefix tests/fuzz/,$(addsuffix .c,$(FUZZ_TARGETS))) tests/fuzz/corpus
 if ENABLE_FUZZER
 noinst_PROGRAMS += $(FUZZ_TARGETS)
@@ -35,6 +35,11 @@ fuzz_fdqueue_SOURCES = tests/fuzz/fuzz-fdqueue.c
 fuzz_fdqueue_CFLAGS = $(FUZZ_CFLAGS)
 fuzz_fdqueue_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
 fuzz_fdqueue_LDADD = $(FUZZ_LDADD)
+
+fuzz_netproxy_SOURCES = tests/fuzz/fuzz-netproxy.c
+fuzz_netproxy_CFLAGS = $(FUZZ_CFLAGS)
+fuzz_netproxy_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
+fuzz_netproxy_LDADD = $(FUZZ_LDADD)
 
 FUZZ_SECONDS ?= 20
 fuzz: $(FUZZ_TARGETS)

@@ -34,7 +34,8 @@ INTEGRATION_TESTS = \
 	tests/integration/test-pythons.py \
 	tests/integration/test-scheduler.py \
 	tests/integration/test-neighbours.py \
-	tests/integration/test-data.py
+	tests/integration/test-data.py \
+	tests/integration/test-network.py
 TESTS += $(INTEGRATION_TESTS)
 EXTRA_DIST += $(INTEGRATION_TESTS) tests/integration/mcptest.py tests/integration/wheels.py
 

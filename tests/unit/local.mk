@@ -134,3 +134,9 @@ TESTS += test-scheduler
 test_scheduler_SOURCES = tests/unit/test-scheduler.c
 test_scheduler_CFLAGS = $(UNIT_CFLAGS)
 test_scheduler_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-netproxy
+TESTS += test-netproxy
+test_netproxy_SOURCES = tests/unit/test-netproxy.c
+test_netproxy_CFLAGS = $(UNIT_CFLAGS)
+test_netproxy_LDADD = $(UNIT_LIBS)
