@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "daemon/manager.h"
+#include "daemon/runtime.h"
 #include "json-util.h"
 #include "macro.h"
 #include "strv.h"
@@ -129,6 +130,16 @@ void tools_describe(const Tool *t, json_object *entry, void *userdata) {
                 set_maximum(limits, "max_processes", c->max_processes);
                 set_maximum(limits, "max_file_size_mb", (c->max_file_size ?: c->tmpfs_size) / (1024 * 1024));
                 set_maximum(limits, "cpu_seconds", cpu / USEC_PER_SEC);
+        }
+
+        /* Which Pythons there are, once the start-up probes have found them, and whether others can be had. */
+        json_object *pv = json_get(props, "python_version", json_type_object);
+        if (pv && m->runtime && runtime_is_ready(m->runtime)) {
+                _cleanup_free_ char *list = pythons_list(runtime_pythons(m->runtime)), *d = NULL;
+                if (asprintf(&d, "%s Here: %s%s.", strempty(json_get_string(pv, "description")),
+                             list && *list ? list : "none",
+                             runtime_python_downloads(m->runtime) ? "; others are installed when asked for" : "") >= 0)
+                        json_add_string(pv, "description", d);
         }
 
         line = tools_live_line(c);

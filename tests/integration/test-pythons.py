@@ -122,6 +122,11 @@ def a_missing_python_is_installed_and_used():
     url, full, minor = build_site()
     cache = scratch("mcptest-pycache-")
     d, c, uv = daemon(cache)
+    # The tool list tells the model which Pythons there are, and that others can be had.
+    c.call_tool("check_environment", {}, timeout=60)   # the start-up probes are done
+    tools = {t["name"]: t for t in c.result("tools/list")["tools"]}
+    pv = tools["execute_python"]["inputSchema"]["properties"]["python_version"]["description"]
+    check("Here: 3.11" in pv and "others are installed when asked for" in pv, f"python_version's description: {pv!r}")
     marker = uuid.uuid4().hex
     r, text = run(c, PROBE + f"print({marker!r})\n", python_version=minor, meta={"progressToken": "p"})
     check(r.get("isError") is False, f"the run on Python {minor} failed: {text[:3000]}\n{d.log()[-3000:]}")
@@ -225,6 +230,9 @@ def versions_that_cannot_be_had_fail_clearly():
         eq(python_installs(uv), [], f"uv python install with {args}")
         st = c.call_tool("check_environment", {}, timeout=60).get("structuredContent") or {}
         eq(st.get("python_downloads"), False, f"check_environment python_downloads with {args}")
+        tools = {t["name"]: t for t in c.result("tools/list")["tools"]}
+        pv = tools["execute_python"]["inputSchema"]["properties"]["python_version"]["description"]
+        check("installed when asked" not in pv, f"python_version's description with {args}: {pv!r}")
         c.close()
         d.close()
 
