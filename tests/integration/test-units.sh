@@ -130,7 +130,7 @@ done
 for f in "$system_service" "$user_service"; do
         # Settings that break unprivileged bwrap (STYLE.md, "Packaging"), or
         # that are inherited by every script and break JIT compilers.
-        if grep -n -E '^[[:space:]]*(RestrictNamespaces|PrivateUsers|ProtectKernelTunables|ProtectKernelLogs|ProcSubset|MemoryDenyWriteExecute|PrivateNetwork)=' "$f"; then
+        if grep -n -E '^[[:space:]]*(RestrictNamespaces|PrivateUsers|ProtectKernelTunables|ProcSubset|MemoryDenyWriteExecute|PrivateNetwork)=' "$f"; then
                 fail "$f: a setting above breaks the sandbox"
         fi
         # invisible is shown to work with bwrap under systemd (make
