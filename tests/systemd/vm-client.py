@@ -10,7 +10,8 @@ or the session failed (its message on stderr and as {"fail": ...}).
     vm-client.py 'execute_python={"script": "print(1)"}'
 
 @SB@ in the arguments is the sandbox_id of the last reply that had one.
---sleep-after N keeps the session open N seconds after the last reply.
+--sleep-after N keeps the session open N seconds after the last reply;
+--no-fallback is passed to the shim.
 """
 
 import json
@@ -23,17 +24,21 @@ def main():
     args = sys.argv[1:]
     shim = "mcp-python-sandbox"
     sleep_after = 0
+    shim_args = []
     while args and args[0].startswith("--"):
         if args[0] == "--shim":
             shim = args[1]
             args = args[2:]
+        elif args[0] == "--no-fallback":
+            shim_args.append(args[0])
+            args = args[1:]
         elif args[0] == "--sleep-after":
             sleep_after = float(args[1])
             args = args[2:]
         else:
             print(f"vm-client: unknown option {args[0]}", file=sys.stderr)
             return 2
-    p = subprocess.Popen([shim], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([shim] + shim_args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def send(msg):
         p.stdin.write(json.dumps(msg) + "\n")

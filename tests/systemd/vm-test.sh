@@ -117,7 +117,9 @@ t_activation() {
 step activation-on-first-connection t_activation
 
 t_denied() {
-        if runuser -u eve -- python3 "$S/vm-client.py" 'execute_python={"script": "print(1)"}' 2>"$W/eve"; then
+        # --no-fallback: otherwise the shim serves eve with a daemon of her own (--stdio).
+        if runuser -u eve -- python3 "$S/vm-client.py" --no-fallback 'execute_python={"script": "print(1)"}' \
+                2>"$W/eve"; then
                 die "eve, not in the group, was served"
         fi
         grep -q "mcp-sandbox" "$W/eve" || die "no clear denial: $(cat "$W/eve")"
@@ -216,10 +218,11 @@ t_sandboxes() {
         h2=$!
         sleep 8
         call bob 'create_sandbox={}' 'execute_code={"sandbox_id": "@SB@", "code": "import os; os.getpid()"}' \
-                >"$W/sb" 2>&1
+                >"$W/sb" 2>"$W/sb.err"
         [ "$(systemctl is-active $unit)" = active ] || die "the daemon is gone"
         r=$(sed -n 2p "$W/sb")
-        [ "$(field "$r" "r['result'].get('isError', False)")" = False ] || die "execute_code: $(cat "$W/sb")"
+        [ "$(field "$r" "r['result'].get('isError', False)")" = False ] ||
+                die "execute_code: $(cat "$W/sb" "$W/sb.err")"
         wait "$h1" "$h2"
         grep -q holding "$W/hold1" && grep -q holding "$W/hold2" || die "the runs: $(cat "$W/hold1" "$W/hold2")"
         [ "$(mainpid)" = "$pid" ] || die "the daemon was restarted (MainPID $pid, now $(mainpid))"
@@ -230,7 +233,7 @@ step sandbox-beside-busy-runs-daemon-survives t_sandboxes
 t_sandbox_cgroup() {
         # A session that keeps its sandbox while this looks at it.
         runuser -u bob -- python3 "$S/vm-client.py" --sleep-after 30 'create_sandbox={}' \
-                'execute_code={"sandbox_id": "@SB@", "code": "1"}' >"$W/sb" 2>&1 &
+                'execute_code={"sandbox_id": "@SB@", "code": "1"}' >"$W/sb" 2>"$W/sb.err" &
         c=$!
         wait_for 60 sh -c "[ \$(wc -l <$W/sb) -ge 2 ]" || die "no sandbox: $(cat "$W/sb")"
         cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/"$(mainpid)"/cgroup)
@@ -239,7 +242,7 @@ t_sandbox_cgroup() {
         for procs in $(find "$svc" -name cgroup.procs); do
                 dir=${procs%/cgroup.procs}
                 [ "$dir" = "$cg" ] && continue
-                [ -s "$procs" ] || continue
+                [ -n "$(cat "$procs")" ] || continue   # cgroupfs files have no size
                 found=$((found + 1))
                 max=$(cat "$dir/pids.max")
                 [ "$max" != max ] || die "$dir holds processes without a process limit"
@@ -372,13 +375,14 @@ t_upgrade() {
         [ -n "$pid" ] && [ "$pid" != 0 ] || { run alice 'print(1)' >/dev/null; pid=$(mainpid); }
         run alice 'import time
 time.sleep(25)
-print("finished")' '' 120 >"$W/inflight" 2>&1 &
+print("finished")' '' 120 >"$W/inflight" 2>"$W/inflight.err" &
         c=$!
         sleep 6
         pid=$(mainpid)
         apt-get install -y -q "mcp-python-sandbox=$version+next1" || die "the upgrade failed"
         wait "$c"
-        [ "$(st "$(cat "$W/inflight")" stdout)" = finished ] || die "the run in flight: $(cat "$W/inflight")"
+        [ "$(st "$(cat "$W/inflight")" stdout)" = finished ] ||
+                die "the run in flight: $(cat "$W/inflight" "$W/inflight.err")"
         # It exits when idle; the next connection starts the new daemon.
         wait_for 40 sh -c "[ \"\$(systemctl is-active $unit)\" = inactive ]" || die "the old daemon did not exit"
         r=$(run alice 'print(3)')
