@@ -18,7 +18,7 @@ fi
 
 PACKAGES="build-essential autoconf automake pkg-config libsystemd-dev libjson-c-dev check
 libseccomp-dev bubblewrap systemd python3 python3-venv mandoc valgrind clang libclang-rt-14-dev
-debhelper debootstrap iproute2"
+debhelper debootstrap dpkg-dev iproute2 qemu-system-x86 qemu-utils"
 
 missing=
 for p in $PACKAGES; do

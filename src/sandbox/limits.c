@@ -135,16 +135,18 @@ const char *sandbox_limit_hit(const SandboxOutcome *o) {
         const char *found = NULL;
         int sig = o->signal ?: o->decoded ? 0 : sandbox_exit_signal(o->exit_code);
 
+        /* What the run's cgroup counted comes first, before the timeout too: a fork bomb that swallows EAGAIN
+         * runs into the timeout, but the process limit it kept hitting is what explains the run. */
+        if (o->oom_killed)
+                return "memory";
+        if (o->pids_max)
+                return "processes";
         if (o->timed_out)
                 return "timeout";
         if (sig == SIGXCPU)
                 return "cpu_time";
         if (sig == SIGXFSZ)
                 return "file_size";
-        if (o->oom_killed)
-                return "memory";
-        if (o->pids_max)
-                return "processes";
 
         /* The last line naming an exhausted resource: the exception that ended the script comes last. */
         for (const char *l = o->stderr_text; l && *l;) {

@@ -85,9 +85,11 @@ typedef struct SandboxOutcome {
 
 /*
  * Which limit a failed run hit: "timeout", "cpu_time", "file_size",
- * "disk_space", "memory", "processes", "open_files", or NULL. SIGXCPU and
- * SIGXFSZ say it outright; otherwise the cgroup's events, then the last
- * Python exception in stderr that names an exhausted resource.
+ * "disk_space", "memory", "processes", "open_files", or NULL. The cgroup's
+ * events first (a run that kept hitting pids.max until its timeout hit the
+ * process limit), then the timeout; SIGXCPU and SIGXFSZ say it outright;
+ * otherwise the last Python exception in stderr that names an exhausted
+ * resource.
  */
 const char *sandbox_limit_hit(const SandboxOutcome *o);
 

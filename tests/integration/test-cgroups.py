@@ -253,6 +253,44 @@ def fork_bomb_stops_at_its_pids_max():
     mcptest.wait_until(lambda: not run_dirs(), 5, f"the runs' cgroups to go: {run_dirs()}")
 
 
+# A fork bomb that swallows EAGAIN and keeps trying: it runs into its timeout, but the limit it kept hitting is
+# the process limit, which pids.events counted. Bounded by the timeout, and it sleeps between tries.
+STUBBORN_BOMB = r'''
+import os, time
+n = 0
+while True:
+    try:
+        pid = os.fork()
+    except OSError:
+        time.sleep(0.01)
+        continue
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    n += 1
+'''
+
+
+@test
+def stubborn_fork_bomb_is_reported_as_the_process_limit():
+    daemon()
+    args = {"script": STUBBORN_BOMB, "python_version": _STATE["python"], "timeout_seconds": 3,
+            "limits": {"max_processes": 32}}
+    c = client()
+    r = c.call_tool("execute_python", args, timeout=60)
+    st, text = r["structuredContent"], c.text(r)
+    check(r.get("isError"), f"the bomb succeeded: {text[-600:]}")
+    eq(st.get("timed_out"), True, f"timed_out ({text[-600:]})")
+    eq(st.get("limit"), "processes", f"limit ({text[-600:]})")
+    check("--- limit: processes ---" in text, f"the text names the limit: {text[-600:]}")
+    # A run that only times out still says timeout.
+    args = {"script": "import time\ntime.sleep(30)", "python_version": _STATE["python"], "timeout_seconds": 2}
+    r = c.call_tool("execute_python", args, timeout=60)
+    st = r["structuredContent"]
+    eq((st.get("timed_out"), st.get("limit")), (True, "timeout"), "a plain timeout")
+    mcptest.wait_until(lambda: not run_dirs(), 10, f"the runs' cgroups to go: {run_dirs()}")
+
+
 # Memory that only the memory cgroup can see the end of: kills leave no traceback, so the limit said comes from
 # the cgroup's OOM events. Each prints how far it got.
 HEAP = r'''

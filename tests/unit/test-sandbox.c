@@ -636,12 +636,18 @@ START_TEST(test_limit_hit) {
         ck_assert_ptr_null(hit(1, 0, "  x = 'no MemoryError here'\n"));
         /* The last one wins: the exception that ended the script comes last. */
         ck_assert_str_eq(hit(1, 0, "MemoryError\nOSError: [Errno 28] No space left on device\n"), "disk_space");
-        /* The cgroup's word and the timeout come first. */
+        /* The cgroup's word, then the timeout, come first. */
         ck_assert_str_eq(sandbox_limit_hit(&(SandboxOutcome) { .exit_code = 137, .oom_killed = true }), "memory");
         ck_assert_str_eq(sandbox_limit_hit(&(SandboxOutcome) { .exit_code = 1, .pids_max = true }), "processes");
         ck_assert_str_eq(sandbox_limit_hit(&(SandboxOutcome) { .exit_code = 137, .timed_out = true,
                                                                 .stderr_text = "MemoryError" }),
                          "timeout");
+        /* A fork bomb that swallows EAGAIN ends at the timeout, but pids.events counted the limit. */
+        ck_assert_str_eq(sandbox_limit_hit(&(SandboxOutcome) { .exit_code = 137, .timed_out = true, .pids_max = true }),
+                         "processes");
+        ck_assert_str_eq(sandbox_limit_hit(&(SandboxOutcome) { .exit_code = 137, .timed_out = true,
+                                                                .oom_killed = true }),
+                         "memory");
 }
 END_TEST
 
