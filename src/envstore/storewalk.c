@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +27,8 @@
 #define WALK_TIMEOUT_USEC (15 * 60 * USEC_PER_SEC)
 
 #define OWNER_SHARED (-1)
+/* Met only in the uv cache so far: the environment that links it next owns it with the cache. */
+#define OWNER_CACHE (-2)
 
 typedef struct Inode {
         dev_t dev;
@@ -33,13 +36,18 @@ typedef struct Inode {
         uint64_t bytes;
         uint32_t nlink;         /* 0: an empty slot */
         uint32_t seen;          /* links met in the walk */
-        int32_t owner;          /* the environment all links met so far are in, or OWNER_SHARED */
+        int32_t owner;          /* the environment all links met so far are in (and the uv cache), or
+                                 * OWNER_SHARED, or OWNER_CACHE */
+        bool cached;            /* first met in the uv cache: counted in its share */
 } Inode;
 
 typedef struct WalkEnv {
         char *name;
         time_t used;
-        uint64_t exclusive;     /* freed by removing it: inodes with all their links in it */
+        uint64_t exclusive;     /* freed by removing it: inodes with all their links in it, or in it and the uv
+                                 * cache (those once the cache lets go of its packages) */
+        uint64_t exclusive_cached;   /* the part of it counted in the cache's share */
+        bool removed;
 } WalkEnv;
 
 typedef struct Walk {
@@ -90,7 +98,9 @@ static int walk_add(Walk *w, const struct stat *st, int owner) {
                 Inode *x = &w->table[j];
                 if (x->dev == st->st_dev && x->ino == st->st_ino) {
                         x->seen++;
-                        if (x->owner != owner)
+                        if (x->owner == OWNER_CACHE && owner >= 0)
+                                x->owner = owner;
+                        else if (x->owner != owner)
                                 x->owner = OWNER_SHARED;
                         return 0;
                 }
@@ -104,6 +114,7 @@ static int walk_add(Walk *w, const struct stat *st, int owner) {
                 .nlink = S_ISDIR(st->st_mode) || st->st_nlink == 0 ? 1 : (uint32_t) MIN(st->st_nlink, UINT32_MAX),
                 .seen = 1,
                 .owner = owner,
+                .cached = w->in_cache,
         };
         w->n_used++;
         if (w->in_cache)
@@ -347,6 +358,153 @@ static int remove_env(const char *envs, int envs_fd, const char *name) {
         return rm_rf_untrusted(path);
 }
 
+/* A distribution's name as PEP 503 normalizes it ("Foo_Bar.baz" -> "foo-bar-baz"); NULL when it is not one. */
+static char *package_normalize(const char *name, size_t n) {
+        char *p, *q;
+
+        if (n == 0 || n > 200 || !isalnum((unsigned char) name[0]))
+                return NULL;
+        p = q = malloc(n + 1);
+        if (!p)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                char c = name[i];
+                if (c == '-' || c == '_' || c == '.') {
+                        if (q > p && q[-1] != '-')
+                                *q++ = '-';
+                } else if (isalnum((unsigned char) c))
+                        *q++ = (char) tolower((unsigned char) c);
+                else {
+                        free(p);
+                        return NULL;
+                }
+        }
+        while (q > p && q[-1] == '-')
+                q--;
+        *q = 0;
+        return p;
+}
+
+static void names_add(char ***names, const char *name, size_t n) {
+        char *x;
+
+        if (!*names)
+                return;
+        x = package_normalize(name, n);
+        if (!x)
+                return;
+        if (!strv_contains(*names, x) && strv_extend(names, x) < 0)
+                *names = strv_free(*names);
+        free(x);
+}
+
+/* A directory below dir_fd, opened without following links, or NULL. */
+static DIR *opendir_at(int dir_fd, const char *path) {
+        int fd = openat(dir_fd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        DIR *d;
+
+        if (fd < 0)
+                return NULL;
+        d = fdopendir(fd);
+        if (!d)
+                safe_close(fd);
+        return d;
+}
+
+/* The length of name without suffix, when it ends with it; else all of it. */
+static size_t strip_len(const char *name, const char *suffix) {
+        size_t n = strlen(name);
+        return endswith(name, suffix) ? n - strlen(suffix) : n;
+}
+
+/* The distributions installed in an environment (lib/<python>/site-packages/<name>-<version>.dist-info). */
+static void env_packages(int envs_fd, const char *env, char ***names) {
+        char p[1024];
+        DIR *lib;
+        struct dirent *de;
+
+        if (snprintf(p, sizeof(p), "%s/lib", env) >= (int) sizeof(p))
+                return;
+        lib = opendir_at(envs_fd, p);
+        if (!lib)
+                return;
+        while ((de = readdir(lib))) {
+                DIR *site;
+                struct dirent *e;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                if (snprintf(p, sizeof(p), "%s/lib/%s/site-packages", env, de->d_name) >= (int) sizeof(p))
+                        continue;
+                site = opendir_at(envs_fd, p);
+                if (!site)
+                        continue;
+                while ((e = readdir(site))) {
+                        const char *dash = strchr(e->d_name, '-');
+                        if (dash && endswith(e->d_name, ".dist-info"))
+                                names_add(names, e->d_name, (size_t) (dash - e->d_name));
+                }
+                closedir(site);
+        }
+        closedir(lib);
+}
+
+/* The packages the uv cache holds something of: <bucket>/pypi/<name> and <bucket>/<kind>/<digest>/<name> in its
+ * wheels-, sdists- and simple- buckets (a "<name>.rkyv" file in the last). */
+static void cache_packages(const char *cache, char ***names) {
+        DIR *top = opendir(cache);
+        struct dirent *b;
+
+        if (!top)
+                return;
+        while ((b = readdir(top))) {
+                DIR *kinds;
+                struct dirent *k;
+                char p[4096];
+
+                if (!startswith(b->d_name, "wheels-v") && !startswith(b->d_name, "sdists-v") &&
+                    !startswith(b->d_name, "simple-v"))
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s", cache, b->d_name);
+                kinds = opendir(p);
+                if (!kinds)
+                        continue;
+                while ((k = readdir(kinds))) {
+                        bool pypi = streq(k->d_name, "pypi");
+                        DIR *d1;
+                        struct dirent *e1;
+
+                        if (k->d_name[0] == '.')
+                                continue;
+                        snprintf(p, sizeof(p), "%s/%s/%s", cache, b->d_name, k->d_name);
+                        d1 = opendir(p);
+                        if (!d1)
+                                continue;
+                        while ((e1 = readdir(d1))) {
+                                if (e1->d_name[0] == '.')
+                                        continue;
+                                if (pypi) {
+                                        names_add(names, e1->d_name, strip_len(e1->d_name, ".rkyv"));
+                                        continue;
+                                }
+                                DIR *d2;
+                                struct dirent *e2;
+                                snprintf(p, sizeof(p), "%s/%s/%s/%s", cache, b->d_name, k->d_name, e1->d_name);
+                                d2 = opendir(p);
+                                if (!d2)
+                                        continue;
+                                while ((e2 = readdir(d2)))
+                                        if (e2->d_name[0] != '.')
+                                                names_add(names, e2->d_name, strip_len(e2->d_name, ".rkyv"));
+                                closedir(d2);
+                        }
+                        closedir(d1);
+                }
+                closedir(kinds);
+        }
+        closedir(top);
+}
+
 int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemovedFunc removed, void *userdata) {
         _cleanup_close_ int envs_fd = -EBADF, pythons_fd = -EBADF;
         _cleanup_free_ char *pythons_real = NULL;
@@ -359,7 +517,7 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
         DIR *d;
         struct dirent *de;
         time_t now = time(NULL);
-        uint64_t total;
+        uint64_t total, removed_cached = 0;
         int r = 0;
 
         envs_fd = open(o->envs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -386,7 +544,7 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
         }
         if (o->uv_cache) {
                 w.in_cache = true;
-                (void) walk_path(&w, AT_FDCWD, o->uv_cache, OWNER_SHARED);
+                (void) walk_path(&w, AT_FDCWD, o->uv_cache, OWNER_CACHE);
                 w.in_cache = false;
         }
         if (o->pythons && o->pythons_marker) {
@@ -444,8 +602,11 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
 
         for (size_t i = 0; i < w.n_table; i++) {
                 Inode *x = &w.table[i];
-                if (x->nlink != 0 && x->owner >= 0 && x->seen >= x->nlink)
+                if (x->nlink != 0 && x->owner >= 0 && x->seen >= x->nlink) {
                         envs[x->owner].exclusive += x->bytes;
+                        if (x->cached)
+                                envs[x->owner].exclusive_cached += x->bytes;
+                }
         }
         total = w.store_bytes + w.cache_bytes;
 
@@ -467,6 +628,8 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
                         continue;
                 total -= MIN(total, envs[i].exclusive);
                 res.removed_bytes += envs[i].exclusive;
+                removed_cached += envs[i].exclusive_cached;
+                envs[i].removed = true;
                 res.n_removed++;
                 if (removed)
                         removed(envs[i].name, envs[i].exclusive, too_old ? "unused for too long" : "over the store budget",
@@ -489,11 +652,36 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
                 pythons_collect(o, pythons_fd, pys, n_pys, now, &total, &res, removed, userdata);
         }
 
-        res.store_bytes = w.store_bytes - MIN(w.store_bytes, res.removed_bytes);
-        res.cache_bytes = w.cache_bytes;
+        res.store_bytes = w.store_bytes - MIN(w.store_bytes, res.removed_bytes - removed_cached);
+        res.cache_bytes = w.cache_bytes - MIN(w.cache_bytes, removed_cached);
         res.total_bytes = total;
         res.n_envs = (unsigned) n_envs - res.n_removed;
         res.over = o->max_size > 0 && total > o->max_size;
+        /* The environments removed leave their packages' files in the uv cache (the budget above counts them
+         * freed), and still over with every environment that may go gone, the cache must give up more: what no
+         * environment left uses; when there is nothing of that, all of it. */
+        if ((res.over || removed_cached > 0) && o->collect && o->uv_cache) {
+                _cleanup_strv_free_ char **used = strv_new(), **cached = strv_new();
+
+                for (size_t i = 0; used && i < n_envs; i++)
+                        if (!envs[i].removed)
+                                env_packages(envs_fd, envs[i].name, &used);
+                cache_packages(o->uv_cache, &cached);
+                if (!used || !cached) {
+                        r = -ENOMEM;
+                        goto finish;
+                }
+                res.cache_clean = strv_new();
+                for (char **n = cached; *n; n++)
+                        if (!strv_contains(used, *n) && strv_extend(&res.cache_clean, *n) < 0) {
+                                strv_free(res.cache_clean);
+                                r = -ENOMEM;
+                                goto finish;
+                        }
+                if (!res.cache_clean[0])
+                        res.cache_clean = strv_free(res.cache_clean);
+                res.cache_clean_all = res.over && !res.cache_clean;
+        }
         *ret = res;
 finish:
         for (size_t i = 0; i < n_envs; i++)
@@ -549,8 +737,12 @@ _noreturn_ static void walk_child(const StoreWalkOptions *o, int fd) {
         r = store_walk(o, &res, report_removed, &fd);
         if (r < 0)
                 _exit(1);
-        dprintf(fd, "U %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %u %u %d\n", res.store_bytes, res.cache_bytes,
-                res.total_bytes, res.removed_bytes, res.n_envs, res.n_removed, (int) res.over);
+        /* Only what uv takes as a package name goes on the line (package_normalize()). */
+        for (char **n = res.cache_clean; n && *n; n++)
+                dprintf(fd, "C %s\n", *n);
+        dprintf(fd, "U %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %u %u %d %d\n", res.store_bytes,
+                res.cache_bytes, res.total_bytes, res.removed_bytes, res.n_envs, res.n_removed, (int) res.over,
+                (int) res.cache_clean_all);
         _exit(0);
 }
 
@@ -569,18 +761,23 @@ static void job_finish(StoreWalkJob *j) {
         if (j->buf && j->status == 0)
                 for (line = strtok_r(j->buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
                         uint64_t bytes;
-                        int over, n = 0;
+                        int over, all, n = 0;
+                        const char *name;
 
                         if (sscanf(line, "R %" SCNu64 " %n", &bytes, &n) == 1 && n > 0)
                                 (void) strv_extend(&removed, line + n);
-                        else if (sscanf(line, "U %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %u %u %d",
+                        else if ((name = startswith(line, "C ")))
+                                (void) strv_extend(&res.cache_clean, name);
+                        else if (sscanf(line, "U %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %u %u %d %d",
                                         &res.store_bytes, &res.cache_bytes, &res.total_bytes, &res.removed_bytes,
-                                        &res.n_envs, &res.n_removed, &over) == 7) {
+                                        &res.n_envs, &res.n_removed, &over, &all) == 8) {
                                 res.over = over;
+                                res.cache_clean_all = all;
                                 ok = true;
                         }
                 }
         j->done(ok ? &res : NULL, removed, j->userdata);
+        store_walk_result_done(&res);
 }
 
 static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
