@@ -28,14 +28,27 @@
 #define MARKER ".mcp-python-sandbox-env.json"
 /* The bytecode of the environment was compiled (after it was put in place, see envstore_compile_later()). */
 #define COMPILED ".mcp-python-sandbox-compiled"
-/* An environment used this recently may be mounted by a running script: never collected. */
-#define GC_GRACE_SEC (3600)
+/* An environment used this recently is never collected: the time between a lookup (which touches its marker) and
+ * the hold that whoever looked it up takes (envstore_hold()). What runs on an environment holds it. */
+#define GC_GRACE_SEC (120)
 /* How often the store's size is checked against its budget, besides after each build. */
 #define GC_INTERVAL_USEC (5 * 60 * USEC_PER_SEC)
 /* Sizes this fresh are given to who asks without a walk of their own. */
 #define SIZES_FRESH_USEC (10 * USEC_PER_SEC)
 
 typedef struct Build Build;
+
+/* The environments held (envstore_hold()): shared with the holds, which may outlive the store. */
+typedef struct EnvHoldList {
+        unsigned n_ref;
+        EnvHold *first;
+} EnvHoldList;
+
+struct EnvHold {
+        EnvHoldList *list;
+        EnvHold *prev, *next;
+        char name[65];
+};
 
 struct EnvWaiter {
         EnvWaiter *next;
@@ -85,6 +98,12 @@ struct EnvStore {
         uint64_t n_tmp;
         sd_event_source *prune_timer;
         Process *prune;
+        EnvHoldList *holds;
+        Process *shrink;                /* uv cache clean: the store is over its budget with nothing more to collect */
+        char **shrink_packages;         /* what it is to clean when no build runs; NULL with shrink_all: all */
+        bool shrink_all, shrink_pending;
+        unsigned n_shrinks;             /* since the store was last under its budget or a build ended */
+        bool over_logged;               /* "over its budget" said once, until it is under again */
         StoreWalkJob *walk;             /* the one disk walk (and collection) in flight */
         bool walk_again;                /* something changed meanwhile: walk once more after it */
         EnvSizesWaiter *sizes_waiters;
@@ -123,6 +142,12 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *s
         s->sched = sched;
         s->compile_lock_fd = -EBADF;
         s->uv = uv_path ? strdup(uv_path) : NULL;
+        s->holds = calloc(1, sizeof(EnvHoldList));
+        if (!s->holds) {
+                envstore_free(s);
+                return -ENOMEM;
+        }
+        s->holds->n_ref = 1;
         if (asprintf(&s->root, "%s", config->cache_dir) < 0 || asprintf(&s->envs, "%s/envs", config->cache_dir) < 0 ||
             asprintf(&s->uv_cache, "%s/uv", config->cache_dir) < 0 ||
             asprintf(&s->empty, "%s/empty", config->cache_dir) < 0) {
@@ -180,6 +205,56 @@ static void unlock_entry(char **path, int *fd) {
         *fd = safe_close(*fd);
 }
 static void envstore_prune_later(EnvStore *s);
+static void shrink_start(EnvStore *s);
+
+static void hold_list_unref(EnvHoldList *l) {
+        if (l && --l->n_ref == 0)
+                free(l);
+}
+
+EnvHold *envstore_hold(EnvStore *s, const char *path) {
+        const char *name = path ? startswith(path, s->envs) : NULL;
+        EnvHold *h;
+
+        if (!name || name[0] != '/')
+                return NULL;
+        name++;
+        if (name[0] == 0 || name[0] == '.' || strlen(name) >= sizeof(h->name) || strchr(name, '/'))
+                return NULL;
+        h = calloc(1, sizeof(*h));
+        if (!h)
+                return NULL;
+        strcpy(h->name, name);
+        h->list = s->holds;
+        h->list->n_ref++;
+        h->next = h->list->first;
+        if (h->next)
+                h->next->prev = h;
+        h->list->first = h;
+        return h;
+}
+
+EnvHold *envstore_hold_release(EnvHold *h) {
+        if (!h)
+                return NULL;
+        if (h->prev)
+                h->prev->next = h->next;
+        else
+                h->list->first = h->next;
+        if (h->next)
+                h->next->prev = h->prev;
+        hold_list_unref(h->list);
+        free(h);
+        return NULL;
+}
+
+bool envstore_held(const EnvStore *s, const char *key) {
+        for (EnvHold *h = s->holds->first; h; h = h->next)
+                if (streq(h->name, key))
+                        return true;
+        return false;
+}
+
 static void envstore_compile_later(EnvStore *s, const char *path, const char *python, uid_t uid);
 static void envstore_compile_next(EnvStore *s);
 static void compile_clear(EnvStore *s);
@@ -199,6 +274,9 @@ EnvStore *envstore_free(EnvStore *s) {
         sd_event_source_disable_unref(s->prune_timer);
         sd_event_source_disable_unref(s->gc_timer);
         process_free(s->prune);
+        process_free(s->shrink);
+        strv_free(s->shrink_packages);
+        hold_list_unref(s->holds);
         store_walk_job_free(s->walk);
         while (s->sizes_waiters) {
                 EnvSizesWaiter *w = s->sizes_waiters;
@@ -423,10 +501,12 @@ static void build_finish(Build *b) {
                 free(w);
         }
         if (b->error == 0) {
+                b->store->n_shrinks = 0;   /* a new environment: the cache may have to shrink once more */
                 (void) envstore_gc(b->store, b->key);
                 envstore_prune_later(b->store);
                 envstore_compile_later(b->store, b->final, b->python, b->uid);
         }
+        shrink_start(b->store);
         build_free(b);
 }
 
@@ -531,13 +611,48 @@ static int on_prune_timer(sd_event_source *src, uint64_t usec, void *userdata) {
                              .timeout_usec = 600 * USEC_PER_SEC, .head_max = 2048, .tail_max = 2048 };
 
         /* Only when no build is running: pruning waits for uv's cache lock otherwise. */
-        if (s->n_building > 0 || s->prune || !s->uv || !env) {
+        if (s->n_building > 0 || s->prune || s->shrink || !s->uv || !env) {
                 envstore_prune_later(s);
                 return 0;
         }
         if (process_spawn(s->event, &o, on_prune_done, s, &s->prune) < 0)
                 log_warning("Failed to start uv cache prune.");
         return 0;
+}
+
+static int walk_start(EnvStore *s);
+
+static void on_shrink_done(Process *p, void *userdata) {
+        EnvStore *s = userdata;
+        _cleanup_free_ char *err = capture_text(&p->err, NULL);
+
+        if (p->exit_code != 0)
+                log_warning("uv cache clean failed: %s", strempty(err));
+        s->shrink = NULL;
+        process_free(p);
+        /* What it freed shows in the next walk, which may find more to do. */
+        (void) walk_start(s);
+}
+
+/* The cache shrinks only when no build runs (uv takes its cache lock; a build would wait for it, or lose what it
+ * was about to link); otherwise after the last build ends (build_finish()). */
+static void shrink_start(EnvStore *s) {
+        _cleanup_strv_free_ char **env = NULL, **argv = NULL;
+        ProcessOptions o;
+
+        if (!s->shrink_pending || s->shrink || s->prune || s->n_building > 0 || !s->uv)
+                return;
+        env = uv_environment(s);
+        argv = strv_new();
+        if (!env || !argv || strv_extend(&argv, s->uv) < 0 || strv_extend(&argv, "cache") < 0 ||
+            strv_extend(&argv, "clean") < 0 || (!s->shrink_all && strv_extend_strv(&argv, s->shrink_packages) < 0))
+                return;
+        s->shrink_pending = false;
+        s->shrink_packages = strv_free(s->shrink_packages);
+        o = (ProcessOptions) { .argv = argv, .env = env, .cwd = s->empty, .stdin_fd = -EBADF,
+                               .timeout_usec = 600 * USEC_PER_SEC, .head_max = 2048, .tail_max = 2048 };
+        if (process_spawn(s->event, &o, on_shrink_done, s, &s->shrink) < 0)
+                log_warning("Failed to start uv cache clean.");
 }
 
 /* After a build, once no build has run for a while, let uv drop what its cache no longer needs. */
@@ -1160,12 +1275,32 @@ static void on_walk_done(const StoreWalkResult *res, char **removed, void *userd
                           " MiB of unique inodes in all; %u environments removed (%" PRIu64 " MiB).",
                           res->store_bytes >> 20, res->cache_bytes >> 20, res->total_bytes >> 20, res->n_removed,
                           res->removed_bytes >> 20);
-                /* What is left over the budget is the uv cache's: let uv drop what no environment needs. */
-                if (res->over && !s->prune && s->uv && s->config->store_max_size > 0) {
-                        log_info("The store is over its budget (%" PRIu64 " MiB of %" PRIu64
-                                 " MiB) with nothing more to collect: pruning the uv cache.",
-                                 res->total_bytes >> 20, s->config->store_max_size >> 20);
-                        (void) on_prune_timer(NULL, 0, s);
+                /* What is left over the budget is the uv cache's: it lets go of the packages no environment left
+                 * uses, or of everything when there are none (environments keep their hardlinked files). Twice
+                 * at most until a build ends or the store is under again: what is held stays over. */
+                if (!res->over) {
+                        s->over_logged = false;
+                        s->n_shrinks = 0;
+                }
+                if (s->uv && !s->uv_refused && (res->cache_clean_all || res->cache_clean) && s->n_shrinks < 2) {
+                        if (res->over && !s->over_logged)
+                                log_info("The store is over its budget (%" PRIu64 " MiB of %" PRIu64 " MiB) with no "
+                                         "more environments that may be removed: cleaning %s of the uv cache.",
+                                         res->total_bytes >> 20, s->config->store_max_size >> 20,
+                                         res->cache_clean_all ? "all" : "the packages no environment uses");
+                        s->over_logged = s->over_logged || res->over;
+                        s->n_shrinks++;
+                        strv_free(s->shrink_packages);
+                        s->shrink_packages = NULL;
+                        if (!res->cache_clean_all)
+                                (void) strv_extend_strv(&s->shrink_packages, res->cache_clean);
+                        s->shrink_all = res->cache_clean_all;
+                        s->shrink_pending = s->shrink_all || s->shrink_packages;
+                        shrink_start(s);
+                } else if (res->over && !s->over_logged) {
+                        log_warning("The store is over its budget (%" PRIu64 " MiB of %" PRIu64 " MiB) and what is "
+                                    "left is in use.", res->total_bytes >> 20, s->config->store_max_size >> 20);
+                        s->over_logged = true;
                 }
         } else
                 log_warning("The store's disk walk failed.");
@@ -1206,6 +1341,15 @@ static int walk_start(EnvStore *s) {
         /* Not the one being compiled: collecting it stops its compile (on_walk_done()). */
         for (Build *b = s->builds; b; b = b->next)
                 (void) strv_extend(&keep, b->key);
+        /* What runs, waits to run or stands ready on an environment holds it. */
+        for (EnvHold *h = s->holds->first; h; h = h->next)
+                if (!strv_contains(keep, h->name))
+                        (void) strv_extend(&keep, h->name);
+        if (!keep) {
+                scheduler_release(&s->walk_ticket);
+                sizes_notify(s, &(EnvSizes) {});
+                return -ENOMEM;
+        }
         o.keep = keep;
         if (asprintf(&pythons, "%s/pythons", s->root) >= 0) {
                 o.pythons = pythons;

@@ -22,6 +22,11 @@ MIB = 1024 * 1024
 WHEELS = scratch("mcptest-share-wheels-")
 for name in ("mcpt-share-a", "mcpt-share-b"):
     build_wheel(WHEELS, name, "1.0")
+# Packages of 1 MiB each (incompressible), one environment each.
+FILL = scratch("mcptest-share-fill-")
+N_FILL = 6
+for i in range(N_FILL):
+    build_wheel(FILL, f"mcpt-fill-{i}", "1.0", extra_files=[(f"mcpt_fill_{i}/blob.bin", os.urandom(MIB))])
 
 
 def envs(cache):
@@ -106,6 +111,108 @@ def budget_counts_each_inode_once_and_is_enforced_without_a_build():
         check("old3" not in left and "old2" in left and "fresh" in left, f"least recently used first: {left}")
         check(os.path.exists(shared), "the uv cache's file is still there")
         eq([n for n in os.listdir(os.path.join(cache, "envs")) if n.startswith(".trash-")], [], "nothing half removed")
+
+
+def age_markers(cache, seconds):
+    """Every environment's last use, that much earlier (as if time had passed since)."""
+    for e in envs(cache):
+        m = os.path.join(cache, "envs", e, MARKER)
+        try:
+            t = os.stat(m).st_mtime - seconds
+            os.utime(m, (t, t))
+        except FileNotFoundError:
+            pass   # collected meanwhile
+
+
+def installed(cache, env):
+    """The distributions installed in an environment."""
+    found = []
+    for root, dirs, _ in os.walk(os.path.join(cache, "envs", env)):
+        found += [d.split("-")[0] for d in dirs if d.endswith(".dist-info")]
+    return found
+
+
+def store_total(c):
+    st = c.call_tool("check_environment", timeout=120)["structuredContent"]["store"]
+    return st["store_bytes"] + st["uv_cache_bytes"]
+
+
+@test
+def budget_holds_over_many_environments_and_their_uv_cache():
+    need_pythons("3.11")
+    cache = scratch("mcptest-share-")
+    budget = 4 * MIB
+    args = ["--store-max-size=4M", "--store-max-age=0", f"--find-links={FILL}", "--offline"]
+    with Daemon(cache_dir=cache, args=args) as d:
+        c = d.client()
+        c.initialize()
+        for i in range(N_FILL):
+            r = c.call_tool("execute_python", {"script": f"import mcpt_fill_{i}; print('ok')",
+                                               "dependencies": [f"mcpt-fill-{i}"]}, timeout=120)
+            check(not r["isError"], c.text(r))
+            age_markers(cache, 3600)   # an hour passes between two environments
+        # 6 MiB of packages went through a 4 MiB store: each build's walk removed the least recently used
+        # environments and the uv cache let go of their packages.
+        totals = []
+
+        def under():
+            time.sleep(1)
+            totals.append(store_total(c))
+            return totals[-1] <= budget
+        wait_until(under, 90, "the store and the uv cache to come back under the budget")
+        left = envs(cache)
+        check(len(left) < N_FILL, f"environments collected: {left}")
+        check(any(f"mcpt_fill_{N_FILL - 1}" in installed(cache, e) for e in left), "the newest one stays")
+        log = d.log_full()
+        check("Removed environment" in log, "environments were removed")
+        check(log.count("over its budget") <= 1, "over the budget said once at most")
+        c.close()
+
+
+@test
+def environment_of_a_running_script_is_never_collected():
+    need_pythons("3.11")
+    cache = scratch("mcptest-share-")
+    args = ["--store-max-size=1M", "--store-max-age=0", f"--find-links={FILL}", "--offline"]
+    script = ("import time, pathlib, mcpt_fill_0\n"
+              "print('started', flush=True)\n"
+              "time.sleep(12)\n"
+              "print(len((pathlib.Path(mcpt_fill_0.__file__).parent / 'blob.bin').read_bytes()))\n")
+    result = {}
+    with Daemon(cache_dir=cache, args=args) as d:
+        def run():
+            c = d.client()
+            c.initialize()
+            r = c.call_tool("execute_python", {"script": script, "dependencies": ["mcpt-fill-0"]}, timeout=120)
+            result["r"] = (r["isError"], c.text(r))
+            c.close()
+        t = threading.Thread(target=run)
+        t.start()
+        wait_until(lambda: len(envs(cache)) == 1 and os.path.exists(os.path.join(cache, "envs", envs(cache)[0],
+                                                                                  MARKER)), 60, "the environment")
+        running = envs(cache)[0]
+        time.sleep(3)   # the run has started
+        # The running one is now the least recently used by far, past every grace, and alone over the budget.
+        age_markers(cache, 10 * 86400)
+        c = d.client()
+        c.initialize()
+        r = c.call_tool("execute_python", {"script": "import mcpt_fill_1; print('ok')",
+                                           "dependencies": ["mcpt-fill-1"]}, timeout=120)
+        check(not r["isError"], c.text(r))
+        store_total(c)   # one more walk, after the build's
+        check(running in envs(cache), "the environment of the running script is still there")
+        t.join()
+        isError, text = result["r"]
+        check(not isError and str(MIB) in text, f"the running script read its package after the walks: {text}")
+        # Negative evidence: once it has ended, the budget removes it as it would have.
+        age_markers(cache, 10 * 86400)
+        time.sleep(10)   # what the last walk found is no longer fresh
+
+        def gone():
+            store_total(c)
+            return running not in envs(cache)
+        wait_until(gone, 60, "the environment, no longer in use, to be collected")
+        c.close()
 
 
 @test
