@@ -28,9 +28,10 @@
 #define MARKER ".mcp-python-sandbox-env.json"
 /* The bytecode of the environment was compiled (after it was put in place, see envstore_compile_later()). */
 #define COMPILED ".mcp-python-sandbox-compiled"
-/* An environment used this recently is never collected: the time between a lookup (which touches its marker) and
- * the hold that whoever looked it up takes (envstore_hold()). What runs on an environment holds it. */
-#define GC_GRACE_SEC (120)
+/* An environment used this recently is never collected. What runs on an environment, or waits to, holds it
+ * (envstore_hold()), and who looks one up takes its hold at once; a walk keeps what was looked up since it began and
+ * puts back what is looked up while it removes it: this is a margin, not what keeps a running script's. */
+#define GC_GRACE_SEC (10)
 /* How often the store's size is checked against its budget, besides after each build. */
 #define GC_INTERVAL_USEC (5 * 60 * USEC_PER_SEC)
 /* Sizes this fresh are given to who asks without a walk of their own. */
@@ -48,6 +49,8 @@ struct EnvHold {
         EnvHoldList *list;
         EnvHold *prev, *next;
         char name[65];
+        int lock_fd;            /* the environment's directory, flock()ed shared: other daemons' walks leave it
+                                 * alone too; one of the holds of a name has it */
 };
 
 struct EnvWaiter {
@@ -225,6 +228,14 @@ EnvHold *envstore_hold(EnvStore *s, const char *path) {
         if (!h)
                 return NULL;
         strcpy(h->name, name);
+        h->lock_fd = -EBADF;
+        if (!envstore_held(s, name)) {
+                /* Never waits: a walk that has it (exclusively) is removing it; the lookup before us failed or
+                 * made the walk put it back (storewalk.c's remove_env()). */
+                h->lock_fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (h->lock_fd >= 0 && flock(h->lock_fd, LOCK_SH | LOCK_NB) < 0)
+                        h->lock_fd = safe_close(h->lock_fd);
+        }
         h->list = s->holds;
         h->list->n_ref++;
         h->next = h->list->first;
@@ -243,6 +254,15 @@ EnvHold *envstore_hold_release(EnvHold *h) {
                 h->list->first = h->next;
         if (h->next)
                 h->next->prev = h->prev;
+        if (h->lock_fd >= 0) {
+                EnvHold *other = h->list->first;
+                while (other && !streq(other->name, h->name))
+                        other = other->next;
+                if (other)
+                        other->lock_fd = TAKE_FD(h->lock_fd);
+                else
+                        h->lock_fd = safe_close(h->lock_fd);
+        }
         hold_list_unref(h->list);
         free(h);
         return NULL;
@@ -1241,6 +1261,7 @@ static void sizes_notify(EnvStore *s, const EnvSizes *sizes) {
 }
 
 static void gc_timer_arm(EnvStore *s);
+static void gc_timer_arm_usec(EnvStore *s, uint64_t usec);
 static int walk_start(EnvStore *s);
 
 static void on_walk_done(const StoreWalkResult *res, char **removed, void *userdata) {
@@ -1306,6 +1327,9 @@ static void on_walk_done(const StoreWalkResult *res, char **removed, void *userd
                 log_warning("The store's disk walk failed.");
         envstore_compile_next(s);
         sizes_notify(s, &sizes);
+        /* Over the budget with environments only too young to go: walk again as soon as they are not. */
+        if (res && res->kept_young)
+                gc_timer_arm_usec(s, (GC_GRACE_SEC + 1) * USEC_PER_SEC);
         if (s->walk_again) {
                 s->walk_again = false;
                 (void) walk_start(s);
@@ -1377,14 +1401,18 @@ static int on_gc_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static void gc_timer_arm(EnvStore *s) {
+static void gc_timer_arm_usec(EnvStore *s, uint64_t usec) {
         if (!s->gc_timer) {
-                if (sd_event_add_time_relative(s->event, &s->gc_timer, CLOCK_MONOTONIC, GC_INTERVAL_USEC,
-                                               USEC_PER_SEC, on_gc_timer, s) < 0)
+                if (sd_event_add_time_relative(s->event, &s->gc_timer, CLOCK_MONOTONIC, usec, USEC_PER_SEC / 4,
+                                               on_gc_timer, s) < 0)
                         return;
         } else
-                (void) sd_event_source_set_time_relative(s->gc_timer, GC_INTERVAL_USEC);
+                (void) sd_event_source_set_time_relative(s->gc_timer, usec);
         (void) sd_event_source_set_enabled(s->gc_timer, SD_EVENT_ONESHOT);
+}
+
+static void gc_timer_arm(EnvStore *s) {
+        gc_timer_arm_usec(s, GC_INTERVAL_USEC);
 }
 
 /* The walk goes in a child process (storewalk.h); this only starts it, or asks for one more after the current. */

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -44,6 +45,7 @@ typedef struct Inode {
 typedef struct WalkEnv {
         char *name;
         time_t used;
+        struct timespec used_ts;        /* the same, to the nanosecond: a lookup meanwhile changes it */
         uint64_t exclusive;     /* freed by removing it: inodes with all their links in it, or in it and the uv
                                  * cache (those once the cache lets go of its packages) */
         uint64_t exclusive_cached;   /* the part of it counted in the cache's share */
@@ -334,7 +336,7 @@ static int compare_least_recent_first(const void *a, const void *b) {
         return x->used < y->used ? -1 : x->used > y->used;
 }
 
-static int marker_mtime(int envs_fd, const char *name, const char *marker, time_t *ret) {
+static int marker_mtime(int envs_fd, const char *name, const char *marker, struct timespec *ret) {
         char p[512];
         struct stat st;
 
@@ -342,18 +344,41 @@ static int marker_mtime(int envs_fd, const char *name, const char *marker, time_
                 return -ENAMETOOLONG;
         if (fstatat(envs_fd, p, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
-        *ret = st.st_mtime;
+        *ret = st.st_mtim;
         return 0;
 }
 
-/* Out of the store's namespace first (a lookup after this finds nothing and builds anew), then removed. */
-static int remove_env(const char *envs, int envs_fd, const char *name) {
+static bool timespec_eq(const struct timespec *a, const struct timespec *b) {
+        return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/*
+ * Out of the store's namespace first (a lookup after this finds nothing and builds anew), then removed; -EBUSY and
+ * left in place when a daemon holds it (envstore_hold() keeps a shared flock() on it: a run of any daemon on this
+ * store) or a lookup touched its marker since the walk saw it (seen), before the rename or during it.
+ */
+static int remove_env(const char *envs, int envs_fd, const char *name, const char *marker,
+                      const struct timespec *seen) {
         char trash[512], path[4096];
+        struct timespec now;
+        _cleanup_close_ int fd = -EBADF;
 
         if (snprintf(trash, sizeof(trash), ".trash-%s-%d", name, (int) getpid()) >= (int) sizeof(trash))
                 return -ENAMETOOLONG;
+        fd = openat(envs_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+                return errno == EWOULDBLOCK ? -EBUSY : -errno;
+        if (marker_mtime(envs_fd, name, marker, &now) < 0 || !timespec_eq(&now, seen))
+                return -EBUSY;
         if (renameat(envs_fd, name, envs_fd, trash) < 0)
                 return -errno;
+        /* Looked up between the check and the rename: it goes back, untouched. */
+        if (marker_mtime(envs_fd, trash, marker, &now) < 0 || !timespec_eq(&now, seen)) {
+                if (renameat(envs_fd, trash, envs_fd, name) >= 0)
+                        return -EBUSY;
+        }
         snprintf(path, sizeof(path), "%s/%s", envs, trash);
         return rm_rf_untrusted(path);
 }
@@ -565,7 +590,7 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
         rewinddir(d);
         while ((de = readdir(d))) {
                 struct stat st;
-                time_t used;
+                struct timespec used;
                 int owner = OWNER_SHARED;
 
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))
@@ -581,7 +606,7 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
                                 break;
                         }
                         envs = n;
-                        envs[n_envs] = (WalkEnv) { .name = strdup(de->d_name), .used = used };
+                        envs[n_envs] = (WalkEnv) { .name = strdup(de->d_name), .used = used.tv_sec, .used_ts = used };
                         if (!envs[n_envs].name) {
                                 r = -ENOMEM;
                                 break;
@@ -615,16 +640,18 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
                 uint64_t age = now > envs[i].used ? (uint64_t) (now - envs[i].used) : 0;
                 bool too_old = o->max_age_usec > 0 && age * USEC_PER_SEC > o->max_age_usec;
                 bool over = o->max_size > 0 && total > o->max_size;
-                time_t used;
 
                 if (!too_old && !over)
                         continue;
-                if (age < o->grace_sec || strv_contains(o->keep, envs[i].name))
+                /* Ages count from the walk's start: what was looked up since is as young as can be. */
+                if (strv_contains(o->keep, envs[i].name))
                         continue;
-                /* Used since the walk saw it: it stays. */
-                if (marker_mtime(envs_fd, envs[i].name, o->marker, &used) < 0 || used != envs[i].used)
+                if (age < o->grace_sec) {
+                        res.kept_young = true;
                         continue;
-                if (remove_env(o->envs, envs_fd, envs[i].name) < 0)
+                }
+                /* Held by a daemon, or used since the walk saw it: it stays. */
+                if (remove_env(o->envs, envs_fd, envs[i].name, o->marker, &envs[i].used_ts) < 0)
                         continue;
                 total -= MIN(total, envs[i].exclusive);
                 res.removed_bytes += envs[i].exclusive;
@@ -680,7 +707,8 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
                         }
                 if (!res.cache_clean[0])
                         res.cache_clean = strv_free(res.cache_clean);
-                res.cache_clean_all = res.over && !res.cache_clean;
+                /* Not while environments are only too young to go: the next walk takes them. */
+                res.cache_clean_all = res.over && !res.cache_clean && !res.kept_young;
         }
         *ret = res;
 finish:
@@ -740,9 +768,9 @@ _noreturn_ static void walk_child(const StoreWalkOptions *o, int fd) {
         /* Only what uv takes as a package name goes on the line (package_normalize()). */
         for (char **n = res.cache_clean; n && *n; n++)
                 dprintf(fd, "C %s\n", *n);
-        dprintf(fd, "U %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %u %u %d %d\n", res.store_bytes,
+        dprintf(fd, "U %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %u %u %d %d %d\n", res.store_bytes,
                 res.cache_bytes, res.total_bytes, res.removed_bytes, res.n_envs, res.n_removed, (int) res.over,
-                (int) res.cache_clean_all);
+                (int) res.cache_clean_all, (int) res.kept_young);
         _exit(0);
 }
 
@@ -761,18 +789,19 @@ static void job_finish(StoreWalkJob *j) {
         if (j->buf && j->status == 0)
                 for (line = strtok_r(j->buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
                         uint64_t bytes;
-                        int over, all, n = 0;
+                        int over, all, young, n = 0;
                         const char *name;
 
                         if (sscanf(line, "R %" SCNu64 " %n", &bytes, &n) == 1 && n > 0)
                                 (void) strv_extend(&removed, line + n);
                         else if ((name = startswith(line, "C ")))
                                 (void) strv_extend(&res.cache_clean, name);
-                        else if (sscanf(line, "U %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %u %u %d %d",
+                        else if (sscanf(line, "U %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %u %u %d %d %d",
                                         &res.store_bytes, &res.cache_bytes, &res.total_bytes, &res.removed_bytes,
-                                        &res.n_envs, &res.n_removed, &over, &all) == 8) {
+                                        &res.n_envs, &res.n_removed, &over, &all, &young) == 9) {
                                 res.over = over;
                                 res.cache_clean_all = all;
+                                res.kept_young = young;
                                 ok = true;
                         }
                 }

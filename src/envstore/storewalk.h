@@ -31,7 +31,8 @@ typedef struct StoreWalkOptions {
         uint64_t max_age_usec;       /* unused this long: collected; 0: never */
         uint64_t grace_sec;          /* used this recently: never collected */
         const char *marker;          /* the file in an environment whose mtime is its last use */
-        char **keep;                 /* environment names never collected (strv; NULL: none) */
+        char **keep;                 /* environment names never collected (strv; NULL: none); nor is one whose
+                                      * directory some process holds a shared flock() on (envstore_hold()) */
         bool collect;                /* false: only measure */
 } StoreWalkOptions;
 
@@ -48,6 +49,8 @@ typedef struct StoreWalkResult {
                                       * packages (PEP 503 names) the cache holds that no environment left uses,
                                       * for "uv cache clean NAME..." (strv; NULL: none) */
         bool cache_clean_all;        /* when over and there are none: only cleaning all of the cache helps */
+        bool kept_young;             /* over, and environments stayed only because they were used within the
+                                      * grace: a walk once it has passed takes them */
 } StoreWalkResult;
 
 /* Called for each environment removed (reason: "over the store budget" or "unused for too long"); for a Python,

@@ -169,8 +169,7 @@ def budget_holds_over_many_environments_and_their_uv_cache():
         c.close()
 
 
-@test
-def environment_of_a_running_script_is_never_collected():
+def running_script_keeps_its_environment(other_daemon):
     need_pythons("3.11")
     cache = scratch("mcptest-share-")
     args = ["--store-max-size=1M", "--store-max-age=0", f"--find-links={FILL}", "--offline"]
@@ -179,9 +178,9 @@ def environment_of_a_running_script_is_never_collected():
               "time.sleep(12)\n"
               "print(len((pathlib.Path(mcpt_fill_0.__file__).parent / 'blob.bin').read_bytes()))\n")
     result = {}
-    with Daemon(cache_dir=cache, args=args) as d:
+    with Daemon(cache_dir=cache, args=args) as d1:
         def run():
-            c = d.client()
+            c = d1.client()
             c.initialize()
             r = c.call_tool("execute_python", {"script": script, "dependencies": ["mcpt-fill-0"]}, timeout=120)
             result["r"] = (r["isError"], c.text(r))
@@ -194,25 +193,42 @@ def environment_of_a_running_script_is_never_collected():
         time.sleep(3)   # the run has started
         # The running one is now the least recently used by far, past every grace, and alone over the budget.
         age_markers(cache, 10 * 86400)
-        c = d.client()
-        c.initialize()
-        r = c.call_tool("execute_python", {"script": "import mcpt_fill_1; print('ok')",
-                                           "dependencies": ["mcpt-fill-1"]}, timeout=120)
-        check(not r["isError"], c.text(r))
-        store_total(c)   # one more walk, after the build's
-        check(running in envs(cache), "the environment of the running script is still there")
-        t.join()
-        isError, text = result["r"]
-        check(not isError and str(MIB) in text, f"the running script read its package after the walks: {text}")
-        # Negative evidence: once it has ended, the budget removes it as it would have.
-        age_markers(cache, 10 * 86400)
-        time.sleep(10)   # what the last walk found is no longer fresh
+        # The walks after a build, and for the sizes: of the same daemon, or of another one on the same store.
+        d2 = Daemon(cache_dir=cache, args=args) if other_daemon else None
+        d = d2.__enter__() if d2 else d1
+        try:
+            c = d.client()
+            c.initialize()
+            r = c.call_tool("execute_python", {"script": "import mcpt_fill_1; print('ok')",
+                                               "dependencies": ["mcpt-fill-1"]}, timeout=120)
+            check(not r["isError"], c.text(r))
+            store_total(c)   # one more walk, after the build's
+            check(running in envs(cache), "the environment of the running script is still there")
+            t.join()
+            isError, text = result["r"]
+            check(not isError and str(MIB) in text, f"the running script read its package after the walks: {text}")
+            # Negative evidence: once it has ended, the budget removes it as it would have.
+            age_markers(cache, 10 * 86400)
+            time.sleep(10)   # what the last walk found is no longer fresh
 
-        def gone():
-            store_total(c)
-            return running not in envs(cache)
-        wait_until(gone, 60, "the environment, no longer in use, to be collected")
-        c.close()
+            def gone():
+                store_total(c)
+                return running not in envs(cache)
+            wait_until(gone, 60, "the environment, no longer in use, to be collected")
+            c.close()
+        finally:
+            if d2:
+                d2.__exit__(None, None, None)
+
+
+@test
+def environment_of_a_running_script_is_never_collected():
+    running_script_keeps_its_environment(other_daemon=False)
+
+
+@test
+def environment_of_another_daemons_running_script_is_never_collected():
+    running_script_keeps_its_environment(other_daemon=True)
 
 
 @test

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -308,6 +309,9 @@ START_TEST(test_held_stays_even_least_recent) {
         ck_assert_ptr_null(removed[1]);
         ck_assert(env_exists("running") && env_exists("looked-up") && !env_exists("idle"));
         ck_assert(r.over);
+        /* looked-up goes once the grace has passed: a walk then, not all of the uv cache now. */
+        ck_assert(r.kept_young);
+        ck_assert(!r.cache_clean_all);
         store_walk_result_done(&r);
 
         /* Once released (and past the grace), it goes like any other. */
@@ -378,6 +382,8 @@ START_TEST(test_cache_clean_decision) {
         ck_assert_uint_eq(strv_length(r.cache_clean), 3);
         store_walk_result_done(&r);
 
+        ck_assert(!r.kept_young);
+
         /* Only what held uses is left in the cache: all of it is the last resort. */
         ck_assert_int_eq(rm_rf_untrusted(uv), 0);
         cache_file("wheels-v8/pypi/beta/beta-2.0-py3-none-any.whl", 300 * KIB);
@@ -399,6 +405,33 @@ START_TEST(test_cache_clean_decision) {
 }
 END_TEST
 
+START_TEST(test_flocked_stays) {
+        char p[PATH_MAX + 64];
+        StoreWalkResult r = {};
+        StoreWalkOptions o = options(1);
+        int fd;
+
+        o.grace_sec = 0;
+        fake_env("held-elsewhere", 30, 100 * KIB);
+        fake_env("free", 20, 100 * KIB);
+        /* As another daemon's envstore_hold() does. */
+        snprintf(p, sizeof(p), "%s/held-elsewhere", envs);
+        fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(flock(fd, LOCK_SH | LOCK_NB), 0);
+
+        ck_assert_int_eq(store_walk(&o, &r, NULL, NULL), 0);
+        ck_assert(env_exists("held-elsewhere") && !env_exists("free"));
+        ck_assert_uint_eq(r.n_removed, 1);
+        store_walk_result_done(&r);
+
+        close(fd);
+        ck_assert_int_eq(store_walk(&o, &r, NULL, NULL), 0);
+        ck_assert(!env_exists("held-elsewhere"));
+        store_walk_result_done(&r);
+}
+END_TEST
+
 static Suite *storewalk_suite(void) {
         Suite *s = suite_create("storewalk");
         TCase *tc = tcase_create("walk");
@@ -412,6 +445,7 @@ static Suite *storewalk_suite(void) {
         tcase_add_test(tc, test_held_stays_even_least_recent);
         tcase_add_test(tc, test_cache_linked_with_env_counts_as_freed);
         tcase_add_test(tc, test_cache_clean_decision);
+        tcase_add_test(tc, test_flocked_stays);
         suite_add_tcase(s, tc);
         return s;
 }
