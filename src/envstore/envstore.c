@@ -15,6 +15,7 @@
 #include "envstore.h"
 #include "envstore/layout.h"
 #include "envstore/pyinstall.h"
+#include "envstore/offloop.h"
 #include "envstore/storewalk.h"
 #include "executor/process.h"
 #include "fs-util.h"
@@ -74,6 +75,7 @@ struct Build {
         SchedTicket ticket;     /* SCHED_BUILD, charged to the uid of the call that asked first; waits, then held */
         bool installing;        /* second step: uv pip install */
         EnvLayout layout;       /* what the venv step made (layout.h) */
+        OffLoopJob *finishing;  /* the last step (build_complete()), in a child */
         EnvWaiter *waiters;
         uint64_t start_usec;
         sd_event_source *defer;
@@ -123,6 +125,9 @@ struct EnvStore {
         char *compiling;
         char *compile_out;              /* the scratch directory the sandboxed compile writes to */
         Process *compile;
+        OffLoopJob *adopt;              /* then its bytecode put in place, in a child */
+        uint64_t compile_usec;
+        bool compile_partial;
         EnvCompileFunc compile_spawn;
         void *compile_userdata;
 };
@@ -304,6 +309,7 @@ EnvStore *envstore_free(EnvStore *s) {
                 free(w);
         }
         process_free(s->compile);
+        offloop_job_free(s->adopt);
         if (s->compile_out)
                 (void) rm_rf_untrusted(s->compile_out);
         unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
@@ -460,6 +466,7 @@ static void build_free(Build *b) {
 
         if (!b)
                 return;
+        offloop_job_free(b->finishing);
         while ((w = b->waiters)) {
                 b->waiters = w->next;
                 free(w);
@@ -744,6 +751,32 @@ static int adopt_bytecode(EnvStore *s) {
         return env_adopt_bytecode(env_fd, s->compiling, site_packages, out_fd);
 }
 
+/* In a child (offloop.h): thousands of renames for a large environment. */
+static int adopt_child(void *userdata, char **ret_message) {
+        EnvStore *s = userdata;
+        int n = adopt_bytecode(s);
+
+        /* Marked either way: another try would not do better, and would cost a compile each start. */
+        mark_compiled(s->compiling);
+        (void) rm_rf_untrusted(s->compile_out);
+        return n;
+}
+
+static void on_adopted(int n, const char *message, void *userdata) {
+        EnvStore *s = userdata;
+
+        s->adopt = offloop_job_free(s->adopt);
+        if (n < 0)
+                log_warning("Failed to put the bytecode of environment %.12s in place: %s",
+                            strrchr(s->compiling, '/') + 1, strerror(-n));
+        else
+                log_debug("Compiled the bytecode of environment %.12s in %" PRIu64 " ms (%d files)%s.",
+                          strrchr(s->compiling, '/') + 1, s->compile_usec / USEC_PER_MSEC, n,
+                          s->compile_partial ? "; some files are not valid Python for it" : "");
+        compile_clear(s);
+        envstore_compile_next(s);
+}
+
 static void on_compile_done(Process *p, void *userdata) {
         EnvStore *s = userdata;
         int n;
@@ -751,17 +784,16 @@ static void on_compile_done(Process *p, void *userdata) {
         /* compileall fails when some file is not valid Python for this interpreter (templates, tests for
          * other versions): what could be compiled is, and trying again would not change that. */
         if (p->signal == 0 && !p->timed_out && p->exit_code != 127) {
-                n = adopt_bytecode(s);
-                /* Marked either way: another try would not do better, and would cost a compile each start. */
-                mark_compiled(s->compiling);
-                if (n < 0)
-                        log_warning("Failed to put the bytecode of environment %.12s in place: %s",
-                                    strrchr(s->compiling, '/') + 1, strerror(-n));
-                else {
-                        log_debug("Compiled the bytecode of environment %.12s in %" PRIu64 " ms (%d files)%s.",
-                                  strrchr(s->compiling, '/') + 1, process_duration_usec(p) / USEC_PER_MSEC, n,
-                                  p->exit_code == 0 ? "" : "; some files are not valid Python for it");
-                }
+                s->compile_usec = process_duration_usec(p);
+                s->compile_partial = p->exit_code != 0;
+                s->compile = NULL;
+                process_free(p);
+                /* Putting it in place walks the environment: not in the loop. */
+                if (offloop_spawn(s->event, "mcp-env-adopt", adopt_child, on_adopted, s, &s->adopt) >= 0)
+                        return;
+                n = adopt_child(s, NULL);
+                on_adopted(n, NULL, s);
+                return;
         } else {
                 _cleanup_free_ char *err = capture_text(&p->err, NULL), *safe = NULL;
                 /* What the sandbox printed, as one line of ours. */
@@ -780,6 +812,7 @@ static void on_compile_done(Process *p, void *userdata) {
 /* Stop the compile if it still runs, and forget it: its process, scratch directory, lock and environment. */
 static void compile_clear(EnvStore *s) {
         s->compile = process_free(s->compile);
+        s->adopt = offloop_job_free(s->adopt);
         if (sched_ticket_held(&s->compile_ticket))
                 scheduler_release(&s->compile_ticket);
         if (s->compile_out)
@@ -794,7 +827,7 @@ static void on_compile_turn(SchedTicket *t, void *userdata) {
 }
 
 static void envstore_compile_next(EnvStore *s) {
-        while (!s->compile && s->compile_spawn && s->compile_queue && s->compile_queue[0]) {
+        while (!s->compile && !s->adopt && s->compile_spawn && s->compile_queue && s->compile_queue[0]) {
                 _cleanup_free_ char *path = NULL, *python = NULL, *marker = NULL, *out = NULL;
                 size_t n = strv_length(s->compile_queue);
                 int k;
@@ -987,6 +1020,10 @@ static int build_snapshot(Build *b) {
         return env_layout_snapshot(dirfd, &b->layout);
 }
 
+static void build_completed(Build *b, int r, const char *why);
+static int build_complete_child(void *userdata, char **ret_message);
+static void on_build_completed(int r, const char *message, void *userdata);
+
 static void on_step_done(Process *p, void *userdata) {
         Build *b = userdata;
         _cleanup_free_ char *why = NULL;
@@ -1023,7 +1060,20 @@ static void on_step_done(Process *p, void *userdata) {
                 return;
         }
 
+        /* Verifying what the packages installed, and making it read-only, walk the environment: not in the loop. */
+        if (offloop_spawn(b->store->event, "mcp-env-finish", build_complete_child, on_build_completed, b,
+                          &b->finishing) >= 0)
+                return;
         r = build_complete(b, &why);
+        build_completed(b, r, why);
+}
+
+static void build_completed(Build *b, int r, const char *why) {
+        if (r == 0) {
+                /* Renamed into place (or someone else's was there first, and ours removed). */
+                free(b->tmp);
+                b->tmp = NULL;
+        }
         if (r == 1) {
                 _cleanup_free_ char *safe = utf8_escape_line(why, strlen(why));   /* holds a wheel's path */
                 log_warning("Environment %.12s (%s): %s.", b->key, strempty(b->requirements[0]), strempty(safe));
@@ -1035,6 +1085,19 @@ static void on_step_done(Process *p, void *userdata) {
                 return build_fail(b, r, m);
         }
         build_finish(b);
+}
+
+static int build_complete_child(void *userdata, char **ret_message) {
+        return build_complete(userdata, ret_message);
+}
+
+static void on_build_completed(int r, const char *message, void *userdata) {
+        Build *b = userdata;
+
+        b->finishing = offloop_job_free(b->finishing);
+        if (r == 1 && !message)
+                message = "the environment was refused";
+        build_completed(b, r, message);
 }
 
 static int build_start(Build *b) {
