@@ -45,6 +45,7 @@ libcore_a_SOURCES = \
 	src/envstore/envstore.c src/envstore/envstore.h \
 	src/envstore/layout.c src/envstore/layout.h \
 	src/envstore/storewalk.c src/envstore/storewalk.h \
+	src/envstore/offloop.c src/envstore/offloop.h \
 	src/envstore/pyinstall.c src/envstore/pyinstall.h
 
 CORE_LIBS = libcore.a libshared.a $(SYSTEMD_LIBS) $(JSONC_LIBS) $(SECCOMP_LIBS)

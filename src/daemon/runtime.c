@@ -1006,6 +1006,43 @@ static int spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *lim
         return k;
 }
 
+/* What a spawn gives back when its Process is freed: its hold on the environment, then what was to be released. */
+typedef struct EnvSpawnHold {
+        EnvHold *hold;
+        ProcessReleaseFunc release;
+        void *release_userdata;
+} EnvSpawnHold;
+
+static void env_spawn_hold_release(void *userdata) {
+        EnvSpawnHold *x = userdata;
+
+        envstore_hold_release(x->hold);
+        if (x->release)
+                x->release(x->release_userdata);
+        free(x);
+}
+
+/* The store never collects env_dir while o's process lives (envstore_hold()). */
+static int runtime_hold_env(Runtime *r, ProcessOptions *o, const char *env_dir) {
+        EnvSpawnHold *x;
+
+        if (!env_dir || !r->store)
+                return 0;
+        x = calloc(1, sizeof(*x));
+        if (!x)
+                return -ENOMEM;
+        x->hold = envstore_hold(r->store, env_dir);
+        if (!x->hold) {
+                free(x);
+                return 0;   /* not one of the store's */
+        }
+        x->release = o->release;
+        x->release_userdata = o->release_userdata;
+        o->release = env_spawn_hold_release;
+        o->release_userdata = x;
+        return 0;
+}
+
 /* ---- without the sandbox (unsafe-no-sandbox) ---------------------------------- */
 
 static int runtime_lease_uid(Runtime *r, ProcessOptions *o, char *const *own_dirs);
@@ -1173,6 +1210,12 @@ static int spawn_in_run_dir(Runtime *r, const char *top, const char *work, const
         k = runtime_lease_uid(r, &o, own);
         if (k < 0)
                 return k;
+        k = runtime_hold_env(r, &o, env_dir);
+        if (k < 0) {
+                if (o.release)
+                        o.release(o.release_userdata);
+                return k;
+        }
         return spawn_limited(r, &o, limits, true, done, userdata, ret);
 }
 
@@ -1340,6 +1383,12 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
         k = runtime_lease_uid(r, &o, rw_dir ? rw : NULL);
         if (k < 0)
                 return k;
+        k = runtime_hold_env(r, &o, env_dir);
+        if (k < 0) {
+                if (o.release)
+                        o.release(o.release_userdata);
+                return k;
+        }
         return spawn_limited(r, &o, limits, may_cgroup, done, userdata, ret);
 }
 

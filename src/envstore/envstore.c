@@ -15,6 +15,7 @@
 #include "envstore.h"
 #include "envstore/layout.h"
 #include "envstore/pyinstall.h"
+#include "envstore/offloop.h"
 #include "envstore/storewalk.h"
 #include "executor/process.h"
 #include "fs-util.h"
@@ -28,14 +29,30 @@
 #define MARKER ".mcp-python-sandbox-env.json"
 /* The bytecode of the environment was compiled (after it was put in place, see envstore_compile_later()). */
 #define COMPILED ".mcp-python-sandbox-compiled"
-/* An environment used this recently may be mounted by a running script: never collected. */
-#define GC_GRACE_SEC (3600)
+/* An environment used this recently is never collected. What runs on an environment, or waits to, holds it
+ * (envstore_hold()), and who looks one up takes its hold at once; a walk keeps what was looked up since it began and
+ * puts back what is looked up while it removes it: this is a margin, not what keeps a running script's. */
+#define GC_GRACE_SEC (10)
 /* How often the store's size is checked against its budget, besides after each build. */
 #define GC_INTERVAL_USEC (5 * 60 * USEC_PER_SEC)
 /* Sizes this fresh are given to who asks without a walk of their own. */
 #define SIZES_FRESH_USEC (10 * USEC_PER_SEC)
 
 typedef struct Build Build;
+
+/* The environments held (envstore_hold()): shared with the holds, which may outlive the store. */
+typedef struct EnvHoldList {
+        unsigned n_ref;
+        EnvHold *first;
+} EnvHoldList;
+
+struct EnvHold {
+        EnvHoldList *list;
+        EnvHold *prev, *next;
+        char name[65];
+        int lock_fd;            /* the environment's directory, flock()ed shared: other daemons' walks leave it
+                                 * alone too; one of the holds of a name has it */
+};
 
 struct EnvWaiter {
         EnvWaiter *next;
@@ -58,6 +75,7 @@ struct Build {
         SchedTicket ticket;     /* SCHED_BUILD, charged to the uid of the call that asked first; waits, then held */
         bool installing;        /* second step: uv pip install */
         EnvLayout layout;       /* what the venv step made (layout.h) */
+        OffLoopJob *finishing;  /* the last step (build_complete()), in a child */
         EnvWaiter *waiters;
         uint64_t start_usec;
         sd_event_source *defer;
@@ -85,6 +103,12 @@ struct EnvStore {
         uint64_t n_tmp;
         sd_event_source *prune_timer;
         Process *prune;
+        EnvHoldList *holds;
+        Process *shrink;                /* uv cache clean: the store is over its budget with nothing more to collect */
+        char **shrink_packages;         /* what it is to clean when no build runs; NULL with shrink_all: all */
+        bool shrink_all, shrink_pending;
+        unsigned n_shrinks;             /* since the store was last under its budget or a build ended */
+        bool over_logged;               /* "over its budget" said once, until it is under again */
         StoreWalkJob *walk;             /* the one disk walk (and collection) in flight */
         bool walk_again;                /* something changed meanwhile: walk once more after it */
         EnvSizesWaiter *sizes_waiters;
@@ -101,6 +125,9 @@ struct EnvStore {
         char *compiling;
         char *compile_out;              /* the scratch directory the sandboxed compile writes to */
         Process *compile;
+        OffLoopJob *adopt;              /* then its bytecode put in place, in a child */
+        uint64_t compile_usec;
+        bool compile_partial;
         EnvCompileFunc compile_spawn;
         void *compile_userdata;
 };
@@ -123,6 +150,12 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *s
         s->sched = sched;
         s->compile_lock_fd = -EBADF;
         s->uv = uv_path ? strdup(uv_path) : NULL;
+        s->holds = calloc(1, sizeof(EnvHoldList));
+        if (!s->holds) {
+                envstore_free(s);
+                return -ENOMEM;
+        }
+        s->holds->n_ref = 1;
         if (asprintf(&s->root, "%s", config->cache_dir) < 0 || asprintf(&s->envs, "%s/envs", config->cache_dir) < 0 ||
             asprintf(&s->uv_cache, "%s/uv", config->cache_dir) < 0 ||
             asprintf(&s->empty, "%s/empty", config->cache_dir) < 0) {
@@ -180,6 +213,73 @@ static void unlock_entry(char **path, int *fd) {
         *fd = safe_close(*fd);
 }
 static void envstore_prune_later(EnvStore *s);
+static void shrink_start(EnvStore *s);
+
+static void hold_list_unref(EnvHoldList *l) {
+        if (l && --l->n_ref == 0)
+                free(l);
+}
+
+EnvHold *envstore_hold(EnvStore *s, const char *path) {
+        const char *name = path ? startswith(path, s->envs) : NULL;
+        EnvHold *h;
+
+        if (!name || name[0] != '/')
+                return NULL;
+        name++;
+        if (name[0] == 0 || name[0] == '.' || strlen(name) >= sizeof(h->name) || strchr(name, '/'))
+                return NULL;
+        h = calloc(1, sizeof(*h));
+        if (!h)
+                return NULL;
+        strcpy(h->name, name);
+        h->lock_fd = -EBADF;
+        if (!envstore_held(s, name)) {
+                /* Never waits: a walk that has it (exclusively) is removing it; the lookup before us failed or
+                 * made the walk put it back (storewalk.c's remove_env()). */
+                h->lock_fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (h->lock_fd >= 0 && flock(h->lock_fd, LOCK_SH | LOCK_NB) < 0)
+                        h->lock_fd = safe_close(h->lock_fd);
+        }
+        h->list = s->holds;
+        h->list->n_ref++;
+        h->next = h->list->first;
+        if (h->next)
+                h->next->prev = h;
+        h->list->first = h;
+        return h;
+}
+
+EnvHold *envstore_hold_release(EnvHold *h) {
+        if (!h)
+                return NULL;
+        if (h->prev)
+                h->prev->next = h->next;
+        else
+                h->list->first = h->next;
+        if (h->next)
+                h->next->prev = h->prev;
+        if (h->lock_fd >= 0) {
+                EnvHold *other = h->list->first;
+                while (other && !streq(other->name, h->name))
+                        other = other->next;
+                if (other)
+                        other->lock_fd = TAKE_FD(h->lock_fd);
+                else
+                        h->lock_fd = safe_close(h->lock_fd);
+        }
+        hold_list_unref(h->list);
+        free(h);
+        return NULL;
+}
+
+bool envstore_held(const EnvStore *s, const char *key) {
+        for (EnvHold *h = s->holds->first; h; h = h->next)
+                if (streq(h->name, key))
+                        return true;
+        return false;
+}
+
 static void envstore_compile_later(EnvStore *s, const char *path, const char *python, uid_t uid);
 static void envstore_compile_next(EnvStore *s);
 static void compile_clear(EnvStore *s);
@@ -199,6 +299,9 @@ EnvStore *envstore_free(EnvStore *s) {
         sd_event_source_disable_unref(s->prune_timer);
         sd_event_source_disable_unref(s->gc_timer);
         process_free(s->prune);
+        process_free(s->shrink);
+        strv_free(s->shrink_packages);
+        hold_list_unref(s->holds);
         store_walk_job_free(s->walk);
         while (s->sizes_waiters) {
                 EnvSizesWaiter *w = s->sizes_waiters;
@@ -206,6 +309,7 @@ EnvStore *envstore_free(EnvStore *s) {
                 free(w);
         }
         process_free(s->compile);
+        offloop_job_free(s->adopt);
         if (s->compile_out)
                 (void) rm_rf_untrusted(s->compile_out);
         unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
@@ -362,6 +466,7 @@ static void build_free(Build *b) {
 
         if (!b)
                 return;
+        offloop_job_free(b->finishing);
         while ((w = b->waiters)) {
                 b->waiters = w->next;
                 free(w);
@@ -423,10 +528,12 @@ static void build_finish(Build *b) {
                 free(w);
         }
         if (b->error == 0) {
+                b->store->n_shrinks = 0;   /* a new environment: the cache may have to shrink once more */
                 (void) envstore_gc(b->store, b->key);
                 envstore_prune_later(b->store);
                 envstore_compile_later(b->store, b->final, b->python, b->uid);
         }
+        shrink_start(b->store);
         build_free(b);
 }
 
@@ -531,13 +638,48 @@ static int on_prune_timer(sd_event_source *src, uint64_t usec, void *userdata) {
                              .timeout_usec = 600 * USEC_PER_SEC, .head_max = 2048, .tail_max = 2048 };
 
         /* Only when no build is running: pruning waits for uv's cache lock otherwise. */
-        if (s->n_building > 0 || s->prune || !s->uv || !env) {
+        if (s->n_building > 0 || s->prune || s->shrink || !s->uv || !env) {
                 envstore_prune_later(s);
                 return 0;
         }
         if (process_spawn(s->event, &o, on_prune_done, s, &s->prune) < 0)
                 log_warning("Failed to start uv cache prune.");
         return 0;
+}
+
+static int walk_start(EnvStore *s);
+
+static void on_shrink_done(Process *p, void *userdata) {
+        EnvStore *s = userdata;
+        _cleanup_free_ char *err = capture_text(&p->err, NULL);
+
+        if (p->exit_code != 0)
+                log_warning("uv cache clean failed: %s", strempty(err));
+        s->shrink = NULL;
+        process_free(p);
+        /* What it freed shows in the next walk, which may find more to do. */
+        (void) walk_start(s);
+}
+
+/* The cache shrinks only when no build runs (uv takes its cache lock; a build would wait for it, or lose what it
+ * was about to link); otherwise after the last build ends (build_finish()). */
+static void shrink_start(EnvStore *s) {
+        _cleanup_strv_free_ char **env = NULL, **argv = NULL;
+        ProcessOptions o;
+
+        if (!s->shrink_pending || s->shrink || s->prune || s->n_building > 0 || !s->uv)
+                return;
+        env = uv_environment(s);
+        argv = strv_new();
+        if (!env || !argv || strv_extend(&argv, s->uv) < 0 || strv_extend(&argv, "cache") < 0 ||
+            strv_extend(&argv, "clean") < 0 || (!s->shrink_all && strv_extend_strv(&argv, s->shrink_packages) < 0))
+                return;
+        s->shrink_pending = false;
+        s->shrink_packages = strv_free(s->shrink_packages);
+        o = (ProcessOptions) { .argv = argv, .env = env, .cwd = s->empty, .stdin_fd = -EBADF,
+                               .timeout_usec = 600 * USEC_PER_SEC, .head_max = 2048, .tail_max = 2048 };
+        if (process_spawn(s->event, &o, on_shrink_done, s, &s->shrink) < 0)
+                log_warning("Failed to start uv cache clean.");
 }
 
 /* After a build, once no build has run for a while, let uv drop what its cache no longer needs. */
@@ -609,6 +751,32 @@ static int adopt_bytecode(EnvStore *s) {
         return env_adopt_bytecode(env_fd, s->compiling, site_packages, out_fd);
 }
 
+/* In a child (offloop.h): thousands of renames for a large environment. */
+static int adopt_child(void *userdata, char **ret_message) {
+        EnvStore *s = userdata;
+        int n = adopt_bytecode(s);
+
+        /* Marked either way: another try would not do better, and would cost a compile each start. */
+        mark_compiled(s->compiling);
+        (void) rm_rf_untrusted(s->compile_out);
+        return n;
+}
+
+static void on_adopted(int n, const char *message, void *userdata) {
+        EnvStore *s = userdata;
+
+        s->adopt = offloop_job_free(s->adopt);
+        if (n < 0)
+                log_warning("Failed to put the bytecode of environment %.12s in place: %s",
+                            strrchr(s->compiling, '/') + 1, strerror(-n));
+        else
+                log_debug("Compiled the bytecode of environment %.12s in %" PRIu64 " ms (%d files)%s.",
+                          strrchr(s->compiling, '/') + 1, s->compile_usec / USEC_PER_MSEC, n,
+                          s->compile_partial ? "; some files are not valid Python for it" : "");
+        compile_clear(s);
+        envstore_compile_next(s);
+}
+
 static void on_compile_done(Process *p, void *userdata) {
         EnvStore *s = userdata;
         int n;
@@ -616,17 +784,16 @@ static void on_compile_done(Process *p, void *userdata) {
         /* compileall fails when some file is not valid Python for this interpreter (templates, tests for
          * other versions): what could be compiled is, and trying again would not change that. */
         if (p->signal == 0 && !p->timed_out && p->exit_code != 127) {
-                n = adopt_bytecode(s);
-                /* Marked either way: another try would not do better, and would cost a compile each start. */
-                mark_compiled(s->compiling);
-                if (n < 0)
-                        log_warning("Failed to put the bytecode of environment %.12s in place: %s",
-                                    strrchr(s->compiling, '/') + 1, strerror(-n));
-                else {
-                        log_debug("Compiled the bytecode of environment %.12s in %" PRIu64 " ms (%d files)%s.",
-                                  strrchr(s->compiling, '/') + 1, process_duration_usec(p) / USEC_PER_MSEC, n,
-                                  p->exit_code == 0 ? "" : "; some files are not valid Python for it");
-                }
+                s->compile_usec = process_duration_usec(p);
+                s->compile_partial = p->exit_code != 0;
+                s->compile = NULL;
+                process_free(p);
+                /* Putting it in place walks the environment: not in the loop. */
+                if (offloop_spawn(s->event, "mcp-env-adopt", adopt_child, on_adopted, s, &s->adopt) >= 0)
+                        return;
+                n = adopt_child(s, NULL);
+                on_adopted(n, NULL, s);
+                return;
         } else {
                 _cleanup_free_ char *err = capture_text(&p->err, NULL), *safe = NULL;
                 /* What the sandbox printed, as one line of ours. */
@@ -645,6 +812,7 @@ static void on_compile_done(Process *p, void *userdata) {
 /* Stop the compile if it still runs, and forget it: its process, scratch directory, lock and environment. */
 static void compile_clear(EnvStore *s) {
         s->compile = process_free(s->compile);
+        s->adopt = offloop_job_free(s->adopt);
         if (sched_ticket_held(&s->compile_ticket))
                 scheduler_release(&s->compile_ticket);
         if (s->compile_out)
@@ -659,7 +827,7 @@ static void on_compile_turn(SchedTicket *t, void *userdata) {
 }
 
 static void envstore_compile_next(EnvStore *s) {
-        while (!s->compile && s->compile_spawn && s->compile_queue && s->compile_queue[0]) {
+        while (!s->compile && !s->adopt && s->compile_spawn && s->compile_queue && s->compile_queue[0]) {
                 _cleanup_free_ char *path = NULL, *python = NULL, *marker = NULL, *out = NULL;
                 size_t n = strv_length(s->compile_queue);
                 int k;
@@ -852,6 +1020,10 @@ static int build_snapshot(Build *b) {
         return env_layout_snapshot(dirfd, &b->layout);
 }
 
+static void build_completed(Build *b, int r, const char *why);
+static int build_complete_child(void *userdata, char **ret_message);
+static void on_build_completed(int r, const char *message, void *userdata);
+
 static void on_step_done(Process *p, void *userdata) {
         Build *b = userdata;
         _cleanup_free_ char *why = NULL;
@@ -888,7 +1060,20 @@ static void on_step_done(Process *p, void *userdata) {
                 return;
         }
 
+        /* Verifying what the packages installed, and making it read-only, walk the environment: not in the loop. */
+        if (offloop_spawn(b->store->event, "mcp-env-finish", build_complete_child, on_build_completed, b,
+                          &b->finishing) >= 0)
+                return;
         r = build_complete(b, &why);
+        build_completed(b, r, why);
+}
+
+static void build_completed(Build *b, int r, const char *why) {
+        if (r == 0) {
+                /* Renamed into place (or someone else's was there first, and ours removed). */
+                free(b->tmp);
+                b->tmp = NULL;
+        }
         if (r == 1) {
                 _cleanup_free_ char *safe = utf8_escape_line(why, strlen(why));   /* holds a wheel's path */
                 log_warning("Environment %.12s (%s): %s.", b->key, strempty(b->requirements[0]), strempty(safe));
@@ -900,6 +1085,19 @@ static void on_step_done(Process *p, void *userdata) {
                 return build_fail(b, r, m);
         }
         build_finish(b);
+}
+
+static int build_complete_child(void *userdata, char **ret_message) {
+        return build_complete(userdata, ret_message);
+}
+
+static void on_build_completed(int r, const char *message, void *userdata) {
+        Build *b = userdata;
+
+        b->finishing = offloop_job_free(b->finishing);
+        if (r == 1 && !message)
+                message = "the environment was refused";
+        build_completed(b, r, message);
 }
 
 static int build_start(Build *b) {
@@ -1126,6 +1324,7 @@ static void sizes_notify(EnvStore *s, const EnvSizes *sizes) {
 }
 
 static void gc_timer_arm(EnvStore *s);
+static void gc_timer_arm_usec(EnvStore *s, uint64_t usec);
 static int walk_start(EnvStore *s);
 
 static void on_walk_done(const StoreWalkResult *res, char **removed, void *userdata) {
@@ -1160,17 +1359,40 @@ static void on_walk_done(const StoreWalkResult *res, char **removed, void *userd
                           " MiB of unique inodes in all; %u environments removed (%" PRIu64 " MiB).",
                           res->store_bytes >> 20, res->cache_bytes >> 20, res->total_bytes >> 20, res->n_removed,
                           res->removed_bytes >> 20);
-                /* What is left over the budget is the uv cache's: let uv drop what no environment needs. */
-                if (res->over && !s->prune && s->uv && s->config->store_max_size > 0) {
-                        log_info("The store is over its budget (%" PRIu64 " MiB of %" PRIu64
-                                 " MiB) with nothing more to collect: pruning the uv cache.",
-                                 res->total_bytes >> 20, s->config->store_max_size >> 20);
-                        (void) on_prune_timer(NULL, 0, s);
+                /* What is left over the budget is the uv cache's: it lets go of the packages no environment left
+                 * uses, or of everything when there are none (environments keep their hardlinked files). Twice
+                 * at most until a build ends or the store is under again: what is held stays over. */
+                if (!res->over) {
+                        s->over_logged = false;
+                        s->n_shrinks = 0;
+                }
+                if (s->uv && !s->uv_refused && (res->cache_clean_all || res->cache_clean) && s->n_shrinks < 2) {
+                        if (res->over && !s->over_logged)
+                                log_info("The store is over its budget (%" PRIu64 " MiB of %" PRIu64 " MiB) with no "
+                                         "more environments that may be removed: cleaning %s of the uv cache.",
+                                         res->total_bytes >> 20, s->config->store_max_size >> 20,
+                                         res->cache_clean_all ? "all" : "the packages no environment uses");
+                        s->over_logged = s->over_logged || res->over;
+                        s->n_shrinks++;
+                        strv_free(s->shrink_packages);
+                        s->shrink_packages = NULL;
+                        if (!res->cache_clean_all)
+                                (void) strv_extend_strv(&s->shrink_packages, res->cache_clean);
+                        s->shrink_all = res->cache_clean_all;
+                        s->shrink_pending = s->shrink_all || s->shrink_packages;
+                        shrink_start(s);
+                } else if (res->over && !s->over_logged) {
+                        log_warning("The store is over its budget (%" PRIu64 " MiB of %" PRIu64 " MiB) and what is "
+                                    "left is in use.", res->total_bytes >> 20, s->config->store_max_size >> 20);
+                        s->over_logged = true;
                 }
         } else
                 log_warning("The store's disk walk failed.");
         envstore_compile_next(s);
         sizes_notify(s, &sizes);
+        /* Over the budget with environments only too young to go: walk again as soon as they are not. */
+        if (res && res->kept_young)
+                gc_timer_arm_usec(s, (GC_GRACE_SEC + 1) * USEC_PER_SEC);
         if (s->walk_again) {
                 s->walk_again = false;
                 (void) walk_start(s);
@@ -1206,6 +1428,15 @@ static int walk_start(EnvStore *s) {
         /* Not the one being compiled: collecting it stops its compile (on_walk_done()). */
         for (Build *b = s->builds; b; b = b->next)
                 (void) strv_extend(&keep, b->key);
+        /* What runs, waits to run or stands ready on an environment holds it. */
+        for (EnvHold *h = s->holds->first; h; h = h->next)
+                if (!strv_contains(keep, h->name))
+                        (void) strv_extend(&keep, h->name);
+        if (!keep) {
+                scheduler_release(&s->walk_ticket);
+                sizes_notify(s, &(EnvSizes) {});
+                return -ENOMEM;
+        }
         o.keep = keep;
         if (asprintf(&pythons, "%s/pythons", s->root) >= 0) {
                 o.pythons = pythons;
@@ -1233,14 +1464,18 @@ static int on_gc_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static void gc_timer_arm(EnvStore *s) {
+static void gc_timer_arm_usec(EnvStore *s, uint64_t usec) {
         if (!s->gc_timer) {
-                if (sd_event_add_time_relative(s->event, &s->gc_timer, CLOCK_MONOTONIC, GC_INTERVAL_USEC,
-                                               USEC_PER_SEC, on_gc_timer, s) < 0)
+                if (sd_event_add_time_relative(s->event, &s->gc_timer, CLOCK_MONOTONIC, usec, USEC_PER_SEC / 4,
+                                               on_gc_timer, s) < 0)
                         return;
         } else
-                (void) sd_event_source_set_time_relative(s->gc_timer, GC_INTERVAL_USEC);
+                (void) sd_event_source_set_time_relative(s->gc_timer, usec);
         (void) sd_event_source_set_enabled(s->gc_timer, SD_EVENT_ONESHOT);
+}
+
+static void gc_timer_arm(EnvStore *s) {
+        gc_timer_arm_usec(s, GC_INTERVAL_USEC);
 }
 
 /* The walk goes in a child process (storewalk.h); this only starts it, or asks for one more after the current. */

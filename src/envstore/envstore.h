@@ -89,6 +89,20 @@ void envstore_cleanup(EnvStore *s);
  */
 int envstore_gc(EnvStore *s, const char *keep_key);
 
+/*
+ * Keep the environment at path (a directory envstore_lookup() or a build gave) from being collected until the hold
+ * is released: whatever runs, waits to run or stands ready on it holds it. NULL when path is none of the store's
+ * (or out of memory). A hold may outlive the store.
+ */
+typedef struct EnvHold EnvHold;
+EnvHold *envstore_hold(EnvStore *s, const char *path);
+EnvHold *envstore_hold_release(EnvHold *h);
+static inline void envstore_hold_releasep(EnvHold **h) {
+        *h = envstore_hold_release(*h);
+}
+/* Whether the environment of key is held. */
+bool envstore_held(const EnvStore *s, const char *key);
+
 typedef struct EnvSizes {
         bool known;             /* false: the walk failed */
         uint64_t store_bytes;   /* inodes first seen in the store */

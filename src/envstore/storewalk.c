@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -6,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -26,6 +28,10 @@
 #define WALK_TIMEOUT_USEC (15 * 60 * USEC_PER_SEC)
 
 #define OWNER_SHARED (-1)
+/* An installed Python younger than this stays, used or not. */
+#define PYTHON_GRACE_SEC (10 * 60)
+/* Met only in the uv cache so far: the environment that links it next owns it with the cache. */
+#define OWNER_CACHE (-2)
 
 typedef struct Inode {
         dev_t dev;
@@ -33,13 +39,19 @@ typedef struct Inode {
         uint64_t bytes;
         uint32_t nlink;         /* 0: an empty slot */
         uint32_t seen;          /* links met in the walk */
-        int32_t owner;          /* the environment all links met so far are in, or OWNER_SHARED */
+        int32_t owner;          /* the environment all links met so far are in (and the uv cache), or
+                                 * OWNER_SHARED, or OWNER_CACHE */
+        bool cached;            /* first met in the uv cache: counted in its share */
 } Inode;
 
 typedef struct WalkEnv {
         char *name;
         time_t used;
-        uint64_t exclusive;     /* freed by removing it: inodes with all their links in it */
+        struct timespec used_ts;        /* the same, to the nanosecond: a lookup meanwhile changes it */
+        uint64_t exclusive;     /* freed by removing it: inodes with all their links in it, or in it and the uv
+                                 * cache (those once the cache lets go of its packages) */
+        uint64_t exclusive_cached;   /* the part of it counted in the cache's share */
+        bool removed;
 } WalkEnv;
 
 typedef struct Walk {
@@ -90,7 +102,9 @@ static int walk_add(Walk *w, const struct stat *st, int owner) {
                 Inode *x = &w->table[j];
                 if (x->dev == st->st_dev && x->ino == st->st_ino) {
                         x->seen++;
-                        if (x->owner != owner)
+                        if (x->owner == OWNER_CACHE && owner >= 0)
+                                x->owner = owner;
+                        else if (x->owner != owner)
                                 x->owner = OWNER_SHARED;
                         return 0;
                 }
@@ -104,6 +118,7 @@ static int walk_add(Walk *w, const struct stat *st, int owner) {
                 .nlink = S_ISDIR(st->st_mode) || st->st_nlink == 0 ? 1 : (uint32_t) MIN(st->st_nlink, UINT32_MAX),
                 .seen = 1,
                 .owner = owner,
+                .cached = w->in_cache,
         };
         w->n_used++;
         if (w->in_cache)
@@ -287,7 +302,8 @@ static void pythons_collect(const StoreWalkOptions *o, int dir_fd, WalkPython *p
                 bool over = o->max_size > 0 && *total > o->max_size;
                 char trash[512], path[4096], name[512];
 
-                if (pys[i].used || (!too_old && !over) || age < o->grace_sec)
+                /* A Python installed for a call whose build still waits for its turn has no environment yet. */
+                if (pys[i].used || (!too_old && !over) || age < MAX(o->grace_sec, PYTHON_GRACE_SEC))
                         continue;
                 if (snprintf(trash, sizeof(trash), ".trash-%s-%d", pys[i].name, (int) getpid()) >= (int) sizeof(trash) ||
                     renameat(dir_fd, pys[i].name, dir_fd, trash) < 0)
@@ -323,7 +339,7 @@ static int compare_least_recent_first(const void *a, const void *b) {
         return x->used < y->used ? -1 : x->used > y->used;
 }
 
-static int marker_mtime(int envs_fd, const char *name, const char *marker, time_t *ret) {
+static int marker_mtime(int envs_fd, const char *name, const char *marker, struct timespec *ret) {
         char p[512];
         struct stat st;
 
@@ -331,20 +347,190 @@ static int marker_mtime(int envs_fd, const char *name, const char *marker, time_
                 return -ENAMETOOLONG;
         if (fstatat(envs_fd, p, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
-        *ret = st.st_mtime;
+        *ret = st.st_mtim;
         return 0;
 }
 
-/* Out of the store's namespace first (a lookup after this finds nothing and builds anew), then removed. */
-static int remove_env(const char *envs, int envs_fd, const char *name) {
+static bool timespec_eq(const struct timespec *a, const struct timespec *b) {
+        return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/*
+ * Out of the store's namespace first (a lookup after this finds nothing and builds anew), then removed; -EBUSY and
+ * left in place when a daemon holds it (envstore_hold() keeps a shared flock() on it: a run of any daemon on this
+ * store) or a lookup touched its marker since the walk saw it (seen), before the rename or during it.
+ */
+static int remove_env(const char *envs, int envs_fd, const char *name, const char *marker,
+                      const struct timespec *seen) {
         char trash[512], path[4096];
+        struct timespec now;
+        _cleanup_close_ int fd = -EBADF;
 
         if (snprintf(trash, sizeof(trash), ".trash-%s-%d", name, (int) getpid()) >= (int) sizeof(trash))
                 return -ENAMETOOLONG;
+        fd = openat(envs_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0)
+                return errno == EWOULDBLOCK ? -EBUSY : -errno;
+        if (marker_mtime(envs_fd, name, marker, &now) < 0 || !timespec_eq(&now, seen))
+                return -EBUSY;
         if (renameat(envs_fd, name, envs_fd, trash) < 0)
                 return -errno;
+        /* Looked up between the check and the rename: it goes back, untouched. */
+        if (marker_mtime(envs_fd, trash, marker, &now) < 0 || !timespec_eq(&now, seen)) {
+                if (renameat(envs_fd, trash, envs_fd, name) >= 0)
+                        return -EBUSY;
+        }
         snprintf(path, sizeof(path), "%s/%s", envs, trash);
         return rm_rf_untrusted(path);
+}
+
+/* A distribution's name as PEP 503 normalizes it ("Foo_Bar.baz" -> "foo-bar-baz"); NULL when it is not one. */
+static char *package_normalize(const char *name, size_t n) {
+        char *p, *q;
+
+        if (n == 0 || n > 200 || !isalnum((unsigned char) name[0]))
+                return NULL;
+        p = q = malloc(n + 1);
+        if (!p)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                char c = name[i];
+                if (c == '-' || c == '_' || c == '.') {
+                        if (q > p && q[-1] != '-')
+                                *q++ = '-';
+                } else if (isalnum((unsigned char) c))
+                        *q++ = (char) tolower((unsigned char) c);
+                else {
+                        free(p);
+                        return NULL;
+                }
+        }
+        while (q > p && q[-1] == '-')
+                q--;
+        *q = 0;
+        return p;
+}
+
+static void names_add(char ***names, const char *name, size_t n) {
+        char *x;
+
+        if (!*names)
+                return;
+        x = package_normalize(name, n);
+        if (!x)
+                return;
+        if (!strv_contains(*names, x) && strv_extend(names, x) < 0)
+                *names = strv_free(*names);
+        free(x);
+}
+
+/* A directory below dir_fd, opened without following links, or NULL. */
+static DIR *opendir_at(int dir_fd, const char *path) {
+        int fd = openat(dir_fd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        DIR *d;
+
+        if (fd < 0)
+                return NULL;
+        d = fdopendir(fd);
+        if (!d)
+                safe_close(fd);
+        return d;
+}
+
+/* The length of name without suffix, when it ends with it; else all of it. */
+static size_t strip_len(const char *name, const char *suffix) {
+        size_t n = strlen(name);
+        return endswith(name, suffix) ? n - strlen(suffix) : n;
+}
+
+/* The distributions installed in an environment (lib/<python>/site-packages/<name>-<version>.dist-info). */
+static void env_packages(int envs_fd, const char *env, char ***names) {
+        char p[1024];
+        DIR *lib;
+        struct dirent *de;
+
+        if (snprintf(p, sizeof(p), "%s/lib", env) >= (int) sizeof(p))
+                return;
+        lib = opendir_at(envs_fd, p);
+        if (!lib)
+                return;
+        while ((de = readdir(lib))) {
+                DIR *site;
+                struct dirent *e;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                if (snprintf(p, sizeof(p), "%s/lib/%s/site-packages", env, de->d_name) >= (int) sizeof(p))
+                        continue;
+                site = opendir_at(envs_fd, p);
+                if (!site)
+                        continue;
+                while ((e = readdir(site))) {
+                        const char *dash = strchr(e->d_name, '-');
+                        if (dash && endswith(e->d_name, ".dist-info"))
+                                names_add(names, e->d_name, (size_t) (dash - e->d_name));
+                }
+                closedir(site);
+        }
+        closedir(lib);
+}
+
+/* The packages the uv cache holds something of: <bucket>/pypi/<name> and <bucket>/<kind>/<digest>/<name> in its
+ * wheels-, sdists- and simple- buckets (a "<name>.rkyv" file in the last). */
+static void cache_packages(const char *cache, char ***names) {
+        DIR *top = opendir(cache);
+        struct dirent *b;
+
+        if (!top)
+                return;
+        while ((b = readdir(top))) {
+                DIR *kinds;
+                struct dirent *k;
+                char p[4096];
+
+                if (!startswith(b->d_name, "wheels-v") && !startswith(b->d_name, "sdists-v") &&
+                    !startswith(b->d_name, "simple-v"))
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s", cache, b->d_name);
+                kinds = opendir(p);
+                if (!kinds)
+                        continue;
+                while ((k = readdir(kinds))) {
+                        bool pypi = streq(k->d_name, "pypi");
+                        DIR *d1;
+                        struct dirent *e1;
+
+                        if (k->d_name[0] == '.')
+                                continue;
+                        snprintf(p, sizeof(p), "%s/%s/%s", cache, b->d_name, k->d_name);
+                        d1 = opendir(p);
+                        if (!d1)
+                                continue;
+                        while ((e1 = readdir(d1))) {
+                                if (e1->d_name[0] == '.')
+                                        continue;
+                                if (pypi) {
+                                        names_add(names, e1->d_name, strip_len(e1->d_name, ".rkyv"));
+                                        continue;
+                                }
+                                DIR *d2;
+                                struct dirent *e2;
+                                snprintf(p, sizeof(p), "%s/%s/%s/%s", cache, b->d_name, k->d_name, e1->d_name);
+                                d2 = opendir(p);
+                                if (!d2)
+                                        continue;
+                                while ((e2 = readdir(d2)))
+                                        if (e2->d_name[0] != '.')
+                                                names_add(names, e2->d_name, strip_len(e2->d_name, ".rkyv"));
+                                closedir(d2);
+                        }
+                        closedir(d1);
+                }
+                closedir(kinds);
+        }
+        closedir(top);
 }
 
 int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemovedFunc removed, void *userdata) {
@@ -359,7 +545,7 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
         DIR *d;
         struct dirent *de;
         time_t now = time(NULL);
-        uint64_t total;
+        uint64_t total, removed_cached = 0;
         int r = 0;
 
         envs_fd = open(o->envs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -386,7 +572,7 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
         }
         if (o->uv_cache) {
                 w.in_cache = true;
-                (void) walk_path(&w, AT_FDCWD, o->uv_cache, OWNER_SHARED);
+                (void) walk_path(&w, AT_FDCWD, o->uv_cache, OWNER_CACHE);
                 w.in_cache = false;
         }
         if (o->pythons && o->pythons_marker) {
@@ -407,7 +593,7 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
         rewinddir(d);
         while ((de = readdir(d))) {
                 struct stat st;
-                time_t used;
+                struct timespec used;
                 int owner = OWNER_SHARED;
 
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))
@@ -423,7 +609,7 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
                                 break;
                         }
                         envs = n;
-                        envs[n_envs] = (WalkEnv) { .name = strdup(de->d_name), .used = used };
+                        envs[n_envs] = (WalkEnv) { .name = strdup(de->d_name), .used = used.tv_sec, .used_ts = used };
                         if (!envs[n_envs].name) {
                                 r = -ENOMEM;
                                 break;
@@ -444,8 +630,11 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
 
         for (size_t i = 0; i < w.n_table; i++) {
                 Inode *x = &w.table[i];
-                if (x->nlink != 0 && x->owner >= 0 && x->seen >= x->nlink)
+                if (x->nlink != 0 && x->owner >= 0 && x->seen >= x->nlink) {
                         envs[x->owner].exclusive += x->bytes;
+                        if (x->cached)
+                                envs[x->owner].exclusive_cached += x->bytes;
+                }
         }
         total = w.store_bytes + w.cache_bytes;
 
@@ -454,19 +643,23 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
                 uint64_t age = now > envs[i].used ? (uint64_t) (now - envs[i].used) : 0;
                 bool too_old = o->max_age_usec > 0 && age * USEC_PER_SEC > o->max_age_usec;
                 bool over = o->max_size > 0 && total > o->max_size;
-                time_t used;
 
                 if (!too_old && !over)
                         continue;
-                if (age < o->grace_sec || strv_contains(o->keep, envs[i].name))
+                /* Ages count from the walk's start: what was looked up since is as young as can be. */
+                if (strv_contains(o->keep, envs[i].name))
                         continue;
-                /* Used since the walk saw it: it stays. */
-                if (marker_mtime(envs_fd, envs[i].name, o->marker, &used) < 0 || used != envs[i].used)
+                if (age < o->grace_sec) {
+                        res.kept_young = true;
                         continue;
-                if (remove_env(o->envs, envs_fd, envs[i].name) < 0)
+                }
+                /* Held by a daemon, or used since the walk saw it: it stays. */
+                if (remove_env(o->envs, envs_fd, envs[i].name, o->marker, &envs[i].used_ts) < 0)
                         continue;
                 total -= MIN(total, envs[i].exclusive);
                 res.removed_bytes += envs[i].exclusive;
+                removed_cached += envs[i].exclusive_cached;
+                envs[i].removed = true;
                 res.n_removed++;
                 if (removed)
                         removed(envs[i].name, envs[i].exclusive, too_old ? "unused for too long" : "over the store budget",
@@ -489,11 +682,37 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
                 pythons_collect(o, pythons_fd, pys, n_pys, now, &total, &res, removed, userdata);
         }
 
-        res.store_bytes = w.store_bytes - MIN(w.store_bytes, res.removed_bytes);
-        res.cache_bytes = w.cache_bytes;
+        res.store_bytes = w.store_bytes - MIN(w.store_bytes, res.removed_bytes - removed_cached);
+        res.cache_bytes = w.cache_bytes - MIN(w.cache_bytes, removed_cached);
         res.total_bytes = total;
         res.n_envs = (unsigned) n_envs - res.n_removed;
         res.over = o->max_size > 0 && total > o->max_size;
+        /* The environments removed leave their packages' files in the uv cache (the budget above counts them
+         * freed), and still over with every environment that may go gone, the cache must give up more: what no
+         * environment left uses; when there is nothing of that, all of it. */
+        if ((res.over || removed_cached > 0) && o->collect && o->uv_cache) {
+                _cleanup_strv_free_ char **used = strv_new(), **cached = strv_new();
+
+                for (size_t i = 0; used && i < n_envs; i++)
+                        if (!envs[i].removed)
+                                env_packages(envs_fd, envs[i].name, &used);
+                cache_packages(o->uv_cache, &cached);
+                if (!used || !cached) {
+                        r = -ENOMEM;
+                        goto finish;
+                }
+                res.cache_clean = strv_new();
+                for (char **n = cached; *n; n++)
+                        if (!strv_contains(used, *n) && strv_extend(&res.cache_clean, *n) < 0) {
+                                strv_free(res.cache_clean);
+                                r = -ENOMEM;
+                                goto finish;
+                        }
+                if (!res.cache_clean[0])
+                        res.cache_clean = strv_free(res.cache_clean);
+                /* Not while environments are only too young to go: the next walk takes them. */
+                res.cache_clean_all = res.over && !res.cache_clean && !res.kept_young;
+        }
         *ret = res;
 finish:
         for (size_t i = 0; i < n_envs; i++)
@@ -549,8 +768,12 @@ _noreturn_ static void walk_child(const StoreWalkOptions *o, int fd) {
         r = store_walk(o, &res, report_removed, &fd);
         if (r < 0)
                 _exit(1);
-        dprintf(fd, "U %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %u %u %d\n", res.store_bytes, res.cache_bytes,
-                res.total_bytes, res.removed_bytes, res.n_envs, res.n_removed, (int) res.over);
+        /* Only what uv takes as a package name goes on the line (package_normalize()). */
+        for (char **n = res.cache_clean; n && *n; n++)
+                dprintf(fd, "C %s\n", *n);
+        dprintf(fd, "U %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %u %u %d %d %d\n", res.store_bytes,
+                res.cache_bytes, res.total_bytes, res.removed_bytes, res.n_envs, res.n_removed, (int) res.over,
+                (int) res.cache_clean_all, (int) res.kept_young);
         _exit(0);
 }
 
@@ -569,18 +792,24 @@ static void job_finish(StoreWalkJob *j) {
         if (j->buf && j->status == 0)
                 for (line = strtok_r(j->buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
                         uint64_t bytes;
-                        int over, n = 0;
+                        int over, all, young, n = 0;
+                        const char *name;
 
                         if (sscanf(line, "R %" SCNu64 " %n", &bytes, &n) == 1 && n > 0)
                                 (void) strv_extend(&removed, line + n);
-                        else if (sscanf(line, "U %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %u %u %d",
+                        else if ((name = startswith(line, "C ")))
+                                (void) strv_extend(&res.cache_clean, name);
+                        else if (sscanf(line, "U %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %u %u %d %d %d",
                                         &res.store_bytes, &res.cache_bytes, &res.total_bytes, &res.removed_bytes,
-                                        &res.n_envs, &res.n_removed, &over) == 7) {
+                                        &res.n_envs, &res.n_removed, &over, &all, &young) == 9) {
                                 res.over = over;
+                                res.cache_clean_all = all;
+                                res.kept_young = young;
                                 ok = true;
                         }
                 }
         j->done(ok ? &res : NULL, removed, j->userdata);
+        store_walk_result_done(&res);
 }
 
 static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {

@@ -18,6 +18,8 @@
 #include <sys/types.h>
 #include <systemd/sd-event.h>
 
+#include "strv.h"
+
 typedef struct StoreWalkOptions {
         const char *envs;            /* the store: one directory per environment, dot-names are not ones */
         const char *uv_cache;        /* counted, never collected here; NULL: none */
@@ -29,7 +31,8 @@ typedef struct StoreWalkOptions {
         uint64_t max_age_usec;       /* unused this long: collected; 0: never */
         uint64_t grace_sec;          /* used this recently: never collected */
         const char *marker;          /* the file in an environment whose mtime is its last use */
-        char **keep;                 /* environment names never collected (strv; NULL: none) */
+        char **keep;                 /* environment names never collected (strv; NULL: none); nor is one whose
+                                      * directory some process holds a shared flock() on (envstore_hold()) */
         bool collect;                /* false: only measure */
 } StoreWalkOptions;
 
@@ -40,7 +43,14 @@ typedef struct StoreWalkResult {
         uint64_t removed_bytes;
         unsigned n_envs;             /* environments left */
         unsigned n_removed;
-        bool over;                   /* still over the size budget after collecting what may be */
+        bool over;                   /* still over the size budget after collecting what may be (counting the uv
+                                      * cache without what only the removed environments used of it) */
+        char **cache_clean;          /* when over, or when what was removed shares files with the uv cache: the
+                                      * packages (PEP 503 names) the cache holds that no environment left uses,
+                                      * for "uv cache clean NAME..." (strv; NULL: none) */
+        bool cache_clean_all;        /* when over and there are none: only cleaning all of the cache helps */
+        bool kept_young;             /* over, and environments stayed only because they were used within the
+                                      * grace: a walk once it has passed takes them */
 } StoreWalkResult;
 
 /* Called for each environment removed (reason: "over the store budget" or "unused for too long"); for a Python,
@@ -49,6 +59,10 @@ typedef struct StoreWalkResult {
 typedef void (*StoreWalkRemovedFunc)(const char *name, uint64_t bytes, const char *reason, void *userdata);
 
 int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemovedFunc removed, void *userdata);
+
+static inline void store_walk_result_done(StoreWalkResult *r) {
+        r->cache_clean = strv_free(r->cache_clean);
+}
 
 typedef struct StoreWalkJob StoreWalkJob;
 /* result is NULL when the child failed; removed lists the names of the environments it removed (strv). */

@@ -114,6 +114,7 @@ struct Sandbox {
         int data_fds[SANDBOX_MAX_DATA];         /* the user's files (sandbox_set_data()) */
         char *data_dests[SANDBOX_MAX_DATA];
         size_t n_data;
+        EnvHold *base_hold, *env_hold, *next_hold;   /* the store keeps them while the sandbox may use them */
         bool started;
 
         /* The running sandbox */
@@ -196,6 +197,9 @@ static Sandbox *sandbox_unref(Sandbox *sb) {
         requirement_list_done(&sb->base_reqs);
         requirement_list_done(&sb->reqs);
         requirement_list_done(&sb->next_reqs);
+        envstore_hold_release(sb->base_hold);
+        envstore_hold_release(sb->env_hold);
+        envstore_hold_release(sb->next_hold);
         free(sb->base_env);
         for (size_t i = 0; i < sb->n_data; i++) {
                 safe_close(sb->data_fds[i]);
@@ -1000,6 +1004,8 @@ static void switch_env(Sandbox *sb) {
                 return;
         free(sb->env);
         sb->env = TAKE_PTR(sb->next_env);
+        envstore_hold_release(sb->env_hold);
+        sb->env_hold = TAKE_PTR(sb->next_hold);
         requirement_list_done(&sb->reqs);
         sb->reqs = sb->next_reqs;
         sb->next_reqs = (RequirementList) {};
@@ -1255,6 +1261,7 @@ int sandbox_reset(Sandbox *sb, SandboxReplyFunc cb, void *userdata, SandboxOp **
                 return -ENOMEM;
         free(sb->next_env);
         sb->next_env = strdup(sb->base_env);
+        sb->next_hold = envstore_hold_release(sb->next_hold);   /* the base one is held as long as the sandbox */
         requirement_list_done(&sb->next_reqs);
         for (size_t i = 0; i < sb->base_reqs.n; i++)
                 (void) requirement_list_append(&sb->next_reqs, sb->base_reqs.items[i].canonical, NULL);
@@ -1322,6 +1329,7 @@ static void use_env(SandboxPrepare *p, const char *path) {
                 sb->python = plan->python;
                 sb->base_env = strdup(path);
                 sb->env = strdup(path);
+                sb->base_hold = envstore_hold(runtime_envstore(registry->runtime), path);
                 sb->base_reqs = plan->requirements;
                 plan->requirements = (RequirementList) {};
                 for (size_t i = 0; i < sb->base_reqs.n; i++)
@@ -1340,6 +1348,8 @@ static void use_env(SandboxPrepare *p, const char *path) {
                 return prepare_done(p, NULL);   /* nothing new */
         free(sb->next_env);
         sb->next_env = strdup(path);
+        envstore_hold_release(sb->next_hold);
+        sb->next_hold = envstore_hold(runtime_envstore(registry->runtime), path);
         requirement_list_done(&sb->next_reqs);
         sb->next_reqs = plan->requirements;
         plan->requirements = (RequirementList) {};

@@ -316,6 +316,7 @@ typedef struct Job {
         int out_fd;
         sd_event_source *out_source;
         char *env_path;
+        EnvHold *env_hold;              /* the store keeps env_path while the job waits for its run and runs */
         bool built_now;
         char *pool_key;                 /* the run may use, and refills, a pre-started sandbox of this key */
         bool prestarted;                /* it did */
@@ -348,6 +349,7 @@ static Job *job_free(Job *j) {
         sd_event_source_disable_unref(j->progress_timer);
         script_plan_free(j->plan);
         tool_call_unref(j->call);
+        envstore_hold_release(j->env_hold);
         free(j->env_path);
         free(j->pool_key);
         free(j->activity);
@@ -1189,6 +1191,7 @@ static void on_env_ready(const EnvResult *res, void *userdata) {
                                 strempty(res->message), hint ? "\n" : "", strempty(hint));
         }
         j->env_path = strdup(res->path);
+        j->env_hold = envstore_hold(runtime_envstore(j->runtime), j->env_path);
         j->built_now = true;
         job_queue(j);
 }
@@ -1206,8 +1209,10 @@ static void on_plan(ScriptPlan *plan, void *userdata) {
                 return job_fail(j, PHASE_RUN, "%s", runtime_sandbox_error(j->runtime));
 
         j->env_path = TAKE_PTR(plan->env_path);
-        if (j->env_path)
+        if (j->env_path) {
+                j->env_hold = envstore_hold(store, j->env_path);
                 return job_queue(j);
+        }
 
         job_set_phase(j, PHASE_PREPARE);
         k = envstore_prepare(store, j->call->uid, plan->key, plan->python, &plan->requirements, on_env_ready, j, &j->env_waiter);

@@ -37,6 +37,7 @@ ScriptPlan *script_plan_free(ScriptPlan *p) {
         requirement_list_done(&p->requirements);
         free(p->requires_python);
         free(p->python_install);
+        envstore_hold_release(p->env_hold);
         free(p->env_path);
         strv_free(p->warnings);
         free(p->error);
@@ -161,6 +162,7 @@ static void choose_python(ScriptAnalysis *a) {
 
         envstore_key(runtime_envstore(r), p->python, &p->requirements, p->key);
         p->env_path = envstore_lookup(runtime_envstore(r), p->key);
+        p->env_hold = envstore_hold(runtime_envstore(r), p->env_path);
         p->warm = p->env_path != NULL;
         deliver(a);
 }

@@ -27,6 +27,7 @@ typedef struct ScriptPlan {
         char key[65];
         bool warm;
         char *env_path;                 /* the built environment when warm (looked up once) */
+        EnvHold *env_hold;              /* the store keeps it while the plan lives */
         char *error;                    /* set when the script or arguments are invalid */
 } ScriptPlan;
 

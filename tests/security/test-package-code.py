@@ -91,10 +91,14 @@ def bare_env():
 
 
 def tree_digest():
-    """Every environment's every entry: its type, mode, owner and contents (a file's bytes, a link's target)."""
+    """Every environment's every entry: its type, mode, owner and contents (a file's bytes, a link's target).
+    Not the store's own dot-named entries beside them (builds, compiles and their lock files), which come and go
+    with the daemon's background work: a compile's lock file outlives the marker that says it is done."""
     out = {}
     for top, dirs, files in os.walk(envs_dir()):
-        dirs[:] = [x for x in dirs if not (top == envs_dir() and x.startswith("."))]
+        if top == envs_dir():
+            dirs[:] = [x for x in dirs if not x.startswith(".")]
+            files = [x for x in files if not x.startswith(".")]
         for name in dirs + files:
             p = os.path.join(top, name)
             st = os.lstat(p)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -129,7 +130,7 @@ START_TEST(test_least_recently_used_first_until_under) {
         data_file(shared, 200 * KIB);
         fake_env("oldest", 30, 300 * KIB);
         fake_env("older", 20, 300 * KIB);
-        link_into(shared, "older", "shared");   /* removing it frees only its own 300 KiB */
+        link_into(shared, "older", "shared");   /* removing it frees its 300 KiB, and the cache's link once uv lets go */
         fake_env("old", 10, 100 * KIB);
         fake_env("recent", 0, 300 * KIB);       /* within the grace period */
 
@@ -169,6 +170,7 @@ START_TEST(test_grace_keep_and_measure_only) {
         ck_assert(!env_exists("old"));
         ck_assert(env_exists("recent") && env_exists("kept"));
         ck_assert(r.over);   /* what is left may not go */
+        store_walk_result_done(&r);
 }
 END_TEST
 
@@ -261,11 +263,172 @@ START_TEST(test_pythons_counted_and_collected_when_unused) {
         ck_assert(python_exists("cpython-3.12.1-linux-x86_64-gnu") && python_exists("cpython-3.13.0-linux-x86_64-gnu") &&
                   python_exists("cpython-3.9.1-linux-x86_64-gnu"));
         ck_assert_uint_ge(r.removed_bytes, 400 * KIB);
+        store_walk_result_done(&r);
 
         /* Under the budget and young enough: nothing goes. */
         o.max_size = 0;
         ck_assert_int_eq(store_walk(&o, &r, NULL, NULL), 0);
         ck_assert(python_exists("cpython-3.9.1-linux-x86_64-gnu"));
+}
+END_TEST
+
+/* A file in the uv cache (directories made as needed), size bytes. */
+static void cache_file(const char *rel, size_t size) {
+        char p[PATH_MAX + 128], *slash;
+
+        snprintf(p, sizeof(p), "%s/%s", uv, rel);
+        slash = strrchr(p, '/');
+        *slash = 0;
+        ck_assert_int_eq(mkdir_p(p, 0755), 0);
+        *slash = '/';
+        data_file(p, size);
+}
+
+/* env has the distribution dist-info (as "name-version.dist-info") installed. */
+static void env_dist(const char *env, const char *dist_info) {
+        char p[PATH_MAX + 128];
+
+        snprintf(p, sizeof(p), "%s/%s/lib/python3.11/site-packages/%s", envs, env, dist_info);
+        ck_assert_int_eq(mkdir_p(p, 0755), 0);
+}
+
+START_TEST(test_held_stays_even_least_recent) {
+        _cleanup_strv_free_ char **keep = strv_new(), **removed = strv_new();
+        StoreWalkResult r = {};
+        StoreWalkOptions o = options(300 * KIB);
+
+        o.grace_sec = 120;
+        fake_env("running", 30, 400 * KIB);   /* the least recently used, and alone over the budget: held */
+        fake_env("idle", 0.01, 100 * KIB);    /* 15 minutes ago: past the short grace */
+        fake_env("looked-up", 0, 100 * KIB);  /* just looked up: not yet held, within the grace */
+        ck_assert_int_ge(strv_extend(&keep, "running"), 0);
+        o.keep = keep;
+
+        ck_assert_int_eq(store_walk(&o, &r, on_removed, &removed), 0);
+        ck_assert_str_eq(removed[0], "idle");
+        ck_assert_ptr_null(removed[1]);
+        ck_assert(env_exists("running") && env_exists("looked-up") && !env_exists("idle"));
+        ck_assert(r.over);
+        /* looked-up goes once the grace has passed: a walk then, not all of the uv cache now. */
+        ck_assert(r.kept_young);
+        ck_assert(!r.cache_clean_all);
+        store_walk_result_done(&r);
+
+        /* Once released (and past the grace), it goes like any other. */
+        o.keep = NULL;
+        o.grace_sec = 0;
+        ck_assert_int_eq(store_walk(&o, &r, NULL, NULL), 0);
+        ck_assert(!env_exists("running"));
+        store_walk_result_done(&r);
+}
+END_TEST
+
+START_TEST(test_cache_linked_with_env_counts_as_freed) {
+        char wheel[PATH_MAX + 64];
+        StoreWalkResult r = {};
+        StoreWalkOptions o = options(700 * KIB);
+
+        /* The cache's unpacked wheel, linked into old only: removing old and cleaning its package frees it. */
+        cache_file("archive-v0/abc/big.so", 600 * KIB);
+        snprintf(wheel, sizeof(wheel), "%s/archive-v0/abc/big.so", uv);
+        cache_file("wheels-v8/pypi/big/big-1.0-py3-none-any.http", 1);
+        fake_env("old", 10, 100 * KIB);
+        link_into(wheel, "old", "big.so");
+        env_dist("old", "big-1.0.dist-info");
+        fake_env("new", 0, 100 * KIB);
+
+        ck_assert_int_eq(store_walk(&o, &r, NULL, NULL), 0);
+        ck_assert_uint_eq(r.n_removed, 1);
+        ck_assert(!env_exists("old") && env_exists("new"));
+        ck_assert_uint_ge(r.removed_bytes, 700 * KIB);
+        ck_assert_uint_lt(r.cache_bytes, 100 * KIB);
+        ck_assert(!r.over);
+        /* Under the budget as counted, once the cache lets go of what only old used. */
+        ck_assert_ptr_nonnull(r.cache_clean);
+        ck_assert_str_eq(r.cache_clean[0], "big");
+        ck_assert_ptr_null(r.cache_clean[1]);
+        ck_assert(!r.cache_clean_all);
+        store_walk_result_done(&r);
+}
+END_TEST
+
+START_TEST(test_cache_clean_decision) {
+        _cleanup_strv_free_ char **keep = strv_new();
+        StoreWalkResult r = {};
+        StoreWalkOptions o = options(200 * KIB);
+
+        cache_file("wheels-v8/pypi/alpha/alpha-1.0-py3-none-any.whl", 100 * KIB);
+        cache_file("wheels-v8/pypi/beta/beta-2.0-py3-none-any.whl", 100 * KIB);
+        cache_file("wheels-v8/index/0123abcd/delta-pkg/x.http", 100 * KIB);
+        cache_file("simple-v28/pypi/Gamma_X.rkyv", 10 * KIB);
+        cache_file("archive-v0/zzz/blob", 100 * KIB);   /* no package's name: never a candidate */
+        fake_env("held", 5, 100 * KIB);
+        env_dist("held", "beta-2.0.dist-info");
+        fake_env("gone", 5, 0);
+        env_dist("gone", "alpha-1.0.dist-info");
+        ck_assert_int_ge(strv_extend(&keep, "held"), 0);
+        o.keep = keep;
+
+        /* Over with gone removed: the cache gives up what held does not use. */
+        ck_assert_int_eq(store_walk(&o, &r, NULL, NULL), 0);
+        ck_assert(!env_exists("gone") && env_exists("held"));
+        ck_assert(r.over);
+        ck_assert(!r.cache_clean_all);
+        ck_assert_ptr_nonnull(r.cache_clean);
+        ck_assert(strv_contains(r.cache_clean, "alpha"));
+        ck_assert(strv_contains(r.cache_clean, "delta-pkg"));
+        ck_assert(strv_contains(r.cache_clean, "gamma-x"));
+        ck_assert(!strv_contains(r.cache_clean, "beta"));
+        ck_assert_uint_eq(strv_length(r.cache_clean), 3);
+        store_walk_result_done(&r);
+
+        ck_assert(!r.kept_young);
+
+        /* Only what held uses is left in the cache: all of it is the last resort. */
+        ck_assert_int_eq(rm_rf_untrusted(uv), 0);
+        cache_file("wheels-v8/pypi/beta/beta-2.0-py3-none-any.whl", 300 * KIB);
+        ck_assert_int_eq(store_walk(&o, &r, NULL, NULL), 0);
+        ck_assert(r.over);
+        ck_assert(r.cache_clean_all);
+        store_walk_result_done(&r);
+
+        /* Under the budget: nothing to clean. */
+        o.max_size = 100 * 1024 * KIB;
+        ck_assert_int_eq(store_walk(&o, &r, NULL, NULL), 0);
+        ck_assert(!r.over && !r.cache_clean && !r.cache_clean_all);
+
+        /* Measure only: never a decision. */
+        o.max_size = 1;
+        o.collect = false;
+        ck_assert_int_eq(store_walk(&o, &r, NULL, NULL), 0);
+        ck_assert(r.over && !r.cache_clean && !r.cache_clean_all);
+}
+END_TEST
+
+START_TEST(test_flocked_stays) {
+        char p[PATH_MAX + 64];
+        StoreWalkResult r = {};
+        StoreWalkOptions o = options(1);
+        int fd;
+
+        o.grace_sec = 0;
+        fake_env("held-elsewhere", 30, 100 * KIB);
+        fake_env("free", 20, 100 * KIB);
+        /* As another daemon's envstore_hold() does. */
+        snprintf(p, sizeof(p), "%s/held-elsewhere", envs);
+        fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(flock(fd, LOCK_SH | LOCK_NB), 0);
+
+        ck_assert_int_eq(store_walk(&o, &r, NULL, NULL), 0);
+        ck_assert(env_exists("held-elsewhere") && !env_exists("free"));
+        ck_assert_uint_eq(r.n_removed, 1);
+        store_walk_result_done(&r);
+
+        close(fd);
+        ck_assert_int_eq(store_walk(&o, &r, NULL, NULL), 0);
+        ck_assert(!env_exists("held-elsewhere"));
+        store_walk_result_done(&r);
 }
 END_TEST
 
@@ -279,6 +442,10 @@ static Suite *storewalk_suite(void) {
         tcase_add_test(tc, test_grace_keep_and_measure_only);
         tcase_add_test(tc, test_age_limit);
         tcase_add_test(tc, test_pythons_counted_and_collected_when_unused);
+        tcase_add_test(tc, test_held_stays_even_least_recent);
+        tcase_add_test(tc, test_cache_linked_with_env_counts_as_freed);
+        tcase_add_test(tc, test_cache_clean_decision);
+        tcase_add_test(tc, test_flocked_stays);
         suite_add_tcase(s, tc);
         return s;
 }
