@@ -638,7 +638,8 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
         }
         total = w.store_bytes + w.cache_bytes;
 
-        qsort(envs, n_envs, sizeof(*envs), compare_least_recent_first);
+        if (n_envs > 0)   /* qsort() may not be handed NULL, even for nothing */
+                qsort(envs, n_envs, sizeof(*envs), compare_least_recent_first);
         for (size_t i = 0; o->collect && i < n_envs; i++) {
                 uint64_t age = now > envs[i].used ? (uint64_t) (now - envs[i].used) : 0;
                 bool too_old = o->max_age_usec > 0 && age * USEC_PER_SEC > o->max_age_usec;
