@@ -108,16 +108,6 @@ for i in range(64 * 1024 * 1024 // len(piece)):
 os.write(fd, b'E"}')
 """
 
-BACKGROUND = r"""
-import os
-if os.fork() == 0:
-    os.setsid()
-    while True:
-        pass
-"started"
-"""
-
-
 def connect_as(uid, path, timeout=5):
     """A connection to path made by uid (the peer credentials the daemon sees are taken at connect()): a child
     process drops to uid, connects and hands the socket back."""
@@ -213,18 +203,6 @@ def status_kib(pid, key):
     except OSError:
         pass
     return 0
-
-
-def cpu_ticks(pids):
-    total = 0
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
 
 
 def rss_of(pids):
@@ -566,7 +544,7 @@ class HugeReply(SandboxLoop):
 class Background(SandboxLoop):
     name = "background"
     what = "busy loop left in the background by a persistent-sandbox cell"
-    cell = BACKGROUND
+    cell = mcptest.BACKGROUND
     needs_pids_net = True
 
     def after_cell(self):
@@ -574,10 +552,10 @@ class Background(SandboxLoop):
         table = proc_table()
         pids = [p for p in descendants(self.b.pid, table)]
         hz = os.sysconf("SC_CLK_TCK")
-        t0, c0 = time.monotonic(), cpu_ticks(pids)
+        t0, c0 = time.monotonic(), mcptest.cpu_ticks(pids)
         self.halt.wait(5)
         pids = descendants(self.b.pid, proc_table())
-        self.notes["idle_sandbox_cpu"] = f"{(cpu_ticks(pids) - c0) / hz / (time.monotonic() - t0):.0%}"
+        self.notes["idle_sandbox_cpu"] = f"{(mcptest.cpu_ticks(pids) - c0) / hz / (time.monotonic() - t0):.0%}"
         self.halt.wait()
 
 

@@ -842,6 +842,47 @@ def children(pid):
     return out
 
 
+def running(pid):
+    """Whether pid is a process that runs (not gone, not a zombie nobody reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def cpu_ticks(pids):
+    """utime + stime summed over pids, in clock ticks; a process gone meanwhile counts nothing."""
+    total = 0
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def cpu_share(pids, seconds):
+    """The CPU pids use over the next `seconds`, as a share of one CPU."""
+    hz = os.sysconf("SC_CLK_TCK")
+    t0, c0 = time.monotonic(), cpu_ticks(pids)
+    time.sleep(seconds)
+    return (cpu_ticks(pids) - c0) / hz / (time.monotonic() - t0)
+
+
+# A cell for a persistent sandbox that leaves a busy loop running in a new session and answers 'started'.
+BACKGROUND = r"""
+import os
+if os.fork() == 0:
+    os.setsid()
+    while True:
+        pass
+"started"
+"""
+
+
 # What an execute_python result leaves out, at its usual value (a lean result: the model reads every field).
 RUN_DEFAULTS = {"exit_code": None, "signal": None, "timed_out": False, "stderr": "", "timeout_clamped": False,
                 "limit": None, "failed_phase": None, "prestarted": False, "sandboxed": True, "warnings": [],

@@ -23,7 +23,7 @@ import socket
 import time
 
 import mcptest
-from mcptest import check, children, eq, line, main, newest_python, pids_safety_net, req
+from mcptest import BACKGROUND, check, children, eq, line, main, newest_python, pids_safety_net, req
 from mcptest import RssGrowth, sandbox_daemon, sanitized, skip, test, wait_until
 
 SLEEPERS = r"""
@@ -67,16 +67,6 @@ end = time.monotonic() + 8
 while time.monotonic() < end:
     os.write(fd, b'H{"hello": 2, "python": "3.0.0"}')
 """
-
-BACKGROUND = r"""
-import os
-if os.fork() == 0:
-    os.setsid()
-    while True:
-        pass
-"started"
-"""
-
 
 def need_root_and_net():
     if os.geteuid() != 0:
