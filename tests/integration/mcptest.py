@@ -604,6 +604,21 @@ def need_uv():
     return p
 
 
+_PYPI = {}
+
+
+def need_pypi():
+    """Skips when pypi.org cannot be reached (asked once per test program)."""
+    if "error" not in _PYPI:
+        try:
+            socket.create_connection(("pypi.org", 443), timeout=5).close()
+            _PYPI["error"] = None
+        except OSError as e:
+            _PYPI["error"] = str(e)
+    if _PYPI["error"]:
+        skip(f"pypi.org is not reachable: {_PYPI['error']}")
+
+
 class UvLog:
     """A uv for the daemon that logs each run's arguments, then execs the real uv.
 
