@@ -166,34 +166,6 @@ def pct(xs, p):
 
 # ---- watching the daemon ----------------------------------------------------
 
-def proc_table():
-    """{pid: (ppid, comm)} of every process."""
-    t = {}
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                st = f.read()
-        except OSError:
-            continue
-        comm = st[st.index("(") + 1:st.rindex(")")]
-        t[int(p)] = (int(st[st.rindex(")") + 2:].split()[1]), comm)
-    return t
-
-
-def descendants(root, table):
-    kids = {}
-    for p, (pp, _) in table.items():
-        kids.setdefault(pp, []).append(p)
-    out, todo = [], [root]
-    while todo:
-        for k in kids.get(todo.pop(), []):
-            out.append(k)
-            todo.append(k)
-    return out
-
-
 def status_kib(pid, key):
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -242,8 +214,8 @@ class Watch:
             n += 1
             if n % 5:
                 continue
-            table = proc_table()
-            kids = descendants(self.pid, table)
+            table = mcptest.proc_table()
+            kids = mcptest.descendants(self.pid, table)
             counts = {"uv": 0, "du": 0, "bwrap": 0, "procs": len(kids)}
             for k in kids:
                 comm = table[k][1]
@@ -549,12 +521,11 @@ class Background(SandboxLoop):
 
     def after_cell(self):
         # One cell; then measure what the idle sandbox burns.
-        table = proc_table()
-        pids = [p for p in descendants(self.b.pid, table)]
+        pids = mcptest.children(self.b.pid)
         hz = os.sysconf("SC_CLK_TCK")
         t0, c0 = time.monotonic(), mcptest.cpu_ticks(pids)
         self.halt.wait(5)
-        pids = descendants(self.b.pid, proc_table())
+        pids = mcptest.children(self.b.pid)
         self.notes["idle_sandbox_cpu"] = f"{(mcptest.cpu_ticks(pids) - c0) / hz / (time.monotonic() - t0):.0%}"
         self.halt.wait()
 

@@ -174,15 +174,8 @@ def b_runs_beside_persistent_sandboxes_that_misbehave():
     # The busy loop runs: some process below the daemon uses CPU while no cell does.
     def ticks():
         """{pid: CPU ticks} of the processes below the daemon."""
-        out = {}
-        for p in children(d.proc.pid):
-            try:
-                with open(f"/proc/{p}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                out[p] = int(fields[11]) + int(fields[12])
-            except (OSError, IndexError, ValueError):
-                pass
-        return out
+        out = {p: mcptest.cpu_ticks_of(p) for p in children(d.proc.pid)}
+        return {p: t for p, t in out.items() if t is not None}
 
     # Counted per process, over those there at both ends (one that exits meanwhile takes its ticks along).
     time.sleep(0.5)

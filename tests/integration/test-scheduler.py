@@ -54,29 +54,10 @@ class Sampler:
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
-    def descendants(self):
-        parent = {}
-        for p in os.listdir("/proc"):
-            if p.isdigit():
-                try:
-                    with open(f"/proc/{p}/stat") as f:
-                        parent[int(p)] = int(f.read().rsplit(")", 1)[1].split()[1])
-                except (OSError, IndexError, ValueError):
-                    pass
-        found, todo = [], [self.pid]
-        kids = {}
-        for p, pp in parent.items():
-            kids.setdefault(pp, []).append(p)
-        while todo:
-            for k in kids.get(todo.pop(), ()):
-                found.append(k)
-                todo.append(k)
-        return found
-
     def _run(self):
         while not self.stop.is_set():
             uv_groups, helpers, compiles = set(), 0, 0
-            for p in self.descendants():
+            for p in mcptest.children(self.pid):
                 try:
                     with open(f"/proc/{p}/comm") as f:
                         comm = f.read().strip()
