@@ -140,23 +140,6 @@ def connect_as(uid, path, timeout=5):
     return s
 
 
-def line(obj):
-    return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
-
-
-def req(rid, method, params=None):
-    m = {"jsonrpc": "2.0", "id": rid, "method": method}
-    if params is not None:
-        m["params"] = params
-    return m
-
-
-def init_line():
-    return line(req("init", "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                           "clientInfo": {"name": "noisy-a", "version": "1"}})) + \
-        line({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-
 def pct(xs, p):
     if not xs:
         return float("nan")
@@ -535,11 +518,11 @@ class Unread(Abuse):
     what = "16 connections sending tools/list batches, never reading"
 
     def body(self):
-        batch = b"[" + b",".join(line(req(i, "tools/list"))[:-1] for i in range(20000)) + b"]\n"
+        batch = b"[" + b",".join(mcptest.line(mcptest.req(i, "tools/list"))[:-1] for i in range(20000)) + b"]\n"
         self.socks = []
         for _ in range(16):
             s = connect_as(A_UID, self.b.sock)
-            s.sendall(init_line())
+            s.sendall(mcptest.init_lines("2025-06-18", name="noisy-a"))
             s.setblocking(False)
             self.socks.append([s, 0])
         dropped = 0
@@ -627,7 +610,7 @@ class TinyJson(Abuse):
         answers = {}
         while not self.halt.is_set():
             s = connect_as(A_UID, self.b.sock)
-            s.sendall(init_line())
+            s.sendall(mcptest.init_lines("2025-06-18", name="noisy-a"))
             s.sendall(payload)
             sent += 1
             s.settimeout(60)

@@ -68,6 +68,12 @@ def req(rid, method, params=None):
     return m
 
 
+def init_lines(version=LATEST_LEGACY, rid="init", name="mcptest"):
+    """An initialize request and the initialized notification, as they go on the wire."""
+    return line(req(rid, "initialize", {"protocolVersion": version, "capabilities": {},
+                                        "clientInfo": {"name": name, "version": "1"}})) + \
+        line({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
 
 def modern_meta(version=MODERN, **extra):
     meta = {

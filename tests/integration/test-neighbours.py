@@ -204,9 +204,7 @@ def b_runs_beside_connections_that_never_read():
     d, a = sandbox_daemon()
     b = user_b(d)
     pid = d.proc.pid
-    init = line(req("init", "initialize", {"protocolVersion": mcptest.LATEST_LEGACY, "capabilities": {},
-                                           "clientInfo": {"name": "a", "version": "1"}})) + \
-        line({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    init = mcptest.init_lines()
     batch = b"[" + b",".join(line(req(i, "tools/list"))[:-1] for i in range(20000)) + b"]\n"
     socks, sent = [], 0
     with RssGrowth(pid) as growth:
