@@ -108,16 +108,6 @@ for i in range(64 * 1024 * 1024 // len(piece)):
 os.write(fd, b'E"}')
 """
 
-BACKGROUND = r"""
-import os
-if os.fork() == 0:
-    os.setsid()
-    while True:
-        pass
-"started"
-"""
-
-
 def connect_as(uid, path, timeout=5):
     """A connection to path made by uid (the peer credentials the daemon sees are taken at connect()): a child
     process drops to uid, connects and hands the socket back."""
@@ -150,23 +140,6 @@ def connect_as(uid, path, timeout=5):
     return s
 
 
-def line(obj):
-    return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
-
-
-def req(rid, method, params=None):
-    m = {"jsonrpc": "2.0", "id": rid, "method": method}
-    if params is not None:
-        m["params"] = params
-    return m
-
-
-def init_line():
-    return line(req("init", "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                           "clientInfo": {"name": "noisy-a", "version": "1"}})) + \
-        line({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-
 def pct(xs, p):
     if not xs:
         return float("nan")
@@ -175,34 +148,6 @@ def pct(xs, p):
 
 
 # ---- watching the daemon ----------------------------------------------------
-
-def proc_table():
-    """{pid: (ppid, comm)} of every process."""
-    t = {}
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                st = f.read()
-        except OSError:
-            continue
-        comm = st[st.index("(") + 1:st.rindex(")")]
-        t[int(p)] = (int(st[st.rindex(")") + 2:].split()[1]), comm)
-    return t
-
-
-def descendants(root, table):
-    kids = {}
-    for p, (pp, _) in table.items():
-        kids.setdefault(pp, []).append(p)
-    out, todo = [], [root]
-    while todo:
-        for k in kids.get(todo.pop(), []):
-            out.append(k)
-            todo.append(k)
-    return out
-
 
 def status_kib(pid, key):
     try:
@@ -213,18 +158,6 @@ def status_kib(pid, key):
     except OSError:
         pass
     return 0
-
-
-def cpu_ticks(pids):
-    total = 0
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
 
 
 def rss_of(pids):
@@ -264,8 +197,8 @@ class Watch:
             n += 1
             if n % 5:
                 continue
-            table = proc_table()
-            kids = descendants(self.pid, table)
+            table = mcptest.proc_table()
+            kids = mcptest.descendants(self.pid, table)
             counts = {"uv": 0, "du": 0, "bwrap": 0, "procs": len(kids)}
             for k in kids:
                 comm = table[k][1]
@@ -576,18 +509,17 @@ class HugeReply(SandboxLoop):
 class Background(SandboxLoop):
     name = "background"
     what = "busy loop left in the background by a persistent-sandbox cell"
-    cell = BACKGROUND
+    cell = mcptest.BACKGROUND
     needs_pids_net = True
 
     def after_cell(self):
         # One cell; then measure what the idle sandbox burns.
-        table = proc_table()
-        pids = [p for p in descendants(self.b.pid, table)]
+        pids = mcptest.children(self.b.pid)
         hz = os.sysconf("SC_CLK_TCK")
-        t0, c0 = time.monotonic(), cpu_ticks(pids)
+        t0, c0 = time.monotonic(), mcptest.cpu_ticks(pids)
         self.halt.wait(5)
-        pids = descendants(self.b.pid, proc_table())
-        self.notes["idle_sandbox_cpu"] = f"{(cpu_ticks(pids) - c0) / hz / (time.monotonic() - t0):.0%}"
+        pids = mcptest.children(self.b.pid)
+        self.notes["idle_sandbox_cpu"] = f"{(mcptest.cpu_ticks(pids) - c0) / hz / (time.monotonic() - t0):.0%}"
         self.halt.wait()
 
 
@@ -596,11 +528,11 @@ class Unread(Abuse):
     what = "16 connections sending tools/list batches, never reading"
 
     def body(self):
-        batch = b"[" + b",".join(line(req(i, "tools/list"))[:-1] for i in range(20000)) + b"]\n"
+        batch = b"[" + b",".join(mcptest.line(mcptest.req(i, "tools/list"))[:-1] for i in range(20000)) + b"]\n"
         self.socks = []
         for _ in range(16):
             s = connect_as(A_UID, self.b.sock)
-            s.sendall(init_line())
+            s.sendall(mcptest.init_lines("2025-06-18", name="noisy-a"))
             s.setblocking(False)
             self.socks.append([s, 0])
         dropped = 0
@@ -688,7 +620,7 @@ class TinyJson(Abuse):
         answers = {}
         while not self.halt.is_set():
             s = connect_as(A_UID, self.b.sock)
-            s.sendall(init_line())
+            s.sendall(mcptest.init_lines("2025-06-18", name="noisy-a"))
             s.sendall(payload)
             sent += 1
             s.settimeout(60)

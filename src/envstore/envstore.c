@@ -24,6 +24,7 @@
 #include "macro.h"
 #include "sha256.h"
 #include "strv.h"
+#include "time-util.h"
 #include "utf8.h"
 
 #define MARKER ".mcp-python-sandbox-env.json"
@@ -131,12 +132,6 @@ struct EnvStore {
         EnvCompileFunc compile_spawn;
         void *compile_userdata;
 };
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
 
 int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *sched, const char *uv_path,
                  bool other_uids) {

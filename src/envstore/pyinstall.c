@@ -14,6 +14,7 @@
 #include "log.h"
 #include "macro.h"
 #include "strv.h"
+#include "time-util.h"
 
 /* Longer than any archive of a Python takes to fetch and unpack on a slow link. */
 #define INSTALL_TIMEOUT_USEC (15 * 60 * USEC_PER_SEC)
@@ -59,12 +60,6 @@ struct PyInstaller {
         Failure failures[FAILURES_MAX]; /* recent ones, a ring */
         size_t next_failure;
 };
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
 
 static void failure_remember(PyInstaller *p, const char *request, const char *error) {
         Failure *f = &p->failures[p->next_failure++ % FAILURES_MAX];

@@ -6,6 +6,7 @@
 
 #include "macro.h"
 #include "pool.h"
+#include "time-util.h"
 
 #define SWEEP_INTERVAL_USEC (5 * USEC_PER_SEC)
 #define MAX_FAILURES 3
@@ -39,12 +40,6 @@ struct Pool {
         size_t n_targets;
         sd_event_source *sweep;
 };
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
 
 void pool_item_done(PoolItem *it) {
         if (!it)

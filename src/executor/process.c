@@ -17,12 +17,7 @@
 #include "macro.h"
 #include "process.h"
 #include "strv.h"
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
+#include "time-util.h"
 
 uint64_t process_duration_usec(const Process *p) {
         return (p->end_usec ?: now_usec()) - p->start_usec;

@@ -28,6 +28,7 @@
 #include "sandboxes.h"
 #include "sandbox/limits.h"
 #include "strv.h"
+#include "time-util.h"
 #include "tools/outputs.h"
 #include "tools/script.h"
 #include "utf8.h"
@@ -166,12 +167,6 @@ typedef struct Registry {
 } Registry;
 
 static Registry *registry;
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
 
 static void dispatch(Sandbox *sb);
 static int sandbox_spawn(Sandbox *sb);

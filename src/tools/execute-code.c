@@ -14,6 +14,7 @@
 #include "runlog.h"
 #include "sandbox-common.h"
 #include "strv.h"
+#include "time-util.h"
 #include "tools.h"
 
 #define MAX_IMAGES 8
@@ -42,7 +43,7 @@ static void cell_log(SbCall *c, const char *verdict, const char *error, int64_t 
                 runlog_add(&l, "MCP_ERROR", "%s", error);
         if (count > 0)
                 runlog_add(&l, "MCP_EXECUTION_COUNT", "%" PRId64, count);
-        runlog_add(&l, "MCP_DURATION_USEC", "%" PRIu64, sb_now_usec() - c->t_start);
+        runlog_add(&l, "MCP_DURATION_USEC", "%" PRIu64, now_usec() - c->t_start);
         runlog_add(&l, "MCP_TIMEOUT_USEC", "%" PRIu64, c->timeout_usec);
         runlog_emit(&l, "execute_code in sandbox %s for uid " UID_FMT " (pid " PID_FMT "): %s.", sandbox_id(c->sandbox),
                     c->call->uid, c->call->pid, verdict);
@@ -122,7 +123,7 @@ static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
         if (c->timeout_clamped)
                 strextendf_len(&text, &len, "--- timeout_clamped: %" PRId64 "s (the server's maximum) ---\n", timeout_s);
         strextendf_len(&text, &len, "--- execution_count: %" PRId64 " ---\n--- duration_ms: %" PRIu64 " ---\n", count,
-               (sb_now_usec() - c->t_start) / USEC_PER_MSEC);
+               (now_usec() - c->t_start) / USEC_PER_MSEC);
         /* network-allow: the hosts the proxy refused since the last call (one line of text, one list). */
         _cleanup_strv_free_ char **refused = sandbox_network_refused_take(c->sandbox);
         if (refused && refused[0]) {
@@ -215,7 +216,7 @@ static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
                 json_object_put(file_list);
         if (hint)
                 json_add_string(st, "hint", hint);
-        json_add_int(st, "duration_ms", (int64_t) ((sb_now_usec() - c->t_start) / USEC_PER_MSEC));
+        json_add_int(st, "duration_ms", (int64_t) ((now_usec() - c->t_start) / USEC_PER_MSEC));
         /* Figures and files reach the model only in content[]: then there is no structuredContent (outputs.h). */
         if (json_object_array_length(names) > 0 || outputs_n_included(outputs) > 0) {
                 json_object_put(st);

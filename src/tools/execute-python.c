@@ -22,6 +22,7 @@
 #include "runlog.h"
 #include "script.h"
 #include "strv.h"
+#include "time-util.h"
 #include "tools.h"
 #include "utf8.h"
 
@@ -328,12 +329,6 @@ typedef struct Job {
         uint64_t t_start, t_prepared, t_run_start;   /* the call came, the environment was ready, the run began */
         sd_event_source *progress_timer;
 } Job;
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
 
 static Job *job_free(Job *j) {
         if (!j)

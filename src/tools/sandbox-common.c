@@ -9,12 +9,7 @@
 #include "json-util.h"
 #include "macro.h"
 #include "sandbox-common.h"
-
-uint64_t sb_now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
-}
+#include "time-util.h"
 
 void sb_fail(ToolCall *call, const char *format, ...) {
         _cleanup_free_ char *msg = NULL;
@@ -61,7 +56,7 @@ SbCall *sb_call_new(ToolCall *call, Sandbox *sb) {
                 return NULL;
         c->call = tool_call_ref(call);
         c->sandbox = sb;
-        c->t_start = sb_now_usec();
+        c->t_start = now_usec();
         tool_call_set_cancel(call, on_cancel, c);
         return c;
 }

@@ -27,7 +27,6 @@ struct SbCall {
         bool timeout_clamped;
 };
 
-uint64_t sb_now_usec(void);
 /* The caller's sandbox named by arguments.sandbox_id; else answers the call with an error and returns NULL. */
 Sandbox *sb_lookup(ToolCall *call, json_object *args);
 /* Answer with isError and {"error": message}. */

@@ -11,6 +11,7 @@
 #include "macro.h"
 #include "sandbox-common.h"
 #include "input-files.h"
+#include "time-util.h"
 #include "tools.h"
 
 #define INFO_TIMEOUT_USEC (10 * USEC_PER_SEC)
@@ -58,7 +59,7 @@ static void on_started(SbCall *c, const SandboxOpOutcome *o) {
         }
         json_object *st = sb_summary(sb);
         json_add_int(st, "expires_in_seconds", (int64_t) (sandbox_expires_in_usec(sb) / USEC_PER_SEC));
-        json_add_int(st, "prepare_ms", (int64_t) ((sb_now_usec() - c->t_start) / USEC_PER_MSEC));
+        json_add_int(st, "prepare_ms", (int64_t) ((now_usec() - c->t_start) / USEC_PER_MSEC));
         _cleanup_free_ char *head = NULL;
         if (asprintf(&head,
                      "Sandbox %s created (Python %s). Run code in it with execute_code; variables, imports and files "

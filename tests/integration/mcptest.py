@@ -68,6 +68,13 @@ def req(rid, method, params=None):
     return m
 
 
+def init_lines(version=LATEST_LEGACY, rid="init", name="mcptest"):
+    """An initialize request and the initialized notification, as they go on the wire."""
+    return line(req(rid, "initialize", {"protocolVersion": version, "capabilities": {},
+                                        "clientInfo": {"name": name, "version": "1"}})) + \
+        line({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
 def modern_meta(version=MODERN, **extra):
     meta = {
         "io.modelcontextprotocol/protocolVersion": version,
@@ -604,6 +611,21 @@ def need_uv():
     return p
 
 
+_PYPI = {}
+
+
+def need_pypi():
+    """Skips when pypi.org cannot be reached (asked once per test program)."""
+    if "error" not in _PYPI:
+        try:
+            socket.create_connection(("pypi.org", 443), timeout=5).close()
+            _PYPI["error"] = None
+        except OSError as e:
+            _PYPI["error"] = str(e)
+    if _PYPI["error"]:
+        skip(f"pypi.org is not reachable: {_PYPI['error']}")
+
+
 class UvLog:
     """A uv for the daemon that logs each run's arguments, then execs the real uv.
 
@@ -825,21 +847,83 @@ def sanitized(pid):
         return False
 
 
-def children(pid):
-    """All descendants of pid."""
-    out = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            if int(fields[1]) == pid:
-                out.append(int(p))
-                out.extend(children(int(p)))
-        except (OSError, IndexError, ValueError):
-            pass
+def proc_stat(pid):
+    """(comm, fields) from /proc/PID/stat, fields being what follows the command name: fields[0] is the state,
+    fields[1] the parent's pid, fields[11] and fields[12] utime and stime. None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            st = f.read()
+    except OSError:
+        return None
+    return st[st.index("(") + 1:st.rindex(")")], st[st.rindex(")") + 2:].split()
+
+
+def all_pids():
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def proc_table():
+    """{pid: (ppid, comm)} of every process."""
+    t = {}
+    for p in all_pids():
+        st = proc_stat(p)
+        if st:
+            t[p] = (int(st[1][1]), st[0])
+    return t
+
+
+def descendants(root, table):
+    """The descendants of root in a proc_table()."""
+    kids = {}
+    for p, (pp, _) in table.items():
+        kids.setdefault(pp, []).append(p)
+    out, todo = [], [root]
+    while todo:
+        for k in kids.get(todo.pop(), ()):
+            out.append(k)
+            todo.append(k)
     return out
+
+
+def children(pid):
+    """All descendants of pid, as they are now."""
+    return descendants(pid, proc_table())
+
+
+def running(pid):
+    """Whether pid is a process that runs (not gone, not a zombie nobody reaped yet)."""
+    st = proc_stat(pid)
+    return st is not None and st[1][0] != "Z"
+
+
+def cpu_ticks_of(pid):
+    """utime + stime of pid, in clock ticks; None when it is gone."""
+    st = proc_stat(pid)
+    return int(st[1][11]) + int(st[1][12]) if st else None
+
+
+def cpu_ticks(pids):
+    """utime + stime summed over pids, in clock ticks; a process gone meanwhile counts nothing."""
+    return sum(cpu_ticks_of(p) or 0 for p in pids)
+
+
+def cpu_share(pids, seconds):
+    """The CPU pids use over the next `seconds`, as a share of one CPU."""
+    hz = os.sysconf("SC_CLK_TCK")
+    t0, c0 = time.monotonic(), cpu_ticks(pids)
+    time.sleep(seconds)
+    return (cpu_ticks(pids) - c0) / hz / (time.monotonic() - t0)
+
+
+# A cell for a persistent sandbox that leaves a busy loop running in a new session and answers 'started'.
+BACKGROUND = r"""
+import os
+if os.fork() == 0:
+    os.setsid()
+    while True:
+        pass
+"started"
+"""
 
 
 # What an execute_python result leaves out, at its usual value (a lean result: the model reads every field).

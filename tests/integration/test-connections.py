@@ -21,16 +21,10 @@ import time
 
 import mcptest
 from mcptest import Client, Daemon, RssGrowth, check, eq, line, main, req, rss_kib, sanitized, skip, test, wait_until
-from mcptest import LATEST_LEGACY
+from mcptest import LATEST_LEGACY, init_lines
 
 
 
-
-
-def init_line(version=LATEST_LEGACY):
-    return line(req("init", "initialize", {"protocolVersion": version, "capabilities": {},
-                                           "clientInfo": {"name": "a", "version": "1"}})) + \
-        line({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
 
 def connect(d, timeout=10):
@@ -149,12 +143,12 @@ def idle_half_sent_and_uninitialized_connections_close_at_their_deadlines():
         silent = connect(d)
 
         half = connect(d)
-        half.sendall(init_line())
+        half.sendall(init_lines())
         eq(read_lines(half, 1)[0]["id"], "init", "initialize of the half-sending connection")
         half.sendall(b'{"jsonrpc":"2.0","id":1,"method":"tools/li')
 
         idle = connect(d)
-        idle.sendall(init_line())
+        idle.sendall(init_lines())
         eq(read_lines(idle, 1)[0]["id"], "init", "initialize of the idle connection")
 
         modern = connect(d)
@@ -162,7 +156,7 @@ def idle_half_sent_and_uninitialized_connections_close_at_their_deadlines():
         check("result" in read_lines(modern, 1)[0], "server/discover of the stateless connection")
 
         busy = connect(d)
-        busy.sendall(init_line())
+        busy.sendall(init_lines())
         read_lines(busy, 1)
 
         def reason(sock, what, within):
@@ -273,7 +267,7 @@ def replies_a_client_never_reads_stay_bounded():
         with RssGrowth(pid) as growth:
             for _ in range(16):
                 s = connect(d)
-                s.sendall(init_line("2025-03-26"))
+                s.sendall(init_lines("2025-03-26"))
                 s.setblocking(False)
                 sent = 0
                 t_end = time.monotonic() + 3
@@ -295,7 +289,7 @@ def replies_a_client_never_reads_stay_bounded():
 
         # Every request gets its answer once the client reads.
         s = connect(d)
-        s.sendall(init_line())
+        s.sendall(init_lines())
         read_lines(s, 1)
         n = 3000
         s.sendall(b"".join(line(req(i, "tools/list")) for i in range(n)))
@@ -329,7 +323,7 @@ def huge_request_of_tiny_values_is_refused_cheaply():
         w.initialize()
         w.close()
         s = connect(d)
-        s.sendall(init_line())
+        s.sendall(init_lines())
         read_lines(s, 1)
         n = 15 * (1 << 20) // 2
         head = b'{"jsonrpc":"2.0","id":"huge","method":"tools/call","params":{"name":"validate_script",' \

@@ -25,7 +25,7 @@ import time
 
 from mcptest import (DAEMON, LEGACY, MODERN, SHIM, Client, Daemon, check, children, default_daemon_args, eq,
                      fd_count, main, modern_meta, rss_kib, skip, stdio_client, test)
-from mcptest import LATEST_LEGACY, RssGrowth, line, req, sanitized, wait_until
+from mcptest import LATEST_LEGACY, RssGrowth, init_lines, line, req, sanitized, wait_until
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -879,9 +879,7 @@ def stdio_mode_with_regular_files():
         skip("DAEMON is not set to the built daemon")
     with tempfile.TemporaryDirectory(prefix="mcptest-files-") as d:
         os.chmod(d, 0o711)   # a root daemon's sandbox uids pass through it
-        requests = (line(req(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                               "clientInfo": {"name": "files", "version": "1"}}))
-                    + line({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        requests = (init_lines("2025-06-18", rid=1)
                     + line(req(2, "tools/call", {"name": "check_environment", "arguments": {}}))
                     + b"".join(line(req(i, "ping")) for i in range(3, 1003))
                     + b'{"jsonrpc":"2.0","id":"last","method":"ping"}')    # no newline at the end
@@ -1117,9 +1115,7 @@ def help_version_and_bad_options():
 def shim_stdin_eof_still_delivers_replies():
     with Daemon() as d:
         c = d.client()
-        data = (line(req(1, "initialize", {"protocolVersion": LATEST_LEGACY, "capabilities": {},
-                                           "clientInfo": {"name": "t", "version": "1"}}))
-                + line({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        data = (init_lines(rid=1)
                 + line(req(2, "tools/list"))
                 + line(req(3, "logging/setLevel", {"level": "warning"}))
                 + line(req(4, "ping")))

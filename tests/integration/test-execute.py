@@ -25,7 +25,7 @@ import time
 import uuid
 
 from mcptest import RssGrowth, at_exit, scratch
-from mcptest import (Daemon, UvLog, check, children, eq, main, need_pythons, need_uv, skip, stdio_client,
+from mcptest import (Daemon, UvLog, check, children, eq, main, need_pythons, need_pypi, need_uv, skip, stdio_client,
                      test, test_pythons, uv_path)
 from mcptest import wait_until, processes_with, with_defaults
 from wheels import build_wheel
@@ -74,15 +74,7 @@ HOST_SECRET = "mcpt-host-secret-" + uuid.uuid4().hex
 
 def pypi_daemon():
     """Real PyPI (uv trusts the system CA store)."""
-    if "pypi_ok" not in _STATE:
-        try:
-            socket.create_connection(("pypi.org", 443), timeout=5).close()
-            _STATE["pypi_ok"] = True
-        except OSError as e:
-            _STATE["pypi_ok"] = False
-            _STATE["pypi_error"] = str(e)
-    if not _STATE["pypi_ok"]:
-        skip(f"pypi.org is not reachable: {_STATE['pypi_error']}")
+    need_pypi()
     return shared_daemon("pypi", [], env={"MCPT_HOST_SECRET": HOST_SECRET})
 
 

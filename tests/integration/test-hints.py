@@ -23,11 +23,10 @@ failure under MCP_SANDBOX_REQUIRE_ALL=1, otherwise).
 """
 
 import os
-import socket
 import tempfile
 import uuid
 
-from mcptest import Daemon, at_exit, check, eq, main, need_uv, scratch, skip, test, wait_until
+from mcptest import Daemon, at_exit, check, eq, main, need_pypi, need_uv, scratch, skip, test, wait_until
 from wheels import build_wheel
 
 _STATE = {}
@@ -188,10 +187,7 @@ def source_only_and_import_names_as_packages():
 
 @test
 def source_only_from_pypi():
-    try:
-        socket.create_connection(("pypi.org", 443), timeout=5).close()
-    except OSError as e:
-        skip(f"pypi.org is not reachable: {e}")
+    need_pypi()
     c = daemon("pypi", []).client()
     c.initialize()
     for name in ("docopt", "jieba"):

@@ -19,10 +19,9 @@ bubblewrap, uv, a pyenv Python >= 3.11 and pypi.org (matplotlib). Exit status:
 import base64
 import json
 import re
-import socket
 
-from mcptest import LEGACY, MODERN, Daemon, at_exit, check, eq, main, modern_meta, need_uv, \
-    newest_python, skip, test
+from mcptest import LEGACY, MODERN, Daemon, at_exit, check, eq, main, modern_meta, need_pypi, need_uv, \
+    newest_python, test
 
 ERAS = LEGACY + [MODERN]
 _STATE = {}
@@ -114,17 +113,6 @@ def checker_catches_what_a_client_drops():
 
 
 # ---- the daemon, a client per era ------------------------------------------------------------------------------
-
-def need_pypi():
-    if "pypi" not in _STATE:
-        try:
-            socket.create_connection(("pypi.org", 443), timeout=5).close()
-            _STATE["pypi"] = None
-        except OSError as e:
-            _STATE["pypi"] = str(e)
-    if _STATE["pypi"]:
-        skip(f"pypi.org is not reachable: {_STATE['pypi']}")
-
 
 def daemon():
     if "daemon" not in _STATE:

@@ -23,7 +23,7 @@ import socket
 import time
 
 import mcptest
-from mcptest import check, children, eq, line, main, newest_python, pids_safety_net, req
+from mcptest import BACKGROUND, check, children, eq, line, main, newest_python, pids_safety_net, req
 from mcptest import RssGrowth, sandbox_daemon, sanitized, skip, test, wait_until
 
 SLEEPERS = r"""
@@ -67,16 +67,6 @@ end = time.monotonic() + 8
 while time.monotonic() < end:
     os.write(fd, b'H{"hello": 2, "python": "3.0.0"}')
 """
-
-BACKGROUND = r"""
-import os
-if os.fork() == 0:
-    os.setsid()
-    while True:
-        pass
-"started"
-"""
-
 
 def need_root_and_net():
     if os.geteuid() != 0:
@@ -184,15 +174,8 @@ def b_runs_beside_persistent_sandboxes_that_misbehave():
     # The busy loop runs: some process below the daemon uses CPU while no cell does.
     def ticks():
         """{pid: CPU ticks} of the processes below the daemon."""
-        out = {}
-        for p in children(d.proc.pid):
-            try:
-                with open(f"/proc/{p}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                out[p] = int(fields[11]) + int(fields[12])
-            except (OSError, IndexError, ValueError):
-                pass
-        return out
+        out = {p: mcptest.cpu_ticks_of(p) for p in children(d.proc.pid)}
+        return {p: t for p, t in out.items() if t is not None}
 
     # Counted per process, over those there at both ends (one that exits meanwhile takes its ticks along).
     time.sleep(0.5)
@@ -221,9 +204,7 @@ def b_runs_beside_connections_that_never_read():
     d, a = sandbox_daemon()
     b = user_b(d)
     pid = d.proc.pid
-    init = line(req("init", "initialize", {"protocolVersion": mcptest.LATEST_LEGACY, "capabilities": {},
-                                           "clientInfo": {"name": "a", "version": "1"}})) + \
-        line({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    init = mcptest.init_lines()
     batch = b"[" + b",".join(line(req(i, "tools/list"))[:-1] for i in range(20000)) + b"]\n"
     socks, sent = [], 0
     with RssGrowth(pid) as growth:

@@ -20,11 +20,10 @@ import glob
 import os
 import re
 import shutil
-import socket
 import struct
 
 from mcptest import at_exit
-from mcptest import Daemon, check, eq, main, need_pythons, need_uv, skip, test
+from mcptest import Daemon, check, eq, main, need_pythons, need_pypi, need_uv, test
 
 _STATE = {}
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -46,17 +45,6 @@ def client(version="2025-11-25"):
         at_exit(lambda: c.proc.poll() is None and c.kill())
         _STATE[version] = c
     return c
-
-
-def need_pypi():
-    if "pypi" not in _STATE:
-        try:
-            socket.create_connection(("pypi.org", 443), timeout=5).close()
-            _STATE["pypi"] = None
-        except OSError as e:
-            _STATE["pypi"] = str(e)
-    if _STATE["pypi"]:
-        skip(f"pypi.org is not reachable: {_STATE['pypi']}")
 
 
 def run(script, version="2025-11-25", timeout=600, **args):

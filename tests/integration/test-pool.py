@@ -25,7 +25,7 @@ import time
 import uuid
 
 from mcptest import Daemon, check, children, eq, main, test
-from mcptest import wait_until, with_defaults
+from mcptest import running, wait_until, with_defaults
 
 _STATE = {}
 
@@ -291,16 +291,10 @@ def no_sandbox_survives_the_daemon():
         c.close()
         eq(d.stop(signal.SIGTERM), 0, "the daemon's exit status")
 
-        def alive(p):
-            try:
-                with open(f"/proc/{p}/stat") as f:
-                    return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-            except OSError:
-                return False
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and [p for p in tree if alive(p)]:
+        while time.monotonic() < deadline and [p for p in tree if running(p)]:
             time.sleep(0.05)
-        left = [p for p in tree if alive(p)]
+        left = [p for p in tree if running(p)]
         eq(left, [], f"processes of the daemon (bwrap {pids}) still alive after it exited")
     finally:
         d.close()

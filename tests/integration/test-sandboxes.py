@@ -15,12 +15,11 @@ matplotlib test needs pypi.org. Exit status: 0 pass, 1 fail, 77 skip.
 import base64
 import os
 import shutil
-import socket
 import struct
 import time
 
 from mcptest import at_exit, scratch
-from mcptest import Daemon, check, eq, main, need_pythons, need_uv, skip, test
+from mcptest import Daemon, check, eq, main, need_pythons, need_pypi, need_uv, skip, test
 from wheels import build_wheel
 
 _STATE = {}
@@ -307,10 +306,7 @@ def timeout_interrupts_and_keeps_state():
 
 @test
 def matplotlib_figure_is_an_image():
-    try:
-        socket.create_connection(("pypi.org", 443), timeout=5).close()
-    except OSError as e:
-        skip(f"pypi.org is not reachable: {e}")
+    need_pypi()
     d = daemon("pypi", pypi=True)
     c = client(d)
     sid = create(c, dependencies=["matplotlib"])

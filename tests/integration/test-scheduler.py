@@ -54,29 +54,10 @@ class Sampler:
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
-    def descendants(self):
-        parent = {}
-        for p in os.listdir("/proc"):
-            if p.isdigit():
-                try:
-                    with open(f"/proc/{p}/stat") as f:
-                        parent[int(p)] = int(f.read().rsplit(")", 1)[1].split()[1])
-                except (OSError, IndexError, ValueError):
-                    pass
-        found, todo = [], [self.pid]
-        kids = {}
-        for p, pp in parent.items():
-            kids.setdefault(pp, []).append(p)
-        while todo:
-            for k in kids.get(todo.pop(), ()):
-                found.append(k)
-                todo.append(k)
-        return found
-
     def _run(self):
         while not self.stop.is_set():
             uv_groups, helpers, compiles = set(), 0, 0
-            for p in self.descendants():
+            for p in mcptest.children(self.pid):
                 try:
                     with open(f"/proc/{p}/comm") as f:
                         comm = f.read().strip()
@@ -131,6 +112,19 @@ def flood(c, n, first_id=1000):
         c.send(call(first_id + i, f"mcpt-flood-{i}"))
 
 
+def answered_by_now(c):
+    """How many answers c has been sent by now; they are kept for c.wait_for()."""
+    done = 0
+    while True:
+        try:
+            m = c.read_message(0.05)
+        except TimeoutError:
+            return done
+        if isinstance(m, dict) and "id" in m:
+            c.unclaimed.append(m)
+            done += 1
+
+
 @test
 def flood_never_exceeds_build_and_helper_caps():
     d, c = daemon(N_FLOOD, ["--max-builds=2", "--max-builds-per-user=2", "--max-helpers=2",
@@ -167,15 +161,7 @@ def another_users_call_is_served_within_one_turnover():
     check(not res.get("isError"), f"B's call failed: {json.dumps(r)[:800]}")
     check("mcpt-flood-b" in b.text(res), f"B's output: {b.text(res)[:300]}")
     # How far A got meanwhile: what A has been answered by now.
-    done = 0
-    while True:
-        try:
-            m = c.read_message(0.05)
-        except TimeoutError:
-            break
-        if isinstance(m, dict) and "id" in m:
-            c.unclaimed.append(m)
-            done += 1
+    done = answered_by_now(c)
     print(f"# B was served when A had {done} of {N_FLOOD} answers", flush=True)
     # Round robin: B's reader and build each wait at most one turn of A's; in arrival order it would be last.
     check(done <= N_FLOOD // 2, f"B waited for {done} of A's {N_FLOOD} calls: not served in turn")
@@ -200,15 +186,7 @@ def another_users_run_is_not_queued_behind_a_backlog():
     b.send(req("b", "tools/call", {"name": "execute_python", "arguments": {"script": "print('b')"}}))
     res = b.wait_for("b", 120).get("result") or {}
     check(not res.get("isError") and "b" in b.text(res), f"B's call: {json.dumps(res)[:500]}")
-    done = 0
-    while True:
-        try:
-            m = c.read_message(0.05)
-        except TimeoutError:
-            break
-        if isinstance(m, dict) and "id" in m:
-            c.unclaimed.append(m)
-            done += 1
+    done = answered_by_now(c)
     print(f"# B was served when A had {done} of 6 answers", flush=True)
     check(done <= 2, f"B's run waited for {done} of A's 6 runs: not served in turn")
     for i in range(6):

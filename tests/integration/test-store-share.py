@@ -12,7 +12,7 @@ import threading
 import time
 
 from mcptest import DAEMON, Client, Daemon, UvLog, check, default_daemon_args, eq, main, need_pythons, scratch, skip
-from mcptest import newest_python, test, wait_until
+from mcptest import all_pids, newest_python, proc_stat, test, wait_until
 from wheels import build_wheel
 
 MARKER = ".mcp-python-sandbox-env.json"
@@ -54,18 +54,10 @@ def data_file(path, size):
 def walkers(d):
     """The daemon's children that walk the store: du (as it once did), or its own walker (mcp-store-walk)."""
     found = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                st = f.read()
-        except OSError:
-            continue
-        comm = st[st.index("(") + 1:st.rindex(")")]
-        fields = st[st.rindex(")") + 2:].split()
-        if int(fields[1]) == d.proc.pid and fields[0] != "Z" and comm in ("du", "mcp-store-walk"):
-            found.append(int(p))
+    for p in all_pids():
+        st = proc_stat(p)
+        if st and int(st[1][1]) == d.proc.pid and st[1][0] != "Z" and st[0] in ("du", "mcp-store-walk"):
+            found.append(p)
     return found
 
 

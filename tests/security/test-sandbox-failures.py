@@ -22,18 +22,11 @@ import re
 import shutil
 
 from mcptest import at_exit, scratch
-from mcptest import check, eq, main, sandbox_daemon, skip, test, test_pythons, wait_until
+from mcptest import check, eq, main, newest_python, sandbox_daemon, skip, test, wait_until
 
 # A line of the driver's code, which bwrap gets on its command line: the wrapper below tells the persistent
 # sandbox's start (the driver) from the self-test's and the runs'.
 DRIVER_MARK = "CHUNK = 65536"
-
-
-def newest_python():
-    have = test_pythons()
-    if not have:
-        skip("no pyenv Python >= 3.11")
-    return max(have, key=lambda v: tuple(map(int, v.split("."))))
 
 
 def failing_bwrap(message="bwrap: Creating new user namespace failed: Resource temporarily unavailable"):

@@ -27,7 +27,8 @@ import time
 
 import mcptest
 
-from mcptest import at_exit, check, children, eq, main, newest_python, own_cgroups, pids_safety_net
+from mcptest import BACKGROUND, at_exit, check, children, cpu_share, cpu_ticks, eq, main, newest_python, own_cgroups
+from mcptest import pids_safety_net, running
 from mcptest import rss_kib, sandbox_daemon, sanitized, skip, test, wait_until, RssGrowth
 
 # The cell's way to the daemon: the driver's socket, which the interpreter (forked from it) holds at the number
@@ -52,16 +53,6 @@ for i in range(64 * 1024 * 1024 // len(piece)):
 os.write(fd, b'E"}')
 print("sent")
 """
-
-BACKGROUND = r"""
-import os
-if os.fork() == 0:
-    os.setsid()
-    while True:
-        pass
-"started"
-"""
-
 
 def start(args=()):
     return sandbox_daemon(["--persistent-sandboxes", *args])
@@ -145,18 +136,6 @@ def a_64_mib_message_is_refused_and_memory_stays_low():
     c.close()
 
 
-def cpu_ticks(pids):
-    total = 0
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
-
-
 @test
 def a_sandbox_has_a_cgroup_that_caps_what_a_cell_leaves_running():
     if not pids_safety_net():
@@ -185,10 +164,7 @@ def a_sandbox_has_a_cgroup_that_caps_what_a_cell_leaves_running():
     eq((r.get("isError"), (r.get("structuredContent") or {}).get("result")), (False, "'started'"), c.text(r))
     time.sleep(0.5)
     pids = children(daemon_pid)
-    hz = os.sysconf("SC_CLK_TCK")
-    t0, c0 = time.monotonic(), cpu_ticks(pids)
-    time.sleep(4)
-    share = (cpu_ticks(pids) - c0) / hz / (time.monotonic() - t0)
+    share = cpu_share(pids, 4)
     print(f"# the idle sandbox with a busy loop in it: {share:.1%} of a CPU")
     check(share < 0.2, f"the idle sandbox used {share:.0%} of a CPU (a busy loop a cell left running)")
     # A cell still gets the CPU it needs.
@@ -198,22 +174,6 @@ def a_sandbox_has_a_cgroup_that_caps_what_a_cell_leaves_running():
        c.text(r))
     check(time.monotonic() - t0 < 10, f"a short cell took {time.monotonic() - t0:.1f}s")
     c.close()
-
-
-def running(pid):
-    """Whether pid is a process that runs (not gone, not a zombie nobody reaped yet)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def cpu_share(pids, seconds):
-    hz = os.sysconf("SC_CLK_TCK")
-    t0, c0 = time.monotonic(), cpu_ticks(pids)
-    time.sleep(seconds)
-    return (cpu_ticks(pids) - c0) / hz / (time.monotonic() - t0)
 
 
 @test
