@@ -575,9 +575,8 @@ int manager_new(Manager **ret, Config *config) {
         if (r < 0)
                 return r;
 
-        r = charge_registry_new(&m->charges);
-        if (r < 0)
-                return r;
+        /* Connections and their bytes are charged in the scheduler's one account, with every spawn. */
+        m->charges = scheduler_charges(runtime_scheduler(m->runtime));
 
         m->server = (McpServer) {
                 .name = "mcp-python-sandbox",
@@ -602,7 +601,6 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         while (m->sessions)
                 manager_drop_session(m, m->sessions);
-        charge_registry_free(m->charges);
         sandboxes_free();
         runtime_free(m->runtime);
         /* The runs are gone: so go their cgroups, and those the daemon created to hold them. */

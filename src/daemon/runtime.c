@@ -317,7 +317,7 @@ int runtime_new(Runtime **ret, Manager *m) {
         }
         k = pool_new(&r->pool, m->event, r->sched, (unsigned) MIN(m->config->prestart, 16u));
         if (k >= 0)
-                k = net_proxy_context_new(&r->netproxy, m->event);
+                k = net_proxy_context_new(&r->netproxy, m->event, scheduler_charges(r->sched));
         if (k < 0) {
                 runtime_free(r);
                 return k;
@@ -377,6 +377,8 @@ Runtime *runtime_free(Runtime *r) {
         waitq_clear(&r->self_test_waiters);
         pyinstaller_free(r->pyinstaller);
         envstore_free(r->store);
+        /* Its connections hold charges in the scheduler's account. */
+        r->netproxy = net_proxy_context_free(r->netproxy);
         scheduler_free(r->sched);
         pythons_done(&r->pythons);
         free(r->uv_path);

@@ -110,19 +110,14 @@ static const char *bridge_candidates(char *buf, size_t size) {
         return NULL;
 }
 
-int net_proxy_context_new(NetProxyContext **ret, sd_event *e) {
+int net_proxy_context_new(NetProxyContext **ret, sd_event *e, ChargeRegistry *charges) {
         NetProxyContext *c = calloc(1, sizeof(*c));
         char buf[PATH_MAX];
         const char *b;
-        int k;
 
         if (!c)
                 return -ENOMEM;
-        k = charge_registry_new(&c->charges);
-        if (k < 0) {
-                free(c);
-                return k;
-        }
+        c->charges = charges;
         b = bridge_candidates(buf, sizeof(buf));
         if (b && !(c->bridge = strdup(b))) {
                 net_proxy_context_free(c);
@@ -144,7 +139,6 @@ NetProxyContext *net_proxy_context_free(NetProxyContext *c) {
                         (void) kill(pid, SIGKILL);
                 sd_event_source_disable_unref(c->children[i]);
         }
-        charge_registry_free(c->charges);
         sd_event_unref(c->event);
         free(c->bridge);
         free(c);
@@ -158,9 +152,9 @@ void net_proxy_context_configure(NetProxyContext *c, NetAllowlist *l, bool allow
         c->allow_private = allow_private;
         if (max_per_user == 0)
                 max_per_user = 64;
-        charge_registry_set_limit(c->charges, CHARGE_CONNECTIONS, max_per_user, CONNECTIONS_TOTAL_MAX);
+        charge_registry_set_limit(c->charges, CHARGE_PROXY_CONNECTIONS, max_per_user, CONNECTIONS_TOTAL_MAX);
         /* Each connection buffers at most two relay buffers and a request head. */
-        charge_registry_set_limit(c->charges, CHARGE_REPLY_BYTES,
+        charge_registry_set_limit(c->charges, CHARGE_PROXY_BYTES,
                                   (uint64_t) max_per_user * (2 * RELAY_BUF + NET_REQUEST_HEAD_MAX),
                                   (uint64_t) CONNECTIONS_TOTAL_MAX * (2 * RELAY_BUF + NET_REQUEST_HEAD_MAX) / 4);
 }
@@ -174,7 +168,7 @@ const char *net_proxy_context_bridge(const NetProxyContext *c) {
 }
 
 unsigned net_proxy_context_n_connections(const NetProxyContext *c, uid_t uid) {
-        return (unsigned) charge_registry_used(c->charges, uid, CHARGE_CONNECTIONS);
+        return (unsigned) charge_registry_used(c->charges, uid, CHARGE_PROXY_CONNECTIONS);
 }
 
 /* ---- connections ----------------------------------------------------------- */
@@ -689,9 +683,9 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
                 p->conns->prev = c;
         p->conns = c;
 
-        k = charge_take(ctx->charges, &c->charge_conn, p->uid, CHARGE_CONNECTIONS, 1);
+        k = charge_take(ctx->charges, &c->charge_conn, p->uid, CHARGE_PROXY_CONNECTIONS, 1);
         if (k == 0)
-                k = charge_take(ctx->charges, &c->charge_bytes, p->uid, CHARGE_REPLY_BYTES, NET_REQUEST_HEAD_MAX);
+                k = charge_take(ctx->charges, &c->charge_bytes, p->uid, CHARGE_PROXY_BYTES, NET_REQUEST_HEAD_MAX);
         if (k != 0) {
                 conn_reply_close(c, 503, "Service Unavailable",
                                  "too many proxy connections of this user at once (network-max-connections-per-user)\n");

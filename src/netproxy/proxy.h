@@ -18,8 +18,8 @@
  * is trusted: the fd it sends is checked to be a listening TCP socket.
  *
  * Connections and the bytes they buffer are charged to the run's caller uid
- * (a ChargeRegistry of the context's own: CHARGE_CONNECTIONS counts proxy
- * connections, CHARGE_REPLY_BYTES their buffers). Freeing a NetProxy closes
+ * (in the scheduler's account: CHARGE_PROXY_CONNECTIONS counts proxy
+ * connections, CHARGE_PROXY_BYTES their buffers). Freeing a NetProxy closes
  * all its connections.
  */
 
@@ -28,6 +28,7 @@
 #include <systemd/sd-event.h>
 
 #include "allowlist.h"
+#include "charge.h"
 
 /* The bridge's port on the sandbox's loopback, which HTTP_PROXY and HTTPS_PROXY name. */
 #define NET_PROXY_PORT 3128
@@ -35,7 +36,8 @@
 typedef struct NetProxyContext NetProxyContext;
 typedef struct NetProxy NetProxy;
 
-int net_proxy_context_new(NetProxyContext **ret, sd_event *e);
+/* charges: where connections and their buffers are charged (the scheduler's account); it outlives the context. */
+int net_proxy_context_new(NetProxyContext **ret, sd_event *e, ChargeRegistry *charges);
 NetProxyContext *net_proxy_context_free(NetProxyContext *c);
 /* Take the allowlist (*l is empty after); reloads call it again. max_per_user: proxy connections of one uid. */
 void net_proxy_context_configure(NetProxyContext *c, NetAllowlist *l, bool allow_private, unsigned max_per_user);

@@ -27,6 +27,7 @@ typedef struct SchedKindState {
 } SchedKindState;
 
 struct Scheduler {
+        ChargeRegistry *charges;        /* amounts: connections, queued bytes (charge.h) */
         SchedUser *users;
         SchedKindState k[_SCHED_KIND_MAX];
 };
@@ -76,12 +77,23 @@ const char *sched_kind_setting_per_user(SchedKind kind) {
 int scheduler_new(Scheduler **ret) {
         Scheduler *s = calloc(1, sizeof(*s));
 
+        int r;
+
         if (!s)
                 return -ENOMEM;
+        r = charge_registry_new(&s->charges);
+        if (r < 0) {
+                free(s);
+                return r;
+        }
         for (size_t i = 0; i < _SCHED_KIND_MAX; i++)
                 scheduler_set_limits(s, i, &(SchedLimits) {});
         *ret = s;
         return 0;
+}
+
+ChargeRegistry *scheduler_charges(const Scheduler *s) {
+        return s->charges;
 }
 
 Scheduler *scheduler_free(Scheduler *s) {
@@ -93,6 +105,7 @@ Scheduler *scheduler_free(Scheduler *s) {
                 s->users = u->next;
                 free(u);
         }
+        charge_registry_free(s->charges);
         free(s);
         return NULL;
 }

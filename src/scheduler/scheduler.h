@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "charge.h"
 #include "macro.h"
 
 typedef enum SchedKind {
@@ -76,8 +77,11 @@ typedef struct SchedLimits {
 } SchedLimits;
 
 int scheduler_new(Scheduler **ret);
-/* Every ticket must be released first. */
+/* Every ticket must be released first, and every charge. */
 Scheduler *scheduler_free(Scheduler *s);
+/* What is held in amounts rather than processes (connections, queued bytes, proxy connections): the one
+ * per-uid account of the scheduler's (charge.h), for who holds such things. */
+ChargeRegistry *scheduler_charges(const Scheduler *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Scheduler *, scheduler_free);
 
 /* Raising a cap grants waiters at once; holdings over a lowered cap stay. */

@@ -23,6 +23,8 @@ typedef enum ChargeSlot {
         CHARGE_CONNECTIONS,
         CHARGE_REPLY_BYTES,
         CHARGE_INPUT_BYTES,
+        CHARGE_PROXY_CONNECTIONS,       /* network-allow: connections through the daemon's proxy */
+        CHARGE_PROXY_BYTES,             /* and the bytes they buffer */
         _CHARGE_SLOT_MAX,
 } ChargeSlot;
 

@@ -234,11 +234,34 @@ START_TEST(test_names) {
 }
 END_TEST
 
+/* Amounts (connections, queued bytes, proxy connections) are charged in the scheduler's one account, each kind
+ * against its own caps. */
+START_TEST(test_one_account_for_amounts) {
+        _cleanup_(scheduler_freep) Scheduler *s = NULL;
+        Charge conn = CHARGE_NULL, proxy = CHARGE_NULL, proxy2 = CHARGE_NULL;
+        ChargeRegistry *r;
+
+        ck_assert_int_eq(scheduler_new(&s), 0);
+        r = scheduler_charges(s);
+        ck_assert_ptr_nonnull(r);
+        charge_registry_set_limit(r, CHARGE_PROXY_CONNECTIONS, 1, 0);
+        ck_assert_int_eq(charge_take(r, &conn, 1000, CHARGE_CONNECTIONS, 1), 0);
+        ck_assert_int_eq(charge_take(r, &proxy, 1000, CHARGE_PROXY_CONNECTIONS, 1), 0);
+        ck_assert_int_eq(charge_take(r, &proxy2, 1000, CHARGE_PROXY_CONNECTIONS, 1), CHARGE_QUOTA);
+        ck_assert_uint_eq(charge_registry_used(r, 1000, CHARGE_CONNECTIONS), 1);
+        ck_assert_uint_eq(charge_registry_used(r, 1000, CHARGE_PROXY_CONNECTIONS), 1);
+        charge_release(&proxy);
+        charge_release(&conn);
+        ck_assert_uint_eq(charge_registry_n_users(r), 0);
+}
+END_TEST
+
 static Suite *scheduler_suite(void) {
         Suite *s = suite_create("scheduler");
         TCase *tc = tcase_create("core");
 
         tcase_add_test(tc, test_global_and_per_user_caps);
+        tcase_add_test(tc, test_one_account_for_amounts);
         tcase_add_test(tc, test_round_robin);
         tcase_add_test(tc, test_per_user_cap_skips);
         tcase_add_test(tc, test_queue_caps);
