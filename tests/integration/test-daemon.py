@@ -25,7 +25,7 @@ import time
 
 from mcptest import (DAEMON, LEGACY, MODERN, SHIM, Client, Daemon, check, children, default_daemon_args, eq,
                      fd_count, main, modern_meta, rss_kib, skip, stdio_client, test)
-from mcptest import LATEST_LEGACY, RssGrowth, init_lines, line, req, sanitized, wait_until
+from mcptest import LATEST_LEGACY, RssGrowth, cpu_ticks_of, init_lines, line, req, sanitized, wait_until
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -1038,12 +1038,6 @@ def max_connections_refuses_the_third_client_at_once():
         check("max-connections=2" in d.log(), "the daemon did not log that it refused at the cap")
 
 
-def cpu_ticks(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])     # utime + stime
-
-
 @test
 def out_of_file_descriptors_does_not_spin():
     """accept() failing with EMFILE must not turn into a busy loop; serving resumes when fds free up."""
@@ -1056,9 +1050,9 @@ def out_of_file_descriptors_does_not_spin():
             socks = [d.raw_connect() for _ in range(12)]     # 4 accepted, the rest wait in the backlog
             wait_until(lambda: fd_count(pid) >= base + 4, 5, "the daemon to use up its fds")
             time.sleep(0.3)
-            t0 = cpu_ticks(pid)
+            t0 = cpu_ticks_of(pid)
             time.sleep(1.0)
-            used = cpu_ticks(pid) - t0
+            used = cpu_ticks_of(pid) - t0
             hz = os.sysconf("SC_CLK_TCK")
             check(used < hz // 4, f"the daemon used {used}/{hz} CPU ticks in 1s while out of fds")
             n = d.log().count("accept")
