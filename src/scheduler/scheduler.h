@@ -18,9 +18,10 @@
  * uids and for one uid; beyond it, SCHEDULER_QUEUE_FULL. Over-cap outcomes
  * are documented positive values, never errors, and change nothing.
  *
- * Connections and queued bytes are charged through shared/charge.h, which
- * keeps the same per-uid accounting for amounts (see charge.h); the
- * scheduler counts processes and what holds them.
+ * Amounts (connections, queued reply and input bytes, the network proxy's
+ * connections and buffers) are charged in the scheduler's one per-uid
+ * account, scheduler_charges() (see charge.h); tickets count processes and
+ * what holds them.
  *
  * A granted ticket's callback runs from within the release (or limit change)
  * that freed its slot; it may release or acquire tickets itself.
