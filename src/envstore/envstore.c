@@ -630,7 +630,8 @@ static int on_prune_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         _cleanup_strv_free_ char **env = uv_environment(s);
         char *argv[] = { s->uv, (char *) "cache", (char *) "prune", NULL };
         ProcessOptions o = { .argv = argv, .env = env, .cwd = s->empty, .stdin_fd = -EBADF,
-                             .timeout_usec = 600 * USEC_PER_SEC, .head_max = 2048, .tail_max = 2048 };
+                             .timeout_usec = 600 * USEC_PER_SEC, .head_max = 2048, .tail_max = 2048,
+                             .nice = BACKGROUND_NICE };
 
         /* Only when no build is running: pruning waits for uv's cache lock otherwise. */
         if (s->n_building > 0 || s->prune || s->shrink || !s->uv || !env) {
@@ -908,6 +909,8 @@ static int build_spawn(Build *b, char **argv, char **env) {
                 .timeout_usec = b->store->config->prepare_timeout_usec,
                 .head_max = 8192,
                 .tail_max = 8192,
+                /* A new environment for one call yields the CPU to everybody's runs. */
+                .nice = BACKGROUND_NICE,
         };
         b->proc = process_free(b->proc);
         return process_spawn(b->store->event, &o, on_step_done, b, &b->proc);

@@ -6,10 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "envstore/offloop.h"
+#include "executor/process.h"
 #include "fs-util.h"
 #include "macro.h"
 
@@ -37,6 +39,8 @@ _noreturn_ static void child(const char *comm, OffLoopFunc f, void *userdata, in
         (void) prctl(PR_SET_NAME, (unsigned long) comm, 0, 0, 0);
         if (getppid() == 1)
                 _exit(2);
+        /* Finishing one call's environment yields the CPU to everybody's runs. */
+        (void) setpriority(PRIO_PROCESS, 0, BACKGROUND_NICE);
         sigemptyset(&all);
         (void) sigprocmask(SIG_SETMASK, &all, NULL);
         /* Nothing of the daemon's (other users' sockets) but the pipe and stderr. */

@@ -246,6 +246,7 @@ static int install_start(Install *i) {
                 .timeout_usec = INSTALL_TIMEOUT_USEC,
                 .head_max = 4096,
                 .tail_max = 4096,
+                .nice = BACKGROUND_NICE,
         };
         int r;
 

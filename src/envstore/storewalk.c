@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "envstore/storewalk.h"
+#include "executor/process.h"
 #include "fs-util.h"
 #include "macro.h"
 #include "strv.h"
@@ -765,7 +766,7 @@ _noreturn_ static void walk_child(const StoreWalkOptions *o, int fd) {
                 fd = 3;
         }
         (void) close_range(4, ~0U, 0);
-        (void) setpriority(PRIO_PROCESS, 0, 10);
+        (void) setpriority(PRIO_PROCESS, 0, BACKGROUND_NICE);
         r = store_walk(o, &res, report_removed, &fd);
         if (r < 0)
                 _exit(1);

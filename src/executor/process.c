@@ -403,6 +403,9 @@ _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w, int 
                 }
         }
 
+        if (o->nice > 0 && getpriority(PRIO_PROCESS, 0) < o->nice)
+                (void) setpriority(PRIO_PROCESS, 0, o->nice);
+
         /* Wait until the parent has put us into our cgroup: nothing may run outside it. */
         if (sync_r >= 0 && read(sync_r, &c, 1) != 1) {
                 dprintf(STDERR_FILENO, "Failed to enter the cgroup %s.\n", o->cgroups[0]);

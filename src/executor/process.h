@@ -22,6 +22,9 @@ typedef void (*ProcessReleaseFunc)(void *userdata);
 /* A piece of what the child wrote, as it arrives; it must not free p. */
 typedef void (*ProcessOutputFunc)(Process *p, const char *data, size_t n, void *userdata);
 
+/* The niceness of work done beside the runs (environment builds, Python installs, the store's walk). */
+#define BACKGROUND_NICE 10
+
 typedef struct ProcessLimit {
         int resource;              /* RLIMIT_* */
         rlim_t value;              /* the soft limit */
@@ -39,6 +42,8 @@ typedef struct ProcessOptions {
         size_t head_max, tail_max; /* per stream */
         const ProcessLimit *limits;   /* set in the child; never above the hard limit it inherits */
         size_t n_limits;
+        int nice;                  /* the child's niceness, when above ours: background work (builds) yields the
+                                    * CPU to runs; 0: ours */
         char *const *cgroups;      /* the cgroup directories the child enters before it execs (v2: one; v1: one
                                     * in each hierarchy); emptied and removed at process_free() (NULL: stay in
                                     * ours) */

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <systemd/sd-event.h>
@@ -277,6 +278,28 @@ START_TEST(test_stderr_func_sees_all_of_stderr) {
 }
 END_TEST
 
+/* Background work (.nice) runs at that niceness; the rest at ours. */
+START_TEST(test_nice) {
+        char *argv[] = { (char *) "/usr/bin/nice", NULL };
+        for (int want = 0; want <= BACKGROUND_NICE; want += BACKGROUND_NICE) {
+                ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 64, .tail_max = 64, .nice = want };
+                _cleanup_free_ char *out = NULL;
+                char expect[16];
+                bool done = false;
+                Process *p = NULL;
+
+                ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+                RUN_UNTIL(done);
+                ck_assert(done);
+                out = capture_text(&p->out, NULL);
+                int ours = getpriority(PRIO_PROCESS, 0);
+                snprintf(expect, sizeof(expect), "%d\n", want > ours ? want : ours);
+                ck_assert_str_eq(out, expect);
+                process_free(p);
+        }
+}
+END_TEST
+
 static Suite *process_suite(void) {
         Suite *s = suite_create("process");
         TCase *tc = tcase_create("detach");
@@ -293,6 +316,7 @@ static Suite *process_suite(void) {
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_stderr_func_sees_all_of_stderr);
+        tcase_add_test(tc, test_nice);
         suite_add_tcase(s, tc);
         return s;
 }
