@@ -1091,11 +1091,13 @@ static int build_complete_child(void *userdata, char **ret_message) {
 
 static void on_build_completed(int r, const char *message, void *userdata) {
         Build *b = userdata;
+        /* message lives in the job's buffer: copied before the job goes. */
+        _cleanup_free_ char *why = message ? strdup(message) : NULL;
 
         b->finishing = offloop_job_free(b->finishing);
-        if (r == 1 && !message)
-                message = "the environment was refused";
-        build_completed(b, r, message);
+        if (r == 1 && !why)
+                return build_completed(b, r, "the environment was refused");
+        build_completed(b, r, why);
 }
 
 static int build_start(Build *b) {
