@@ -571,6 +571,9 @@ int manager_new(Manager **ret, Config *config) {
         r = sandbox_cgroup_set_instance(config->cache_dir);
         if (r < 0)
                 return r;
+        /* Before the first child: under systemd the daemon moves what is in its cgroup into a leaf of its own to
+         * enable the controllers, which a child forking meanwhile can defeat. */
+        (void) sandbox_cgroup_probe();
         r = runtime_new(&m->runtime, m);
         if (r < 0)
                 return r;

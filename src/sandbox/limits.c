@@ -464,9 +464,12 @@ int sandbox_cgroup_prepare(const char *dir, char **ret_reason) {
                 strcat(enable, " +cpu");
 
         r = write_at(dir, "cgroup.subtree_control", enable);
-        if (r == -EBUSY) {
-                /* "No internal processes": ours go into a leaf of their own, then the controllers can be enabled. */
+        /* "No internal processes": ours go into a leaf of their own, then the controllers can be enabled. A child
+         * of ours may fork while they move (a start-up probe's bwrap): then again, a few times. */
+        for (unsigned attempt = 0; r == -EBUSY && attempt < 50; attempt++) {
                 char procs[4096];
+                if (attempt > 0)
+                        (void) usleep(10 * 1000);
                 snprintf(sup, sizeof(sup), "%s/supervisor", dir);
                 if (mkdir(sup, 0755) < 0 && errno != EEXIST)
                         return reason(ret_reason, -errno, "%s cannot be created: %s", sup, strerror(errno));
