@@ -42,6 +42,13 @@ skip=$(grep -h '^:test-result: SKIP' $(find . -name '*.trs') | wc -l)
 echo "tests: $pass passed, $fail failed, $skip skipped"
 
 if [ "$status" -ne 0 ]; then
+        # CI shows only what is printed: the end of each failed test's log,
+        # where its failing check and the daemon's last words are.
+        for t in $(grep -l -E '^:test-result: (FAIL|ERROR|XPASS)' $(find . -name '*.trs')); do
+                echo "== ${t%.trs}.log: what failed, then its last 60 lines" >&2
+                grep -E '^not ok' "${t%.trs}.log" >&2 || true
+                tail -n 60 "${t%.trs}.log" >&2
+        done
         echo "Failed tests: see $build/test-suite.log" >&2
         exit "$status"
 fi
