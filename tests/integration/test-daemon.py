@@ -758,9 +758,11 @@ def hostile_clients_beside_a_good_one():
             x.sendall(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"check_')
             x.close()
 
-        # The good client keeps working, promptly.
+        # The good client keeps working. The bound is for a daemon stuck on the hostile ones (a blocking read, a
+        # parse of the endless line); it is wide because CI runs this beside a virtual machine on two CPUs. How
+        # fast a neighbour's calls stay is measured in bench/noisy.py, not asserted here.
         worst = ping_latency(good, 20)
-        check(worst < 0.5, f"a ping took {worst:.3f}s beside hostile clients")
+        check(worst < 3.0, f"a ping took {worst:.3f}s beside hostile clients")
         check_environment_result(good.call_tool("check_environment", timeout=20), "good client beside hostile ones")
         check(d.alive(), "the daemon died")
         rss = rss_kib(pid)
