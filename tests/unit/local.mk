@@ -140,3 +140,7 @@ TESTS += test-netproxy
 test_netproxy_SOURCES = tests/unit/test-netproxy.c
 test_netproxy_CFLAGS = $(UNIT_CFLAGS)
 test_netproxy_LDADD = $(UNIT_LIBS)
+
+# The include lines of src/ against the layer order (scripts/check-includes).
+TESTS += tests/unit/test-includes.sh
+EXTRA_DIST += tests/unit/test-includes.sh scripts/check-includes
