@@ -577,6 +577,7 @@ int manager_new(Manager **ret, Config *config) {
         r = runtime_new(&m->runtime, m);
         if (r < 0)
                 return r;
+        tools_attach(m->runtime);
 
         /* Connections and their bytes are charged in the scheduler's one account, with every spawn. */
         m->charges = scheduler_charges(runtime_scheduler(m->runtime));

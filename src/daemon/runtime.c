@@ -101,6 +101,7 @@ struct Runtime {
 
         /* Sandboxes started ahead (prestart=); they count neither as running nor against idleness. */
         Pool *pool;
+        RuntimePrestartFunc prestart;   /* starts one (execute_python's), NULL: none */
 
         /* A root daemon's sandboxes each run as a host uid of their own (sandbox-uid-range=); NULL otherwise. */
         UidPool *uids;
@@ -758,6 +759,10 @@ static void on_warm(const EnvResult *res, void *userdata) {
         (void) userdata;
 }
 
+void runtime_set_prestart(Runtime *r, RuntimePrestartFunc f) {
+        r->prestart = f;
+}
+
 /* The bare environment of the default Python, when it is built: the first hello world gets a sandbox ready. */
 static void prestart_bare(Runtime *r) {
         _cleanup_free_ char *err = NULL, *path = NULL;
@@ -765,7 +770,7 @@ static void prestart_bare(Runtime *r) {
         char key[65];
         int k;
 
-        if (r->config->prestart == 0 || runtime_sandbox_error(r))
+        if (r->config->prestart == 0 || !r->prestart || runtime_sandbox_error(r))
                 return;
         py = pythons_choose(&r->pythons, NULL, NULL, &err);
         if (!py)
@@ -774,7 +779,7 @@ static void prestart_bare(Runtime *r) {
         path = envstore_lookup(r->store, key);
         if (!path)
                 return;
-        k = execute_python_prestart(r, path, py->prefix);
+        k = r->prestart(r, path, py->prefix);
         if (k < 0)
                 log_debug_errno(k, "Failed to start a sandbox ahead for the bare environment: %m");
 }

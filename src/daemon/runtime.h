@@ -64,8 +64,10 @@ const Config *runtime_config(const Runtime *r);
 sd_event *runtime_event(const Runtime *r);
 /* Sandboxes started ahead for recently used environments (execute_python fills and takes them). */
 Pool *runtime_pool(const Runtime *r);
-/* Keep a sandbox started ahead for runs in this environment (defined by the execute_python tool). */
-int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix);
+/* Keep a sandbox started ahead for runs in this environment: the hook the execute_python tool registers with
+ * runtime_set_prestart() (the pool's items are its runs'). Without one, warm-up starts nothing ahead. */
+typedef int (*RuntimePrestartFunc)(Runtime *r, const char *env_path, const char *prefix);
+void runtime_set_prestart(Runtime *r, RuntimePrestartFunc f);
 
 /*
  * Pythons installed on demand (envstore/pyinstall.h). runtime_python_downloads(): may a call have one installed

@@ -46,6 +46,10 @@ const Tool *const tools_unsandboxed[] = {
         NULL,
 };
 
+void tools_attach(Runtime *r) {
+        runtime_set_prestart(r, execute_python_prestart);
+}
+
 const Tool *const *tools_offered(const Config *c) {
         if (c->unsafe_no_sandbox)
                 return tools_unsandboxed;

@@ -6,6 +6,8 @@
 #include "config/config.h"
 #include "mcp/tool.h"
 
+typedef struct Runtime Runtime;
+
 extern const Tool tool_execute_python;
 extern const Tool tool_execute_python_unsandboxed;
 extern const Tool tool_validate_script;
@@ -32,6 +34,11 @@ extern const Tool *const tools_all[];
 extern const Tool *const tools_one_shot[];
 /* With unsafe-no-sandbox=yes. */
 extern const Tool *const tools_unsandboxed[];
+
+/* Keep a sandbox started ahead for execute_python runs in this environment (RuntimePrestartFunc). */
+int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix);
+/* Hand the services below the tools the hooks they call back (before runtime_start()). */
+void tools_attach(Runtime *r);
 
 /* The tools this configuration offers, in tools/list order. */
 const Tool *const *tools_offered(const Config *c);
