@@ -6,6 +6,7 @@ libcore_a_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS) $(JSONC_CFLAGS) $(SECCOMP_CFLA
 libcore_a_SOURCES = \
 	src/protocol/framing.c src/protocol/framing.h \
 	src/protocol/fdqueue.c src/protocol/fdqueue.h \
+	src/protocol/limits.h \
 	src/jsonrpc/jsonrpc.c src/jsonrpc/jsonrpc.h \
 	src/mcp/mcp.c src/mcp/mcp.h src/mcp/tool.h \
 	src/mcp/schema.c src/mcp/schema.h \
@@ -15,11 +16,11 @@ libcore_a_SOURCES = \
 	src/executor/process.c src/executor/process.h \
 	src/executor/pool.c src/executor/pool.h \
 	src/daemon/manager.c src/daemon/manager.h \
-	src/daemon/runtime.c src/daemon/runtime.h \
 	src/scheduler/scheduler.c src/scheduler/scheduler.h \
+	src/runtime/runtime.c src/runtime/runtime.h \
+	src/runtime/script.c src/runtime/script.h \
 	src/tools/tools.c src/tools/tools.h \
 	src/tools/check-environment.c \
-	src/tools/script.c src/tools/script.h \
 	src/tools/hints.c src/tools/hints.h \
 	src/tools/execute-python.c \
 	src/tools/input-files.c src/tools/input-files.h \

@@ -19,7 +19,7 @@
 #include "macro.h"
 #include "strv.h"
 #include "manager.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 #include "sandbox/limits.h"
 #include "sandboxes/sandboxes.h"
 #include "tools/tools.h"
@@ -574,9 +574,14 @@ int manager_new(Manager **ret, Config *config) {
         /* Before the first child: under systemd the daemon moves what is in its cgroup into a leaf of its own to
          * enable the controllers, which a child forking meanwhile can defeat. */
         (void) sandbox_cgroup_probe();
-        r = runtime_new(&m->runtime, m);
+        r = runtime_new(&m->runtime, m->event, m->config);
         if (r < 0)
                 return r;
+        m->services = (ToolServices) {
+                .event = m->event,
+                .config = m->config,
+                .runtime = m->runtime,
+        };
         tools_attach(m->runtime);
 
         /* Connections and their bytes are charged in the scheduler's one account, with every spawn. */
@@ -591,7 +596,7 @@ int manager_new(Manager **ret, Config *config) {
                 .max_calls = (unsigned) MIN(config->max_calls_per_connection, 100000u),
                 .max_depth = 64,
                 .tools_ttl_ms = 300000,
-                .userdata = m,
+                .userdata = &m->services,
                 .describe_tool = tools_describe,
         };
         manager_apply_limits(m);

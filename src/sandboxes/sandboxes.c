@@ -18,19 +18,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/manager.h"
-#include "daemon/runtime.h"
 #include "driver-input.h"
 #include "fs-util.h"
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
-#include "sandboxes.h"
+#include "protocol/limits.h"
+#include "runtime/runtime.h"
+#include "runtime/script.h"
 #include "sandbox/limits.h"
+#include "sandboxes.h"
 #include "strv.h"
 #include "time-util.h"
-#include "tools/outputs.h"
-#include "tools/script.h"
 #include "utf8.h"
 
 #define HELLO_TIMEOUT_USEC (30 * USEC_PER_SEC)
@@ -158,7 +157,6 @@ struct Sandbox {
 };
 
 typedef struct Registry {
-        Manager *manager;
         sd_event *event;
         const Config *config;
         Runtime *runtime;
@@ -210,16 +208,15 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Sandbox *, sandbox_unref);
 
 /* ---- registry ------------------------------------------------------------ */
 
-int sandboxes_setup(Manager *m) {
+int sandboxes_setup(Runtime *r) {
         if (registry)
                 return 0;
         registry = calloc(1, sizeof(*registry));
         if (!registry)
                 return -ENOMEM;
-        registry->manager = m;
-        registry->event = sd_event_ref(m->event);
-        registry->config = m->config;
-        registry->runtime = m->runtime;
+        registry->event = sd_event_ref(runtime_event(r));
+        registry->config = runtime_config(r);
+        registry->runtime = r;
         return 0;
 }
 
@@ -319,17 +316,17 @@ void sandbox_touch(Sandbox *sb) {
         }
 }
 
-int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
-        const Config *c = m->config;
+int sandbox_new(Runtime *r, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
+        const Config *c = runtime_config(r);
         uint8_t raw[SANDBOX_ID_LEN / 2];
         Sandbox *sb;
         int k;
 
         /* The driver and the file tools hold on to /work and a sandbox around it: without one, no persistent
          * sandbox. Those started before a reload turned unsafe-no-sandbox on stay sandboxed. */
-        if (runtime_unsandboxed(m->runtime))
+        if (runtime_unsandboxed(r))
                 return -EOPNOTSUPP;
-        k = sandboxes_setup(m);
+        k = sandboxes_setup(r);
         if (k < 0)
                 return k;
         /* 0 turns persistent sandboxes off (for everybody, or per user), as it always did. */
@@ -344,7 +341,7 @@ int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
         if (!sb)
                 return -ENOMEM;
         /* An open sandbox holds its place in the scheduler: max-sandboxes-per-user and max-sandboxes. */
-        Scheduler *sched = runtime_scheduler(m->runtime);
+        Scheduler *sched = runtime_scheduler(r);
         k = scheduler_try_acquire(sched, &sb->place, SCHED_SANDBOX, uid);
         if (k != 0) {
                 free(sb);

@@ -22,7 +22,7 @@
 
 #include "pep723/pep508.h"
 
-typedef struct Manager Manager;
+typedef struct Runtime Runtime;
 typedef struct Sandbox Sandbox;
 typedef struct SandboxOp SandboxOp;
 typedef struct SandboxPrepare SandboxPrepare;
@@ -43,8 +43,8 @@ typedef struct SandboxOpOutcome {
 typedef void (*SandboxReplyFunc)(Sandbox *sb, const SandboxOpOutcome *o, void *userdata);
 typedef void (*SandboxPreparedFunc)(Sandbox *sb, const char *error, void *userdata);
 
-/* The registry of m, made on first use. */
-int sandboxes_setup(Manager *m);
+/* The registry, made on first use, on the services of r. */
+int sandboxes_setup(Runtime *r);
 /* Close every sandbox and free the registry (the daemon's exit). */
 void sandboxes_free(void);
 /* Any sandbox alive: the daemon should not exit for idleness. */
@@ -52,7 +52,7 @@ bool sandboxes_busy(void);
 
 /* Register a new sandbox for uid (not started yet). -EDQUOT: the uid's cap; -EUSERS: the total cap;
  * -EOPNOTSUPP: runs go without the sandbox (unsafe-no-sandbox). */
-int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret);
+int sandbox_new(Runtime *r, uid_t uid, uint64_t ttl_usec, Sandbox **ret);
 /* Files every start of the interpreter (reset_sandbox too) gets read-only at dests[i], copied from fds[i]: both
  * arrays are taken over (n at most SANDBOX_MAX_DATA), the fds kept open for the sandbox's life. Before
  * sandbox_prepare(). */

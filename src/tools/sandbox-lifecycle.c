@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/manager.h"
 #include "json-util.h"
 #include "macro.h"
 #include "sandbox-common.h"
@@ -79,7 +78,7 @@ static void on_create_cancel(ToolCall *call, void *userdata) {
 }
 
 static int create_call(ToolCall *call, json_object *args) {
-        Manager *m = call->server_userdata;
+        ToolServices *svc = call->server_userdata;
         Sandbox *sb;
         int64_t ttl = 0;
         int k;
@@ -87,17 +86,17 @@ static int create_call(ToolCall *call, json_object *args) {
         (void) json_get_int64(args, "ttl_seconds", &ttl);
         if (ttl < 0)
                 ttl = 0;
-        k = sandbox_new(m, call->uid, (uint64_t) ttl * USEC_PER_SEC, &sb);
+        k = sandbox_new(svc->runtime, call->uid, (uint64_t) ttl * USEC_PER_SEC, &sb);
         if (k == -EDQUOT) {
                 sb_fail(call,
                         "you have %" PRIu64 " sandboxes open, the most allowed per user (max-sandboxes-per-user): close "
                         "one with close_sandbox (get_sandbox_status lists them)",
-                        m->config->max_sandboxes_per_user);
+                        svc->config->max_sandboxes_per_user);
                 return 0;
         }
         if (k == -EUSERS) {
                 sb_fail(call, "the server has the most sandboxes it allows open (max-sandboxes=%" PRIu64 "); try again later",
-                        m->config->max_sandboxes);
+                        svc->config->max_sandboxes);
                 return 0;
         }
         if (k == -EOPNOTSUPP) {
@@ -112,7 +111,7 @@ static int create_call(ToolCall *call, json_object *args) {
         {
                 _cleanup_free_ char *error = NULL;
                 InputFiles files;
-                k = input_files_take(call, args, m->config->tmpfs_size, &files, &error);
+                k = input_files_take(call, args, svc->config->tmpfs_size, &files, &error);
                 if (k < 0) {
                         sandbox_close(sb);
                         if (k != -EINVAL)
@@ -325,15 +324,15 @@ static void add_one(Sandbox *sb, void *userdata) {
 }
 
 static int status_call(ToolCall *call, json_object *args) {
-        Manager *m = call->server_userdata;
+        ToolServices *svc = call->server_userdata;
         json_object *st = json_object_new_object(), *list = json_object_new_array();
         _cleanup_free_ char *head = NULL;
 
         sandboxes_foreach(call->uid, add_one, list);
         size_t n = json_object_array_length(list);
         json_add(st, "sandboxes", list);
-        json_add_int(st, "max_per_user", (int64_t) m->config->max_sandboxes_per_user);
-        json_add_int(st, "idle_timeout_seconds", (int64_t) (m->config->sandbox_idle_timeout_usec / USEC_PER_SEC));
+        json_add_int(st, "max_per_user", (int64_t) svc->config->max_sandboxes_per_user);
+        json_add_int(st, "idle_timeout_seconds", (int64_t) (svc->config->sandbox_idle_timeout_usec / USEC_PER_SEC));
         if (asprintf(&head, "%zu sandbox%s open.", n, n == 1 ? "" : "es") < 0)
                 head = NULL;
         sb_finish_json(call, st, head, false);

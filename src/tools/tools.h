@@ -3,10 +3,22 @@
 
 /* The registry: every tool the daemon serves, in tools/list order. */
 
+#include <systemd/sd-event.h>
+
 #include "config/config.h"
 #include "mcp/tool.h"
 
 typedef struct Runtime Runtime;
+
+/*
+ * What the tools are given (McpServer.userdata, so ToolCall.server_userdata): the services below them, never the
+ * daemon's manager. The manager owns it and fills it in when it has made them.
+ */
+typedef struct ToolServices {
+        sd_event *event;
+        const Config *config;           /* the live configuration (a reload changes it in place) */
+        Runtime *runtime;               /* programs, probes, store, scheduler, spawning, the metadata reader */
+} ToolServices;
 
 extern const Tool tool_execute_python;
 extern const Tool tool_execute_python_unsandboxed;
@@ -44,5 +56,5 @@ void tools_attach(Runtime *r);
 const Tool *const *tools_offered(const Config *c);
 /* The live configuration in one line, as the run tools' descriptions end ("This server: network off; ..."). */
 char *tools_live_line(const Config *c);
-/* McpServer.describe_tool: the live configuration into a tool's tools/list entry; userdata is the Manager. */
+/* McpServer.describe_tool: the live configuration into a tool's tools/list entry; userdata is the ToolServices. */
 void tools_describe(const Tool *t, json_object *entry, void *userdata);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "config/config.h"
 #include "envstore/envstore.h"
 #include "envstore/pythons.h"
 #include "executor/pool.h"
@@ -23,11 +24,10 @@
 #include "scheduler/scheduler.h"
 #include "waitq.h"
 
-typedef struct Manager Manager;
 typedef struct Runtime Runtime;
 typedef struct TomlRequest TomlRequest;
 
-int runtime_new(Runtime **ret, Manager *m);
+int runtime_new(Runtime **ret, sd_event *event, const Config *config);
 Runtime *runtime_free(Runtime *r);
 /* Background work after READY: probes, warm-up. Never delays serving. */
 void runtime_start(Runtime *r);
