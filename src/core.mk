@@ -32,9 +32,9 @@ libcore_a_SOURCES = \
 	src/tools/outputs.c src/tools/outputs.h \
 	src/tools/sandbox-packages.c \
 	src/tools/sandbox-files.c \
-	src/sandboxes/sandboxes.c src/sandboxes/sandboxes.h \
-	src/sandboxes/driver.c \
-	src/sandboxes/driver-input.c src/sandboxes/driver-input.h \
+	src/workspace/workspace.c src/workspace/workspace.h \
+	src/workspace/driver.c \
+	src/workspace/driver-input.c src/workspace/driver-input.h \
 	src/sandbox/sandbox.c src/sandbox/sandbox.h \
 	src/sandbox/seccomp.c src/sandbox/seccomp.h \
 	src/sandbox/limits.c src/sandbox/limits.h \
@@ -54,4 +54,4 @@ CORE_LIBS = libcore.a libshared.a $(SYSTEMD_LIBS) $(JSONC_LIBS) $(SECCOMP_LIBS)
 include src/pep723/local.mk
 
 # The persistent sandboxes' driver is Python, embedded as a C string by embed-driver.py.
-EXTRA_DIST += src/sandboxes/driver.py src/sandboxes/embed-driver.py
+EXTRA_DIST += src/workspace/driver.py src/workspace/embed-driver.py

@@ -18,6 +18,7 @@
 #include "tools/tools.h"
 
 typedef struct Runtime Runtime;
+typedef struct WorkspaceRegistry WorkspaceRegistry;
 
 typedef struct Manager {
         sd_event *event;
@@ -44,6 +45,7 @@ typedef struct Manager {
         uint64_t start_usec;
 
         Runtime *runtime;          /* script execution services (src/runtime/runtime.c) */
+        WorkspaceRegistry *workspaces;     /* the persistent sandboxes */
         ToolServices services;     /* what the tools get (McpServer.userdata): the above, not the manager */
 
         /* For SIGHUP: how the configuration was made. */

@@ -825,7 +825,7 @@ WaitEntry *runtime_when_ready(Runtime *r, WaitFunc cb, void *userdata) {
 
 bool runtime_is_idle(const Runtime *r) {
         for (SchedKind k = 0; k < _SCHED_KIND_MAX; k++)
-                /* Open sandboxes have their own idleness (sandboxes_busy()); sandboxes started ahead are none. */
+                /* Open sandboxes have their own idleness (workspace_registry_busy()); those started ahead have none. */
                 if (k != SCHED_SANDBOX && k != SCHED_PRESTART && (scheduler_held(r->sched, k) > 0 || scheduler_waiting(r->sched, k) > 0))
                         return false;
         return envstore_n_building(r->store) == 0;

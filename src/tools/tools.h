@@ -9,6 +9,7 @@
 #include "mcp/tool.h"
 
 typedef struct Runtime Runtime;
+typedef struct WorkspaceRegistry WorkspaceRegistry;
 
 /*
  * What the tools are given (McpServer.userdata, so ToolCall.server_userdata): the services below them, never the
@@ -18,6 +19,7 @@ typedef struct ToolServices {
         sd_event *event;
         const Config *config;           /* the live configuration (a reload changes it in place) */
         Runtime *runtime;               /* programs, probes, store, scheduler, spawning, the metadata reader */
+        WorkspaceRegistry *workspaces;  /* the persistent sandboxes */
 } ToolServices;
 
 extern const Tool tool_execute_python;
