@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "envstore/offloop.h"
 #include "executor/process.h"
 #include "fs-util.h"
@@ -22,8 +23,8 @@ struct OffLoopJob {
         sd_event_source *child_source, *io_source, *timer_source;
         pid_t pid;
         int fd;
-        char *buf;                      /* the report so far, NUL-terminated; grows up to report_max */
-        size_t n_buf, size_buf, report_max;
+        Buf report;                     /* what the child said so far: report_max bytes at most */
+        size_t report_max;
         bool exited, eof, timed_out;
         int status;
         OffLoopDoneFunc done;
@@ -66,8 +67,9 @@ static void job_finish(OffLoopJob *j) {
         j->timer_source = sd_event_source_disable_unref(j->timer_source);
         if (j->timed_out)
                 r = -ETIME;
-        else if (j->buf && j->status == 0 && sscanf(j->buf, "%d\n%n", &r, &n) == 1 && n > 0)
-                message = j->buf + n;
+        else if (j->status == 0 && buf_append(&j->report, "", 1) >= 0 &&
+                 sscanf(buf_data(&j->report), "%d\n%n", &r, &n) == 1 && n > 0)
+                message = buf_data(&j->report) + n;
         else
                 r = -EIO;
         j->done(r, message && *message ? message : NULL, j->userdata);
@@ -93,24 +95,6 @@ static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         return 0;
 }
 
-/* Room for n more bytes and a NUL, within report_max: what fits. */
-static size_t buf_reserve(OffLoopJob *j, size_t n) {
-        size_t want = MIN(n, j->report_max - j->n_buf);
-
-        if (j->n_buf + want + 1 > j->size_buf) {
-                size_t size = MAX(j->size_buf, (size_t) 4096);
-                while (size < j->n_buf + want + 1)
-                        size *= 2;
-                size = MIN(size, j->report_max + 1);
-                char *b = realloc(j->buf, size);
-                if (!b)
-                        return 0;   /* the report is cut here */
-                j->buf = b;
-                j->size_buf = size;
-        }
-        return want;
-}
-
 static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         OffLoopJob *j = userdata;
         char tmp[4096];
@@ -123,12 +107,10 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
                         return 0;
                 if (k <= 0)
                         break;
-                size_t take = buf_reserve(j, (size_t) k);   /* more than it can have to say: dropped */
-                if (take == 0)
-                        continue;
-                memcpy(j->buf + j->n_buf, tmp, take);
-                j->n_buf += take;
-                j->buf[j->n_buf] = 0;
+                /* More than it can have to say: dropped (and so is what does not fit in memory). */
+                size_t take = MIN((size_t) k, j->report_max - buf_size(&j->report));
+                if (take > 0)
+                        (void) buf_append(&j->report, tmp, take);
         }
         j->eof = true;
         j->io_source = sd_event_source_disable_unref(j->io_source);
@@ -199,7 +181,7 @@ OffLoopJob *offloop_job_free(OffLoopJob *j) {
                 (void) waitpid(j->pid, NULL, 0);
         }
         safe_close(j->fd);
-        free(j->buf);
+        buf_clear(&j->report);
         free(j);
         return NULL;
 }
