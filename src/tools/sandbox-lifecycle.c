@@ -87,19 +87,19 @@ static int create_call(ToolCall *call, json_object *args) {
         if (ttl < 0)
                 ttl = 0;
         k = workspace_new(svc->workspaces, call->uid, (uint64_t) ttl * USEC_PER_SEC, &sb);
-        if (k == -EDQUOT) {
+        if (k == WORKSPACE_USER_QUOTA) {
                 sb_fail(call,
                         "you have %" PRIu64 " sandboxes open, the most allowed per user (max-sandboxes-per-user): close "
                         "one with close_sandbox (get_sandbox_status lists them)",
                         svc->config->max_sandboxes_per_user);
                 return 0;
         }
-        if (k == -EUSERS) {
+        if (k == WORKSPACE_TOTAL_QUOTA) {
                 sb_fail(call, "the server has the most sandboxes it allows open (max-sandboxes=%" PRIu64 "); try again later",
                         svc->config->max_sandboxes);
                 return 0;
         }
-        if (k == -EOPNOTSUPP) {
+        if (k == WORKSPACE_UNSANDBOXED) {
                 sb_fail(call,
                         "persistent sandboxes need the sandbox; this server runs with unsafe-no-sandbox=yes "
                         "(development only), so it has none: use execute_python, or turn unsafe-no-sandbox off");

@@ -326,12 +326,12 @@ int workspace_new(WorkspaceRegistry *reg, uid_t uid, uint64_t ttl_usec, Workspac
         /* The driver and the file tools hold on to /work and a sandbox around it: without one, no persistent
          * sandbox. Those started before a reload turned unsafe-no-sandbox on stay sandboxed. */
         if (runtime_unsandboxed(r))
-                return -EOPNOTSUPP;
+                return WORKSPACE_UNSANDBOXED;
         /* 0 turns persistent sandboxes off (for everybody, or per user), as it always did. */
         if (c->max_sandboxes_per_user == 0)
-                return -EDQUOT;
+                return WORKSPACE_USER_QUOTA;
         if (c->max_sandboxes == 0)
-                return -EUSERS;
+                return WORKSPACE_TOTAL_QUOTA;
         if (getrandom(raw, sizeof(raw), 0) != (ssize_t) sizeof(raw))
                 return -EIO;
 
@@ -345,7 +345,9 @@ int workspace_new(WorkspaceRegistry *reg, uid_t uid, uint64_t ttl_usec, Workspac
                 free(sb);
                 if (k < 0)
                         return k;
-                return scheduler_held_by(sched, SCHED_SANDBOX, uid) >= c->max_sandboxes_per_user ? -EDQUOT : -EUSERS;
+                return scheduler_held_by(sched, SCHED_SANDBOX, uid) >= c->max_sandboxes_per_user
+                               ? WORKSPACE_USER_QUOTA
+                               : WORKSPACE_TOTAL_QUOTA;
         }
         sb->n_ref = 1;          /* the registry's */
         sb->registry = reg;

@@ -51,8 +51,13 @@ WorkspaceRegistry *workspace_registry_free(WorkspaceRegistry *reg);
 /* Any sandbox alive: the daemon should not exit for idleness. */
 bool workspace_registry_busy(const WorkspaceRegistry *reg);
 
-/* Register a new sandbox for uid (not started yet). -EDQUOT: the uid's cap; -EUSERS: the total cap;
- * -EOPNOTSUPP: runs go without the sandbox (unsafe-no-sandbox). */
+/* Why workspace_new() made none: its documented outcomes, apart from -errno for a failure. */
+enum {
+        WORKSPACE_USER_QUOTA = 1,       /* uid has max-sandboxes-per-user open (or that is 0) */
+        WORKSPACE_TOTAL_QUOTA,          /* max-sandboxes are open (or that is 0) */
+        WORKSPACE_UNSANDBOXED,          /* runs go without the sandbox (unsafe-no-sandbox): no persistent ones */
+};
+/* Register a new sandbox for uid (not started yet): 0 and *ret, one of the above, or -errno. */
 int workspace_new(WorkspaceRegistry *reg, uid_t uid, uint64_t ttl_usec, Workspace **ret);
 /* Files every start of the interpreter (reset_sandbox too) gets read-only at dests[i], copied from fds[i]: both
  * arrays are taken over (n at most WORKSPACE_MAX_DATA), the fds kept open for the sandbox's life. Before
