@@ -151,3 +151,9 @@ test_netproxy_LDADD = $(UNIT_LIBS)
 # The include lines of src/ against the layer order (scripts/check-includes).
 TESTS += tests/unit/test-includes.sh
 EXTRA_DIST += tests/unit/test-includes.sh scripts/check-includes
+
+check_PROGRAMS += test-waitq
+TESTS += test-waitq
+test_waitq_SOURCES = tests/unit/test-waitq.c
+test_waitq_CFLAGS = $(UNIT_CFLAGS)
+test_waitq_LDADD = $(UNIT_LIBS)
