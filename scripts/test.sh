@@ -45,8 +45,8 @@ pass=$(grep -h '^:test-result: PASS' $(find . -name '*.trs') | wc -l)
 fail=$(grep -h -E '^:test-result: (FAIL|ERROR|XPASS)' $(find . -name '*.trs') | wc -l)
 skip=$(grep -h '^:test-result: SKIP' $(find . -name '*.trs') | wc -l)
 case $packages in
-*PASS:*) pass=$((pass + 1)) ;;
-*SKIP:*) skip=$((skip + 1)) ;;
+*"PASS: tests/integration/test-packages.sh"*) pass=$((pass + 1)) ;;
+*"SKIP: tests/integration/test-packages.sh"*) skip=$((skip + 1)) ;;
 *) fail=$((fail + 1)) ;;
 esac
 echo "tests: $pass passed, $fail failed, $skip skipped"
@@ -58,6 +58,6 @@ fi
 if [ "${CI:-}" = true ] && [ "$skip" -ne 0 ]; then
         echo "CI: $skip test program(s) skipped; every test must run in CI:" >&2
         grep -l '^:test-result: SKIP' $(find . -name '*.trs') >&2
-        case $packages in *SKIP:*) echo "make check-packages" >&2 ;; esac
+        case $packages in *"SKIP: tests/integration/test-packages.sh"*) echo "make check-packages" >&2 ;; esac
         exit 1
 fi
