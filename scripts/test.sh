@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # Set up, build and run the whole test suite (unit, integration, units,
-# man pages). Under CI=true every test must run: a skip is a failure.
+# man pages: make check), then the Debian package test (make check-packages). Under CI=true every test must run: a skip is a failure.
 #
 # Usage: scripts/test.sh [BUILD_DIR]     (default: build/)
 set -eu
@@ -34,11 +34,21 @@ fi
 status=0
 make -j"$(nproc)" --no-print-directory check || status=$?
 
+# The Debian package on a clean Debian 12 (root, network; a minute or more):
+# its own target, so that make check stays quick.
+packages=$(make --no-print-directory check-packages 2>&1) || status=$?
+echo "$packages"
+
 # One closing line for people and for CI: counts from automake's logs.
 total=$(grep -h '^:test-result:' $(find . -name '*.trs') | wc -l)
 pass=$(grep -h '^:test-result: PASS' $(find . -name '*.trs') | wc -l)
 fail=$(grep -h -E '^:test-result: (FAIL|ERROR|XPASS)' $(find . -name '*.trs') | wc -l)
 skip=$(grep -h '^:test-result: SKIP' $(find . -name '*.trs') | wc -l)
+case $packages in
+*"PASS: tests/integration/test-packages.sh"*) pass=$((pass + 1)) ;;
+*"SKIP: tests/integration/test-packages.sh"*) skip=$((skip + 1)) ;;
+*) fail=$((fail + 1)) ;;
+esac
 echo "tests: $pass passed, $fail failed, $skip skipped"
 
 if [ "$status" -ne 0 ]; then
@@ -49,11 +59,12 @@ if [ "$status" -ne 0 ]; then
                 grep -E '^not ok' "${t%.trs}.log" >&2 || true
                 tail -n 60 "${t%.trs}.log" >&2
         done
-        echo "Failed tests: see $build/test-suite.log" >&2
+        echo "Failed tests: see $build/test-suite.log and $build/test-packages.log" >&2
         exit "$status"
 fi
 if [ "${CI:-}" = true ] && [ "$skip" -ne 0 ]; then
         echo "CI: $skip test program(s) skipped; every test must run in CI:" >&2
         grep -l '^:test-result: SKIP' $(find . -name '*.trs') >&2
+        case $packages in *"SKIP: tests/integration/test-packages.sh"*) echo "make check-packages" >&2 ;; esac
         exit 1
 fi

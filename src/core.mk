@@ -6,6 +6,7 @@ libcore_a_CFLAGS = $(AM_CFLAGS) $(SYSTEMD_CFLAGS) $(JSONC_CFLAGS) $(SECCOMP_CFLA
 libcore_a_SOURCES = \
 	src/protocol/framing.c src/protocol/framing.h \
 	src/protocol/fdqueue.c src/protocol/fdqueue.h \
+	src/protocol/limits.h \
 	src/jsonrpc/jsonrpc.c src/jsonrpc/jsonrpc.h \
 	src/mcp/mcp.c src/mcp/mcp.h src/mcp/tool.h \
 	src/mcp/schema.c src/mcp/schema.h \
@@ -15,11 +16,11 @@ libcore_a_SOURCES = \
 	src/executor/process.c src/executor/process.h \
 	src/executor/pool.c src/executor/pool.h \
 	src/daemon/manager.c src/daemon/manager.h \
-	src/daemon/runtime.c src/daemon/runtime.h \
 	src/scheduler/scheduler.c src/scheduler/scheduler.h \
+	src/runtime/runtime.c src/runtime/runtime.h \
+	src/runtime/script.c src/runtime/script.h \
 	src/tools/tools.c src/tools/tools.h \
 	src/tools/check-environment.c \
-	src/tools/script.c src/tools/script.h \
 	src/tools/hints.c src/tools/hints.h \
 	src/tools/execute-python.c \
 	src/tools/input-files.c src/tools/input-files.h \
@@ -31,9 +32,9 @@ libcore_a_SOURCES = \
 	src/tools/outputs.c src/tools/outputs.h \
 	src/tools/sandbox-packages.c \
 	src/tools/sandbox-files.c \
-	src/sandboxes/sandboxes.c src/sandboxes/sandboxes.h \
-	src/sandboxes/driver.c \
-	src/sandboxes/driver-input.c src/sandboxes/driver-input.h \
+	src/workspace/workspace.c src/workspace/workspace.h \
+	src/workspace/driver.c \
+	src/workspace/driver-input.c src/workspace/driver-input.h \
 	src/sandbox/sandbox.c src/sandbox/sandbox.h \
 	src/sandbox/seccomp.c src/sandbox/seccomp.h \
 	src/sandbox/limits.c src/sandbox/limits.h \
@@ -53,4 +54,4 @@ CORE_LIBS = libcore.a libshared.a $(SYSTEMD_LIBS) $(JSONC_LIBS) $(SECCOMP_LIBS)
 include src/pep723/local.mk
 
 # The persistent sandboxes' driver is Python, embedded as a C string by embed-driver.py.
-EXTRA_DIST += src/sandboxes/driver.py src/sandboxes/embed-driver.py
+EXTRA_DIST += src/workspace/driver.py src/workspace/embed-driver.py

@@ -19,10 +19,10 @@
 #include "macro.h"
 #include "strv.h"
 #include "manager.h"
-#include "runtime.h"
+#include "runtime/runtime.h"
 #include "sandbox/limits.h"
-#include "sandboxes/sandboxes.h"
 #include "tools/tools.h"
+#include "workspace/workspace.h"
 
 #define STOP_GRACE_USEC (3 * USEC_PER_SEC)
 #define STATUS_DELAY_USEC (USEC_PER_SEC / 10)
@@ -98,7 +98,7 @@ static void manager_set_accepting(Manager *m) {
 static int on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
         Manager *m = userdata;
 
-        if (m->n_sessions == 0 && runtime_is_idle(m->runtime) && !sandboxes_busy()) {
+        if (m->n_sessions == 0 && runtime_is_idle(m->runtime) && !workspace_registry_busy(m->workspaces)) {
                 log_info("No connection for %" PRIu64 "s; exiting (the socket stays with systemd).",
                          m->config->exit_idle_usec / USEC_PER_SEC);
                 return sd_event_exit(m->event, 0);
@@ -574,9 +574,19 @@ int manager_new(Manager **ret, Config *config) {
         /* Before the first child: under systemd the daemon moves what is in its cgroup into a leaf of its own to
          * enable the controllers, which a child forking meanwhile can defeat. */
         (void) sandbox_cgroup_probe();
-        r = runtime_new(&m->runtime, m);
+        r = runtime_new(&m->runtime, m->event, m->config);
         if (r < 0)
                 return r;
+        r = workspace_registry_new(&m->workspaces, m->runtime);
+        if (r < 0)
+                return r;
+        m->services = (ToolServices) {
+                .event = m->event,
+                .config = m->config,
+                .runtime = m->runtime,
+                .workspaces = m->workspaces,
+        };
+        tools_attach(m->runtime);
 
         /* Connections and their bytes are charged in the scheduler's one account, with every spawn. */
         m->charges = scheduler_charges(runtime_scheduler(m->runtime));
@@ -590,7 +600,7 @@ int manager_new(Manager **ret, Config *config) {
                 .max_calls = (unsigned) MIN(config->max_calls_per_connection, 100000u),
                 .max_depth = 64,
                 .tools_ttl_ms = 300000,
-                .userdata = m,
+                .userdata = &m->services,
                 .describe_tool = tools_describe,
         };
         manager_apply_limits(m);
@@ -604,7 +614,7 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         while (m->sessions)
                 manager_drop_session(m, m->sessions);
-        sandboxes_free();
+        m->workspaces = workspace_registry_free(m->workspaces);
         runtime_free(m->runtime);
         /* The runs are gone: so go their cgroups, and those the daemon created to hold them. */
         sandbox_cgroup_release();

@@ -15,8 +15,10 @@
 #include "config/config.h"
 #include "mcp/mcp.h"
 #include "session/session.h"
+#include "tools/tools.h"
 
 typedef struct Runtime Runtime;
+typedef struct WorkspaceRegistry WorkspaceRegistry;
 
 typedef struct Manager {
         sd_event *event;
@@ -42,7 +44,9 @@ typedef struct Manager {
         bool stdio;
         uint64_t start_usec;
 
-        Runtime *runtime;          /* script execution services (src/daemon/runtime.c) */
+        Runtime *runtime;          /* script execution services (src/runtime/runtime.c) */
+        WorkspaceRegistry *workspaces;     /* the persistent sandboxes */
+        ToolServices services;     /* what the tools get (McpServer.userdata): the above, not the manager */
 
         /* For SIGHUP: how the configuration was made. */
         int argc;

@@ -10,21 +10,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "envstore/offloop.h"
 #include "executor/process.h"
 #include "fs-util.h"
 #include "macro.h"
 
-/* What the child may say: its result and a message of a few lines. */
-#define REPORT_MAX (64U * 1024)
+/* What the child may say by default: its result and a message of a few lines. */
+#define REPORT_MAX_DEFAULT (64U * 1024)
 
 struct OffLoopJob {
-        sd_event_source *child_source, *io_source;
+        sd_event_source *child_source, *io_source, *timer_source;
         pid_t pid;
         int fd;
-        char buf[REPORT_MAX + 1];
-        size_t n_buf;
-        bool exited, eof;
+        Buf report;                     /* what the child said so far: report_max bytes at most */
+        size_t report_max;
+        bool exited, eof, timed_out;
         int status;
         OffLoopDoneFunc done;
         void *userdata;
@@ -63,9 +64,12 @@ static void job_finish(OffLoopJob *j) {
                 return;
         j->io_source = sd_event_source_disable_unref(j->io_source);
         j->child_source = sd_event_source_disable_unref(j->child_source);
-        j->buf[j->n_buf] = 0;
-        if (j->status == 0 && sscanf(j->buf, "%d\n%n", &r, &n) == 1 && n > 0)
-                message = j->buf + n;
+        j->timer_source = sd_event_source_disable_unref(j->timer_source);
+        if (j->timed_out)
+                r = -ETIME;
+        else if (j->status == 0 && buf_append(&j->report, "", 1) >= 0 &&
+                 sscanf(buf_data(&j->report), "%d\n%n", &r, &n) == 1 && n > 0)
+                message = buf_data(&j->report) + n;
         else
                 r = -EIO;
         j->done(r, message && *message ? message : NULL, j->userdata);
@@ -81,6 +85,16 @@ static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
         return 0;
 }
 
+static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        OffLoopJob *j = userdata;
+
+        if (j->pid > 0) {
+                j->timed_out = true;
+                (void) kill(j->pid, SIGKILL);   /* on_child() follows */
+        }
+        return 0;
+}
+
 static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         OffLoopJob *j = userdata;
         char tmp[4096];
@@ -93,9 +107,10 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
                         return 0;
                 if (k <= 0)
                         break;
-                size_t take = MIN((size_t) k, REPORT_MAX - j->n_buf);   /* more than it can have to say: dropped */
-                memcpy(j->buf + j->n_buf, tmp, take);
-                j->n_buf += take;
+                /* More than it can have to say: dropped (and so is what does not fit in memory). */
+                size_t take = MIN((size_t) k, j->report_max - buf_size(&j->report));
+                if (take > 0)
+                        (void) buf_append(&j->report, tmp, take);
         }
         j->eof = true;
         j->io_source = sd_event_source_disable_unref(j->io_source);
@@ -104,8 +119,8 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         return 0;
 }
 
-int offloop_spawn(sd_event *e, const char *comm, OffLoopFunc f, OffLoopDoneFunc done, void *userdata,
-                  OffLoopJob **ret) {
+int offloop_spawn_full(sd_event *e, const char *comm, size_t report_max, uint64_t timeout_usec, OffLoopFunc f,
+                       OffLoopDoneFunc done, void *userdata, OffLoopJob **ret) {
         OffLoopJob *j;
         int p[2], r;
 
@@ -113,6 +128,7 @@ int offloop_spawn(sd_event *e, const char *comm, OffLoopFunc f, OffLoopDoneFunc 
         if (!j)
                 return -ENOMEM;
         j->fd = -EBADF;
+        j->report_max = report_max;
         j->done = done;
         j->userdata = userdata;
         if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -138,6 +154,9 @@ int offloop_spawn(sd_event *e, const char *comm, OffLoopFunc f, OffLoopDoneFunc 
         r = sd_event_add_child(e, &j->child_source, j->pid, WEXITED, on_child, j);
         if (r >= 0)
                 r = sd_event_add_io(e, &j->io_source, j->fd, EPOLLIN, on_io, j);
+        if (r >= 0 && timeout_usec > 0)
+                r = sd_event_add_time_relative(e, &j->timer_source, CLOCK_MONOTONIC, timeout_usec, USEC_PER_SEC,
+                                               on_timeout, j);
         if (r < 0) {
                 offloop_job_free(j);
                 return r;
@@ -146,9 +165,15 @@ int offloop_spawn(sd_event *e, const char *comm, OffLoopFunc f, OffLoopDoneFunc 
         return 0;
 }
 
+int offloop_spawn(sd_event *e, const char *comm, OffLoopFunc f, OffLoopDoneFunc done, void *userdata,
+                  OffLoopJob **ret) {
+        return offloop_spawn_full(e, comm, REPORT_MAX_DEFAULT, 0, f, done, userdata, ret);
+}
+
 OffLoopJob *offloop_job_free(OffLoopJob *j) {
         if (!j)
                 return NULL;
+        j->timer_source = sd_event_source_disable_unref(j->timer_source);
         j->io_source = sd_event_source_disable_unref(j->io_source);
         j->child_source = sd_event_source_disable_unref(j->child_source);
         if (j->pid > 0) {
@@ -156,6 +181,7 @@ OffLoopJob *offloop_job_free(OffLoopJob *j) {
                 (void) waitpid(j->pid, NULL, 0);
         }
         safe_close(j->fd);
+        buf_clear(&j->report);
         free(j);
         return NULL;
 }

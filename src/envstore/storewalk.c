@@ -4,19 +4,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "envstore/offloop.h"
 #include "envstore/storewalk.h"
-#include "executor/process.h"
 #include "fs-util.h"
 #include "macro.h"
 #include "strv.h"
@@ -727,72 +723,60 @@ finish:
         return r;
 }
 
-/* The child's side. */
+/* The child's side: store_walk() in an off-loop child (offloop.h), its report lines of text. */
 
 struct StoreWalkJob {
-        sd_event_source *child_source, *io_source, *timer_source;
-        pid_t pid;
-        int fd;
-        char *buf;
-        size_t n_buf;
-        bool exited, eof;
-        int status;
+        OffLoopJob *job;
         StoreWalkDoneFunc done;
         void *userdata;
+        StoreWalkOptions options;       /* borrowed from the caller until the child has forked: only it reads them */
 };
 
+typedef struct Report {
+        char *text;
+        size_t len;
+} Report;
+
 static void report_removed(const char *name, uint64_t bytes, const char *reason, void *userdata) {
-        int *fd = userdata;
-        dprintf(*fd, "R %" PRIu64 " %s\n", bytes, name);
+        Report *report = userdata;
+        (void) strextendf_len(&report->text, &report->len, "R %" PRIu64 " %s\n", bytes, name);
         (void) reason;
 }
 
-_noreturn_ static void walk_child(const StoreWalkOptions *o, int fd) {
-        StoreWalkResult res = {};
-        sigset_t all;
+static int walk_child(void *userdata, char **ret_message) {
+        StoreWalkJob *j = userdata;
+        _cleanup_(store_walk_result_done) StoreWalkResult res = {};
+        Report report = {};
         int r;
 
-        (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
-        /* Tells it from the daemon in ps and top. */
-        (void) prctl(PR_SET_NAME, (unsigned long) "mcp-store-walk", 0, 0, 0);
-        if (getppid() == 1)
-                _exit(2);
-        sigemptyset(&all);
-        (void) sigprocmask(SIG_SETMASK, &all, NULL);
-        /* Nothing of the daemon's (other users' sockets) but the pipe and stderr. */
-        if (fd != 3) {
-                if (dup2(fd, 3) < 0)
-                        _exit(2);
-                fd = 3;
-        }
-        (void) close_range(4, ~0U, 0);
-        (void) setpriority(PRIO_PROCESS, 0, BACKGROUND_NICE);
-        r = store_walk(o, &res, report_removed, &fd);
-        if (r < 0)
-                _exit(1);
+        r = store_walk(&j->options, &res, report_removed, &report);
         /* Only what uv takes as a package name goes on the line (package_normalize()). */
-        for (char **n = res.cache_clean; n && *n; n++)
-                dprintf(fd, "C %s\n", *n);
-        dprintf(fd, "U %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %u %u %d %d %d\n", res.store_bytes,
-                res.cache_bytes, res.total_bytes, res.removed_bytes, res.n_envs, res.n_removed, (int) res.over,
-                (int) res.cache_clean_all, (int) res.kept_young);
-        _exit(0);
+        for (char **n = res.cache_clean; r >= 0 && n && *n; n++)
+                (void) strextendf_len(&report.text, &report.len, "C %s\n", *n);
+        if (r >= 0)
+                r = strextendf_len(&report.text, &report.len,
+                                   "U %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %u %u %d %d %d\n", res.store_bytes,
+                                   res.cache_bytes, res.total_bytes, res.removed_bytes, res.n_envs, res.n_removed,
+                                   (int) res.over, (int) res.cache_clean_all, (int) res.kept_young);
+        if (r < 0) {
+                free(report.text);
+                return r;
+        }
+        *ret_message = report.text;
+        return 0;
 }
 
-static void job_finish(StoreWalkJob *j) {
+static void on_walk_done(int r, const char *message, void *userdata) {
+        StoreWalkJob *j = userdata;
         _cleanup_strv_free_ char **removed = strv_new();
+        _cleanup_free_ char *report = r >= 0 && message ? strdup(message) : NULL;
         StoreWalkResult res = {};
         bool ok = false;
         char *line, *save = NULL;
 
-        if (!j->exited || !j->eof)
-                return;
-        j->io_source = sd_event_source_disable_unref(j->io_source);
-        j->child_source = sd_event_source_disable_unref(j->child_source);
-        j->timer_source = sd_event_source_disable_unref(j->timer_source);
-        j->pid = 0;
-        if (j->buf && j->status == 0)
-                for (line = strtok_r(j->buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        j->job = offloop_job_free(j->job);
+        if (report)
+                for (line = strtok_r(report, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
                         uint64_t bytes;
                         int over, all, young, n = 0;
                         const char *name;
@@ -814,92 +798,22 @@ static void job_finish(StoreWalkJob *j) {
         store_walk_result_done(&res);
 }
 
-static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
-        StoreWalkJob *j = userdata;
-
-        j->exited = true;
-        j->pid = 0;   /* reaped */
-        j->status = si->si_code == CLD_EXITED ? si->si_status : 128 + si->si_status;
-        job_finish(j);
-        return 0;
-}
-
-static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
-        StoreWalkJob *j = userdata;
-
-        if (j->pid > 0)
-                (void) kill(j->pid, SIGKILL);   /* on_child() follows */
-        return 0;
-}
-
-static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        StoreWalkJob *j = userdata;
-        char tmp[4096];
-
-        for (;;) {
-                ssize_t k = read(fd, tmp, sizeof(tmp));
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0 && errno == EAGAIN)
-                        return 0;
-                if (k <= 0)
-                        break;
-                if (j->n_buf + (size_t) k > REPORT_MAX)
-                        continue;   /* more than it can have to say: drop it */
-                char *n = realloc(j->buf, j->n_buf + (size_t) k + 1);
-                if (!n)
-                        continue;
-                j->buf = n;
-                memcpy(j->buf + j->n_buf, tmp, (size_t) k);
-                j->n_buf += (size_t) k;
-                j->buf[j->n_buf] = 0;
-        }
-        j->eof = true;
-        j->io_source = sd_event_source_disable_unref(j->io_source);
-        j->fd = safe_close(j->fd);
-        job_finish(j);
-        return 0;
-}
-
 int store_walk_spawn(sd_event *e, const StoreWalkOptions *o, StoreWalkDoneFunc done, void *userdata,
                      StoreWalkJob **ret) {
         StoreWalkJob *j;
-        int p[2], r;
+        int r;
 
         j = calloc(1, sizeof(*j));
         if (!j)
                 return -ENOMEM;
-        j->fd = -EBADF;
         j->done = done;
         j->userdata = userdata;
-        if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
-                free(j);
-                return -errno;
-        }
-        j->pid = fork();
-        if (j->pid < 0) {
-                r = -errno;
-                safe_close(p[0]);
-                safe_close(p[1]);
-                free(j);
-                return r;
-        }
-        if (j->pid == 0) {
-                int flags = fcntl(p[1], F_GETFL);
-                if (flags >= 0)
-                        (void) fcntl(p[1], F_SETFL, flags & ~O_NONBLOCK);
-                walk_child(o, p[1]);
-        }
-        safe_close(p[1]);
-        j->fd = p[0];
-        r = sd_event_add_child(e, &j->child_source, j->pid, WEXITED, on_child, j);
-        if (r >= 0)
-                r = sd_event_add_io(e, &j->io_source, j->fd, EPOLLIN, on_io, j);
-        if (r >= 0)
-                r = sd_event_add_time_relative(e, &j->timer_source, CLOCK_MONOTONIC, WALK_TIMEOUT_USEC, USEC_PER_SEC,
-                                               on_timeout, j);
+        j->options = *o;
+        /* "mcp-store-walk" tells it from the daemon in ps and top. */
+        r = offloop_spawn_full(e, "mcp-store-walk", REPORT_MAX, WALK_TIMEOUT_USEC, walk_child, on_walk_done, j,
+                               &j->job);
         if (r < 0) {
-                store_walk_job_free(j);
+                free(j);
                 return r;
         }
         *ret = j;
@@ -909,15 +823,7 @@ int store_walk_spawn(sd_event *e, const StoreWalkOptions *o, StoreWalkDoneFunc d
 StoreWalkJob *store_walk_job_free(StoreWalkJob *j) {
         if (!j)
                 return NULL;
-        j->timer_source = sd_event_source_disable_unref(j->timer_source);
-        j->io_source = sd_event_source_disable_unref(j->io_source);
-        j->child_source = sd_event_source_disable_unref(j->child_source);
-        if (j->pid > 0) {
-                (void) kill(j->pid, SIGKILL);
-                (void) waitpid(j->pid, NULL, 0);
-        }
-        safe_close(j->fd);
-        free(j->buf);
+        offloop_job_free(j->job);
         free(j);
         return NULL;
 }

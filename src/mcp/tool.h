@@ -61,7 +61,7 @@ struct ToolCall {
         bool modern;
         json_object *progress_token;      /* NULL: the client asked for no progress */
         double last_progress;
-        void *server_userdata;            /* the daemon's Manager */
+        void *server_userdata;            /* the tools' ToolServices (tools/tools.h) */
         uid_t uid;                        /* the peer */
         pid_t pid;
         ToolFds fds;                      /* during the call function only */

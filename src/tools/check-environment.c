@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/manager.h"
-#include "daemon/runtime.h"
+#include "runtime/runtime.h"
 #include "executor/process.h"
 #include "json-util.h"
 #include "macro.h"
@@ -28,7 +27,7 @@
 
 typedef struct CheckEnv {
         ToolCall *call;
-        Manager *manager;
+        ToolServices *services;
         WaitEntry *ready_wait, *self_test_wait;
         EnvSizesWaiter *sizes_wait;
         uint64_t store_bytes, cache_bytes;
@@ -73,8 +72,8 @@ static json_object *data_dirs_report(const Runtime *r, const Config *cfg, char *
 }
 
 static void check_env_finish(CheckEnv *c) {
-        Runtime *r = c->manager->runtime;
-        const Config *cfg = c->manager->config;
+        Runtime *r = c->services->runtime;
+        const Config *cfg = c->services->config;
         const Pythons *pys = runtime_pythons(r);
         const char *sandbox_error = runtime_sandbox_error(r), *self_test_error = runtime_self_test_error(r);
         bool unsandboxed = runtime_unsandboxed(r);
@@ -283,7 +282,7 @@ static void on_self_test(void *userdata) {
 
 static void on_ready(void *userdata) {
         CheckEnv *c = userdata;
-        Runtime *r = c->manager->runtime;
+        Runtime *r = c->services->runtime;
         EnvStore *store = runtime_envstore(r);
         EnvSizes cached = {};
         int k;
@@ -306,21 +305,21 @@ static void on_cancel(ToolCall *call, void *userdata) {
 }
 
 static int check_environment_call(ToolCall *call, json_object *args) {
-        Manager *m = call->server_userdata;
+        ToolServices *svc = call->server_userdata;
         CheckEnv *c;
 
         c = calloc(1, sizeof(*c));
         if (!c)
                 return -ENOMEM;
         c->call = tool_call_ref(call);
-        c->manager = m;
+        c->services = svc;
         tool_call_set_cancel(call, on_cancel, c);
 
-        if (runtime_is_ready(m->runtime)) {
+        if (runtime_is_ready(svc->runtime)) {
                 on_ready(c);
                 return 0;
         }
-        c->ready_wait = runtime_when_ready(m->runtime, on_ready, c);
+        c->ready_wait = runtime_when_ready(svc->runtime, on_ready, c);
         if (!c->ready_wait) {
                 tool_call_set_cancel(call, NULL, NULL);
                 check_env_free(c);

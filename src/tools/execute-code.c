@@ -33,9 +33,9 @@ static void cell_log(SbCall *c, const char *verdict, const char *error, int64_t 
 
         runlog_begin(&l, c->call, c->script, c->script_len);
         runlog_add(&l, "MCP_VERDICT", "%s", verdict);
-        runlog_add(&l, "MCP_SANDBOX_ID", "%s", sandbox_id(c->sandbox));
-        if (sandbox_python_version(c->sandbox))
-                runlog_add(&l, "MCP_PYTHON", "%s", sandbox_python_version(c->sandbox));
+        runlog_add(&l, "MCP_SANDBOX_ID", "%s", workspace_id(c->sandbox));
+        if (workspace_python_version(c->sandbox))
+                runlog_add(&l, "MCP_PYTHON", "%s", workspace_python_version(c->sandbox));
         runlog_add(&l, "MCP_SANDBOXED", "yes");
         if (streq(verdict, "timeout"))
                 runlog_add(&l, "MCP_LIMIT", "timeout");
@@ -45,15 +45,15 @@ static void cell_log(SbCall *c, const char *verdict, const char *error, int64_t 
                 runlog_add(&l, "MCP_EXECUTION_COUNT", "%" PRId64, count);
         runlog_add(&l, "MCP_DURATION_USEC", "%" PRIu64, now_usec() - c->t_start);
         runlog_add(&l, "MCP_TIMEOUT_USEC", "%" PRIu64, c->timeout_usec);
-        runlog_emit(&l, "execute_code in sandbox %s for uid " UID_FMT " (pid " PID_FMT "): %s.", sandbox_id(c->sandbox),
-                    c->call->uid, c->call->pid, verdict);
+        runlog_emit(&l, "execute_code in sandbox %s for uid " UID_FMT " (pid " PID_FMT "): %s.",
+                    workspace_id(c->sandbox), c->call->uid, c->call->pid, verdict);
 }
 
 static void on_cell_cancelled(SbCall *c) {
         cell_log(c, "cancelled", NULL, 0);
 }
 
-static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
+static void on_cell(SbCall *c, const WorkspaceOpOutcome *o) {
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
         json_object *r = o->reply;
@@ -113,8 +113,8 @@ static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
                                timeout_s);
         /* A sentence naming the fix for a module that is not installed (hints.h): in the message, which both
          * kinds of client show. */
-        _cleanup_free_ char *hint = exc ? hint_for_run(exc, !sandbox_network(c->sandbox), sandbox_requirements(c->sandbox),
-                                                        true)
+        _cleanup_free_ char *hint = exc ? hint_for_run(exc, !workspace_network(c->sandbox),
+                                                        workspace_requirements(c->sandbox), true)
                                         : NULL;
         if (hint)
                 strextendf_len(&message, &mlen, "%s\n", hint);
@@ -125,7 +125,7 @@ static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
         strextendf_len(&text, &len, "--- execution_count: %" PRId64 " ---\n--- duration_ms: %" PRIu64 " ---\n", count,
                (now_usec() - c->t_start) / USEC_PER_MSEC);
         /* network-allow: the hosts the proxy refused since the last call (one line of text, one list). */
-        _cleanup_strv_free_ char **refused = sandbox_network_refused_take(c->sandbox);
+        _cleanup_strv_free_ char **refused = workspace_network_refused_take(c->sandbox);
         if (refused && refused[0]) {
                 json_object *a = json_object_new_array();
                 for (size_t i = 0; refused[i]; i++)
@@ -185,7 +185,7 @@ static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
 
         /* Lean: what is at its usual value (no error, not timed out, state kept, nothing written) is left out. */
         bool interrupted = o->interrupted || json_object_get_boolean(json_get(r, "interrupted", json_type_boolean));
-        json_add_string(st, "sandbox_id", sandbox_id(c->sandbox));
+        json_add_string(st, "sandbox_id", workspace_id(c->sandbox));
         json_add_int(st, "execution_count", count);
         json_add_string(st, "stdout", strempty(json_get_string(r, "stdout")));
         if (!streq(strempty(json_get_string(r, "stderr")), ""))
@@ -229,7 +229,7 @@ static void on_cell(SbCall *c, const SandboxOpOutcome *o) {
 }
 
 static int execute_code_call(ToolCall *call, json_object *args) {
-        Sandbox *sb = sb_lookup(call, args);
+        Workspace *sb = sb_lookup(call, args);
         int64_t want = 0;
 
         if (!sb)
@@ -245,17 +245,17 @@ static int execute_code_call(ToolCall *call, json_object *args) {
                 return -ENOMEM;
         }
         c->cancelled = on_cell_cancelled;
-        c->timeout_usec = sandbox_default_timeout_usec(sb);
+        c->timeout_usec = workspace_default_timeout_usec(sb);
         if (json_get_int64(args, "timeout_seconds", &want)) {
                 uint64_t w = (uint64_t) MAX(want, (int64_t) 1) * USEC_PER_SEC;
-                c->timeout_clamped = w > sandbox_max_timeout_usec(sb);
-                c->timeout_usec = MIN(w, sandbox_max_timeout_usec(sb));
+                c->timeout_clamped = w > workspace_max_timeout_usec(sb);
+                c->timeout_usec = MIN(w, workspace_max_timeout_usec(sb));
         }
 
         _cleanup_json_ json_object *req = json_object_new_object();
         json_add_string(req, "op", "exec");
         json_add_string(req, "code", c->script);
-        json_add_int(req, "out_cap", (int64_t) sandbox_output_cap(sb));
+        json_add_int(req, "out_cap", (int64_t) workspace_output_cap(sb));
         json_add_int(req, "max_images", MAX_IMAGES);
         json_add_int(req, "max_image_bytes", MAX_IMAGE_BYTES);
         json_add_int(req, "max_files", OUTPUTS_MAX_FILES);

@@ -11,8 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/manager.h"
-#include "daemon/runtime.h"
 #include "hints.h"
 #include "input-files.h"
 #include "json-util.h"
@@ -20,7 +18,8 @@
 #include "macro.h"
 #include "outputs.h"
 #include "runlog.h"
-#include "script.h"
+#include "runtime/runtime.h"
+#include "runtime/script.h"
 #include "strv.h"
 #include "time-util.h"
 #include "tools.h"
@@ -1229,7 +1228,7 @@ static void on_cancel(ToolCall *call, void *userdata) {
 }
 
 static int execute_python_call(ToolCall *call, json_object *args) {
-        Manager *m = call->server_userdata;
+        ToolServices *m = call->server_userdata;
         const Config *c = m->config;
         json_object *v;
         Job *j;

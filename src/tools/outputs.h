@@ -25,11 +25,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "protocol/limits.h"
+
 #define OUTPUTS_DIR "/work/out"
-#define OUTPUTS_MAX_FIGURES 8
-#define OUTPUTS_MAX_FILES 16
-#define OUTPUTS_MAX_BYTES (4 * 1024 * 1024)            /* one figure or file */
-#define OUTPUTS_MAX_TOTAL (10 * 1024 * 1024)           /* all of them */
 #define OUTPUTS_INLINE_TEXT_MAX (64 * 1024)            /* text files up to this size come inline */
 #define OUTPUTS_MAX_LISTED 64                          /* left-out entries named one by one */
 

@@ -10,6 +10,7 @@
 #include "macro.h"
 #include "sandbox-common.h"
 #include "time-util.h"
+#include "tools.h"
 
 void sb_fail(ToolCall *call, const char *format, ...) {
         _cleanup_free_ char *msg = NULL;
@@ -26,9 +27,10 @@ void sb_fail(ToolCall *call, const char *format, ...) {
         tool_call_finish(call, content, st, true);
 }
 
-Sandbox *sb_lookup(ToolCall *call, json_object *args) {
+Workspace *sb_lookup(ToolCall *call, json_object *args) {
+        const ToolServices *svc = call->server_userdata;
         const char *id = json_get_string(args, "sandbox_id");
-        Sandbox *sb = sandbox_find(id, call->uid);
+        Workspace *sb = workspace_find(svc->workspaces, id, call->uid);
 
         if (!sb) {
                 /* The same answer for an unknown id and another user's: nothing to learn from it. */
@@ -38,7 +40,7 @@ Sandbox *sb_lookup(ToolCall *call, json_object *args) {
                         strempty(id));
                 return NULL;
         }
-        sandbox_touch(sb);
+        workspace_touch(sb);
         return sb;
 }
 
@@ -50,7 +52,7 @@ static void on_cancel(ToolCall *call, void *userdata) {
         sb_call_free(c);
 }
 
-SbCall *sb_call_new(ToolCall *call, Sandbox *sb) {
+SbCall *sb_call_new(ToolCall *call, Workspace *sb) {
         SbCall *c = calloc(1, sizeof(*c));
         if (!c)
                 return NULL;
@@ -65,15 +67,15 @@ SbCall *sb_call_free(SbCall *c) {
         if (!c)
                 return NULL;
         tool_call_set_cancel(c->call, NULL, NULL);
-        sandbox_op_cancel(c->op);
-        sandbox_prepare_cancel(c->prepare);
+        workspace_op_cancel(c->op);
+        workspace_prepare_cancel(c->prepare);
         tool_call_unref(c->call);
         free(c->script);
         free(c);
         return NULL;
 }
 
-static void on_reply(Sandbox *sb, const SandboxOpOutcome *o, void *userdata) {
+static void on_reply(Workspace *sb, const WorkspaceOpOutcome *o, void *userdata) {
         SbCall *c = userdata;
 
         c->op = NULL;
@@ -83,10 +85,10 @@ static void on_reply(Sandbox *sb, const SandboxOpOutcome *o, void *userdata) {
 
 int sb_call_request(SbCall *c, json_object *request, uint64_t timeout_usec, SbReplyFunc reply) {
         c->reply = reply;
-        return sandbox_request(c->sandbox, request, timeout_usec, on_reply, c, &c->op);
+        return workspace_request(c->sandbox, request, timeout_usec, on_reply, c, &c->op);
 }
 
-const char *sb_outcome_error(const SandboxOpOutcome *o) {
+const char *sb_outcome_error(const WorkspaceOpOutcome *o) {
         if (o->error)
                 return o->error;
         if (!o->reply)
@@ -96,13 +98,13 @@ const char *sb_outcome_error(const SandboxOpOutcome *o) {
         return NULL;
 }
 
-json_object *sb_summary(Sandbox *sb) {
+json_object *sb_summary(Workspace *sb) {
         json_object *st = json_object_new_object(), *pk = json_object_new_array();
-        const RequirementList *reqs = sandbox_requirements(sb);
+        const RequirementList *reqs = workspace_requirements(sb);
 
-        json_add_string(st, "sandbox_id", sandbox_id(sb));
-        if (sandbox_python_version(sb))
-                json_add_string(st, "python", sandbox_python_version(sb));
+        json_add_string(st, "sandbox_id", workspace_id(sb));
+        if (workspace_python_version(sb))
+                json_add_string(st, "python", workspace_python_version(sb));
         for (size_t i = 0; i < reqs->n; i++)
                 json_object_array_add(pk, json_object_new_string(reqs->items[i].canonical));
         json_add(st, "requirements", pk);

@@ -7,17 +7,17 @@
 #include <stdint.h>
 
 #include "mcp/tool.h"
-#include "sandboxes/sandboxes.h"
+#include "workspace/workspace.h"
 
 typedef struct SbCall SbCall;
-typedef void (*SbReplyFunc)(SbCall *c, const SandboxOpOutcome *o);
+typedef void (*SbReplyFunc)(SbCall *c, const WorkspaceOpOutcome *o);
 typedef void (*SbCancelFunc)(SbCall *c);
 
 struct SbCall {
         ToolCall *call;
-        Sandbox *sandbox;
-        SandboxOp *op;
-        SandboxPrepare *prepare;
+        Workspace *sandbox;
+        WorkspaceOp *op;
+        WorkspacePrepare *prepare;
         SbReplyFunc reply;
         SbCancelFunc cancelled;         /* optional: the client cancelled the call or went away */
         char *script;                   /* execute_code's cell, for the run log */
@@ -28,17 +28,17 @@ struct SbCall {
 };
 
 /* The caller's sandbox named by arguments.sandbox_id; else answers the call with an error and returns NULL. */
-Sandbox *sb_lookup(ToolCall *call, json_object *args);
+Workspace *sb_lookup(ToolCall *call, json_object *args);
 /* Answer with isError and {"error": message}. */
 void sb_fail(ToolCall *call, const char *format, ...) __attribute__((format(printf, 2, 3)));
 /* A new SbCall holding a reference to call, with a cancel hook. */
-SbCall *sb_call_new(ToolCall *call, Sandbox *sb);
+SbCall *sb_call_new(ToolCall *call, Workspace *sb);
 SbCall *sb_call_free(SbCall *c);
 /* Send request to the sandbox's driver; c->reply runs with the outcome, then c is freed. */
 int sb_call_request(SbCall *c, json_object *request, uint64_t timeout_usec, SbReplyFunc reply);
 /* A driver reply's error (ok: false) or the outcome's, else NULL. */
-const char *sb_outcome_error(const SandboxOpOutcome *o);
+const char *sb_outcome_error(const WorkspaceOpOutcome *o);
 /* {"sandbox_id": ..., "python": ..., "packages": [...]}: the summary most answers carry. */
-json_object *sb_summary(Sandbox *sb);
+json_object *sb_summary(Workspace *sb);
 /* Text for an answer: JSON pretty-printed. */
 void sb_finish_json(ToolCall *call, json_object *structured, const char *headline, bool is_error);

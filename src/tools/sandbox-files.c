@@ -16,7 +16,7 @@
 
 #define FILE_OP_TIMEOUT_USEC (20 * USEC_PER_SEC)
 
-static void on_list(SbCall *c, const SandboxOpOutcome *o) {
+static void on_list(SbCall *c, const WorkspaceOpOutcome *o) {
         const char *e = sb_outcome_error(o);
         if (e)
                 return sb_fail(c->call, "%s", e);
@@ -27,7 +27,7 @@ static void on_list(SbCall *c, const SandboxOpOutcome *o) {
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
 
-        json_add_string(st, "sandbox_id", sandbox_id(c->sandbox));
+        json_add_string(st, "sandbox_id", workspace_id(c->sandbox));
         json_add(st, "entries", json_object_get(entries) ?: json_object_new_array());
         json_add_bool(st, "truncated", json_object_get_boolean(json_get(o->reply, "truncated", json_type_boolean)));
         if (f) {
@@ -49,7 +49,7 @@ static void on_list(SbCall *c, const SandboxOpOutcome *o) {
         tool_call_finish(c->call, content, st, false);
 }
 
-static void on_read(SbCall *c, const SandboxOpOutcome *o) {
+static void on_read(SbCall *c, const WorkspaceOpOutcome *o) {
         const char *e = sb_outcome_error(o);
         if (e)
                 return sb_fail(c->call, "%s", e);
@@ -62,7 +62,7 @@ static void on_read(SbCall *c, const SandboxOpOutcome *o) {
         (void) json_get_int64(o->reply, "size", &size);
         (void) json_get_int64(o->reply, "offset", &offset);
         (void) json_get_int64(o->reply, "file_size", &file_size);
-        json_add_string(st, "sandbox_id", sandbox_id(c->sandbox));
+        json_add_string(st, "sandbox_id", workspace_id(c->sandbox));
         json_add_string(st, "encoding", strempty(json_get_string(o->reply, "encoding")));
         json_add_int(st, "size", size);
         json_add_int(st, "offset", offset);
@@ -83,7 +83,7 @@ static void on_read(SbCall *c, const SandboxOpOutcome *o) {
         tool_call_finish(c->call, content, st, false);
 }
 
-static void on_write(SbCall *c, const SandboxOpOutcome *o) {
+static void on_write(SbCall *c, const WorkspaceOpOutcome *o) {
         const char *e = sb_outcome_error(o);
         if (e)
                 return sb_fail(c->call, "%s", e);
@@ -92,7 +92,7 @@ static void on_write(SbCall *c, const SandboxOpOutcome *o) {
         int64_t size = 0;
         _cleanup_free_ char *text = NULL;
         (void) json_get_int64(o->reply, "size", &size);
-        json_add_string(st, "sandbox_id", sandbox_id(c->sandbox));
+        json_add_string(st, "sandbox_id", workspace_id(c->sandbox));
         json_add_string(st, "path", strempty(json_get_string(o->reply, "path")));
         json_add_int(st, "size", size);
         if (asprintf(&text, "Wrote %lld bytes to /work/%s.", (long long) size,
@@ -104,7 +104,7 @@ static void on_write(SbCall *c, const SandboxOpOutcome *o) {
 }
 
 static int file_call(ToolCall *call, json_object *args, const char *op, SbReplyFunc reply) {
-        Sandbox *sb = sb_lookup(call, args);
+        Workspace *sb = sb_lookup(call, args);
         if (!sb)
                 return 0;
 
@@ -117,7 +117,7 @@ static int file_call(ToolCall *call, json_object *args, const char *op, SbReplyF
         json_add_string(req, "op", op);
         json_add_string(req, "path", json_get_string(args, "path") ?: ".");
         json_add_string(req, "encoding", enc ?: "text");
-        json_add_int(req, "max_bytes", SANDBOX_FILE_MAX);
+        json_add_int(req, "max_bytes", WORKSPACE_FILE_MAX);
         if (json_get(args, "recursive", json_type_boolean))
                 json_add_bool(req, "recursive", json_object_get_boolean(json_get(args, "recursive", json_type_boolean)));
         if (streq(op, "read_file")) {
@@ -134,9 +134,9 @@ static int file_call(ToolCall *call, json_object *args, const char *op, SbReplyF
                 }
                 if (len) {
                         if (!json_object_is_type(len, json_type_int) || (v = json_object_get_int64(len)) < 1 ||
-                            v > SANDBOX_FILE_MAX) {
+                            v > WORKSPACE_FILE_MAX) {
                                 sb_fail(call, "length must be a whole number of bytes from 1 to %d",
-                                        SANDBOX_FILE_MAX);
+                                        WORKSPACE_FILE_MAX);
                                 return 0;
                         }
                         json_add_int(req, "length", v);
@@ -146,8 +146,8 @@ static int file_call(ToolCall *call, json_object *args, const char *op, SbReplyF
                 json_add_bool(req, "append", json_object_get_boolean(json_get(args, "append", json_type_boolean)));
         if (json_get_string(args, "content")) {
                 size_t n = strlen(json_get_string(args, "content"));
-                if (n > (size_t) SANDBOX_FILE_MAX / 3 * 4 + 8) {
-                        sb_fail(call, "the content is larger than write_file's cap of %d bytes", SANDBOX_FILE_MAX);
+                if (n > (size_t) WORKSPACE_FILE_MAX / 3 * 4 + 8) {
+                        sb_fail(call, "the content is larger than write_file's cap of %d bytes", WORKSPACE_FILE_MAX);
                         return 0;
                 }
                 json_add_string(req, "content", json_get_string(args, "content"));

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/manager.h"
 #include "json-util.h"
 #include "macro.h"
 #include "sandbox-common.h"
@@ -18,9 +17,9 @@
 
 /* ---- create_sandbox ------------------------------------------------------------ */
 
-static void on_started(SbCall *c, const SandboxOpOutcome *o);
+static void on_started(SbCall *c, const WorkspaceOpOutcome *o);
 
-static void on_created(Sandbox *sb, const char *error, void *userdata) {
+static void on_created(Workspace *sb, const char *error, void *userdata) {
         SbCall *c = userdata;
 
         c->prepare = NULL;
@@ -32,7 +31,7 @@ static void on_created(Sandbox *sb, const char *error, void *userdata) {
         if (error) {
                 sb_fail(c->call, "the sandbox could not be created: %s", error);
                 sb_call_free(c);
-                sandbox_close(sb);
+                workspace_close(sb);
                 return;
         }
         /* Answer once the interpreter is up and says so. */
@@ -41,12 +40,12 @@ static void on_created(Sandbox *sb, const char *error, void *userdata) {
         if (sb_call_request(c, req, 30 * USEC_PER_SEC, on_started) < 0) {
                 sb_fail(c->call, "out of memory");
                 sb_call_free(c);
-                sandbox_close(sb);
+                workspace_close(sb);
         }
 }
 
-static void on_started(SbCall *c, const SandboxOpOutcome *o) {
-        Sandbox *sb = c->sandbox;
+static void on_started(SbCall *c, const WorkspaceOpOutcome *o) {
+        Workspace *sb = c->sandbox;
         const char *e = sb_outcome_error(o);
 
         if (e) {
@@ -54,53 +53,53 @@ static void on_started(SbCall *c, const SandboxOpOutcome *o) {
                 tool_call_set_cancel(c->call, NULL, NULL);
                 /* c is freed by our caller; the sandbox goes now. */
                 c->sandbox = NULL;
-                sandbox_close(sb);
+                workspace_close(sb);
                 return;
         }
         json_object *st = sb_summary(sb);
-        json_add_int(st, "expires_in_seconds", (int64_t) (sandbox_expires_in_usec(sb) / USEC_PER_SEC));
+        json_add_int(st, "expires_in_seconds", (int64_t) (workspace_expires_in_usec(sb) / USEC_PER_SEC));
         json_add_int(st, "prepare_ms", (int64_t) ((now_usec() - c->t_start) / USEC_PER_MSEC));
         _cleanup_free_ char *head = NULL;
         if (asprintf(&head,
                      "Sandbox %s created (Python %s). Run code in it with execute_code; variables, imports and files "
                      "in /work persist between calls.",
-                     sandbox_id(sb), strempty(sandbox_python_version(sb))) < 0)
+                     workspace_id(sb), strempty(workspace_python_version(sb))) < 0)
                 head = NULL;
         sb_finish_json(c->call, st, head, false);
 }
 
 static void on_create_cancel(ToolCall *call, void *userdata) {
         SbCall *c = userdata;
-        Sandbox *sb = c->sandbox;
+        Workspace *sb = c->sandbox;
 
         /* Nobody will learn its id: it must not linger. */
         sb_call_free(c);
-        sandbox_close(sb);
+        workspace_close(sb);
 }
 
 static int create_call(ToolCall *call, json_object *args) {
-        Manager *m = call->server_userdata;
-        Sandbox *sb;
+        ToolServices *svc = call->server_userdata;
+        Workspace *sb;
         int64_t ttl = 0;
         int k;
 
         (void) json_get_int64(args, "ttl_seconds", &ttl);
         if (ttl < 0)
                 ttl = 0;
-        k = sandbox_new(m, call->uid, (uint64_t) ttl * USEC_PER_SEC, &sb);
-        if (k == -EDQUOT) {
+        k = workspace_new(svc->workspaces, call->uid, (uint64_t) ttl * USEC_PER_SEC, &sb);
+        if (k == WORKSPACE_USER_QUOTA) {
                 sb_fail(call,
                         "you have %" PRIu64 " sandboxes open, the most allowed per user (max-sandboxes-per-user): close "
                         "one with close_sandbox (get_sandbox_status lists them)",
-                        m->config->max_sandboxes_per_user);
+                        svc->config->max_sandboxes_per_user);
                 return 0;
         }
-        if (k == -EUSERS) {
+        if (k == WORKSPACE_TOTAL_QUOTA) {
                 sb_fail(call, "the server has the most sandboxes it allows open (max-sandboxes=%" PRIu64 "); try again later",
-                        m->config->max_sandboxes);
+                        svc->config->max_sandboxes);
                 return 0;
         }
-        if (k == -EOPNOTSUPP) {
+        if (k == WORKSPACE_UNSANDBOXED) {
                 sb_fail(call,
                         "persistent sandboxes need the sandbox; this server runs with unsafe-no-sandbox=yes "
                         "(development only), so it has none: use execute_python, or turn unsafe-no-sandbox off");
@@ -112,28 +111,28 @@ static int create_call(ToolCall *call, json_object *args) {
         {
                 _cleanup_free_ char *error = NULL;
                 InputFiles files;
-                k = input_files_take(call, args, m->config->tmpfs_size, &files, &error);
+                k = input_files_take(call, args, svc->config->tmpfs_size, &files, &error);
                 if (k < 0) {
-                        sandbox_close(sb);
+                        workspace_close(sb);
                         if (k != -EINVAL)
                                 return k;
                         sb_fail(call, "%s", strempty(error));
                         return 0;
                 }
-                sandbox_set_data(sb, files.fds, files.dests, files.n);
+                workspace_set_data(sb, files.fds, files.dests, files.n);
         }
 
         SbCall *c = sb_call_new(call, sb);
         if (!c) {
-                sandbox_close(sb);
+                workspace_close(sb);
                 return -ENOMEM;
         }
         tool_call_set_cancel(call, on_create_cancel, c);
-        k = sandbox_prepare(sb, json_get(args, "dependencies", json_type_array), json_get_string(args, "python_version"),
-                            on_created, c, &c->prepare);
+        k = workspace_prepare(sb, json_get(args, "dependencies", json_type_array),
+                              json_get_string(args, "python_version"), on_created, c, &c->prepare);
         if (k < 0) {
                 sb_call_free(c);
-                sandbox_close(sb);
+                workspace_close(sb);
                 return k;
         }
         return 0;
@@ -173,13 +172,13 @@ static const char id_schema[] =
         "},\"required\":[\"sandbox_id\"],\"additionalProperties\":false}";
 
 static int close_call(ToolCall *call, json_object *args) {
-        Sandbox *sb = sb_lookup(call, args);
+        Workspace *sb = sb_lookup(call, args);
         if (!sb)
                 return 0;
         json_object *st = json_object_new_object();
-        json_add_string(st, "sandbox_id", sandbox_id(sb));
+        json_add_string(st, "sandbox_id", workspace_id(sb));
         json_add_bool(st, "closed", true);
-        sandbox_close(sb);
+        workspace_close(sb);
         sb_finish_json(call, st, "Sandbox closed: its interpreter and files are gone.", false);
         return 0;
 }
@@ -196,7 +195,7 @@ const Tool tool_close_sandbox = {
 
 /* ---- reset_sandbox ----------------------------------------------------------------- */
 
-static void on_reset(Sandbox *sb, const SandboxOpOutcome *o, void *userdata) {
+static void on_reset(Workspace *sb, const WorkspaceOpOutcome *o, void *userdata) {
         SbCall *c = userdata;
 
         c->op = NULL;
@@ -214,13 +213,13 @@ static void on_reset(Sandbox *sb, const SandboxOpOutcome *o, void *userdata) {
 }
 
 static int reset_call(ToolCall *call, json_object *args) {
-        Sandbox *sb = sb_lookup(call, args);
+        Workspace *sb = sb_lookup(call, args);
         if (!sb)
                 return 0;
         SbCall *c = sb_call_new(call, sb);
         if (!c)
                 return -ENOMEM;
-        int k = sandbox_reset(sb, on_reset, c, &c->op);
+        int k = workspace_reset(sb, on_reset, c, &c->op);
         if (k < 0) {
                 sb_call_free(c);
                 return k;
@@ -241,23 +240,23 @@ const Tool tool_reset_sandbox = {
 
 /* ---- get_sandbox_info ---------------------------------------------------------------- */
 
-static json_object *host_facts(Sandbox *sb) {
+static json_object *host_facts(Workspace *sb) {
         json_object *st = sb_summary(sb);
-        int64_t kib = sandbox_memory_kib(sb);
+        int64_t kib = workspace_memory_kib(sb);
 
-        json_add_string(st, "state", sandbox_state(sb));
-        json_add_int(st, "age_seconds", (int64_t) (sandbox_age_usec(sb) / USEC_PER_SEC));
-        json_add_int(st, "idle_seconds", (int64_t) (sandbox_idle_usec(sb) / USEC_PER_SEC));
-        json_add_int(st, "expires_in_seconds", (int64_t) (sandbox_expires_in_usec(sb) / USEC_PER_SEC));
+        json_add_string(st, "state", workspace_state(sb));
+        json_add_int(st, "age_seconds", (int64_t) (workspace_age_usec(sb) / USEC_PER_SEC));
+        json_add_int(st, "idle_seconds", (int64_t) (workspace_idle_usec(sb) / USEC_PER_SEC));
+        json_add_int(st, "expires_in_seconds", (int64_t) (workspace_expires_in_usec(sb) / USEC_PER_SEC));
         if (kib >= 0)
                 json_add_int(st, "memory_kib", kib);
         else
                 json_add(st, "memory_kib", json_object_new_null());
-        json_add(st, "installed", sandbox_installed_packages(sb));
+        json_add(st, "installed", workspace_installed_packages(sb));
         return st;
 }
 
-static void on_info(SbCall *c, const SandboxOpOutcome *o) {
+static void on_info(SbCall *c, const WorkspaceOpOutcome *o) {
         json_object *st = host_facts(c->sandbox);
         const char *e = sb_outcome_error(o);
 
@@ -274,10 +273,10 @@ static void on_info(SbCall *c, const SandboxOpOutcome *o) {
 }
 
 static int info_call(ToolCall *call, json_object *args) {
-        Sandbox *sb = sb_lookup(call, args);
+        Workspace *sb = sb_lookup(call, args);
         if (!sb)
                 return 0;
-        if (sandbox_is_busy(sb)) {
+        if (workspace_is_busy(sb)) {
                 /* Do not wait behind a running cell: what the host knows is enough. */
                 json_object *st = host_facts(sb);
                 json_add_string(st, "note", "the sandbox is busy; files and variables are not listed");
@@ -311,29 +310,29 @@ const Tool tool_get_sandbox_info = {
 
 /* ---- get_sandbox_status ---------------------------------------------------------------- */
 
-static void add_one(Sandbox *sb, void *userdata) {
+static void add_one(Workspace *sb, void *userdata) {
         json_object *a = userdata, *o = sb_summary(sb);
-        int64_t kib = sandbox_memory_kib(sb);
+        int64_t kib = workspace_memory_kib(sb);
 
-        json_add_string(o, "state", sandbox_state(sb));
-        json_add_int(o, "age_seconds", (int64_t) (sandbox_age_usec(sb) / USEC_PER_SEC));
-        json_add_int(o, "idle_seconds", (int64_t) (sandbox_idle_usec(sb) / USEC_PER_SEC));
-        json_add_int(o, "expires_in_seconds", (int64_t) (sandbox_expires_in_usec(sb) / USEC_PER_SEC));
+        json_add_string(o, "state", workspace_state(sb));
+        json_add_int(o, "age_seconds", (int64_t) (workspace_age_usec(sb) / USEC_PER_SEC));
+        json_add_int(o, "idle_seconds", (int64_t) (workspace_idle_usec(sb) / USEC_PER_SEC));
+        json_add_int(o, "expires_in_seconds", (int64_t) (workspace_expires_in_usec(sb) / USEC_PER_SEC));
         if (kib >= 0)
                 json_add_int(o, "memory_kib", kib);
         json_object_array_add(a, o);
 }
 
 static int status_call(ToolCall *call, json_object *args) {
-        Manager *m = call->server_userdata;
+        ToolServices *svc = call->server_userdata;
         json_object *st = json_object_new_object(), *list = json_object_new_array();
         _cleanup_free_ char *head = NULL;
 
-        sandboxes_foreach(call->uid, add_one, list);
+        workspace_registry_foreach(svc->workspaces, call->uid, add_one, list);
         size_t n = json_object_array_length(list);
         json_add(st, "sandboxes", list);
-        json_add_int(st, "max_per_user", (int64_t) m->config->max_sandboxes_per_user);
-        json_add_int(st, "idle_timeout_seconds", (int64_t) (m->config->sandbox_idle_timeout_usec / USEC_PER_SEC));
+        json_add_int(st, "max_per_user", (int64_t) svc->config->max_sandboxes_per_user);
+        json_add_int(st, "idle_timeout_seconds", (int64_t) (svc->config->sandbox_idle_timeout_usec / USEC_PER_SEC));
         if (asprintf(&head, "%zu sandbox%s open.", n, n == 1 ? "" : "es") < 0)
                 head = NULL;
         sb_finish_json(call, st, head, false);

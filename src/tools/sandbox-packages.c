@@ -11,7 +11,7 @@
 #include "sandbox-common.h"
 #include "tools.h"
 
-static void on_installed(Sandbox *sb, const char *error, void *userdata) {
+static void on_installed(Workspace *sb, const char *error, void *userdata) {
         SbCall *c = userdata;
 
         c->prepare = NULL;
@@ -19,7 +19,7 @@ static void on_installed(Sandbox *sb, const char *error, void *userdata) {
                 sb_fail(c->call, "%s", error ?: "the sandbox was closed");
         } else {
                 json_object *st = sb_summary(sb);
-                json_add(st, "installed", sandbox_installed_packages(sb));
+                json_add(st, "installed", workspace_installed_packages(sb));
                 json_add_bool(st, "state_lost", true);
                 json_add_bool(st, "files_kept", true);
                 sb_finish_json(c->call, st,
@@ -31,7 +31,7 @@ static void on_installed(Sandbox *sb, const char *error, void *userdata) {
 }
 
 static int install_call(ToolCall *call, json_object *args) {
-        Sandbox *sb = sb_lookup(call, args);
+        Workspace *sb = sb_lookup(call, args);
         json_object *pk = json_get(args, "packages", json_type_array);
         _cleanup_json_ json_object *all = json_object_new_array();
         const RequirementList *have;
@@ -39,7 +39,7 @@ static int install_call(ToolCall *call, json_object *args) {
         if (!sb)
                 return 0;
         /* The environment's requirements = what it has + the new ones (for the same name the new one wins). */
-        have = sandbox_requirements(sb);
+        have = workspace_requirements(sb);
         for (size_t i = 0; i < have->n; i++)
                 json_object_array_add(all, json_object_new_string(have->items[i].canonical));
         for (size_t i = 0; pk && i < json_object_array_length(pk); i++)
@@ -48,7 +48,7 @@ static int install_call(ToolCall *call, json_object *args) {
         SbCall *c = sb_call_new(call, sb);
         if (!c)
                 return -ENOMEM;
-        int k = sandbox_prepare(sb, all, NULL, on_installed, c, &c->prepare);
+        int k = workspace_prepare(sb, all, NULL, on_installed, c, &c->prepare);
         if (k == -EBUSY) {
                 sb_call_free(c);
                 sb_fail(call, "another install into this sandbox is under way; try again when it is done");
@@ -83,11 +83,11 @@ const Tool tool_install_package = {
 };
 
 static int list_installed_call(ToolCall *call, json_object *args) {
-        Sandbox *sb = sb_lookup(call, args);
+        Workspace *sb = sb_lookup(call, args);
         if (!sb)
                 return 0;
         json_object *st = sb_summary(sb);
-        json_object *inst = sandbox_installed_packages(sb);
+        json_object *inst = workspace_installed_packages(sb);
         _cleanup_free_ char *head = NULL;
         if (asprintf(&head, "%d distributions installed.", json_object_object_length(inst)) < 0)
                 head = NULL;

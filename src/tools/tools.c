@@ -5,10 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/manager.h"
-#include "daemon/runtime.h"
 #include "json-util.h"
 #include "macro.h"
+#include "runtime/runtime.h"
 #include "strv.h"
 #include "tools.h"
 
@@ -45,6 +44,10 @@ const Tool *const tools_unsandboxed[] = {
         &tool_check_environment,
         NULL,
 };
+
+void tools_attach(Runtime *r) {
+        runtime_set_prestart(r, execute_python_prestart);
+}
 
 const Tool *const *tools_offered(const Config *c) {
         if (c->unsafe_no_sandbox)
@@ -112,8 +115,8 @@ static void set_maximum(json_object *props, const char *name, uint64_t max) {
 }
 
 void tools_describe(const Tool *t, json_object *entry, void *userdata) {
-        const Manager *m = userdata;
-        const Config *c = m->config;
+        const ToolServices *svc = userdata;
+        const Config *c = svc->config;
         json_object *props = json_get(json_get(entry, "inputSchema", json_type_object), "properties", json_type_object);
         _cleanup_free_ char *line = NULL, *description = NULL;
 
@@ -134,11 +137,11 @@ void tools_describe(const Tool *t, json_object *entry, void *userdata) {
 
         /* Which Pythons there are, once the start-up probes have found them, and whether others can be had. */
         json_object *pv = json_get(props, "python_version", json_type_object);
-        if (pv && m->runtime && runtime_is_ready(m->runtime)) {
-                _cleanup_free_ char *list = pythons_list(runtime_pythons(m->runtime)), *d = NULL;
+        if (pv && svc->runtime && runtime_is_ready(svc->runtime)) {
+                _cleanup_free_ char *list = pythons_list(runtime_pythons(svc->runtime)), *d = NULL;
                 if (asprintf(&d, "%s Here: %s%s.", strempty(json_get_string(pv, "description")),
                              list && *list ? list : "none",
-                             runtime_python_downloads(m->runtime) ? "; others are installed when asked for" : "") >= 0)
+                             runtime_python_downloads(svc->runtime) ? "; others are installed when asked for" : "") >= 0)
                         json_add_string(pv, "description", d);
         }
 

@@ -3,8 +3,24 @@
 
 /* The registry: every tool the daemon serves, in tools/list order. */
 
+#include <systemd/sd-event.h>
+
 #include "config/config.h"
 #include "mcp/tool.h"
+
+typedef struct Runtime Runtime;
+typedef struct WorkspaceRegistry WorkspaceRegistry;
+
+/*
+ * What the tools are given (McpServer.userdata, so ToolCall.server_userdata): the services below them, never the
+ * daemon's manager. The manager owns it and fills it in when it has made them.
+ */
+typedef struct ToolServices {
+        sd_event *event;
+        const Config *config;           /* the live configuration (a reload changes it in place) */
+        Runtime *runtime;               /* programs, probes, store, scheduler, spawning, the metadata reader */
+        WorkspaceRegistry *workspaces;  /* the persistent sandboxes */
+} ToolServices;
 
 extern const Tool tool_execute_python;
 extern const Tool tool_execute_python_unsandboxed;
@@ -33,9 +49,14 @@ extern const Tool *const tools_one_shot[];
 /* With unsafe-no-sandbox=yes. */
 extern const Tool *const tools_unsandboxed[];
 
+/* Keep a sandbox started ahead for execute_python runs in this environment (RuntimePrestartFunc). */
+int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix);
+/* Hand the services below the tools the hooks they call back (before runtime_start()). */
+void tools_attach(Runtime *r);
+
 /* The tools this configuration offers, in tools/list order. */
 const Tool *const *tools_offered(const Config *c);
 /* The live configuration in one line, as the run tools' descriptions end ("This server: network off; ..."). */
 char *tools_live_line(const Config *c);
-/* McpServer.describe_tool: the live configuration into a tool's tools/list entry; userdata is the Manager. */
+/* McpServer.describe_tool: the live configuration into a tool's tools/list entry; userdata is the ToolServices. */
 void tools_describe(const Tool *t, json_object *entry, void *userdata);

@@ -5,11 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/manager.h"
-#include "daemon/runtime.h"
 #include "json-util.h"
 #include "macro.h"
-#include "script.h"
+#include "runtime/script.h"
 #include "strv.h"
 #include "tools.h"
 
@@ -89,7 +87,7 @@ static void on_cancel(ToolCall *call, void *userdata) {
 }
 
 static int validate_script_call(ToolCall *call, json_object *args) {
-        Manager *m = call->server_userdata;
+        ToolServices *svc = call->server_userdata;
         json_object *script = json_get(args, "script", json_type_string);
         Validation *v;
         int k;
@@ -98,7 +96,7 @@ static int validate_script_call(ToolCall *call, json_object *args) {
         if (!v)
                 return -ENOMEM;
         v->call = tool_call_ref(call);
-        k = script_analyze(m->runtime, v->call->uid, json_object_get_string(script), (size_t) json_object_get_string_len(script),
+        k = script_analyze(svc->runtime, v->call->uid, json_object_get_string(script), (size_t) json_object_get_string_len(script),
                            json_get(args, "dependencies", json_type_array), json_get_string(args, "python_version"),
                            on_plan, v, &v->analysis);
         if (k < 0) {

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "json-util.h"
-#include "sandboxes/driver-input.h"
+#include "workspace/driver-input.h"
 
 static char too_long[DRIVER_RECORD_MAX + 1];
 

@@ -32,7 +32,7 @@
 # with MCP_SANDBOX_REQUIRE_ALL=1 (CI) that is a failure instead. It takes a
 # few minutes: most of it is apt-get and pip fetching packages.
 #
-# Usage: tests/integration/test-packages.sh      (or through make check)
+# Usage: tests/integration/test-packages.sh      (or make check-packages)
 # Environment: MCP_SANDBOX_DEB, MCP_SANDBOX_PKG_SUITE (bookworm),
 # MCP_SANDBOX_PKG_MIRROR, MCP_SANDBOX_PKG_CACHE, MCP_SANDBOX_PKG_KEEP=1 (keep
 # the work directory).

@@ -188,6 +188,19 @@ def caps_per_user():
 
 
 @test
+def caps_in_total():
+    # The server's cap, apart from the user's: a refusal that names max-sandboxes.
+    d = daemon("cap-total", ["--max-sandboxes=1", "--max-sandboxes-per-user=4"])
+    c = client(d)
+    a = create(c)
+    r = call(c, "create_sandbox")
+    check(r.get("isError") and "max-sandboxes=1" in c.text(r) and "most allowed per user" not in c.text(r), c.text(r))
+    call(c, "close_sandbox", sandbox_id=a)
+    create(c)
+    c.close()
+
+
+@test
 def install_package_then_import():
     d = daemon()
     c = client(d)

@@ -5,7 +5,7 @@
 
 #include "json-util.h"
 #include "macro.h"
-#include "sandboxes/driver-input.h"
+#include "workspace/driver-input.h"
 
 static DriverRecord feed(DriverInput *in, const char *rec, json_object **ret) {
         return driver_input_feed(in, rec, strlen(rec), ret);

@@ -3,11 +3,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <systemd/sd-event.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -432,6 +434,63 @@ START_TEST(test_flocked_stays) {
 }
 END_TEST
 
+/* store_walk_spawn(): the same walk in a child (offloop.h), its result and removals heard through the loop. */
+typedef struct Spawned {
+        bool done, ok;
+        StoreWalkResult result;
+        char **removed;
+} Spawned;
+
+static void on_spawned(const StoreWalkResult *result, char **removed, void *userdata) {
+        Spawned *sp = userdata;
+
+        sp->done = true;
+        sp->ok = result != NULL;
+        if (result) {
+                sp->result = *result;
+                sp->result.cache_clean = NULL;
+                ck_assert_int_ge(strv_extend_strv(&sp->result.cache_clean, result->cache_clean), 0);
+        }
+        ck_assert_int_ge(strv_extend_strv(&sp->removed, removed), 0);
+}
+
+START_TEST(test_spawn_reports_like_the_walk) {
+        StoreWalkOptions o = options(300 * KIB);
+        Spawned sp = {};
+        StoreWalkJob *j = NULL;
+        sd_event *e = NULL;
+        sigset_t ss;
+
+        /* Under make check-valgrind the forked child fails its own leak check at _exit(): make check runs this. */
+        if (getenv("MCP_SANDBOX_VALGRIND"))
+                return;
+
+        fake_env("old", 3, 256 * KIB);
+        fake_env("new", 2, 256 * KIB);
+        sigemptyset(&ss);
+        sigaddset(&ss, SIGCHLD);
+        ck_assert_int_eq(sigprocmask(SIG_BLOCK, &ss, NULL), 0);
+        ck_assert_int_ge(sd_event_new(&e), 0);
+        ck_assert_int_eq(store_walk_spawn(e, &o, on_spawned, &sp, &j), 0);
+        while (!sp.done)
+                ck_assert_int_ge(sd_event_run(e, UINT64_MAX), 0);
+        store_walk_job_free(j);
+        sd_event_unref(e);
+
+        ck_assert(sp.ok);
+        ck_assert_uint_eq(sp.result.n_removed, 1);
+        ck_assert_uint_eq(sp.result.n_envs, 1);
+        ck_assert_uint_ge(sp.result.removed_bytes, 256 * KIB);
+        ck_assert_ptr_nonnull(sp.removed);
+        ck_assert_str_eq(sp.removed[0], "old");
+        ck_assert_ptr_null(sp.removed[1]);
+        ck_assert(!env_exists("old"));
+        ck_assert(env_exists("new"));
+        store_walk_result_done(&sp.result);
+        strv_free(sp.removed);
+}
+END_TEST
+
 static Suite *storewalk_suite(void) {
         Suite *s = suite_create("storewalk");
         TCase *tc = tcase_create("walk");
@@ -446,6 +505,7 @@ static Suite *storewalk_suite(void) {
         tcase_add_test(tc, test_cache_linked_with_env_counts_as_freed);
         tcase_add_test(tc, test_cache_clean_decision);
         tcase_add_test(tc, test_flocked_stays);
+        tcase_add_test(tc, test_spawn_reports_like_the_walk);
         suite_add_tcase(s, tc);
         return s;
 }

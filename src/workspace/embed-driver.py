@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Write src/sandboxes/driver.c from src/sandboxes/driver.py (run after editing the driver)."""
+"""Write src/workspace/driver.c from src/workspace/driver.py (run after editing the driver)."""
 import os
 import sys
 
@@ -11,7 +11,7 @@ with open(os.path.join(here, "driver.py")) as f:
 lines = [l for l in src.splitlines() if l.strip() and not l.lstrip().startswith("#")]
 out = ["/* SPDX-License-Identifier: MIT */",
        "/* Generated from driver.py by embed-driver.py: edit driver.py, then run embed-driver.py. */",
-       '#include "sandboxes.h"', "", "const char sandbox_driver_code[] ="]
+       '#include "workspace.h"', "", "const char workspace_driver_code[] ="]
 for l in lines:
     esc = l.replace("\\", "\\\\").replace('"', '\\"')
     out.append('        "%s\\n"' % esc)

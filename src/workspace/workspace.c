@@ -18,20 +18,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/manager.h"
-#include "daemon/runtime.h"
 #include "driver-input.h"
 #include "fs-util.h"
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
-#include "sandboxes.h"
+#include "protocol/limits.h"
+#include "runtime/runtime.h"
+#include "runtime/script.h"
 #include "sandbox/limits.h"
 #include "strv.h"
 #include "time-util.h"
-#include "tools/outputs.h"
-#include "tools/script.h"
 #include "utf8.h"
+#include "workspace.h"
 
 #define HELLO_TIMEOUT_USEC (30 * USEC_PER_SEC)
 #define INTERRUPT_GRACE_USEC (2 * USEC_PER_SEC)
@@ -63,9 +62,9 @@ typedef enum OpPhase {
         PHASE_RESTORE,          /* restart: putting /work back */
 } OpPhase;
 
-struct SandboxOp {
-        Sandbox *sandbox;
-        SandboxOp *next;
+struct WorkspaceOp {
+        Workspace *sandbox;
+        WorkspaceOp *next;
         OpKind kind;
         OpPhase phase;
         json_object *request;
@@ -73,34 +72,35 @@ struct SandboxOp {
         bool keep_files;
         bool timed_out;
         json_object *snapshot;          /* restart: the tar of /work, base64 */
-        SandboxReplyFunc cb;            /* NULL once the caller is gone */
+        WorkspaceReplyFunc cb;          /* NULL once the caller is gone */
         void *userdata;
 };
 
-struct SandboxPrepare {
-        Sandbox *sandbox;
+struct WorkspacePrepare {
+        Workspace *sandbox;
         ScriptAnalysis *analysis;
         ScriptPlan *plan;
         EnvWaiter *env_waiter;
-        SandboxOp *restart;
+        WorkspaceOp *restart;
         sd_event_source *defer;
         char *error;
-        SandboxPreparedFunc cb;
+        WorkspacePreparedFunc cb;
         void *userdata;
 };
 
 /*
- * A Sandbox is referenced by the registry (from sandbox_new() until sandbox_close()) and, for as long as they run,
- * by the event handlers and functions that call back into the tools: a callback may close the sandbox (a failed
- * create_sandbox does), and the code that called it must still be able to look at it afterwards. Closed, it is out
- * of the registry, its process and event sources are gone, and nothing new starts on it; the memory goes with the
- * last reference.
+ * A Workspace is referenced by its registry (from workspace_new() until workspace_close()) and, for as long as they
+ * run, by the event handlers and functions that call back into the tools: a callback may close the sandbox (a
+ * failed create_sandbox does), and the code that called it must still be able to look at it afterwards. Closed, it
+ * is out of the registry, its process and event sources are gone, and nothing new starts on it; the memory goes with
+ * the last reference.
  */
-struct Sandbox {
+struct Workspace {
         unsigned n_ref;
         bool closed;
-        Sandbox *next, *prev;
-        char id[SANDBOX_ID_LEN + 1];
+        WorkspaceRegistry *registry;
+        Workspace *next, *prev;
+        char id[WORKSPACE_ID_LEN + 1];
         uid_t uid;
         bool network;                   /* its interpreter was started with network access */
         SchedTicket place;              /* SCHED_SANDBOX while it is open, charged to uid */
@@ -112,8 +112,8 @@ struct Sandbox {
         const Python *python;
         RequirementList base_reqs, reqs, next_reqs;
         char *base_env, *env, *next_env;
-        int data_fds[SANDBOX_MAX_DATA];         /* the user's files (sandbox_set_data()) */
-        char *data_dests[SANDBOX_MAX_DATA];
+        int data_fds[WORKSPACE_MAX_DATA];       /* the user's files (workspace_set_data()) */
+        char *data_dests[WORKSPACE_MAX_DATA];
         size_t n_data;
         EnvHold *base_hold, *env_hold, *next_hold;   /* the store keeps them while the sandbox may use them */
         bool started;
@@ -151,43 +151,40 @@ struct Sandbox {
         size_t out_len, out_off;
         DriverInput input;
 
-        SandboxOp *ops;                 /* head is the current one */
+        WorkspaceOp *ops;               /* head is the current one */
         sd_event_source *op_timer;
         sd_event_source *defer;         /* dispatch from the loop, not from callers */
-        SandboxPrepare *prepare;        /* the preparation in progress, if any */
+        WorkspacePrepare *prepare;      /* the preparation in progress, if any */
 };
 
-typedef struct Registry {
-        Manager *manager;
+struct WorkspaceRegistry {
         sd_event *event;
         const Config *config;
         Runtime *runtime;
-        Sandbox *list;
+        Workspace *list;
         unsigned n;
-} Registry;
+};
 
-static Registry *registry;
+static void dispatch(Workspace *sb);
+static int workspace_spawn(Workspace *sb);
+static void workspace_stop(Workspace *sb);
+static void schedule_dispatch(Workspace *sb);
+static void reap_arm(Workspace *sb);
+static void switch_env(Workspace *sb);
 
-static void dispatch(Sandbox *sb);
-static int sandbox_spawn(Sandbox *sb);
-static void sandbox_stop(Sandbox *sb);
-static void schedule_dispatch(Sandbox *sb);
-static void reap_arm(Sandbox *sb);
-static void switch_env(Sandbox *sb);
-
-static Sandbox *sandbox_ref(Sandbox *sb) {
+static Workspace *workspace_ref(Workspace *sb) {
         if (sb)
                 sb->n_ref++;
         return sb;
 }
 
-static Sandbox *sandbox_unref(Sandbox *sb) {
+static Workspace *workspace_unref(Workspace *sb) {
         if (!sb)
                 return NULL;
         assert(sb->n_ref > 0);
         if (--sb->n_ref > 0)
                 return NULL;
-        /* Only sandbox_close() drops the registry's reference: the process and the event sources are gone. */
+        /* Only workspace_close() drops the registry's reference: the process and the event sources are gone. */
         assert(sb->closed && !sb->proc && !sb->io && !sb->defer && !sb->ops && !sb->prepare);
         requirement_list_done(&sb->base_reqs);
         requirement_list_done(&sb->reqs);
@@ -206,56 +203,56 @@ static Sandbox *sandbox_unref(Sandbox *sb) {
         free(sb);
         return NULL;
 }
-DEFINE_TRIVIAL_CLEANUP_FUNC(Sandbox *, sandbox_unref);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Workspace *, workspace_unref);
 
 /* ---- registry ------------------------------------------------------------ */
 
-int sandboxes_setup(Manager *m) {
-        if (registry)
-                return 0;
-        registry = calloc(1, sizeof(*registry));
-        if (!registry)
+int workspace_registry_new(WorkspaceRegistry **ret, Runtime *r) {
+        WorkspaceRegistry *reg = calloc(1, sizeof(*reg));
+
+        if (!reg)
                 return -ENOMEM;
-        registry->manager = m;
-        registry->event = sd_event_ref(m->event);
-        registry->config = m->config;
-        registry->runtime = m->runtime;
+        reg->event = sd_event_ref(runtime_event(r));
+        reg->config = runtime_config(r);
+        reg->runtime = r;
+        *ret = reg;
         return 0;
 }
 
-void sandboxes_free(void) {
-        if (!registry)
-                return;
-        while (registry->list)
-                sandbox_close(registry->list);
-        sd_event_unref(registry->event);
-        free(registry);
-        registry = NULL;
+WorkspaceRegistry *workspace_registry_free(WorkspaceRegistry *reg) {
+        if (!reg)
+                return NULL;
+        while (reg->list)
+                workspace_close(reg->list);
+        sd_event_unref(reg->event);
+        free(reg);
+        return NULL;
 }
 
-bool sandboxes_busy(void) {
-        return registry && registry->n > 0;
+bool workspace_registry_busy(const WorkspaceRegistry *reg) {
+        return reg && reg->n > 0;
 }
 
-unsigned sandboxes_count(uid_t uid) {
+unsigned workspace_registry_count(const WorkspaceRegistry *reg, uid_t uid) {
         unsigned n = 0;
-        for (Sandbox *sb = registry ? registry->list : NULL; sb; sb = sb->next)
+        for (Workspace *sb = reg->list; sb; sb = sb->next)
                 n += sb->uid == uid;
         return n;
 }
 
-void sandboxes_foreach(uid_t uid, void (*cb)(Sandbox *sb, void *userdata), void *userdata) {
-        for (Sandbox *sb = registry ? registry->list : NULL, *next; sb; sb = next) {
+void workspace_registry_foreach(WorkspaceRegistry *reg, uid_t uid, void (*cb)(Workspace *sb, void *userdata),
+                                void *userdata) {
+        for (Workspace *sb = reg->list, *next; sb; sb = next) {
                 next = sb->next;
                 if (sb->uid == uid)
                         cb(sb, userdata);
         }
 }
 
-Sandbox *sandbox_find(const char *id, uid_t uid) {
-        if (!registry || !id || strlen(id) != SANDBOX_ID_LEN)
+Workspace *workspace_find(WorkspaceRegistry *reg, const char *id, uid_t uid) {
+        if (!id || strlen(id) != WORKSPACE_ID_LEN)
                 return NULL;
-        for (Sandbox *sb = registry->list; sb; sb = sb->next)
+        for (Workspace *sb = reg->list; sb; sb = sb->next)
                 /* Another user's sandbox does not exist for this caller. */
                 if (sb->uid == uid && streq(sb->id, id))
                         return sb;
@@ -263,8 +260,8 @@ Sandbox *sandbox_find(const char *id, uid_t uid) {
 }
 
 static int on_reap(sd_event_source *s, uint64_t usec, void *userdata) {
-        Sandbox *sb = userdata;
-        const Config *c = registry->config;
+        Workspace *sb = userdata;
+        const Config *c = sb->registry->config;
         uint64_t now = now_usec();
         bool expired = sb->ttl_usec > 0 && now >= sb->created_usec + sb->ttl_usec;
 
@@ -280,12 +277,12 @@ static int on_reap(sd_event_source *s, uint64_t usec, void *userdata) {
         }
         log_info("Closing sandbox %.8s… of uid " UID_FMT ": %s.", sb->id, sb->uid,
                  expired ? "its time to live is over" : "idle for too long");
-        sandbox_close(sb);
+        workspace_close(sb);
         return 0;
 }
 
-static void reap_arm(Sandbox *sb) {
-        const Config *c = registry->config;
+static void reap_arm(Workspace *sb) {
+        const Config *c = sb->registry->config;
         uint64_t when = UINT64_MAX;
 
         if (sb->closed)
@@ -300,7 +297,7 @@ static void reap_arm(Sandbox *sb) {
                 return;
         }
         if (!sb->reap_timer) {
-                if (sd_event_add_time(registry->event, &sb->reap_timer, CLOCK_MONOTONIC, when, USEC_PER_SEC / 10,
+                if (sd_event_add_time(sb->registry->event, &sb->reap_timer, CLOCK_MONOTONIC, when, USEC_PER_SEC / 10,
                                       on_reap, sb) < 0)
                         log_warning("No reaping timer for sandbox %.8s…; it lives until closed.", sb->id);
                 return;
@@ -309,7 +306,7 @@ static void reap_arm(Sandbox *sb) {
         (void) sd_event_source_set_enabled(sb->reap_timer, SD_EVENT_ONESHOT);
 }
 
-void sandbox_touch(Sandbox *sb) {
+void workspace_touch(Workspace *sb) {
         sb->used_usec = now_usec();
         /* Tell the store the environment is in use, so its collection (least recently used first) spares it. */
         if (sb->env) {
@@ -319,24 +316,22 @@ void sandbox_touch(Sandbox *sb) {
         }
 }
 
-int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
-        const Config *c = m->config;
-        uint8_t raw[SANDBOX_ID_LEN / 2];
-        Sandbox *sb;
+int workspace_new(WorkspaceRegistry *reg, uid_t uid, uint64_t ttl_usec, Workspace **ret) {
+        Runtime *r = reg->runtime;
+        const Config *c = reg->config;
+        uint8_t raw[WORKSPACE_ID_LEN / 2];
+        Workspace *sb;
         int k;
 
         /* The driver and the file tools hold on to /work and a sandbox around it: without one, no persistent
          * sandbox. Those started before a reload turned unsafe-no-sandbox on stay sandboxed. */
-        if (runtime_unsandboxed(m->runtime))
-                return -EOPNOTSUPP;
-        k = sandboxes_setup(m);
-        if (k < 0)
-                return k;
+        if (runtime_unsandboxed(r))
+                return WORKSPACE_UNSANDBOXED;
         /* 0 turns persistent sandboxes off (for everybody, or per user), as it always did. */
         if (c->max_sandboxes_per_user == 0)
-                return -EDQUOT;
+                return WORKSPACE_USER_QUOTA;
         if (c->max_sandboxes == 0)
-                return -EUSERS;
+                return WORKSPACE_TOTAL_QUOTA;
         if (getrandom(raw, sizeof(raw), 0) != (ssize_t) sizeof(raw))
                 return -EIO;
 
@@ -344,15 +339,18 @@ int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
         if (!sb)
                 return -ENOMEM;
         /* An open sandbox holds its place in the scheduler: max-sandboxes-per-user and max-sandboxes. */
-        Scheduler *sched = runtime_scheduler(m->runtime);
+        Scheduler *sched = runtime_scheduler(r);
         k = scheduler_try_acquire(sched, &sb->place, SCHED_SANDBOX, uid);
         if (k != 0) {
                 free(sb);
                 if (k < 0)
                         return k;
-                return scheduler_held_by(sched, SCHED_SANDBOX, uid) >= c->max_sandboxes_per_user ? -EDQUOT : -EUSERS;
+                return scheduler_held_by(sched, SCHED_SANDBOX, uid) >= c->max_sandboxes_per_user
+                               ? WORKSPACE_USER_QUOTA
+                               : WORKSPACE_TOTAL_QUOTA;
         }
         sb->n_ref = 1;          /* the registry's */
+        sb->registry = reg;
         for (size_t i = 0; i < sizeof(raw); i++)
                 snprintf(sb->id + 2 * i, 3, "%02x", raw[i]);
         sb->uid = uid;
@@ -361,69 +359,69 @@ int sandbox_new(Manager *m, uid_t uid, uint64_t ttl_usec, Sandbox **ret) {
         sb->worker_pidfd = -EBADF;
         sb->cpu_busy = -1;
         sb->created_usec = sb->used_usec = now_usec();
-        sb->ttl_usec = MIN(ttl_usec, SANDBOX_MAX_TTL_USEC);
+        sb->ttl_usec = MIN(ttl_usec, WORKSPACE_MAX_TTL_USEC);
 
-        sb->next = registry->list;
-        if (registry->list)
-                registry->list->prev = sb;
-        registry->list = sb;
-        registry->n++;
+        sb->next = sb->registry->list;
+        if (sb->registry->list)
+                sb->registry->list->prev = sb;
+        sb->registry->list = sb;
+        sb->registry->n++;
         reap_arm(sb);
         *ret = sb;
         return 0;
 }
 
-static void op_finish(SandboxOp *op, const SandboxOpOutcome *o);
+static void op_finish(WorkspaceOp *op, const WorkspaceOpOutcome *o);
 
-static void fail_all(Sandbox *sb, const char *error) {
-        _unused_ _cleanup_(sandbox_unrefp) Sandbox *ref = sandbox_ref(sb);
+static void fail_all(Workspace *sb, const char *error) {
+        _unused_ _cleanup_(workspace_unrefp) Workspace *ref = workspace_ref(sb);
 
         while (sb->ops) {
-                SandboxOpOutcome o = { .error = error };
+                WorkspaceOpOutcome o = { .error = error };
                 op_finish(sb->ops, &o);
         }
 }
 
-void sandbox_close(Sandbox *sb) {
+void workspace_close(Workspace *sb) {
         if (!sb || sb->closed)
                 return;
 
         /* The callbacks below may close it again (a no-op now) or free what refers to it: hold it until the end. */
-        _unused_ _cleanup_(sandbox_unrefp) Sandbox *ref = sandbox_ref(sb);
+        _unused_ _cleanup_(workspace_unrefp) Workspace *ref = workspace_ref(sb);
         sb->closed = true;
         if (sb->prev)
                 sb->prev->next = sb->next;
         else
-                registry->list = sb->next;
+                sb->registry->list = sb->next;
         if (sb->next)
                 sb->next->prev = sb->prev;
         sb->next = sb->prev = NULL;
-        registry->n--;
+        sb->registry->n--;
 
         if (sb->prepare) {
-                SandboxPrepare *p = TAKE_PTR(sb->prepare);
-                SandboxPreparedFunc cb = p->cb;
+                WorkspacePrepare *p = TAKE_PTR(sb->prepare);
+                WorkspacePreparedFunc cb = p->cb;
                 void *ud = p->userdata;
                 p->cb = NULL;
-                sandbox_prepare_cancel(p);
+                workspace_prepare_cancel(p);
                 if (cb)
                         cb(NULL, "the sandbox was closed", ud);
         }
         fail_all(sb, "the sandbox was closed");
-        sandbox_stop(sb);
+        workspace_stop(sb);
         sb->reap_timer = sd_event_source_disable_unref(sb->reap_timer);
         sb->op_timer = sd_event_source_disable_unref(sb->op_timer);
         sb->defer = sd_event_source_disable_unref(sb->defer);
         scheduler_release(&sb->run_slot);
         scheduler_release(&sb->place);
-        sandbox_unref(sb);      /* the registry's */
+        workspace_unref(sb);    /* the registry's */
 }
 
 /* ---- the process ------------------------------------------------------------ */
 
-static void output_flush(Sandbox *sb);
+static void output_flush(Workspace *sb);
 
-static void sandbox_stop(Sandbox *sb) {
+static void workspace_stop(Workspace *sb) {
         if (sb->proc)
                 output_flush(sb);
         sb->io = sd_event_source_disable_unref(sb->io);
@@ -478,7 +476,7 @@ static pid_t proc_ppid(pid_t pid) {
  * The sandbox broke the protocol (a second hello, a record or message the driver never sends): say so once, read
  * nothing more from it, and stop it; on_bwrap_exit() starts it afresh and tells whoever waits why.
  */
-static void protocol_error(Sandbox *sb, const char *what) {
+static void protocol_error(Workspace *sb, const char *what) {
         if (sb->protocol_error)
                 return;
         log_warning("Sandbox %.8s… of uid " UID_FMT " broke the protocol (%s): starting it afresh.", sb->id, sb->uid,
@@ -497,7 +495,7 @@ static bool pidfd_exited(int fd) {
 
 /* ---- bwrap's report ------------------------------------------------------------- */
 
-static void status_line(Sandbox *sb, const char *line) {
+static void status_line(Workspace *sb, const char *line) {
         _cleanup_json_ json_object *j = json_tokener_parse(line);
         int64_t pid = 0;
 
@@ -510,7 +508,7 @@ static void status_line(Sandbox *sb, const char *line) {
 }
 
 /* Read what bwrap reported so far, a line at a time: it writes, the sandbox cannot (bwrap keeps the fd from it). */
-static void status_read(Sandbox *sb) {
+static void status_read(Workspace *sb) {
         for (;;) {
                 ssize_t n = read(sb->status_fd, sb->status_line + sb->status_len,
                                  sizeof(sb->status_line) - 1 - sb->status_len);
@@ -547,7 +545,7 @@ static int on_status(sd_event_source *s, int fd, uint32_t revents, void *userdat
  * driver being the child of the sandbox's pid 1, and only once: while the interpreter that said hello lives,
  * another hello breaks the protocol.
  */
-static void on_hello(Sandbox *sb, pid_t sender) {
+static void on_hello(Workspace *sb, pid_t sender) {
         pid_t driver;
 
         if (sb->worker_pidfd >= 0 && !pidfd_exited(sb->worker_pidfd))
@@ -567,10 +565,10 @@ static void on_hello(Sandbox *sb, pid_t sender) {
         sb->ready = true;
         sb->fast_deaths = 0;
 
-        SandboxOp *op = sb->ops;
+        WorkspaceOp *op = sb->ops;
         if (op && op->kind == OP_REQUEST && op->phase != PHASE_QUEUED) {
                 /* A fresh worker while a request was out: the old one was killed or died. */
-                SandboxOpOutcome o = {
+                WorkspaceOpOutcome o = {
                         .timed_out = op->timed_out,
                         .restarted = true,
                         .error = op->timed_out ? "the time limit was reached and the interpreter did not stop when "
@@ -589,14 +587,14 @@ static void on_hello(Sandbox *sb, pid_t sender) {
                         op->request = req;
                         /* sent by dispatch() below */
                 } else {
-                        SandboxOpOutcome o = { .reset = !op->keep_files };
+                        WorkspaceOpOutcome o = { .reset = !op->keep_files };
                         op_finish(op, &o);
                 }
         }
         schedule_dispatch(sb);
 }
 
-static int send_pending(Sandbox *sb) {
+static int send_pending(Workspace *sb) {
         while (sb->out && sb->out_off < sb->out_len) {
                 size_t n = MIN(sb->out_len - sb->out_off, (size_t) DRIVER_RECORD_MAX - 1);
                 char kind = sb->out_off + n >= sb->out_len ? 'E' : 'C';
@@ -616,14 +614,14 @@ static int send_pending(Sandbox *sb) {
         return sd_event_source_set_io_events(sb->io, EPOLLIN);
 }
 
-static void on_message(Sandbox *sb, json_object *msg) {
-        SandboxOp *op = sb->ops;
+static void on_message(Workspace *sb, json_object *msg) {
+        WorkspaceOp *op = sb->ops;
 
         if (!op || (op->phase != PHASE_SENT && op->phase != PHASE_INTERRUPTING && op->phase != PHASE_SNAPSHOT &&
                     op->phase != PHASE_RESTORE))
                 return;   /* nobody asked: ignore it */
         if (op->kind == OP_REQUEST) {
-                SandboxOpOutcome o = {
+                WorkspaceOpOutcome o = {
                         .reply = msg,
                         .timed_out = op->timed_out,
                         .interrupted = op->phase == PHASE_INTERRUPTING,
@@ -637,23 +635,23 @@ static void on_message(Sandbox *sb, json_object *msg) {
                         _cleanup_free_ char *m = NULL;
                         if (asprintf(&m, "the work directory could not be carried over: %s", strempty(e)) < 0)
                                 m = NULL;
-                        SandboxOpOutcome o = { .error = m ?: "the work directory could not be carried over" };
+                        WorkspaceOpOutcome o = { .error = m ?: "the work directory could not be carried over" };
                         /* Nothing changed: the old environment stays. */
                         return op_finish(op, &o);
                 }
                 op->snapshot = json_object_get(tar);
                 op->phase = PHASE_STARTING;
-                sandbox_stop(sb);
+                workspace_stop(sb);
                 switch_env(sb);
-                int k = sandbox_spawn(sb);
+                int k = workspace_spawn(sb);
                 if (k < 0) {
-                        SandboxOpOutcome o = { .error = "the sandbox could not be started again", .reset = true };
+                        WorkspaceOpOutcome o = { .error = "the sandbox could not be started again", .reset = true };
                         return op_finish(op, &o);
                 }
                 return;
         }
         if (op->phase == PHASE_RESTORE) {
-                SandboxOpOutcome o = {
+                WorkspaceOpOutcome o = {
                         .error = json_object_get_boolean(json_get(msg, "ok", json_type_boolean))
                                          ? NULL
                                          : "the work directory could not be put back",
@@ -663,7 +661,7 @@ static void on_message(Sandbox *sb, json_object *msg) {
 }
 
 static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
-        _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(userdata);
+        _cleanup_(workspace_unrefp) Workspace *sb = workspace_ref(userdata);
         char rec[DRIVER_RECORD_MAX + 1];        /* one more: a longer record is not the driver's */
         union {
                 struct cmsghdr hdr;
@@ -747,7 +745,7 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
  * priority, escaped (no line breaks, no escape sequences, no leading '<' that could be taken for a priority), cut
  * at OUTPUT_LINE_MAX bytes, at most OUTPUT_LINES_BURST of them a minute.
  */
-static void output_dropped_flush(Sandbox *sb) {
+static void output_dropped_flush(Workspace *sb) {
         if (sb->lines_dropped > 0)
                 log_info("Sandbox %.8s… of uid " UID_FMT ": %" PRIu64 " more line%s of its output not logged "
                          "(at most %u a minute).",
@@ -755,7 +753,7 @@ static void output_dropped_flush(Sandbox *sb) {
         sb->lines_dropped = 0;
 }
 
-static void output_line(Sandbox *sb) {
+static void output_line(Workspace *sb) {
         uint64_t now = now_usec();
         _cleanup_free_ char *text = NULL;
 
@@ -780,7 +778,7 @@ static void output_line(Sandbox *sb) {
 }
 
 static void on_stderr(Process *p, const char *data, size_t n, void *userdata) {
-        Sandbox *sb = userdata;
+        Workspace *sb = userdata;
 
         while (n > 0) {
                 const char *nl = memchr(data, '\n', n);
@@ -799,14 +797,14 @@ static void on_stderr(Process *p, const char *data, size_t n, void *userdata) {
 }
 
 /* The sandbox stopped: what it printed last, even without a line break, and how much was not logged. */
-static void output_flush(Sandbox *sb) {
+static void output_flush(Workspace *sb) {
         if (sb->line_len > 0 || sb->line_cut > 0)
                 output_line(sb);
         output_dropped_flush(sb);
 }
 
 static void on_bwrap_exit(Process *p, void *userdata) {
-        _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(userdata);
+        _cleanup_(workspace_unrefp) Workspace *sb = workspace_ref(userdata);
         _cleanup_free_ char *err = capture_text(&p->err, NULL);
         bool said_hello = sb->said_hello;
         bool fast = now_usec() - sb->spawned_usec < 5 * USEC_PER_SEC;
@@ -820,7 +818,7 @@ static void on_bwrap_exit(Process *p, void *userdata) {
                 err[l - 1] = 0;
         sb->proc = NULL;
         process_free(p);
-        sandbox_stop(sb);
+        workspace_stop(sb);
 
         if (!said_hello || fast)
                 sb->fast_deaths++;
@@ -833,13 +831,13 @@ static void on_bwrap_exit(Process *p, void *userdata) {
                 return;
         }
 
-        SandboxOp *op = sb->ops;
+        WorkspaceOp *op = sb->ops;
         if (op && op->phase != PHASE_QUEUED && !(op->kind == OP_RESTART && op->phase == PHASE_STARTING)) {
                 if (broke && asprintf(&why, "the sandbox broke the protocol with the service (%s), so it was "
                                             "stopped and started afresh: variables and files in /work are lost",
                                       broke) < 0)
                         why = NULL;
-                SandboxOpOutcome o = {
+                WorkspaceOpOutcome o = {
                         .timed_out = op->timed_out,
                         .reset = true,
                         .error = why ?: "the sandbox stopped and was started afresh: variables and files in /work "
@@ -849,7 +847,7 @@ static void on_bwrap_exit(Process *p, void *userdata) {
                 if (sb->closed)
                         return;
         }
-        if (sandbox_spawn(sb) < 0)
+        if (workspace_spawn(sb) < 0)
                 fail_all(sb, "the sandbox could not be started again");
 }
 
@@ -858,7 +856,7 @@ static void on_bwrap_exit(Process *p, void *userdata) {
  * saying so): execute_code's reply, the largest there is. Its text (stdout, stderr, the result, a traceback) is cut
  * to half the output cap each, which json.dumps(ensure_ascii) writes as at most 12 bytes a character (a surrogate
  * pair of \uXXXX escapes); its figures and files are OUTPUTS_MAX_TOTAL bytes in all, base64; the rest (names,
- * sizes, a listing) gets 1 MiB. A read_file reply (SANDBOX_FILE_MAX bytes, at most 6 JSON bytes each) fits as well.
+ * sizes, a listing) gets 1 MiB. A read_file reply (WORKSPACE_FILE_MAX bytes, at most 6 JSON bytes each) fits as well.
  * With the default output cap: about 15 MiB, where the message is held once and parsed once.
  */
 static size_t message_max(const Config *c) {
@@ -872,10 +870,10 @@ static size_t message_max(const Config *c) {
 /*
  * The sandbox's CPU cap: a run's (cpu-quota=, or none) while we wait for it (starting, a request out), else
  * IDLE_CPU_QUOTA, so that what a cell leaves running bounds no one else. Only with a cgroup of its own, which a
- * sandbox gets only with the cpu controller (see sandbox_spawn()).
+ * sandbox gets only with the cpu controller (see workspace_spawn()).
  */
-static void cpu_update(Sandbox *sb) {
-        uint64_t quota = registry->config->cpu_quota;
+static void cpu_update(Workspace *sb) {
+        uint64_t quota = sb->registry->config->cpu_quota;
         int busy = !sb->ready || sb->ops || sb->prepare;
         int k;
 
@@ -889,16 +887,16 @@ static void cpu_update(Sandbox *sb) {
         sb->cpu_busy = busy;
 }
 
-void sandbox_set_data(Sandbox *sb, int *fds, char **dests, size_t n) {
-        assert(n <= SANDBOX_MAX_DATA && sb->n_data == 0);
+void workspace_set_data(Workspace *sb, int *fds, char **dests, size_t n) {
+        assert(n <= WORKSPACE_MAX_DATA && sb->n_data == 0);
         memcpy(sb->data_fds, fds, n * sizeof(int));
         memcpy(sb->data_dests, dests, n * sizeof(char *));
         sb->n_data = n;
 }
 
-static int sandbox_spawn(Sandbox *sb) {
-        Runtime *r = registry->runtime;
-        const Config *c = registry->config;
+static int workspace_spawn(Workspace *sb) {
+        Runtime *r = sb->registry->runtime;
+        const Config *c = sb->registry->config;
         _cleanup_free_ char *python = NULL;
         _cleanup_close_ int theirs = -EBADF, status_theirs = -EBADF;
         SandboxLimits limits;
@@ -938,19 +936,19 @@ static int sandbox_spawn(Sandbox *sb) {
         sb->input.max = message_max(c);
 
         if (asprintf(&python, "%s/bin/python", sb->env) < 0) {
-                sandbox_stop(sb);
+                workspace_stop(sb);
                 return -ENOMEM;
         }
         snprintf(fdstr, sizeof(fdstr), "%d", theirs);
-        char *command[] = { python, (char *) "-I", (char *) "-u", (char *) "-c", (char *) sandbox_driver_code, fdstr,
+        char *command[] = { python, (char *) "-I", (char *) "-u", (char *) "-c", (char *) workspace_driver_code, fdstr,
                             NULL };
         char *ro[] = { (char *) sb->python->prefix, NULL };
         /* The user's files, copied in afresh from the start at each start (bwrap reads from the offset). */
-        SandboxData data[SANDBOX_MAX_DATA];
+        SandboxData data[WORKSPACE_MAX_DATA];
         for (size_t i = 0; i < sb->n_data; i++) {
                 if (lseek(sb->data_fds[i], 0, SEEK_SET) < 0) {
                         k = -errno;
-                        sandbox_stop(sb);
+                        workspace_stop(sb);
                         return k;
                 }
                 data[i] = (SandboxData) { .fd = sb->data_fds[i], .dest = sb->data_dests[i] };
@@ -960,7 +958,7 @@ static int sandbox_spawn(Sandbox *sb) {
         _cleanup_close_ int net_fd = -EBADF;
         k = runtime_network_wrap(r, sb->uid, command, &sb->netproxy, &net_fd, &wrapped);
         if (k < 0) {
-                sandbox_stop(sb);
+                workspace_stop(sb);
                 return k;
         }
         int fds[] = { theirs, net_fd };
@@ -970,16 +968,16 @@ static int sandbox_spawn(Sandbox *sb) {
                                    fds, net_fd >= 0 ? 2 : 1, status_theirs, wrapped ?: command, 0, &limits, 8192,
                                    8192, on_bwrap_exit, sb, &sb->proc);
         if (k < 0) {
-                sandbox_stop(sb);
+                workspace_stop(sb);
                 return k;
         }
         process_set_stderr_func(sb->proc, on_stderr, sb);
         cpu_update(sb);
-        k = sd_event_add_io(registry->event, &sb->io, sb->sock, EPOLLIN, on_io, sb);
+        k = sd_event_add_io(sb->registry->event, &sb->io, sb->sock, EPOLLIN, on_io, sb);
         if (k >= 0)
-                k = sd_event_add_io(registry->event, &sb->status_io, sb->status_fd, EPOLLIN, on_status, sb);
+                k = sd_event_add_io(sb->registry->event, &sb->status_io, sb->status_fd, EPOLLIN, on_status, sb);
         if (k < 0) {
-                sandbox_stop(sb);
+                workspace_stop(sb);
                 return k;
         }
         sb->spawned_usec = now_usec();
@@ -994,7 +992,7 @@ static int sandbox_spawn(Sandbox *sb) {
 /* ---- operations ------------------------------------------------------------- */
 
 /* A restart is under way: the environment it switches to becomes the current one. */
-static void switch_env(Sandbox *sb) {
+static void switch_env(Workspace *sb) {
         if (!sb->next_env)
                 return;
         free(sb->env);
@@ -1006,25 +1004,25 @@ static void switch_env(Sandbox *sb) {
         sb->next_reqs = (RequirementList) {};
 }
 
-static void op_free(SandboxOp *op) {
+static void op_free(WorkspaceOp *op) {
         json_object_put(op->request);
         json_object_put(op->snapshot);
         free(op);
 }
 
-static void op_unlink(SandboxOp *op) {
-        Sandbox *sb = op->sandbox;
-        for (SandboxOp **p = &sb->ops; *p; p = &(*p)->next)
+static void op_unlink(WorkspaceOp *op) {
+        Workspace *sb = op->sandbox;
+        for (WorkspaceOp **p = &sb->ops; *p; p = &(*p)->next)
                 if (*p == op) {
                         *p = op->next;
                         break;
                 }
 }
 
-static void op_finish(SandboxOp *op, const SandboxOpOutcome *o) {
-        _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(op->sandbox);
+static void op_finish(WorkspaceOp *op, const WorkspaceOpOutcome *o) {
+        _cleanup_(workspace_unrefp) Workspace *sb = workspace_ref(op->sandbox);
         bool was_head = sb->ops == op;
-        SandboxReplyFunc cb = op->cb;
+        WorkspaceReplyFunc cb = op->cb;
         void *ud = op->userdata;
 
         op_unlink(op);
@@ -1040,8 +1038,8 @@ static void op_finish(SandboxOp *op, const SandboxOpOutcome *o) {
 }
 
 static int on_op_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        Sandbox *sb = userdata;
-        SandboxOp *op = sb->ops;
+        Workspace *sb = userdata;
+        WorkspaceOp *op = sb->ops;
 
         if (!op)
                 return 0;
@@ -1075,23 +1073,23 @@ static int on_op_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         }
 }
 
-static int arm_op_timer(Sandbox *sb, uint64_t usec) {
+static int arm_op_timer(Workspace *sb, uint64_t usec) {
         if (sb->closed)
                 return -ESHUTDOWN;
         if (!sb->op_timer)
-                return sd_event_add_time_relative(registry->event, &sb->op_timer, CLOCK_MONOTONIC, usec,
+                return sd_event_add_time_relative(sb->registry->event, &sb->op_timer, CLOCK_MONOTONIC, usec,
                                                   USEC_PER_SEC / 50, on_op_timer, sb);
         (void) sd_event_source_set_time_relative(sb->op_timer, usec);
         return sd_event_source_set_enabled(sb->op_timer, SD_EVENT_ONESHOT);
 }
 
-static int send_request(Sandbox *sb, json_object *req) {
+static int send_request(Workspace *sb, json_object *req) {
         size_t len;
         const char *s;
 
         /* The answer's cap, which the driver keeps to. */
         sb->input.max = streq_ptr(json_get_string(req, "op"), "snapshot") ? SNAPSHOT_MESSAGE_MAX
-                                                                         : message_max(registry->config);
+                                                                         : message_max(sb->registry->config);
         json_add_int(req, "max_message", (int64_t) sb->input.max);
         s = json_to_line(req, &len);
 
@@ -1109,8 +1107,8 @@ static void on_run_slot(SchedTicket *t, void *userdata) {
         schedule_dispatch(userdata);   /* through the loop: this runs inside another run's release */
 }
 
-static void dispatch(Sandbox *sb) {
-        SandboxOp *op = sb->ops;
+static void dispatch(Workspace *sb) {
+        WorkspaceOp *op = sb->ops;
         int k;
 
         if (!op)
@@ -1120,7 +1118,7 @@ static void dispatch(Sandbox *sb) {
                 return;
         }
         if (!sb->proc) {
-                if (sb->started && sandbox_spawn(sb) < 0)
+                if (sb->started && workspace_spawn(sb) < 0)
                         fail_all(sb, "the sandbox could not be started");
                 if (!sb->proc)
                         return;
@@ -1129,7 +1127,7 @@ static void dispatch(Sandbox *sb) {
                 k = send_request(sb, op->request);
                 (void) arm_op_timer(sb, INTERNAL_TIMEOUT_USEC);
                 if (k < 0) {
-                        SandboxOpOutcome o = { .error = "the work directory could not be put back" };
+                        WorkspaceOpOutcome o = { .error = "the work directory could not be put back" };
                         op_finish(op, &o);
                 }
                 return;
@@ -1146,13 +1144,13 @@ static void dispatch(Sandbox *sb) {
                         k = send_request(sb, req);
                 } else {
                         op->phase = PHASE_STARTING;
-                        sandbox_stop(sb);
+                        workspace_stop(sb);
                         switch_env(sb);
-                        k = sandbox_spawn(sb);
+                        k = workspace_spawn(sb);
                 }
                 (void) arm_op_timer(sb, INTERNAL_TIMEOUT_USEC);
                 if (k < 0) {
-                        SandboxOpOutcome o = { .error = "the sandbox could not be restarted", .reset = true };
+                        WorkspaceOpOutcome o = { .error = "the sandbox could not be restarted", .reset = true };
                         op_finish(op, &o);
                 }
                 return;
@@ -1164,11 +1162,11 @@ static void dispatch(Sandbox *sb) {
             !sched_ticket_held(&sb->run_slot)) {
                 if (sched_ticket_waiting(&sb->run_slot))
                         return;
-                k = runtime_acquire_slot(registry->runtime, &sb->run_slot, sb->uid, on_run_slot, sb);
+                k = runtime_acquire_slot(sb->registry->runtime, &sb->run_slot, sb->uid, on_run_slot, sb);
                 if (k == SCHEDULER_QUEUED)
                         return;
                 if (k != 0) {
-                        SandboxOpOutcome o = {
+                        WorkspaceOpOutcome o = {
                                 .error = k == SCHEDULER_USER_QUEUE_FULL
                                                  ? "you have the most runs waiting that one user may have "
                                                    "(max-queue, shared as max-runs-per-user); try again when one "
@@ -1187,30 +1185,30 @@ static void dispatch(Sandbox *sb) {
         k = send_request(sb, op->request);
         (void) arm_op_timer(sb, op->timeout_usec);
         if (k < 0) {
-                SandboxOpOutcome o = { .error = "the request could not be sent to the sandbox" };
+                WorkspaceOpOutcome o = { .error = "the request could not be sent to the sandbox" };
                 op_finish(op, &o);
         }
 }
 
 static int on_defer(sd_event_source *s, void *userdata) {
-        _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(userdata);
+        _cleanup_(workspace_unrefp) Workspace *sb = workspace_ref(userdata);
 
         dispatch(sb);
         cpu_update(sb);
         return 0;
 }
 
-static void schedule_dispatch(Sandbox *sb) {
+static void schedule_dispatch(Workspace *sb) {
         if (sb->closed)
                 return;
         if (!sb->defer) {
-                if (sd_event_add_defer(registry->event, &sb->defer, on_defer, sb) < 0)
+                if (sd_event_add_defer(sb->registry->event, &sb->defer, on_defer, sb) < 0)
                         return;
         }
         (void) sd_event_source_set_enabled(sb->defer, SD_EVENT_ONESHOT);
 }
 
-static int op_queue(Sandbox *sb, SandboxOp *op, bool front, SandboxOp **ret) {
+static int op_queue(Workspace *sb, WorkspaceOp *op, bool front, WorkspaceOp **ret) {
         op->sandbox = sb;
         if (front && sb->ops && sb->ops->phase == PHASE_QUEUED) {
                 op->next = sb->ops;
@@ -1219,7 +1217,7 @@ static int op_queue(Sandbox *sb, SandboxOp *op, bool front, SandboxOp **ret) {
                 op->next = sb->ops->next;
                 sb->ops->next = op;
         } else {
-                SandboxOp **p = &sb->ops;
+                WorkspaceOp **p = &sb->ops;
                 while (*p)
                         p = &(*p)->next;
                 *p = op;
@@ -1231,14 +1229,14 @@ static int op_queue(Sandbox *sb, SandboxOp *op, bool front, SandboxOp **ret) {
         return 0;
 }
 
-int sandbox_request(Sandbox *sb, json_object *request, uint64_t timeout_usec, SandboxReplyFunc cb, void *userdata,
-                    SandboxOp **ret) {
+int workspace_request(Workspace *sb, json_object *request, uint64_t timeout_usec, WorkspaceReplyFunc cb, void *userdata,
+                      WorkspaceOp **ret) {
         if (sb->closed)
                 return -ESHUTDOWN;
-        SandboxOp *op = calloc(1, sizeof(*op));
+        WorkspaceOp *op = calloc(1, sizeof(*op));
         if (!op)
                 return -ENOMEM;
-        *op = (SandboxOp) {
+        *op = (WorkspaceOp) {
                 .kind = OP_REQUEST,
                 .request = json_object_get(request),
                 .timeout_usec = timeout_usec ?: INTERNAL_TIMEOUT_USEC,
@@ -1248,10 +1246,10 @@ int sandbox_request(Sandbox *sb, json_object *request, uint64_t timeout_usec, Sa
         return op_queue(sb, op, false, ret);
 }
 
-int sandbox_reset(Sandbox *sb, SandboxReplyFunc cb, void *userdata, SandboxOp **ret) {
+int workspace_reset(Workspace *sb, WorkspaceReplyFunc cb, void *userdata, WorkspaceOp **ret) {
         if (sb->closed)
                 return -ESHUTDOWN;
-        SandboxOp *op = calloc(1, sizeof(*op));
+        WorkspaceOp *op = calloc(1, sizeof(*op));
         if (!op)
                 return -ENOMEM;
         free(sb->next_env);
@@ -1260,11 +1258,11 @@ int sandbox_reset(Sandbox *sb, SandboxReplyFunc cb, void *userdata, SandboxOp **
         requirement_list_done(&sb->next_reqs);
         for (size_t i = 0; i < sb->base_reqs.n; i++)
                 (void) requirement_list_append(&sb->next_reqs, sb->base_reqs.items[i].canonical, NULL);
-        *op = (SandboxOp) { .kind = OP_RESTART, .keep_files = false, .cb = cb, .userdata = userdata };
+        *op = (WorkspaceOp) { .kind = OP_RESTART, .keep_files = false, .cb = cb, .userdata = userdata };
         return op_queue(sb, op, false, ret);
 }
 
-void sandbox_op_cancel(SandboxOp *op) {
+void workspace_op_cancel(WorkspaceOp *op) {
         if (!op)
                 return;
         op->cb = NULL;
@@ -1280,27 +1278,27 @@ void sandbox_op_cancel(SandboxOp *op) {
 
 /* ---- environments -------------------------------------------------------------- */
 
-static void prepare_free(SandboxPrepare *p) {
+static void prepare_free(WorkspacePrepare *p) {
         if (!p)
                 return;
         if (p->sandbox && p->sandbox->prepare == p)
                 p->sandbox->prepare = NULL;
         script_analysis_cancel(p->analysis);
         envstore_waiter_cancel(p->env_waiter);
-        sandbox_op_cancel(p->restart);
+        workspace_op_cancel(p->restart);
         sd_event_source_disable_unref(p->defer);
         script_plan_free(p->plan);
         free(p->error);
         free(p);
 }
 
-void sandbox_prepare_cancel(SandboxPrepare *p) {
+void workspace_prepare_cancel(WorkspacePrepare *p) {
         prepare_free(p);
 }
 
-static void prepare_done(SandboxPrepare *p, const char *error) {
-        _cleanup_(sandbox_unrefp) Sandbox *sb = sandbox_ref(p->sandbox);
-        SandboxPreparedFunc cb = p->cb;
+static void prepare_done(WorkspacePrepare *p, const char *error) {
+        _cleanup_(workspace_unrefp) Workspace *sb = workspace_ref(p->sandbox);
+        WorkspacePreparedFunc cb = p->cb;
         void *ud = p->userdata;
         _cleanup_free_ char *e = error ? strdup(error) : NULL;
 
@@ -1310,30 +1308,30 @@ static void prepare_done(SandboxPrepare *p, const char *error) {
                 cb(sb, error ? (e ?: "failed") : NULL, ud);
 }
 
-static void on_restarted(Sandbox *sb, const SandboxOpOutcome *o, void *userdata) {
-        SandboxPrepare *p = userdata;
+static void on_restarted(Workspace *sb, const WorkspaceOpOutcome *o, void *userdata) {
+        WorkspacePrepare *p = userdata;
         p->restart = NULL;
         prepare_done(p, o->error);
 }
 
-static void use_env(SandboxPrepare *p, const char *path) {
-        Sandbox *sb = p->sandbox;
+static void use_env(WorkspacePrepare *p, const char *path) {
+        Workspace *sb = p->sandbox;
         ScriptPlan *plan = p->plan;
 
         if (!sb->started) {
                 sb->python = plan->python;
                 sb->base_env = strdup(path);
                 sb->env = strdup(path);
-                sb->base_hold = envstore_hold(runtime_envstore(registry->runtime), path);
+                sb->base_hold = envstore_hold(runtime_envstore(sb->registry->runtime), path);
                 sb->base_reqs = plan->requirements;
                 plan->requirements = (RequirementList) {};
                 for (size_t i = 0; i < sb->base_reqs.n; i++)
                         (void) requirement_list_append(&sb->reqs, sb->base_reqs.items[i].canonical, NULL);
                 if (!sb->base_env || !sb->env)
                         return prepare_done(p, "out of memory");
-                int k = sandbox_spawn(sb);
+                int k = workspace_spawn(sb);
                 if (k == -EPERM)
-                        return prepare_done(p, runtime_self_test_error(registry->runtime));
+                        return prepare_done(p, runtime_self_test_error(sb->registry->runtime));
                 if (k < 0)
                         return prepare_done(p, "the sandbox could not be started");
                 return prepare_done(p, NULL);
@@ -1344,22 +1342,22 @@ static void use_env(SandboxPrepare *p, const char *path) {
         free(sb->next_env);
         sb->next_env = strdup(path);
         envstore_hold_release(sb->next_hold);
-        sb->next_hold = envstore_hold(runtime_envstore(registry->runtime), path);
+        sb->next_hold = envstore_hold(runtime_envstore(sb->registry->runtime), path);
         requirement_list_done(&sb->next_reqs);
         sb->next_reqs = plan->requirements;
         plan->requirements = (RequirementList) {};
-        SandboxOp *op = calloc(1, sizeof(*op));
+        WorkspaceOp *op = calloc(1, sizeof(*op));
         if (!op || !sb->next_env) {
                 free(op);
                 return prepare_done(p, "out of memory");
         }
-        *op = (SandboxOp) { .kind = OP_RESTART, .keep_files = true, .cb = on_restarted, .userdata = p };
+        *op = (WorkspaceOp) { .kind = OP_RESTART, .keep_files = true, .cb = on_restarted, .userdata = p };
         p->restart = op;
         (void) op_queue(sb, op, false, NULL);
 }
 
 static void on_env_ready(const EnvResult *res, void *userdata) {
-        SandboxPrepare *p = userdata;
+        WorkspacePrepare *p = userdata;
         _cleanup_free_ char *m = NULL;
 
         p->env_waiter = NULL;
@@ -1372,16 +1370,17 @@ static void on_env_ready(const EnvResult *res, void *userdata) {
 }
 
 static void on_plan(ScriptPlan *plan, void *userdata) {
-        SandboxPrepare *p = userdata;
-        EnvStore *store = runtime_envstore(registry->runtime);
+        WorkspacePrepare *p = userdata;
+        Workspace *sb = p->sandbox;
+        EnvStore *store = runtime_envstore(sb->registry->runtime);
         _cleanup_free_ char *path = NULL;
 
         p->analysis = NULL;
         p->plan = plan;
         if (plan->error)
                 return prepare_done(p, plan->error);
-        if (runtime_self_test_error(registry->runtime))
-                return prepare_done(p, runtime_self_test_error(registry->runtime));
+        if (runtime_self_test_error(sb->registry->runtime))
+                return prepare_done(p, runtime_self_test_error(sb->registry->runtime));
         if (p->sandbox->started && plan->python != p->sandbox->python)
                 return prepare_done(p, "the sandbox's Python is no longer available");
         path = TAKE_PTR(plan->env_path);
@@ -1392,9 +1391,9 @@ static void on_plan(ScriptPlan *plan, void *userdata) {
                 prepare_done(p, "the environment could not be prepared");
 }
 
-int sandbox_prepare(Sandbox *sb, json_object *requirements, const char *python_version, SandboxPreparedFunc cb,
-                    void *userdata, SandboxPrepare **ret) {
-        SandboxPrepare *p;
+int workspace_prepare(Workspace *sb, json_object *requirements, const char *python_version, WorkspacePreparedFunc cb,
+                      void *userdata, WorkspacePrepare **ret) {
+        WorkspacePrepare *p;
         int k;
 
         if (sb->closed)
@@ -1404,8 +1403,8 @@ int sandbox_prepare(Sandbox *sb, json_object *requirements, const char *python_v
         p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;
-        *p = (SandboxPrepare) { .sandbox = sb, .cb = cb, .userdata = userdata };
-        k = script_analyze(registry->runtime, sb->uid, "", 0, requirements,
+        *p = (WorkspacePrepare) { .sandbox = sb, .cb = cb, .userdata = userdata };
+        k = script_analyze(sb->registry->runtime, sb->uid, "", 0, requirements,
                            sb->started ? sb->python->version : python_version, on_plan, p, &p->analysis);
         if (k < 0) {
                 free(p);
@@ -1419,46 +1418,46 @@ int sandbox_prepare(Sandbox *sb, json_object *requirements, const char *python_v
 
 /* ---- facts ---------------------------------------------------------------------- */
 
-char **sandbox_network_refused_take(Sandbox *sb) {
+char **workspace_network_refused_take(Workspace *sb) {
         return sb->netproxy ? net_proxy_refused_take(sb->netproxy) : NULL;
 }
 
-const char *sandbox_id(const Sandbox *sb) {
+const char *workspace_id(const Workspace *sb) {
         return sb->id;
 }
-uid_t sandbox_uid(const Sandbox *sb) {
+uid_t workspace_uid(const Workspace *sb) {
         return sb->uid;
 }
-const char *sandbox_python_version(const Sandbox *sb) {
+const char *workspace_python_version(const Workspace *sb) {
         return sb->python ? sb->python->version : NULL;
 }
-const char *sandbox_env_path(const Sandbox *sb) {
+const char *workspace_env_path(const Workspace *sb) {
         return sb->env;
 }
-const RequirementList *sandbox_requirements(const Sandbox *sb) {
+const RequirementList *workspace_requirements(const Workspace *sb) {
         return &sb->reqs;
 }
-bool sandbox_network(const Sandbox *sb) {
+bool workspace_network(const Workspace *sb) {
         return sb->network;
 }
-bool sandbox_is_busy(const Sandbox *sb) {
+bool workspace_is_busy(const Workspace *sb) {
         return sb->ops != NULL || sb->prepare != NULL;
 }
-const char *sandbox_state(const Sandbox *sb) {
+const char *workspace_state(const Workspace *sb) {
         if (sb->broken)
                 return "broken";
         if (!sb->started || !sb->ready)
                 return "starting";
         return sb->ops ? "busy" : "idle";
 }
-uint64_t sandbox_age_usec(const Sandbox *sb) {
+uint64_t workspace_age_usec(const Workspace *sb) {
         return now_usec() - sb->created_usec;
 }
-uint64_t sandbox_idle_usec(const Sandbox *sb) {
+uint64_t workspace_idle_usec(const Workspace *sb) {
         return sb->ops ? 0 : now_usec() - sb->used_usec;
 }
-uint64_t sandbox_expires_in_usec(const Sandbox *sb) {
-        const Config *c = registry->config;
+uint64_t workspace_expires_in_usec(const Workspace *sb) {
+        const Config *c = sb->registry->config;
         uint64_t now = now_usec(), when = UINT64_MAX;
 
         if (c->sandbox_idle_timeout_usec > 0)
@@ -1467,17 +1466,17 @@ uint64_t sandbox_expires_in_usec(const Sandbox *sb) {
                 when = MIN(when, sb->created_usec + sb->ttl_usec);
         return when == UINT64_MAX ? 0 : when > now ? when - now : 0;
 }
-uint64_t sandbox_output_cap(const Sandbox *sb) {
-        return registry->config->output_cap;
+uint64_t workspace_output_cap(const Workspace *sb) {
+        return sb->registry->config->output_cap;
 }
-uint64_t sandbox_default_timeout_usec(const Sandbox *sb) {
-        return registry->config->default_timeout_usec;
+uint64_t workspace_default_timeout_usec(const Workspace *sb) {
+        return sb->registry->config->default_timeout_usec;
 }
-uint64_t sandbox_max_timeout_usec(const Sandbox *sb) {
-        return registry->config->max_timeout_usec;
+uint64_t workspace_max_timeout_usec(const Workspace *sb) {
+        return sb->registry->config->max_timeout_usec;
 }
 
-int64_t sandbox_memory_kib(const Sandbox *sb) {
+int64_t workspace_memory_kib(const Workspace *sb) {
         _cleanup_free_ char *s = NULL;
         char p[64];
         pid_t pid = -1;
@@ -1504,7 +1503,7 @@ int64_t sandbox_memory_kib(const Sandbox *sb) {
         return strtoll(l + 7, NULL, 10);
 }
 
-json_object *sandbox_installed_packages(const Sandbox *sb) {
+json_object *workspace_installed_packages(const Workspace *sb) {
         json_object *o = json_object_new_object();
         _cleanup_free_ char *lib = NULL;
         DIR *d;

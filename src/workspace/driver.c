@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Generated from driver.py by embed-driver.py: edit driver.py, then run embed-driver.py. */
-#include "sandboxes.h"
+#include "workspace.h"
 
-const char sandbox_driver_code[] =
+const char workspace_driver_code[] =
         "import os\n"
         "import signal\n"
         "import socket\n"

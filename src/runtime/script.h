@@ -12,7 +12,7 @@
 #include <json-c/json.h>
 #include <stdbool.h>
 
-#include "daemon/runtime.h"
+#include "runtime/runtime.h"
 #include "pep723/pep508.h"
 #include "pep723/pep723.h"
 

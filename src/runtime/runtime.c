@@ -21,7 +21,6 @@
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
-#include "manager.h"
 #include "runtime.h"
 #include "envstore/pyinstall.h"
 #include "sandbox/seccomp.h"
@@ -62,7 +61,6 @@ struct TomlRequest {
 
 
 struct Runtime {
-        Manager *manager;
         sd_event *event;
         const Config *config;
 
@@ -101,6 +99,7 @@ struct Runtime {
 
         /* Sandboxes started ahead (prestart=); they count neither as running nor against idleness. */
         Pool *pool;
+        RuntimePrestartFunc prestart;   /* starts one (execute_python's), NULL: none */
 
         /* A root daemon's sandboxes each run as a host uid of their own (sandbox-uid-range=); NULL otherwise. */
         UidPool *uids;
@@ -267,22 +266,21 @@ static void configure_netproxy(Runtime *r) {
                           "daemon and in " PKGLIBEXECDIR "): runs that want the network will fail.");
 }
 
-int runtime_new(Runtime **ret, Manager *m) {
+int runtime_new(Runtime **ret, sd_event *event, const Config *config) {
         Runtime *r = calloc(1, sizeof(*r));
         long ncpu;
         int k;
 
         if (!r)
                 return -ENOMEM;
-        r->manager = m;
-        r->event = sd_event_ref(m->event);
-        r->config = m->config;
-        r->uv_path = find_in_path(m->config->uv_path);
+        r->event = sd_event_ref(event);
+        r->config = config;
+        r->uv_path = find_in_path(config->uv_path);
         ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         /* A run slot is a sandbox and an interpreter, not a CPU: scripts that sleep or wait on I/O use none, and
          * those that compute share the CPUs through the kernel, each run's cgroup with one equal weight
          * (see max-runs in mcp-python-sandboxd.conf). Four per CPU by default. */
-        r->max_runs = m->config->max_runs > 0 ? (unsigned) MIN(m->config->max_runs, 4096u)
+        r->max_runs = config->max_runs > 0 ? (unsigned) MIN(config->max_runs, 4096u)
                                               : (unsigned) MIN(4 * (ncpu > 0 ? ncpu : 1), 4096);
         k = scheduler_new(&r->sched);
         if (k < 0) {
@@ -291,9 +289,9 @@ int runtime_new(Runtime **ret, Manager *m) {
         }
         set_sched_limits(r);
         if (geteuid() == 0) {
-                k = uid_pool_new(&r->uids, m->config->sandbox_uids.first, m->config->sandbox_uids.last);
+                k = uid_pool_new(&r->uids, config->sandbox_uids.first, config->sandbox_uids.last);
                 if (k >= 0)
-                        k = check_uid_range_unused(&m->config->sandbox_uids);
+                        k = check_uid_range_unused(&config->sandbox_uids);
                 if (k < 0) {
                         runtime_free(r);
                         return k;
@@ -311,13 +309,13 @@ int runtime_new(Runtime **ret, Manager *m) {
                 return -ENOMEM;
         }
 
-        if (asprintf(&r->etc_dir, "%s/sandbox-etc", m->config->cache_dir) < 0) {
+        if (asprintf(&r->etc_dir, "%s/sandbox-etc", config->cache_dir) < 0) {
                 runtime_free(r);
                 return -ENOMEM;
         }
-        k = pool_new(&r->pool, m->event, r->sched, (unsigned) MIN(m->config->prestart, 16u));
+        k = pool_new(&r->pool, event, r->sched, (unsigned) MIN(config->prestart, 16u));
         if (k >= 0)
-                k = net_proxy_context_new(&r->netproxy, m->event, scheduler_charges(r->sched));
+                k = net_proxy_context_new(&r->netproxy, event, scheduler_charges(r->sched));
         if (k < 0) {
                 runtime_free(r);
                 return k;
@@ -326,28 +324,28 @@ int runtime_new(Runtime **ret, Manager *m) {
         /* A root daemon's sandbox uids pass through it to their environments and /etc files, and see nothing
          * else; an unprivileged daemon's sandboxes are its own uid: nobody else needs in. */
         mode_t cache_mode = r->uids ? 0711 : 0700;
-        k = mkdir_p(m->config->cache_dir, cache_mode);
-        if (k >= 0 && chmod(m->config->cache_dir, cache_mode) < 0)
+        k = mkdir_p(config->cache_dir, cache_mode);
+        if (k >= 0 && chmod(config->cache_dir, cache_mode) < 0)
                 k = -errno;
         /* Root works on the store by path: nobody else may be able to swap a directory on the way for a link. */
-        if (k >= 0 && geteuid() == 0 && path_held_by(m->config->cache_dir, 0) == 0) {
+        if (k >= 0 && geteuid() == 0 && path_held_by(config->cache_dir, 0) == 0) {
                 log_error("The cache directory %s is below a directory another user owns or may write: as root the "
                           "daemon would follow what they put there. Choose a cache directory only root can change "
                           "the path to (e.g. /var/cache/mcp-python-sandbox).",
-                          m->config->cache_dir);
+                          config->cache_dir);
                 runtime_free(r);
                 return -EPERM;
         }
         if (k >= 0)
                 k = sandbox_write_etc(r->etc_dir, r->uids != NULL);
         if (k >= 0)
-                k = envstore_new(&r->store, m->event, m->config, r->sched, r->uv_path, r->uids != NULL);
+                k = envstore_new(&r->store, event, config, r->sched, r->uv_path, r->uids != NULL);
         if (k >= 0 && r->uv_path)
                 k = pythons_dir_setup(r);
         if (k >= 0)
                 k = runtime_check_data_dirs(r);
         if (k < 0) {
-                log_error_errno(k, "Failed to set up the cache directory %s: %m", m->config->cache_dir);
+                log_error_errno(k, "Failed to set up the cache directory %s: %m", config->cache_dir);
                 runtime_free(r);
                 return k;
         }
@@ -758,6 +756,10 @@ static void on_warm(const EnvResult *res, void *userdata) {
         (void) userdata;
 }
 
+void runtime_set_prestart(Runtime *r, RuntimePrestartFunc f) {
+        r->prestart = f;
+}
+
 /* The bare environment of the default Python, when it is built: the first hello world gets a sandbox ready. */
 static void prestart_bare(Runtime *r) {
         _cleanup_free_ char *err = NULL, *path = NULL;
@@ -765,7 +767,7 @@ static void prestart_bare(Runtime *r) {
         char key[65];
         int k;
 
-        if (r->config->prestart == 0 || runtime_sandbox_error(r))
+        if (r->config->prestart == 0 || !r->prestart || runtime_sandbox_error(r))
                 return;
         py = pythons_choose(&r->pythons, NULL, NULL, &err);
         if (!py)
@@ -774,7 +776,7 @@ static void prestart_bare(Runtime *r) {
         path = envstore_lookup(r->store, key);
         if (!path)
                 return;
-        k = execute_python_prestart(r, path, py->prefix);
+        k = r->prestart(r, path, py->prefix);
         if (k < 0)
                 log_debug_errno(k, "Failed to start a sandbox ahead for the bare environment: %m");
 }
@@ -823,7 +825,7 @@ WaitEntry *runtime_when_ready(Runtime *r, WaitFunc cb, void *userdata) {
 
 bool runtime_is_idle(const Runtime *r) {
         for (SchedKind k = 0; k < _SCHED_KIND_MAX; k++)
-                /* Open sandboxes have their own idleness (sandboxes_busy()); sandboxes started ahead are none. */
+                /* Open sandboxes have their own idleness (workspace_registry_busy()); those started ahead have none. */
                 if (k != SCHED_SANDBOX && k != SCHED_PRESTART && (scheduler_held(r->sched, k) > 0 || scheduler_waiting(r->sched, k) > 0))
                         return false;
         return envstore_n_building(r->store) == 0;

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "config/config.h"
 #include "envstore/envstore.h"
 #include "envstore/pythons.h"
 #include "executor/pool.h"
@@ -23,11 +24,10 @@
 #include "scheduler/scheduler.h"
 #include "waitq.h"
 
-typedef struct Manager Manager;
 typedef struct Runtime Runtime;
 typedef struct TomlRequest TomlRequest;
 
-int runtime_new(Runtime **ret, Manager *m);
+int runtime_new(Runtime **ret, sd_event *event, const Config *config);
 Runtime *runtime_free(Runtime *r);
 /* Background work after READY: probes, warm-up. Never delays serving. */
 void runtime_start(Runtime *r);
@@ -64,8 +64,10 @@ const Config *runtime_config(const Runtime *r);
 sd_event *runtime_event(const Runtime *r);
 /* Sandboxes started ahead for recently used environments (execute_python fills and takes them). */
 Pool *runtime_pool(const Runtime *r);
-/* Keep a sandbox started ahead for runs in this environment (defined by the execute_python tool). */
-int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix);
+/* Keep a sandbox started ahead for runs in this environment: the hook the execute_python tool registers with
+ * runtime_set_prestart() (the pool's items are its runs'). Without one, warm-up starts nothing ahead. */
+typedef int (*RuntimePrestartFunc)(Runtime *r, const char *env_path, const char *prefix);
+void runtime_set_prestart(Runtime *r, RuntimePrestartFunc f);
 
 /*
  * Pythons installed on demand (envstore/pyinstall.h). runtime_python_downloads(): may a call have one installed
