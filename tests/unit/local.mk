@@ -140,3 +140,7 @@ TESTS += test-netproxy
 test_netproxy_SOURCES = tests/unit/test-netproxy.c
 test_netproxy_CFLAGS = $(UNIT_CFLAGS)
 test_netproxy_LDADD = $(UNIT_LIBS)
+
+# Embedded Python (src/tools/boot.py -> boot.c) is current.
+TESTS += tests/unit/test-embedded.py
+EXTRA_DIST += tests/unit/test-embedded.py
