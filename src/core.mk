@@ -23,6 +23,7 @@ libcore_a_SOURCES = \
 	src/tools/hints.c src/tools/hints.h \
 	src/tools/execute-python.c \
 	src/tools/boot.c src/tools/boot.h \
+	src/tools/preimport.c src/tools/preimport.h \
 	src/tools/input-files.c src/tools/input-files.h \
 	src/tools/validate-script.c \
 	src/tools/sandbox-common.c src/tools/sandbox-common.h \

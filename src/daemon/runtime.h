@@ -66,6 +66,8 @@ sd_event *runtime_event(const Runtime *r);
 Pool *runtime_pool(const Runtime *r);
 /* Keep a sandbox started ahead for runs in this environment (defined by the execute_python tool). */
 int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix);
+/* check_environment's "prestart": the pool, its depth per environment and the warm imports. */
+json_object *execute_python_pool_json(Runtime *r);
 
 /*
  * Pythons installed on demand (envstore/pyinstall.h). runtime_python_downloads(): may a call have one installed

@@ -30,15 +30,23 @@
 # runs to the end of the script exits the usual way; it never writes the
 # record.
 #
+# FD is FD[:IN[:LEARN[:CAP:MODULES]]]. With LEARN non-empty, the last records
+# before 'X' include an 'M' record naming the top-level packages the run loaded
+# from the environment's site-packages (what the daemon learns warm imports
+# from; src/tools/preimport.h).
+#
 # A pre-started sandbox (prestart=, src/executor/pool.h) runs the same program
-# with FD:IN for FD: it starts, sets up all the above, compiles a first line
+# with IN set: it starts, sets up all the above, compiles a first line
 # (the compiler's own start-up is then paid ahead) and blocks reading the
 # script from the pipe IN until the daemon hands one over and closes it. It
 # then writes the script to /work/script.py (a new file, mode 0444, in the
 # run's private /work tmpfs; the script could chmod or replace it, which only
 # changes its own throwaway copy) and goes on exactly as a fresh run reads the
 # file bound there: same __file__, compile() under the same path, tracebacks
-# with the script's lines, and code that reads its own source finds it.
+# with the script's lines, and code that reads its own source finds it. Before
+# it blocks, it imports MODULES (comma-separated, in order), at most until it
+# holds CAP KiB: its warm imports, which the daemon hands only to a script that
+# would import them first itself (src/tools/preimport.h).
 #
 # @NAME@ is the C macro NAME (src/tools/outputs.h): only inside MORE, a string,
 # so this file stays Python that compiles.
@@ -46,6 +54,9 @@ import sys
 def _boot():
     import os
     fd, _, src = sys.argv[1].partition(":")
+    src, _, learn = src.partition(":")
+    learn, _, cap = learn.partition(":")
+    cap, _, mods = cap.partition(":")
     fd = int(fd)
     path = sys.argv[2]
     out = os.path.join(os.path.dirname(path), "out")
@@ -74,9 +85,42 @@ def _boot():
     main.__builtins__ = __builtins__
     main.__loader__ = sys.modules["_frozen_importlib_external"].SourceFileLoader("__main__", path)
     sys.modules["__main__"] = main
+    # Where the environment's packages are, as the interpreter set sys.path up: before the script can change it.
+    sitedirs = tuple(p + "/" for p in sys.path if p.endswith("/site-packages"))
+    def record(kind, name, size):
+        if os.getpid() != pid:
+            return
+        n = name.encode()[:4000]
+        os.write(fd, kind + len(n).to_bytes(4, "big") + size.to_bytes(8, "big") + n)
+    def rss_kib():
+        try:
+            with open("/proc/self/statm", "rb") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+        except (OSError, ValueError, IndexError):
+            return 0
     source = None
     if src:
         compile(b"pass\n", path, "exec", dont_inherit=True)
+        # Warm imports (src/tools/preimport.h says when the daemon hands this sandbox a script): import the
+        # modules the script's first statements will import, in their order, while nobody waits. Stop at the
+        # first that fails (the script's own import of it fails the same way, then) and once the memory the
+        # process holds passes CAP KiB (the script imports the rest itself). 'P' tells the daemon what was done.
+        if mods:
+            done = []
+            cap = int(cap or 0)
+            for m in mods.split(","):
+                try:
+                    __import__(m)
+                except BaseException:
+                    break
+                done.append(m)
+                if cap and rss_kib() > cap:
+                    break
+            if done:
+                record(b"P", " ".join(done), rss_kib())
+            del done, m
+        del mods, cap
+        record(b"R", "-", 0)
         src = int(src)
         chunks = []
         while True:
@@ -92,6 +136,12 @@ def _boot():
             v = v[os.write(w, v):]
         os.close(w)
         del chunks, v, w, b
+        # An import-time clock the script can read: logging's start (relativeCreated) is the run's, not the wait's.
+        lg = sys.modules.get("logging")
+        if lg is not None and hasattr(lg, "_startTime"):
+            import time
+            lg._startTime = time.time_ns() if isinstance(lg._startTime, int) else time.time()
+        del lg
     del src
     status = 0
     try:
@@ -150,6 +200,10 @@ def _boot():
     try:
         st = os.fstat(fd)
         if (st.st_dev, st.st_ino) == (pipe.st_dev, pipe.st_ino):
+            # LEARN: the top-level packages the run loaded from the environment, for the next waiting sandbox.
+            if learn:
+                quietly(lambda: record(b"M", " ".join(sorted({k.partition(".")[0] for k, m in list(sys.modules.items())
+                                                               if str(getattr(m, "__file__", None)).startswith(sitedirs)})) or "-", 0))
             os.write(fd, b"X\0\0\0\1" + status.to_bytes(8, "big") + b"x")
     except BaseException:
         pass

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "macro.h"
 #include "outputs.h"
+#include "preimport.h"
 #include "runlog.h"
 #include "script.h"
 #include "strv.h"
@@ -73,6 +74,8 @@ typedef struct Job {
         bool built_now;
         char *pool_key;                 /* the run may use, and refills, a pre-started sandbox of this key */
         bool prestarted;                /* it did */
+        char **script_modules;          /* its leading imports (preimport.h), when it may use a pre-started sandbox */
+        bool plain_enough;              /* preimport_script_plain_enough() */
         const char *banner;             /* unsafe-no-sandbox: the line every result starts with, from the spawn */
         bool spawned;                   /* banner is the run's: it is NULL when the run is sandboxed */
         InputFiles files;               /* the user's files, at /work/in */
@@ -99,6 +102,7 @@ static Job *job_free(Job *j) {
         envstore_hold_release(j->env_hold);
         free(j->env_path);
         free(j->pool_key);
+        strv_free(j->script_modules);
         free(j->activity);
         free(j->script);
         input_files_done(&j->files);
@@ -300,6 +304,15 @@ static json_object *base_structured(Job *j, const char *failed_phase) {
                 json_add(st, "environment", environment_json(j));
         if (j->prestarted)
                 json_add_bool(st, "prestarted", true);
+        /* Modules the sandbox had imported before the script came, as the script's first lines would have. */
+        const char *pre = outputs_preimported(j->outputs, NULL);
+        if (j->prestarted && pre) {
+                _cleanup_strv_free_ char **l = strv_split(pre, " ");
+                json_object *a = json_object_new_array();
+                for (size_t i = 0; l && l[i]; i++)
+                        json_object_array_add(a, json_object_new_string(l[i]));
+                json_add(st, "warm_imports", a);
+        }
         if (job_banner(j)) {
                 json_add_bool(st, "sandboxed", false);
                 json_add_string(st, "sandbox_warning", job_banner(j));
@@ -330,6 +343,12 @@ static void job_log_begin(Job *j, RunLog *l, const char *verdict) {
         runlog_add(l, "MCP_SANDBOXED", "%s", yes_no(!job_banner(j)));
         if (j->spawned)
                 runlog_add(l, "MCP_PRESTARTED", "%s", yes_no(j->prestarted));
+        uint64_t pre_kib = 0;
+        const char *pre = outputs_preimported(j->outputs, &pre_kib);
+        if (j->prestarted && pre) {
+                runlog_add(l, "MCP_WARM_IMPORTS", "%s", pre);
+                runlog_add(l, "MCP_WARM_IMPORTS_RSS_KIB", "%" PRIu64, pre_kib);
+        }
         if (j->t_prepared) {
                 runlog_add(l, "MCP_PREPARE_USEC", "%" PRIu64, j->t_prepared - j->t_start);
                 runlog_add(l, "MCP_QUEUE_USEC", "%" PRIu64, (j->t_run_start ?: now) - j->t_prepared);
@@ -424,6 +443,10 @@ typedef struct Prestart {
         ino_t ino;
         SandboxLimits limits;
         size_t head_max, tail_max;
+        uint64_t import_max_kib;        /* prestart-memory: 0, no warm imports */
+        char **imports;                 /* warm imports: learnt from the environment's last run (preimport.h) */
+        bool learnt;                    /* a new spec: imports is what a run just taught, to replace the target's */
+        bool imports_failed;            /* a sandbox that imported them went unused: none for this target any more */
 } Prestart;
 
 static void prestart_free(void *userdata) {
@@ -434,7 +457,43 @@ static void prestart_free(void *userdata) {
         free(ps->env_path);
         free(ps->python);
         free(ps->prefix);
+        strv_free(ps->imports);
         free(ps);
+}
+
+/* What a sandbox of ps imports ahead, comma-separated ("" for nothing): the boot program's MODULES. */
+static char *prestart_imports(const Prestart *ps) {
+        if (ps->import_max_kib == 0 || ps->imports_failed || !ps->imports || !ps->imports[0])
+                return strdup("");
+        return strv_join(ps->imports, ",");
+}
+
+static void prestart_update(void *userdata, void *new_userdata) {
+        Prestart *ps = userdata, *n = new_userdata;
+
+        if (!n->learnt)
+                return;
+        strv_free(ps->imports);
+        ps->imports = TAKE_PTR(n->imports);
+}
+
+/* A waiting sandbox is kept while it imported what the target would import now. */
+static bool prestart_keep(void *userdata, const PoolItem *it) {
+        _cleanup_free_ char *want = prestart_imports(userdata);
+
+        return want && streq(want, strempty(it->tag));
+}
+
+/* One that imported modules ended or printed before use: most likely their doing; import nothing from now on. */
+static void prestart_dropped(void *userdata, const PoolItem *it) {
+        Prestart *ps = userdata;
+
+        if (it->tag && it->tag[0]) {
+                if (!ps->imports_failed)
+                        log_info("A pre-started sandbox of %s went unused after importing %s; its next ones import "
+                                 "nothing ahead.", ps->env_path, it->tag);
+                ps->imports_failed = true;
+        }
 }
 
 /* The environment it binds is still the one in the store (not collected, not rebuilt). */
@@ -449,7 +508,7 @@ static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userd
         Prestart *ps = userdata;
         _cleanup_close_ int out_r = -EBADF, out_w = -EBADF, in_r = -EBADF, in_w = -EBADF;
         int fds[2];
-        char arg[32];
+        _cleanup_free_ char *arg = NULL;
         int k;
 
         if (pipe2(fds, O_CLOEXEC) < 0)
@@ -460,7 +519,14 @@ static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userd
                 return -errno;
         in_r = fds[0];
         in_w = fds[1];
-        snprintf(arg, sizeof(arg), "%d:%d", out_w, in_r);
+        _cleanup_free_ char *imports = prestart_imports(ps);
+        if (!imports)
+                return -ENOMEM;
+        /* FD:IN:LEARN:CAP:MODULES (boot.py) */
+        if (asprintf(&arg, "%d:%d:1:%" PRIu64 ":%s", out_w, in_r, ps->import_max_kib, imports) < 0) {
+                arg = NULL;
+                return -ENOMEM;
+        }
 
         char *command[] = { ps->python,         (char *) "-I", (char *) "-u",
                             (char *) "-B",      (char *) "-c", (char *) boot_code,
@@ -483,6 +549,7 @@ static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userd
         (void) fcntl(in_w, F_SETFL, O_NONBLOCK);
         ret->in_fd = TAKE_FD(in_w);
         ret->out_fd = TAKE_FD(out_r);
+        ret->tag = TAKE_PTR(imports);
         return 0;
 }
 
@@ -490,6 +557,9 @@ static const PoolTargetOps prestart_ops = {
         .spawn = prestart_spawn,
         .check = prestart_check,
         .free_spec = prestart_free,
+        .update = prestart_update,
+        .keep = prestart_keep,
+        .dropped = prestart_dropped,
 };
 
 static void output_caps(const Config *c, size_t *ret_head, size_t *ret_tail) {
@@ -511,22 +581,31 @@ static char *prestart_key(const Config *c, const char *env_path, const char *pre
         return key;
 }
 
-int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix) {
+/* imports: what a run of the environment just taught (taken; NULL: nothing, keep what the target knows). */
+static int prestart_learnt(Runtime *r, const char *env_path, const char *prefix, char **imports) {
         const Config *c = runtime_config(r);
         _cleanup_free_ char *key = NULL;
         Prestart *ps;
         struct stat st;
 
-        if (pool_size(runtime_pool(r)) == 0)
+        if (pool_size(runtime_pool(r)) == 0) {
+                strv_free(imports);
                 return 0;
-        if (stat(env_path, &st) < 0)
+        }
+        if (stat(env_path, &st) < 0) {
+                strv_free(imports);
                 return -errno;
+        }
         key = prestart_key(c, env_path, prefix, &st);
         ps = calloc(1, sizeof(*ps));
         if (!key || !ps) {
                 free(ps);
+                strv_free(imports);
                 return -ENOMEM;
         }
+        ps->imports = imports;
+        ps->learnt = imports != NULL;
+        ps->import_max_kib = c->prestart_memory / 1024;
         ps->runtime = r;
         ps->env_path = strdup(env_path);
         ps->prefix = strdup(prefix);
@@ -543,6 +622,41 @@ int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix
         return pool_refill(runtime_pool(r), key, &prestart_ops, ps);
 }
 
+int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix) {
+        return prestart_learnt(r, env_path, prefix, NULL);
+}
+
+static void prestart_target_json(void *userdata, unsigned n_waiting, unsigned depth, void *arg) {
+        Prestart *ps = userdata;
+        json_object *a = arg, *o = json_object_new_object(), *imports = json_object_new_array();
+        _cleanup_free_ char *now = prestart_imports(ps);
+        const char *slash = strrchr(ps->env_path, '/');
+
+        json_add_string(o, "environment", slash ? slash + 1 : ps->env_path);
+        json_add_int(o, "waiting", n_waiting);
+        json_add_int(o, "depth", depth);
+        for (size_t i = 0; now && now[0] && ps->imports && ps->imports[i]; i++)
+                json_object_array_add(imports, json_object_new_string(ps->imports[i]));
+        json_add(o, "warm_imports", imports);
+        if (ps->imports_failed)
+                json_add_bool(o, "warm_imports_off", true);
+        json_object_array_add(a, o);
+}
+
+json_object *execute_python_pool_json(Runtime *r) {
+        const Config *c = runtime_config(r);
+        Pool *p = runtime_pool(r);
+        json_object *o = json_object_new_object(), *targets = json_object_new_array();
+
+        json_add_int(o, "max_per_environment", pool_size(p));
+        json_add_int(o, "waiting", pool_n_ready(p));
+        json_add_int(o, "wanted", pool_n_wanted(p));
+        json_add_int(o, "warm_import_memory_max_bytes", (int64_t) c->prestart_memory);
+        pool_foreach_target(p, prestart_target_json, targets);
+        json_add(o, "environments", targets);
+        return o;
+}
+
 /* A run with the configured limits may use a pre-started sandbox: set j->pool_key. */
 static void job_pool_key(Job *j) {
         const Config *c = runtime_config(j->runtime);
@@ -557,19 +671,40 @@ static void job_pool_key(Job *j) {
         j->pool_key = prestart_key(c, j->env_path, j->plan->python->prefix, &st);
 }
 
-/* The environment was just used: keep a sandbox for it started (again). */
+/* The environment was just used: keep a sandbox for it started (again), importing what this run teaches. */
 static void job_refill(Job *j) {
+        char **imports = NULL;
+        const char *loaded;
         int k;
 
         if (!j->pool_key)
                 return;
-        k = execute_python_prestart(j->runtime, j->env_path, j->plan->python->prefix);
+        /* A script that starts with imports says what the environment's scripts import; one that does not, nothing. */
+        loaded = outputs_loaded_modules(j->outputs);
+        if (loaded && j->script_modules && j->script_modules[0])
+                imports = preimport_learn(j->script_modules, loaded);
+        k = prestart_learnt(j->runtime, j->env_path, j->plan->python->prefix, imports);
         if (k < 0)
                 log_debug_errno(k, "Failed to start a sandbox ahead for the next run: %m");
 }
 
 static int on_outputs(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 static void on_run_done(Process *p, void *userdata);
+
+/* A waiting sandbox suits the job when what it imported is what the script imports first (preimport.h). */
+static int job_accept(const PoolItem *it, void *userdata) {
+        Job *j = userdata;
+        _cleanup_strv_free_ char **pre = NULL;
+
+        if (!it->tag || !it->tag[0])
+                return 0;
+        if (!j->plain_enough)
+                return -1;
+        pre = strv_split(it->tag, ",");
+        if (!pre || !preimport_is_prefix(pre, j->script_modules))
+                return -1;
+        return (int) strv_length(pre);
+}
 
 /* Hand the script to a pre-started sandbox: true when it runs there now. */
 static bool job_take_prestarted(Job *j) {
@@ -579,7 +714,11 @@ static bool job_take_prestarted(Job *j) {
         int size;
 
         /* A script larger than a pipe holds goes to a fresh sandbox: the hand-over is one write. */
-        if (!j->pool_key || j->script_len > 65536 || pool_take(runtime_pool(r), j->pool_key, &it) <= 0)
+        if (!j->pool_key || j->script_len > 65536)
+                return false;
+        j->script_modules = preimport_leading_modules(j->script, j->script_len);
+        j->plain_enough = j->script_modules && preimport_script_plain_enough(j->script, j->script_len);
+        if (pool_take(runtime_pool(r), j->pool_key, job_accept, j, &it) <= 0)
                 return false;
         /* The script must fit the pipe in one write: the loop never waits on a sandbox. Else a fresh one. */
         size = fcntl(it.in_fd, F_GETPIPE_SZ);
@@ -612,7 +751,9 @@ static bool job_take_prestarted(Job *j) {
         j->proc = TAKE_PTR(it.proc);
         j->out_fd = TAKE_FD(it.out_fd);
         j->prestarted = true;
-        log_debug("execute_python for uid " UID_FMT ": running in a pre-started sandbox.", j->call->uid);
+        log_debug("execute_python for uid " UID_FMT ": running in a pre-started sandbox (warm imports: %s).",
+                  j->call->uid, it.tag && it.tag[0] ? it.tag : "none");
+        it.tag = mfree(it.tag);
         return true;
 }
 
@@ -857,7 +998,8 @@ static void job_run(Job *j) {
         j->out_fd = pipe_fds[0];
         out_w = pipe_fds[1];
         (void) fcntl(j->out_fd, F_SETFL, O_NONBLOCK);
-        snprintf(out_fd, sizeof(out_fd), "%d", out_w);
+        /* With a pool, the run reports what it loaded from the environment: what its next sandboxes import ahead. */
+        snprintf(out_fd, sizeof(out_fd), j->pool_key ? "%d::1" : "%d", out_w);
 
         SandboxData data[1 + INPUT_FILES_MAX] = { { .fd = fd, .dest = SANDBOX_WORK_DIR "/script.py" } };
         k = input_files_data(&j->files, data + 1);

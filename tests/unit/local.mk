@@ -141,6 +141,12 @@ test_netproxy_SOURCES = tests/unit/test-netproxy.c
 test_netproxy_CFLAGS = $(UNIT_CFLAGS)
 test_netproxy_LDADD = $(UNIT_LIBS)
 
+check_PROGRAMS += test-preimport
+TESTS += test-preimport
+test_preimport_SOURCES = tests/unit/test-preimport.c
+test_preimport_CFLAGS = $(UNIT_CFLAGS)
+test_preimport_LDADD = $(UNIT_LIBS)
+
 # Embedded Python (src/tools/boot.py -> boot.c) is current.
 TESTS += tests/unit/test-embedded.py
 EXTRA_DIST += tests/unit/test-embedded.py
