@@ -447,6 +447,7 @@ typedef struct Prestart {
         char **imports;                 /* warm imports: learnt from the environment's last run (preimport.h) */
         bool learnt;                    /* a new spec: imports is what a run just taught, to replace the target's */
         bool imports_failed;            /* a sandbox that imported them went unused: none for this target any more */
+        uint64_t imports_kib;           /* the memory the last one used held once it had imported them ('P') */
 } Prestart;
 
 static void prestart_free(void *userdata) {
@@ -471,6 +472,8 @@ static char *prestart_imports(const Prestart *ps) {
 static void prestart_update(void *userdata, void *new_userdata) {
         Prestart *ps = userdata, *n = new_userdata;
 
+        if (n->imports_kib > 0)
+                ps->imports_kib = n->imports_kib;
         if (!n->learnt)
                 return;
         strv_free(ps->imports);
@@ -582,7 +585,8 @@ static char *prestart_key(const Config *c, const char *env_path, const char *pre
 }
 
 /* imports: what a run of the environment just taught (taken; NULL: nothing, keep what the target knows). */
-static int prestart_learnt(Runtime *r, const char *env_path, const char *prefix, char **imports) {
+static int prestart_learnt(Runtime *r, const char *env_path, const char *prefix, char **imports,
+                           uint64_t imports_kib) {
         const Config *c = runtime_config(r);
         _cleanup_free_ char *key = NULL;
         Prestart *ps;
@@ -605,6 +609,7 @@ static int prestart_learnt(Runtime *r, const char *env_path, const char *prefix,
         }
         ps->imports = imports;
         ps->learnt = imports != NULL;
+        ps->imports_kib = imports_kib;
         ps->import_max_kib = c->prestart_memory / 1024;
         ps->runtime = r;
         ps->env_path = strdup(env_path);
@@ -623,7 +628,7 @@ static int prestart_learnt(Runtime *r, const char *env_path, const char *prefix,
 }
 
 int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix) {
-        return prestart_learnt(r, env_path, prefix, NULL);
+        return prestart_learnt(r, env_path, prefix, NULL, 0);
 }
 
 static void prestart_target_json(void *userdata, unsigned n_waiting, unsigned depth, void *arg) {
@@ -638,6 +643,8 @@ static void prestart_target_json(void *userdata, unsigned n_waiting, unsigned de
         for (size_t i = 0; now && now[0] && ps->imports && ps->imports[i]; i++)
                 json_object_array_add(imports, json_object_new_string(ps->imports[i]));
         json_add(o, "warm_imports", imports);
+        if (ps->imports_kib > 0)   /* what one held, the last time one was used */
+                json_add_int(o, "warm_imports_memory_bytes", (int64_t) (ps->imports_kib * 1024));
         if (ps->imports_failed)
                 json_add_bool(o, "warm_imports_off", true);
         json_object_array_add(a, o);
@@ -683,7 +690,9 @@ static void job_refill(Job *j) {
         loaded = outputs_loaded_modules(j->outputs);
         if (loaded && j->script_modules && j->script_modules[0])
                 imports = preimport_learn(j->script_modules, loaded);
-        k = prestart_learnt(j->runtime, j->env_path, j->plan->python->prefix, imports);
+        uint64_t kib = 0;
+        (void) outputs_preimported(j->outputs, &kib);
+        k = prestart_learnt(j->runtime, j->env_path, j->plan->python->prefix, imports, j->prestarted ? kib : 0);
         if (k < 0)
                 log_debug_errno(k, "Failed to start a sandbox ahead for the next run: %m");
 }

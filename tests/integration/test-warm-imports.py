@@ -123,6 +123,8 @@ def second_run_finds_its_module_imported():
     check(len({token1, token2, token3}) == 3, f"one sandbox per run: {token1} {token2} {token3}")
     p = pool(c)
     check(p.get("warm_import_memory_max_bytes") == 256 * 1024 * 1024, f"pool report: {p}")
+    mem = [e.get("warm_imports_memory_bytes") for e in p.get("environments", []) if e.get("warm_imports")]
+    check(mem and 1024 * 1024 < mem[0] < 256 * 1024 * 1024, f"the memory a waiting sandbox held is reported: {p}")
     c.close()
 
 
