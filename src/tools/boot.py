@@ -30,7 +30,7 @@
 # runs to the end of the script exits the usual way; it never writes the
 # record.
 #
-# FD is FD[:IN[:LEARN[:CAP:MODULES]]]. With LEARN non-empty, the last records
+# FD is FD[:IN[:LEARN[:CAP]]]. With LEARN non-empty, the last records
 # before 'X' include an 'M' record naming the top-level packages the run loaded
 # from the environment's site-packages (what the daemon learns warm imports
 # from; src/tools/preimport.h).
@@ -44,9 +44,11 @@
 # changes its own throwaway copy) and goes on exactly as a fresh run reads the
 # file bound there: same __file__, compile() under the same path, tracebacks
 # with the script's lines, and code that reads its own source finds it. Before
-# it blocks, it imports MODULES (comma-separated, in order), at most until it
-# holds CAP KiB: its warm imports, which the daemon hands only to a script that
-# would import them first itself (src/tools/preimport.h).
+# it blocks, it reads a first line from IN, MODULES (comma-separated), and
+# imports them in order, at most until it holds CAP KiB: its warm imports,
+# which the daemon hands only to a script that would import them first itself
+# (src/tools/preimport.h). They come on the pipe rather than the command line,
+# which every local user can read.
 #
 # @NAME@ is the C macro NAME (src/tools/outputs.h): only inside MORE, a string,
 # so this file stays Python that compiles.
@@ -56,7 +58,6 @@ def _boot():
     fd, _, src = sys.argv[1].partition(":")
     src, _, learn = src.partition(":")
     learn, _, cap = learn.partition(":")
-    cap, _, mods = cap.partition(":")
     fd = int(fd)
     path = sys.argv[2]
     out = os.path.join(os.path.dirname(path), "out")
@@ -101,6 +102,16 @@ def _boot():
     source = None
     if src:
         compile(b"pass\n", path, "exec", dont_inherit=True)
+        src = int(src)
+        # First on IN: a line of modules to import ahead (comma-separated; empty for none).
+        chunks = [b""]
+        while b"\n" not in chunks[0]:
+            b = os.read(src, 4096)
+            if not b:
+                break
+            chunks[0] += b
+        mods, _, chunks[0] = chunks[0].partition(b"\n")
+        mods = mods.decode()
         # Warm imports (src/tools/preimport.h says when the daemon hands this sandbox a script): import the
         # modules the script's first statements will import, in their order, while nobody waits. Stop at the
         # first that fails (the script's own import of it fails the same way, then) and once the memory the
@@ -121,8 +132,6 @@ def _boot():
             del done, m
         del mods, cap
         record(b"R", "-", 0)
-        src = int(src)
-        chunks = []
         while True:
             b = os.read(src, 1 << 20)
             if not b:

@@ -525,8 +525,8 @@ static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userd
         _cleanup_free_ char *imports = prestart_imports(ps);
         if (!imports)
                 return -ENOMEM;
-        /* FD:IN:LEARN:CAP:MODULES (boot.py) */
-        if (asprintf(&arg, "%d:%d:1:%" PRIu64 ":%s", out_w, in_r, ps->import_max_kib, imports) < 0) {
+        /* FD:IN:LEARN:CAP (boot.py). The modules go first on IN, not on a command line every local user can read. */
+        if (asprintf(&arg, "%d:%d:1:%" PRIu64, out_w, in_r, ps->import_max_kib) < 0) {
                 arg = NULL;
                 return -ENOMEM;
         }
@@ -550,6 +550,12 @@ static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userd
         ret->ctl_fd = TAKE_FD(ctl);
         (void) fcntl(out_r, F_SETFL, O_NONBLOCK);
         (void) fcntl(in_w, F_SETFL, O_NONBLOCK);
+        /* A line of at most PREIMPORT_MAX_MODULES names: far less than the pipe holds. */
+        size_t n = strlen(imports);
+        imports[n] = '\n';
+        if (write(in_w, imports, n + 1) != (ssize_t) (n + 1))
+                return -EIO;
+        imports[n] = 0;
         ret->in_fd = TAKE_FD(in_w);
         ret->out_fd = TAKE_FD(out_r);
         ret->tag = TAKE_PTR(imports);
@@ -729,9 +735,10 @@ static bool job_take_prestarted(Job *j) {
         j->plain_enough = j->script_modules && preimport_script_plain_enough(j->script, j->script_len);
         if (pool_take(runtime_pool(r), j->pool_key, job_accept, j, &it) <= 0)
                 return false;
-        /* The script must fit the pipe in one write: the loop never waits on a sandbox. Else a fresh one. */
+        /* The script must fit the pipe in one write: the loop never waits on a sandbox. Else a fresh one. (The line
+         * of modules before it may still be in the pipe.) */
         size = fcntl(it.in_fd, F_GETPIPE_SZ);
-        if (size < 0 || j->script_len > (size_t) size) {
+        if (size < 0 || j->script_len + strlen(strempty(it.tag)) + 1 > (size_t) size) {
                 pool_item_done(&it);
                 return false;
         }

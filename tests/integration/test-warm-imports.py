@@ -29,7 +29,7 @@ Needs $DAEMON and $SHIM, bubblewrap and uv. Exit status: 0 pass, 1 fail, 77 skip
 
 import time
 
-from mcptest import Daemon, check, eq, main, need_uv, scratch, test, wait_until, with_defaults
+from mcptest import Daemon, check, children, eq, main, need_uv, scratch, test, wait_until, with_defaults
 from wheels import build_wheel
 
 _STATE = {}
@@ -106,6 +106,17 @@ def second_run_finds_its_module_imported():
     check(age < 0.5, f"a fresh interpreter imports when the script does: {age}")
     check("warm_imports" not in st, f"first run: {st}")
     waiting_with(c, ["mcpt_warm"])
+    # What one user's scripts import is not on a command line every local user can read (it goes on the pipe).
+    seen = 0
+    for pid in children(daemon().proc.pid):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        seen += 1
+        check(b"mcpt_warm" not in cmd, f"pid {pid} shows the module on its command line: {cmd[:300]!r}")
+    check(seen > 0, "the waiting sandbox's processes were looked at")
     st = run(c, AGE, deps)
     eq(st.get("prestarted"), True, "prestarted")
     eq(st.get("warm_imports"), ["mcpt_warm"], "warm_imports")
