@@ -359,6 +359,12 @@ int pool_take(Pool *p, const char *key, PoolAcceptFunc accept, void *userdata, P
         return 1;
 }
 
+bool pool_in_burst(const Pool *p, const char *key) {
+        PoolTarget *t = p ? pool_find(p, key, NULL) : NULL;
+
+        return t && MIN(t->depth, p->size) > 1;
+}
+
 unsigned pool_n_ready(const Pool *p) {
         unsigned n = 0;
 

@@ -81,6 +81,9 @@ int pool_refill(Pool *p, const char *key, const PoolTargetOps *ops, void *spec);
  * is taken before any that is still starting.
  */
 int pool_take(Pool *p, const char *key, PoolAcceptFunc accept, void *userdata, PoolItem *ret);
+/* Calls for key come faster than its processes start (its depth grew): a taker should start the replacement at
+ * once rather than after its work. */
+bool pool_in_burst(const Pool *p, const char *key);
 /* Kill every waiting process and forget all targets (the policy changed). */
 void pool_flush(Pool *p);
 /* Waiting processes, all targets together. */

@@ -767,9 +767,11 @@ static bool job_take_prestarted(Job *j) {
         j->proc = TAKE_PTR(it.proc);
         j->out_fd = TAKE_FD(it.out_fd);
         j->prestarted = true;
-        /* Its replacement starts now, beside the run: a client calling back to back finds it further along. (After
-         * the run, job_refill() brings in what the run taught.) */
-        if (execute_python_prestart(r, j->env_path, j->plan->python->prefix) < 0)
+        /* During a burst the replacement starts now, beside the run: a client calling back to back finds it further
+         * along. Otherwise after the reply (job_refill(), which also brings in what the run taught), so that its
+         * start-up does not compete with the run for the CPU. */
+        if (pool_in_burst(runtime_pool(r), j->pool_key) &&
+            execute_python_prestart(r, j->env_path, j->plan->python->prefix) < 0)
                 log_debug("Failed to start a sandbox ahead for the next run.");
         log_debug("execute_python for uid " UID_FMT ": running in a pre-started sandbox (warm imports: %s).",
                   j->call->uid, it.tag && it.tag[0] ? it.tag : "none");
