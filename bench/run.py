@@ -18,6 +18,8 @@ Environment knobs:
   BENCH_N=300                warm hello-world calls per server, back to back
   BENCH_N_PACED=120          warm hello-world calls per server, 100 ms apart
   BENCH_N_DEPS=30            warm calls with dependencies
+  BENCH_N_HEAVY=10           warm numpy/pandas/matplotlib calls (warm imports), each
+  BENCH_HEAVY_GAP=2          seconds between those calls (an agent reads each result)
   BENCH_COLD_REPS=5          cold starts per mode
   BENCH_TP_SECONDS=10        length of each throughput window
   BENCH_SKIP_REFERENCE=1     measure ours only
