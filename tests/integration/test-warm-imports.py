@@ -27,12 +27,23 @@ random token:
 Needs $DAEMON and $SHIM, bubblewrap and uv. Exit status: 0 pass, 1 fail, 77 skip.
 """
 
+import atexit
 import time
 
 from mcptest import Daemon, check, children, eq, main, need_uv, scratch, test, wait_until, with_defaults
 from wheels import build_wheel
 
 _STATE = {}
+
+
+@atexit.register
+def _cleanup():
+    for key, d in list(_STATE.items()):
+        if key != "wheels":
+            try:
+                d.close()
+            except Exception:  # noqa: BLE001 - best effort at exit
+                pass
 
 SIDE = ("import os as _os, time as _time\n"
         "IMPORTED_AT = _time.time()\n"
