@@ -23,6 +23,8 @@ libcore_a_SOURCES = \
 	src/tools/check-environment.c \
 	src/tools/hints.c src/tools/hints.h \
 	src/tools/execute-python.c \
+	src/tools/boot.c src/tools/boot.h \
+	src/tools/preimport.c src/tools/preimport.h \
 	src/tools/input-files.c src/tools/input-files.h \
 	src/tools/validate-script.c \
 	src/tools/sandbox-common.c src/tools/sandbox-common.h \
@@ -55,3 +57,9 @@ include src/pep723/local.mk
 
 # The persistent sandboxes' driver is Python, embedded as a C string by embed-driver.py.
 EXTRA_DIST += src/workspace/driver.py src/workspace/embed-driver.py
+
+# execute_python's boot program is Python too: src/tools/boot.py, made into src/tools/boot.c (kept in the tree, so
+# a build needs no Python) whenever boot.py is newer; tests/unit/test-embedded.py fails when the two disagree.
+EXTRA_DIST += src/tools/boot.py src/tools/embed-python.py
+$(srcdir)/src/tools/boot.c: $(srcdir)/src/tools/boot.py $(srcdir)/src/tools/embed-python.py
+	$(AM_V_GEN)$(PYTHON3) $(srcdir)/src/tools/embed-python.py boot_code $(srcdir)/src/tools/boot.py $@ outputs.h boot.h

@@ -62,7 +62,8 @@ typedef struct Config {
         uint64_t max_helpers, max_helpers_per_user;
         uint64_t max_compiles, max_compiles_per_user;
         uint64_t max_walks, max_walks_per_user;
-        uint64_t prestart;              /* sandboxes started ahead per recently used environment; 0: none */
+        uint64_t prestart;              /* most sandboxes started ahead per recently used environment; 0: none */
+        uint64_t prestart_memory;       /* bytes one may fill with warm imports (src/tools/preimport.h); 0: none */
         uint64_t tmpfs_size;
         bool network;
         char **network_allow;           /* network-allow: hosts reachable through the daemon's proxy */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -30,6 +31,9 @@ struct PoolTarget {
         size_t n_entries;
         unsigned failures;      /* in a row: a target whose processes die before use pauses refilling */
         uint64_t failed_at;
+        unsigned depth;         /* processes kept waiting now: 1 to the pool's size, following the call rate */
+        uint64_t last_take;     /* the last pool_take() that asked for this target */
+        uint64_t last_short;    /* the last take that found none ready, soon after another */
 };
 
 struct Pool {
@@ -48,6 +52,7 @@ void pool_item_done(PoolItem *it) {
         it->in_fd = safe_close(it->in_fd);
         it->out_fd = safe_close(it->out_fd);
         it->ctl_fd = safe_close(it->ctl_fd);
+        it->tag = mfree(it->tag);
 }
 
 static void entry_free(PoolEntry *e) {
@@ -89,6 +94,8 @@ static void on_entry_died(Process *proc, void *userdata) {
         PoolEntry *e = userdata;
         PoolTarget *t = e->target;
 
+        if (t->ops.dropped)
+                t->ops.dropped(t->spec, &e->item);
         t->failures++;
         t->failed_at = now_usec();
         target_remove_entry(t, e);
@@ -105,7 +112,7 @@ static int target_fill(PoolTarget *t) {
                         return 0;
                 t->failures = 0;
         }
-        while (t->n_entries < p->size) {
+        while (t->n_entries < MIN(t->depth, p->size)) {
                 PoolEntry *e = calloc(1, sizeof(*e)), **l;
                 int k;
 
@@ -118,7 +125,7 @@ static int target_fill(PoolTarget *t) {
                 }
                 t->entries = l;
                 e->target = t;
-                e->item = (PoolItem) { .in_fd = -EBADF, .out_fd = -EBADF, .ctl_fd = -EBADF };
+                e->item = (PoolItem) { .in_fd = -EBADF, .out_fd = -EBADF, .ctl_fd = -EBADF, .started = now_usec() };
                 /* Work the daemon does for itself: charged to its own account, capped like the rest. */
                 if (p->sched && scheduler_try_acquire(p->sched, &e->ticket, SCHED_PRESTART, SCHEDULER_DAEMON_UID) != 0) {
                         free(e);
@@ -142,8 +149,23 @@ static void pool_sweep(Pool *p) {
 
         for (size_t i = p->n_targets; i-- > 0;) {
                 PoolTarget *t = p->targets[i];
-                if (now - t->last_used > POOL_TARGET_IDLE_USEC || (t->ops.check && !t->ops.check(t->spec)))
+                if (now - t->last_used > POOL_TARGET_IDLE_USEC || (t->ops.check && !t->ops.check(t->spec))) {
                         pool_drop_target(p, i);
+                        continue;
+                }
+                /* The burst is over: one fewer waits (the newest goes, the oldest is the readiest). */
+                if (t->depth > 1 && now - t->last_short > POOL_DEPTH_DECAY_USEC) {
+                        t->depth--;
+                        t->last_short = now;
+                        while (t->n_entries > t->depth) {
+                                PoolEntry *newest = t->entries[0];
+                                for (size_t k = 1; k < t->n_entries; k++)
+                                        if (t->entries[k]->item.started > newest->item.started)
+                                                newest = t->entries[k];
+                                target_remove_entry(t, newest);
+                                entry_free(newest);
+                        }
+                }
         }
 }
 
@@ -216,8 +238,17 @@ int pool_refill(Pool *p, const char *key, const PoolTargetOps *ops, void *spec) 
         }
         t = pool_find(p, key, NULL);
         if (t) {
+                if (t->ops.update)
+                        t->ops.update(t->spec, spec);
                 if (ops->free_spec)
                         ops->free_spec(spec);
+                /* Waiting processes the spec would not start now (it learnt something) make room for ones it would. */
+                for (size_t i = t->n_entries; t->ops.keep && i-- > 0;)
+                        if (!t->ops.keep(t->spec, &t->entries[i]->item)) {
+                                PoolEntry *e = t->entries[i];
+                                target_remove_entry(t, e);
+                                entry_free(e);
+                        }
         } else {
                 /* Room for it: the least recently used target goes. */
                 if (p->n_targets >= POOL_MAX_TARGETS) {
@@ -237,6 +268,7 @@ int pool_refill(Pool *p, const char *key, const PoolTargetOps *ops, void *spec) 
                 t->pool = p;
                 t->ops = *ops;
                 t->spec = spec;
+                t->depth = 1;
                 p->targets[p->n_targets++] = t;
         }
         t->last_used = now_usec();
@@ -252,9 +284,26 @@ int pool_refill(Pool *p, const char *key, const PoolTargetOps *ops, void *spec) 
         return target_fill(t);
 }
 
-int pool_take(Pool *p, const char *key, PoolItem *ret) {
+static bool entry_ready(const PoolEntry *e) {
+        struct pollfd pfd = { .fd = e->item.out_fd, .events = POLLIN };
+
+        return e->item.out_fd >= 0 && poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN);
+}
+
+/* Not as good as a new one: it ended, or it said something. */
+static bool entry_spoilt(const PoolEntry *e) {
+        const Process *proc = e->item.proc;
+
+        return !proc || proc->exited || proc->out.total > 0 || proc->err.total > 0;
+}
+
+int pool_take(Pool *p, const char *key, PoolAcceptFunc accept, void *userdata, PoolItem *ret) {
         PoolTarget *t;
+        PoolEntry *best = NULL;
+        bool best_ready = false;
+        int best_score = -1;
         size_t idx;
+        uint64_t now = now_usec();
 
         if (!p || p->size == 0)
                 return 0;
@@ -265,26 +314,55 @@ int pool_take(Pool *p, const char *key, PoolItem *ret) {
                 pool_drop_target(p, idx);
                 return 0;
         }
-        t->last_used = now_usec();
-        while (t->n_entries > 0) {
-                PoolEntry *e = t->entries[0];
-                Process *proc = e->item.proc;
-
-                target_remove_entry(t, e);
-                /* Only a process still waiting, that has said nothing, is as good as a new one. */
-                if (!proc || proc->exited || proc->out.total > 0 || proc->err.total > 0) {
+        t->last_used = now;
+        for (size_t i = t->n_entries; i-- > 0;) {
+                PoolEntry *e = t->entries[i];
+                if (entry_spoilt(e)) {
+                        target_remove_entry(t, e);
+                        if (t->ops.dropped && e->item.proc && !e->item.proc->exited)
+                                t->ops.dropped(t->spec, &e->item);
                         entry_free(e);
-                        continue;
                 }
-                t->failures = 0;
-                proc->done = NULL;
-                proc->userdata = NULL;
-                *ret = e->item;
-                scheduler_release(&e->ticket);   /* the taker's run slot covers it from now on */
-                free(e);
-                return 1;
         }
-        return 0;
+        for (size_t i = 0; i < t->n_entries; i++) {
+                PoolEntry *e = t->entries[i];
+                int score = accept ? accept(&e->item, userdata) : 0;
+                bool ready;
+
+                if (score < 0)
+                        continue;
+                ready = entry_ready(e);
+                if (!best || (ready && !best_ready) || (ready == best_ready && score > best_score)) {
+                        best = e;
+                        best_ready = ready;
+                        best_score = score;
+                }
+        }
+        /* Calls come faster than sandboxes start: keep one more waiting from now on. */
+        if ((!best || !best_ready) && t->last_take > 0 && now - t->last_take < POOL_DEPTH_BURST_USEC) {
+                if (t->depth < p->size)
+                        t->depth++;
+                t->last_short = now;
+        }
+        t->last_take = now;
+        if (!best)
+                return 0;
+
+        Process *proc = best->item.proc;
+        target_remove_entry(t, best);
+        t->failures = 0;
+        proc->done = NULL;
+        proc->userdata = NULL;
+        *ret = best->item;
+        scheduler_release(&best->ticket);   /* the taker's run slot covers it from now on */
+        free(best);
+        return 1;
+}
+
+bool pool_in_burst(const Pool *p, const char *key) {
+        PoolTarget *t = p ? pool_find(p, key, NULL) : NULL;
+
+        return t && MIN(t->depth, p->size) > 1;
 }
 
 unsigned pool_n_ready(const Pool *p) {
@@ -297,6 +375,21 @@ unsigned pool_n_ready(const Pool *p) {
 
 unsigned pool_n_targets(const Pool *p) {
         return p ? (unsigned) p->n_targets : 0;
+}
+
+unsigned pool_n_wanted(const Pool *p) {
+        unsigned n = 0;
+
+        for (size_t i = 0; p && i < p->n_targets; i++)
+                n += MIN(p->targets[i]->depth, p->size);
+        return n;
+}
+
+void pool_foreach_target(const Pool *p, void (*f)(void *spec, unsigned n_waiting, unsigned depth, void *userdata),
+                         void *userdata) {
+        for (size_t i = 0; p && i < p->n_targets; i++)
+                f(p->targets[i]->spec, (unsigned) p->targets[i]->n_entries, MIN(p->targets[i]->depth, p->size),
+                  userdata);
 }
 
 static int on_item_timeout(sd_event_source *s, uint64_t usec, void *userdata) {

@@ -4,8 +4,11 @@
 /*
  * Pool: processes started ahead of the request that will use them. A
  * target is a key (everything that decides what the process is) with a
- * spawn function; the pool keeps up to `size` started processes per target,
- * for at most a few targets, the most recently used ones. A process is taken
+ * spawn function; the pool keeps started processes per target, for at most a
+ * few targets, the most recently used ones. How many per target follows the
+ * call rate: one to begin with, one more (up to `size`) each time a take
+ * finds none ready while the previous take was less than POOL_DEPTH_BURST_USEC
+ * ago, one less after POOL_DEPTH_DECAY_USEC without such a take. A process is taken
  * once and never comes back: the taker owns it. Targets unused for a while,
  * or no longer valid (their check says so), are dropped with their
  * processes; freeing the pool kills everything in it. The processes are no
@@ -26,6 +29,8 @@ typedef struct PoolItem {
         int in_fd;              /* write end: what the process waits for; close it after writing */
         int out_fd;             /* read end of a result pipe, or -EBADF */
         int ctl_fd;             /* the daemon's end of a socket the process holds too (network-allow's), or -EBADF */
+        char *tag;              /* what the spawn function says this process holds (e.g. its warm imports), or NULL */
+        uint64_t started;       /* when it was spawned */
 } PoolItem;
 
 /* Start one process for spec, passing done and userdata to process_spawn. */
@@ -33,21 +38,35 @@ typedef int (*PoolSpawnFunc)(void *spec, ProcessDoneFunc done, void *userdata, P
 /* Still usable (e.g. what it binds is still there)? */
 typedef bool (*PoolCheckFunc)(void *spec);
 typedef void (*PoolSpecFreeFunc)(void *spec);
+/* pool_refill() of a known target: fold what the new spec knows into the target's (e.g. what was learnt). */
+typedef void (*PoolSpecUpdateFunc)(void *spec, void *new_spec);
+/* A waiting process is still what spec would start now? Else it is stopped and replaced at the refill. */
+typedef bool (*PoolKeepFunc)(void *spec, const PoolItem *it);
+/* A waiting process went unused: it ended by itself or wrote to stdout/stderr. */
+typedef void (*PoolDroppedFunc)(void *spec, const PoolItem *it);
 
 typedef struct PoolTargetOps {
         PoolSpawnFunc spawn;
         PoolCheckFunc check;            /* may be NULL */
         PoolSpecFreeFunc free_spec;     /* may be NULL */
+        PoolSpecUpdateFunc update;      /* may be NULL */
+        PoolKeepFunc keep;              /* may be NULL */
+        PoolDroppedFunc dropped;        /* may be NULL */
 } PoolTargetOps;
+
+/* How well a waiting process suits the taker: < 0 not at all; the highest wins, a ready one before others. */
+typedef int (*PoolAcceptFunc)(const PoolItem *it, void *userdata);
 
 #define POOL_MAX_TARGETS 4
 #define POOL_TARGET_IDLE_USEC (10 * 60 * USEC_PER_SEC)
+#define POOL_DEPTH_BURST_USEC (2 * USEC_PER_SEC)
+#define POOL_DEPTH_DECAY_USEC (30 * USEC_PER_SEC)
 
 /* sched: where each waiting process holds a SCHED_PRESTART place of the daemon's own account (NULL: none). */
 int pool_new(Pool **ret, sd_event *e, Scheduler *sched, unsigned size);
 /* Kills every process in it. */
 Pool *pool_free(Pool *p);
-/* Per target; a change flushes. 0: the pool is off. */
+/* The most per target; a change flushes. 0: the pool is off. */
 void pool_set_size(Pool *p, unsigned size);
 unsigned pool_size(const Pool *p);
 
@@ -56,13 +75,25 @@ unsigned pool_size(const Pool *p);
  * what is missing. Starting never waits for the processes.
  */
 int pool_refill(Pool *p, const char *key, const PoolTargetOps *ops, void *spec);
-/* A started process for key: 1 and *ret filled (the caller owns it all now), 0 if there is none. */
-int pool_take(Pool *p, const char *key, PoolItem *ret);
+/*
+ * A started process for key that accept (NULL: any) takes: 1 and *ret filled (the caller owns it all now), 0 if
+ * there is none. A process is ready when its out_fd is readable (it wrote that it waits); the best ready one
+ * is taken before any that is still starting.
+ */
+int pool_take(Pool *p, const char *key, PoolAcceptFunc accept, void *userdata, PoolItem *ret);
+/* Calls for key come faster than its processes start (its depth grew): a taker should start the replacement at
+ * once rather than after its work. */
+bool pool_in_burst(const Pool *p, const char *key);
 /* Kill every waiting process and forget all targets (the policy changed). */
 void pool_flush(Pool *p);
 /* Waiting processes, all targets together. */
 unsigned pool_n_ready(const Pool *p);
 unsigned pool_n_targets(const Pool *p);
+/* The depth each target has now, all targets together (what pool_n_ready() is refilled to). */
+unsigned pool_n_wanted(const Pool *p);
+/* Call f for each target's spec and the number of processes waiting for it. */
+void pool_foreach_target(const Pool *p, void (*f)(void *spec, unsigned n_waiting, unsigned depth, void *userdata),
+                         void *userdata);
 
 /* The taken process's run starts now: its duration counts from here, and it is killed after timeout_usec
  * (0: never) as process_spawn()'s timeout would. */

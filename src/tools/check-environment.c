@@ -185,6 +185,8 @@ static void check_env_finish(CheckEnv *c) {
         json_add_int(o, "max_queued_per_user", runtime_max_queued_per_user(r));
         json_add_int(o, "max_queued", (int64_t) cfg->max_queue);
         json_add(st, "runs", o);
+        /* Sandboxes started ahead: how many wait, how deep each environment's pool is now, what they import. */
+        json_add(st, "prestart", execute_python_pool_json(r));
 
         /* First, before anything that could make it look like a sandbox. */
         if (unsandboxed)

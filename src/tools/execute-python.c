@@ -11,12 +11,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "boot.h"
 #include "hints.h"
 #include "input-files.h"
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
 #include "outputs.h"
+#include "preimport.h"
 #include "runlog.h"
 #include "runtime/runtime.h"
 #include "runtime/script.h"
@@ -29,255 +31,6 @@
 /* At the end of a run, what is read from stdout and stderr at most: the pipes' contents, unless something the
  * script left running floods them. */
 #define DRAIN_MAX (4 * 1024 * 1024)
-#define STR_(x) #x
-#define STR(x) STR_(x)
-
-/*
- * `python -I -u -B -c BOOT FD /work/script.py` runs the script as
- * `python -I -u -B /work/script.py` would: byte for byte, in a fresh __main__
- * module with __file__ set, tracebacks starting at the script's frames, exit
- * status 1 on an uncaught exception, SystemExit handled as Python does. At
- * every plt.show() and at the end it writes the open matplotlib figures as PNG
- * to FD, then the files in the output directory (out/ beside the script,
- * /work/out in the sandbox); records as outputs.h describes. matplotlib is
- * only touched when the script imported pyplot (an import hook patches show()
- * then), and MORE, the code that does this, is compiled only when needed:
- * a hello world pays for little more than compile() itself.
- *
- * The end of a run is Python's own, done by hand: wait for the threads that
- * are not daemons, run the atexit handlers, clear the script's globals as the
- * interpreter's teardown does (their __del__ methods run, files they hold are
- * flushed), flush stdout and stderr (exit status 120 if that fails). Then the
- * exit status goes to FD as an 'X' record, if FD is still the pipe it was,
- * and the interpreter leaves with os._exit(): the daemon answers the call on
- * that record, and does not wait for the rest of the teardown (collecting
- * reference cycles, unloading modules) and bubblewrap's exit, which take
- * longer than a hello world. Processes the script started and left running
- * are killed then, as they were when the interpreter exited. A process the
- * script forked that runs to the end of the script exits the usual way; it
- * never writes the record.
- *
- * A pre-started sandbox (prestart=, executor/pool.h) runs the same program
- * with FD:IN for FD: it starts, sets up all the above, compiles a first line
- * (the compiler's own start-up is then paid ahead) and blocks reading the
- * script from the pipe IN until the daemon hands one over and closes it. It
- * then writes the script to /work/script.py (a new file, mode 0444, in the
- * run's private /work tmpfs; the script could chmod or replace it, which only
- * changes its own throwaway copy) and goes on exactly as a fresh run reads the
- * file bound there: same __file__, compile() under the same path, tracebacks
- * with the script's lines, and code that reads its own source finds it.
- */
-static const char boot_code[] =
-        "import sys\n"
-        "def _boot():\n"
-        "    import os\n"
-        "    fd, _, src = sys.argv[1].partition(\":\")\n"
-        "    fd = int(fd)\n"
-        "    path = sys.argv[2]\n"
-        "    out = os.path.join(os.path.dirname(path), \"out\")\n"
-        "    del sys.argv[:2]\n"
-        "    os.set_inheritable(fd, False)\n"
-        "    try:\n"
-        "        os.mkdir(out)\n"
-        "    except OSError:\n"
-        "        pass\n"
-        "    pid = os.getpid()\n"
-        "    pipe = os.fstat(fd)\n"
-        "    ns = {\"fd\": fd, \"pid\": pid, \"out\": out, \"sys\": sys, \"os\": os}\n"
-        "    def more():\n"
-        "        if \"files\" not in ns:\n"
-        "            exec(MORE, ns)\n"
-        "        return ns\n"
-        "    class Finder:\n"
-        "        def find_spec(self, name, path=None, target=None):\n"
-        "            if name == \"matplotlib.pyplot\":\n"
-        "                return more()[\"hook\"](self, name)\n"
-        "    sys.meta_path.insert(0, Finder())\n"
-        "    main = type(sys)(\"__main__\")\n"
-        "    main.__file__ = path\n"
-        "    main.__cached__ = None\n"
-        "    main.__annotations__ = {}\n"
-        "    main.__builtins__ = __builtins__\n"
-        "    main.__loader__ = sys.modules[\"_frozen_importlib_external\"].SourceFileLoader(\"__main__\", path)\n"
-        "    sys.modules[\"__main__\"] = main\n"
-        "    source = None\n"
-        "    if src:\n"
-        "        compile(b\"pass\\n\", path, \"exec\", dont_inherit=True)\n"
-        "        src = int(src)\n"
-        "        chunks = []\n"
-        "        while True:\n"
-        "            b = os.read(src, 1 << 20)\n"
-        "            if not b:\n"
-        "                break\n"
-        "            chunks.append(b)\n"
-        "        os.close(src)\n"
-        "        source = b\"\".join(chunks)\n"
-        "        v = memoryview(source)\n"
-        "        w = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)\n"
-        "        while v:\n"
-        "            v = v[os.write(w, v):]\n"
-        "        os.close(w)\n"
-        "        del chunks, v, w, b\n"
-        "    del src\n"
-        "    status = 0\n"
-        "    try:\n"
-        "        if source is None:\n"
-        "            with open(path, \"rb\") as f:\n"
-        "                source = f.read()\n"
-        "        code = compile(source, path, \"exec\", dont_inherit=True)\n"
-        "        del source\n"
-        "        exec(code, main.__dict__)\n"
-        "    except SystemExit as e:\n"
-        "        status = e.code\n"
-        "        if status is None:\n"
-        "            status = 0\n"
-        "        elif isinstance(status, int):\n"
-        "            status = status & 0xff if -(1 << 63) <= status < 1 << 63 else 255\n"
-        "        else:\n"
-        "            try:\n"
-        "                print(status, file=sys.stderr)\n"
-        "            except BaseException:\n"
-        "                pass\n"
-        "            status = 1\n"
-        "    except BaseException as e:\n"
-        "        status = 1\n"
-        "        tb = e.__traceback__.tb_next\n"
-        "        sys.excepthook(type(e), e.with_traceback(tb), tb)\n"
-        "        e = tb = None\n"
-        "    code = None\n"
-        "    if os.getpid() != pid:\n"
-        "        sys.exit(status)\n"
-        "    def quietly(f, *args):\n"
-        "        try:\n"
-        "            f(*args)\n"
-        "        except BaseException:\n"
-        "            pass\n"
-        "    t = sys.modules.get(\"threading\")\n"
-        "    if t is not None and hasattr(t, \"_shutdown\"):\n"
-        "        quietly(t._shutdown)\n"
-        "    if \"matplotlib.pyplot\" in sys.modules:\n"
-        "        quietly(lambda: more()[\"figures\"]())\n"
-        "    import atexit\n"
-        "    quietly(atexit._run_exitfuncs)\n"
-        "    g = main.__dict__\n"
-        "    for first in (True, False):\n"
-        "        for k in list(g):\n"
-        "            if k != \"__builtins__\" and first == (k[:1] == \"_\" and k[1:2] != \"_\"):\n"
-        "                quietly(g.__setitem__, k, None)\n"
-        "    g = k = None\n"
-        "    quietly(lambda: os.listdir(out) and more()[\"files\"]())\n"
-        "    for s in (sys.stdout, sys.stderr):\n"
-        "        try:\n"
-        "            s.flush()\n"
-        "        except BaseException as e:\n"
-        "            status = 120\n"
-        "            quietly(os.write, 2, (\"Exception ignored in: %r\\n%s: %s\\n\" % (s, type(e).__name__, e)).encode())\n"
-        "        e = None\n"
-        "    try:\n"
-        "        st = os.fstat(fd)\n"
-        "        if (st.st_dev, st.st_ino) == (pipe.st_dev, pipe.st_ino):\n"
-        "            os.write(fd, b\"X\\0\\0\\0\\1\" + status.to_bytes(8, \"big\") + b\"x\")\n"
-        "    except BaseException:\n"
-        "        pass\n"
-        "    os._exit(status)\n"
-        "MORE = '''\n"
-        "left = [" STR(OUTPUTS_MAX_FIGURES) ", " STR(OUTPUTS_MAX_TOTAL) ", False]\n"
-        "done = []\n"
-        "def send(kind, name, size, data=b\"\"):\n"
-        "    if os.getpid() != pid or left[2]:\n"
-        "        return\n"
-        "    n = name.encode(\"utf-8\", \"surrogateescape\")\n"
-        "    v = memoryview(kind + len(n).to_bytes(4, \"big\") + size.to_bytes(8, \"big\") + n + data)\n"
-        "    try:\n"
-        "        while v:\n"
-        "            v = v[os.write(fd, v):]\n"
-        "    except OSError:\n"
-        "        left[2] = True\n"
-        "def figures():\n"
-        "    plt = sys.modules.get(\"matplotlib.pyplot\")\n"
-        "    if plt is None or os.getpid() != pid:\n"
-        "        return\n"
-        "    try:\n"
-        "        from matplotlib._pylab_helpers import Gcf\n"
-        "        figs = [m.canvas.figure for m in Gcf.get_all_fig_managers()]\n"
-        "    except Exception:\n"
-        "        figs = [plt.figure(n) for n in plt.get_fignums()]\n"
-        "    for f in figs:\n"
-        "        seen = any(f is d for d in done)\n"
-        "        if seen and not f.stale:\n"
-        "            continue\n"
-        "        if not seen:\n"
-        "            done.append(f)\n"
-        "        name = \"Figure %s\" % getattr(f, \"number\", len(done))\n"
-        "        if left[0] <= 0:\n"
-        "            f.stale = False\n"
-        "            send(b\"f\", name, 0)\n"
-        "            continue\n"
-        "        try:\n"
-        "            import io\n"
-        "            b = io.BytesIO()\n"
-        "            f.savefig(b, format=\"png\")\n"
-        "            data = b.getvalue()\n"
-        "        except Exception:\n"
-        "            send(b\"f\", name, 0)\n"
-        "            continue\n"
-        "        f.stale = False   # sent as it is now; drawing on it again makes it stale\n"
-        "        if len(data) > " STR(OUTPUTS_MAX_BYTES) " or len(data) > left[1]:\n"
-        "            send(b\"f\", name, len(data))\n"
-        "            continue\n"
-        "        left[0] -= 1\n"
-        "        left[1] -= len(data)\n"
-        "        send(b\"F\", name, len(data), data)\n"
-        "def files():\n"
-        "    n = " STR(OUTPUTS_MAX_FILES) "\n"
-        "    for root, dirs, names in os.walk(out):\n"
-        "        dirs.sort()\n"
-        "        for name in sorted(names):\n"
-        "            p = os.path.join(root, name)\n"
-        "            rel = os.path.relpath(p, out)\n"
-        "            try:\n"
-        "                st = os.lstat(p)\n"
-        "                if st.st_mode & 0o170000 != 0o100000:\n"
-        "                    continue\n"
-        "                if n <= 0 or st.st_size > " STR(OUTPUTS_MAX_BYTES) " or st.st_size > left[1]:\n"
-        "                    send(b\"o\", rel, st.st_size)\n"
-        "                    continue\n"
-        "                with open(p, \"rb\") as f:\n"
-        "                    data = f.read(" STR(OUTPUTS_MAX_BYTES) " + 1)\n"
-        "            except OSError:\n"
-        "                continue\n"
-        "            if len(data) > " STR(OUTPUTS_MAX_BYTES) " or len(data) > left[1]:\n"
-        "                send(b\"o\", rel, len(data))\n"
-        "                continue\n"
-        "            n -= 1\n"
-        "            left[1] -= len(data)\n"
-        "            send(b\"O\", rel, len(data), data)\n"
-
-        "def show(*args, **kwargs):\n"
-        "    \"\"\"Return the open figures to the MCP client; they stay open.\"\"\"\n"
-        "    try:\n"
-        "        figures()\n"
-        "    except Exception:\n"
-        "        pass\n"
-        "def hook(finder, name):\n"
-        "    try:\n"
-        "        sys.meta_path.remove(finder)\n"
-        "    except ValueError:\n"
-        "        pass\n"
-        "    import importlib.util\n"
-        "    spec = importlib.util.find_spec(name)\n"
-        "    loader = getattr(spec, \"loader\", None)\n"
-        "    real = getattr(loader, \"exec_module\", None)\n"
-        "    if real is None:\n"
-        "        return spec\n"
-        "    def exec_module(module):\n"
-        "        real(module)\n"
-        "        module.show = show\n"
-        "    loader.exec_module = exec_module\n"
-        "    return spec\n"
-        "'''\n"
-        "_boot()\n";
-
 
 typedef enum Phase {
         PHASE_VALIDATE,
@@ -320,6 +73,8 @@ typedef struct Job {
         bool built_now;
         char *pool_key;                 /* the run may use, and refills, a pre-started sandbox of this key */
         bool prestarted;                /* it did */
+        char **script_modules;          /* its leading imports (preimport.h), when it may use a pre-started sandbox */
+        bool plain_enough;              /* preimport_script_plain_enough() */
         const char *banner;             /* unsafe-no-sandbox: the line every result starts with, from the spawn */
         bool spawned;                   /* banner is the run's: it is NULL when the run is sandboxed */
         InputFiles files;               /* the user's files, at /work/in */
@@ -346,6 +101,7 @@ static Job *job_free(Job *j) {
         envstore_hold_release(j->env_hold);
         free(j->env_path);
         free(j->pool_key);
+        strv_free(j->script_modules);
         free(j->activity);
         free(j->script);
         input_files_done(&j->files);
@@ -547,6 +303,15 @@ static json_object *base_structured(Job *j, const char *failed_phase) {
                 json_add(st, "environment", environment_json(j));
         if (j->prestarted)
                 json_add_bool(st, "prestarted", true);
+        /* Modules the sandbox had imported before the script came, as the script's first lines would have. */
+        const char *pre = outputs_preimported(j->outputs, NULL);
+        if (j->prestarted && pre) {
+                _cleanup_strv_free_ char **l = strv_split(pre, " ");
+                json_object *a = json_object_new_array();
+                for (size_t i = 0; l && l[i]; i++)
+                        json_object_array_add(a, json_object_new_string(l[i]));
+                json_add(st, "warm_imports", a);
+        }
         if (job_banner(j)) {
                 json_add_bool(st, "sandboxed", false);
                 json_add_string(st, "sandbox_warning", job_banner(j));
@@ -577,6 +342,12 @@ static void job_log_begin(Job *j, RunLog *l, const char *verdict) {
         runlog_add(l, "MCP_SANDBOXED", "%s", yes_no(!job_banner(j)));
         if (j->spawned)
                 runlog_add(l, "MCP_PRESTARTED", "%s", yes_no(j->prestarted));
+        uint64_t pre_kib = 0;
+        const char *pre = outputs_preimported(j->outputs, &pre_kib);
+        if (j->prestarted && pre) {
+                runlog_add(l, "MCP_WARM_IMPORTS", "%s", pre);
+                runlog_add(l, "MCP_WARM_IMPORTS_RSS_KIB", "%" PRIu64, pre_kib);
+        }
         if (j->t_prepared) {
                 runlog_add(l, "MCP_PREPARE_USEC", "%" PRIu64, j->t_prepared - j->t_start);
                 runlog_add(l, "MCP_QUEUE_USEC", "%" PRIu64, (j->t_run_start ?: now) - j->t_prepared);
@@ -671,6 +442,11 @@ typedef struct Prestart {
         ino_t ino;
         SandboxLimits limits;
         size_t head_max, tail_max;
+        uint64_t import_max_kib;        /* prestart-memory: 0, no warm imports */
+        char **imports;                 /* warm imports: learnt from the environment's last run (preimport.h) */
+        bool learnt;                    /* a new spec: imports is what a run just taught, to replace the target's */
+        bool imports_failed;            /* a sandbox that imported them went unused: none for this target any more */
+        uint64_t imports_kib;           /* the memory the last one used held once it had imported them ('P') */
 } Prestart;
 
 static void prestart_free(void *userdata) {
@@ -681,7 +457,45 @@ static void prestart_free(void *userdata) {
         free(ps->env_path);
         free(ps->python);
         free(ps->prefix);
+        strv_free(ps->imports);
         free(ps);
+}
+
+/* What a sandbox of ps imports ahead, comma-separated ("" for nothing): the boot program's MODULES. */
+static char *prestart_imports(const Prestart *ps) {
+        if (ps->import_max_kib == 0 || ps->imports_failed || !ps->imports || !ps->imports[0])
+                return strdup("");
+        return strv_join(ps->imports, ",");
+}
+
+static void prestart_update(void *userdata, void *new_userdata) {
+        Prestart *ps = userdata, *n = new_userdata;
+
+        if (n->imports_kib > 0)
+                ps->imports_kib = n->imports_kib;
+        if (!n->learnt)
+                return;
+        strv_free(ps->imports);
+        ps->imports = TAKE_PTR(n->imports);
+}
+
+/* A waiting sandbox is kept while it imported what the target would import now. */
+static bool prestart_keep(void *userdata, const PoolItem *it) {
+        _cleanup_free_ char *want = prestart_imports(userdata);
+
+        return want && streq(want, strempty(it->tag));
+}
+
+/* One that imported modules ended or printed before use: most likely their doing; import nothing from now on. */
+static void prestart_dropped(void *userdata, const PoolItem *it) {
+        Prestart *ps = userdata;
+
+        if (it->tag && it->tag[0]) {
+                if (!ps->imports_failed)
+                        log_info("A pre-started sandbox of %s went unused after importing %s; its next ones import "
+                                 "nothing ahead.", ps->env_path, it->tag);
+                ps->imports_failed = true;
+        }
 }
 
 /* The environment it binds is still the one in the store (not collected, not rebuilt). */
@@ -696,7 +510,7 @@ static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userd
         Prestart *ps = userdata;
         _cleanup_close_ int out_r = -EBADF, out_w = -EBADF, in_r = -EBADF, in_w = -EBADF;
         int fds[2];
-        char arg[32];
+        _cleanup_free_ char *arg = NULL;
         int k;
 
         if (pipe2(fds, O_CLOEXEC) < 0)
@@ -707,7 +521,14 @@ static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userd
                 return -errno;
         in_r = fds[0];
         in_w = fds[1];
-        snprintf(arg, sizeof(arg), "%d:%d", out_w, in_r);
+        _cleanup_free_ char *imports = prestart_imports(ps);
+        if (!imports)
+                return -ENOMEM;
+        /* FD:IN:LEARN:CAP (boot.py). The modules go first on IN, not on a command line every local user can read. */
+        if (asprintf(&arg, "%d:%d:1:%" PRIu64, out_w, in_r, ps->import_max_kib) < 0) {
+                arg = NULL;
+                return -ENOMEM;
+        }
 
         char *command[] = { ps->python,         (char *) "-I", (char *) "-u",
                             (char *) "-B",      (char *) "-c", (char *) boot_code,
@@ -728,8 +549,15 @@ static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userd
         ret->ctl_fd = TAKE_FD(ctl);
         (void) fcntl(out_r, F_SETFL, O_NONBLOCK);
         (void) fcntl(in_w, F_SETFL, O_NONBLOCK);
+        /* A line of at most PREIMPORT_MAX_MODULES names: far less than the pipe holds. */
+        size_t n = strlen(imports);
+        imports[n] = '\n';
+        if (write(in_w, imports, n + 1) != (ssize_t) (n + 1))
+                return -EIO;
+        imports[n] = 0;
         ret->in_fd = TAKE_FD(in_w);
         ret->out_fd = TAKE_FD(out_r);
+        ret->tag = TAKE_PTR(imports);
         return 0;
 }
 
@@ -737,6 +565,9 @@ static const PoolTargetOps prestart_ops = {
         .spawn = prestart_spawn,
         .check = prestart_check,
         .free_spec = prestart_free,
+        .update = prestart_update,
+        .keep = prestart_keep,
+        .dropped = prestart_dropped,
 };
 
 static void output_caps(const Config *c, size_t *ret_head, size_t *ret_tail) {
@@ -758,22 +589,33 @@ static char *prestart_key(const Config *c, const char *env_path, const char *pre
         return key;
 }
 
-int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix) {
+/* imports: what a run of the environment just taught (taken; NULL: nothing, keep what the target knows). */
+static int prestart_learnt(Runtime *r, const char *env_path, const char *prefix, char **imports,
+                           uint64_t imports_kib) {
         const Config *c = runtime_config(r);
         _cleanup_free_ char *key = NULL;
         Prestart *ps;
         struct stat st;
 
-        if (pool_size(runtime_pool(r)) == 0)
+        if (pool_size(runtime_pool(r)) == 0) {
+                strv_free(imports);
                 return 0;
-        if (stat(env_path, &st) < 0)
+        }
+        if (stat(env_path, &st) < 0) {
+                strv_free(imports);
                 return -errno;
+        }
         key = prestart_key(c, env_path, prefix, &st);
         ps = calloc(1, sizeof(*ps));
         if (!key || !ps) {
                 free(ps);
+                strv_free(imports);
                 return -ENOMEM;
         }
+        ps->imports = imports;
+        ps->learnt = imports != NULL;
+        ps->imports_kib = imports_kib;
+        ps->import_max_kib = c->prestart_memory / 1024;
         ps->runtime = r;
         ps->env_path = strdup(env_path);
         ps->prefix = strdup(prefix);
@@ -790,6 +632,43 @@ int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix
         return pool_refill(runtime_pool(r), key, &prestart_ops, ps);
 }
 
+int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix) {
+        return prestart_learnt(r, env_path, prefix, NULL, 0);
+}
+
+static void prestart_target_json(void *userdata, unsigned n_waiting, unsigned depth, void *arg) {
+        Prestart *ps = userdata;
+        json_object *a = arg, *o = json_object_new_object(), *imports = json_object_new_array();
+        _cleanup_free_ char *now = prestart_imports(ps);
+        const char *slash = strrchr(ps->env_path, '/');
+
+        json_add_string(o, "environment", slash ? slash + 1 : ps->env_path);
+        json_add_int(o, "waiting", n_waiting);
+        json_add_int(o, "depth", depth);
+        for (size_t i = 0; now && now[0] && ps->imports && ps->imports[i]; i++)
+                json_object_array_add(imports, json_object_new_string(ps->imports[i]));
+        json_add(o, "warm_imports", imports);
+        if (ps->imports_kib > 0)   /* what one held, the last time one was used */
+                json_add_int(o, "warm_imports_memory_bytes", (int64_t) (ps->imports_kib * 1024));
+        if (ps->imports_failed)
+                json_add_bool(o, "warm_imports_off", true);
+        json_object_array_add(a, o);
+}
+
+json_object *execute_python_pool_json(Runtime *r) {
+        const Config *c = runtime_config(r);
+        Pool *p = runtime_pool(r);
+        json_object *o = json_object_new_object(), *targets = json_object_new_array();
+
+        json_add_int(o, "max_per_environment", pool_size(p));
+        json_add_int(o, "waiting", pool_n_ready(p));
+        json_add_int(o, "wanted", pool_n_wanted(p));
+        json_add_int(o, "warm_import_memory_max_bytes", (int64_t) c->prestart_memory);
+        pool_foreach_target(p, prestart_target_json, targets);
+        json_add(o, "environments", targets);
+        return o;
+}
+
 /* A run with the configured limits may use a pre-started sandbox: set j->pool_key. */
 static void job_pool_key(Job *j) {
         const Config *c = runtime_config(j->runtime);
@@ -804,19 +683,42 @@ static void job_pool_key(Job *j) {
         j->pool_key = prestart_key(c, j->env_path, j->plan->python->prefix, &st);
 }
 
-/* The environment was just used: keep a sandbox for it started (again). */
+/* The environment was just used: keep a sandbox for it started (again), importing what this run teaches. */
 static void job_refill(Job *j) {
+        char **imports = NULL;
+        const char *loaded;
         int k;
 
         if (!j->pool_key)
                 return;
-        k = execute_python_prestart(j->runtime, j->env_path, j->plan->python->prefix);
+        /* A script that starts with imports says what the environment's scripts import; one that does not, nothing. */
+        loaded = outputs_loaded_modules(j->outputs);
+        if (loaded && j->script_modules && j->script_modules[0])
+                imports = preimport_learn(j->script_modules, loaded);
+        uint64_t kib = 0;
+        (void) outputs_preimported(j->outputs, &kib);
+        k = prestart_learnt(j->runtime, j->env_path, j->plan->python->prefix, imports, j->prestarted ? kib : 0);
         if (k < 0)
                 log_debug_errno(k, "Failed to start a sandbox ahead for the next run: %m");
 }
 
 static int on_outputs(sd_event_source *s, int fd, uint32_t revents, void *userdata);
 static void on_run_done(Process *p, void *userdata);
+
+/* A waiting sandbox suits the job when what it imported is what the script imports first (preimport.h). */
+static int job_accept(const PoolItem *it, void *userdata) {
+        Job *j = userdata;
+        _cleanup_strv_free_ char **pre = NULL;
+
+        if (!it->tag || !it->tag[0])
+                return 0;
+        if (!j->plain_enough)
+                return -1;
+        pre = strv_split(it->tag, ",");
+        if (!pre || !preimport_is_prefix(pre, j->script_modules))
+                return -1;
+        return (int) strv_length(pre);
+}
 
 /* Hand the script to a pre-started sandbox: true when it runs there now. */
 static bool job_take_prestarted(Job *j) {
@@ -826,11 +728,16 @@ static bool job_take_prestarted(Job *j) {
         int size;
 
         /* A script larger than a pipe holds goes to a fresh sandbox: the hand-over is one write. */
-        if (!j->pool_key || j->script_len > 65536 || pool_take(runtime_pool(r), j->pool_key, &it) <= 0)
+        if (!j->pool_key || j->script_len > 65536)
                 return false;
-        /* The script must fit the pipe in one write: the loop never waits on a sandbox. Else a fresh one. */
+        j->script_modules = preimport_leading_modules(j->script, j->script_len);
+        j->plain_enough = j->script_modules && preimport_script_plain_enough(j->script, j->script_len);
+        if (pool_take(runtime_pool(r), j->pool_key, job_accept, j, &it) <= 0)
+                return false;
+        /* The script must fit the pipe in one write: the loop never waits on a sandbox. Else a fresh one. (The line
+         * of modules before it may still be in the pipe.) */
         size = fcntl(it.in_fd, F_GETPIPE_SZ);
-        if (size < 0 || j->script_len > (size_t) size) {
+        if (size < 0 || j->script_len + strlen(strempty(it.tag)) + 1 > (size_t) size) {
                 pool_item_done(&it);
                 return false;
         }
@@ -859,7 +766,15 @@ static bool job_take_prestarted(Job *j) {
         j->proc = TAKE_PTR(it.proc);
         j->out_fd = TAKE_FD(it.out_fd);
         j->prestarted = true;
-        log_debug("execute_python for uid " UID_FMT ": running in a pre-started sandbox.", j->call->uid);
+        /* During a burst the replacement starts now, beside the run: a client calling back to back finds it further
+         * along. Otherwise after the reply (job_refill(), which also brings in what the run taught), so that its
+         * start-up does not compete with the run for the CPU. */
+        if (pool_in_burst(runtime_pool(r), j->pool_key) &&
+            execute_python_prestart(r, j->env_path, j->plan->python->prefix) < 0)
+                log_debug("Failed to start a sandbox ahead for the next run.");
+        log_debug("execute_python for uid " UID_FMT ": running in a pre-started sandbox (warm imports: %s).",
+                  j->call->uid, it.tag && it.tag[0] ? it.tag : "none");
+        it.tag = mfree(it.tag);
         return true;
 }
 
@@ -1104,7 +1019,8 @@ static void job_run(Job *j) {
         j->out_fd = pipe_fds[0];
         out_w = pipe_fds[1];
         (void) fcntl(j->out_fd, F_SETFL, O_NONBLOCK);
-        snprintf(out_fd, sizeof(out_fd), "%d", out_w);
+        /* With a pool, the run reports what it loaded from the environment: what its next sandboxes import ahead. */
+        snprintf(out_fd, sizeof(out_fd), j->pool_key ? "%d::1" : "%d", out_w);
 
         SandboxData data[1 + INPUT_FILES_MAX] = { { .fd = fd, .dest = SANDBOX_WORK_DIR "/script.py" } };
         k = input_files_data(&j->files, data + 1);

@@ -55,6 +55,9 @@ struct Outputs {
         bool broken;
         bool finished;                  /* the 'X' record came: nothing is read after it */
         int exit_status;
+        char *preimported;              /* 'P': what the sandbox imported ahead, and its memory then */
+        uint64_t preimport_rss_kib;
+        char *loaded;                   /* 'M': the top-level packages the run loaded from site-packages */
 };
 
 int outputs_new(Outputs **ret) {
@@ -73,6 +76,8 @@ Outputs *outputs_free(Outputs *o) {
                 free(o->items[i].data);
         }
         free(o->items);
+        free(o->preimported);
+        free(o->loaded);
         free(o->name);
         free(o->payload);
         free(o);
@@ -321,7 +326,7 @@ void outputs_feed(Outputs *o, const void *p, size_t n) {
                                 o->broken = true;   /* the end */
                                 break;
                         }
-                        if (!strchr("FfOo", o->kind) || o->kind == 0 || o->name_want == 0 ||
+                        if (!strchr("FfOoPMR", o->kind) || o->kind == 0 || o->name_want == 0 ||
                             o->name_want > NAME_MAX_BYTES) {
                                 o->broken = true;
                                 break;
@@ -342,6 +347,22 @@ void outputs_feed(Outputs *o, const void *p, size_t n) {
                         if (o->name_len < o->name_want)
                                 break;
                         o->name[o->name_len] = 0;
+                        if (o->kind == 'R') {   /* the pre-started sandbox was ready: nothing to keep */
+                                o->name = mfree(o->name);
+                                o->state = STREAM_HEADER;
+                                o->header_len = 0;
+                                break;
+                        }
+                        if (o->kind == 'P' || o->kind == 'M') {   /* facts about the run: the last of each counts */
+                                char **slot = o->kind == 'P' ? &o->preimported : &o->loaded;
+                                free(*slot);
+                                *slot = TAKE_PTR(o->name);
+                                if (o->kind == 'P')
+                                        o->preimport_rss_kib = o->payload_want;
+                                o->state = STREAM_HEADER;
+                                o->header_len = 0;
+                                break;
+                        }
                         if (o->kind == 'f' || o->kind == 'o') {   /* left out by the sender: no payload */
                                 stream_item_done(o);
                                 break;
@@ -370,6 +391,18 @@ void outputs_feed(Outputs *o, const void *p, size_t n) {
 }
 
 /* ---- results --------------------------------------------------------------- */
+
+const char *outputs_preimported(const Outputs *o, uint64_t *ret_rss_kib) {
+        if (!o || !o->preimported)
+                return NULL;
+        if (ret_rss_kib)
+                *ret_rss_kib = o->preimport_rss_kib;
+        return o->preimported;
+}
+
+const char *outputs_loaded_modules(const Outputs *o) {
+        return o ? o->loaded : NULL;
+}
 
 bool outputs_finished(const Outputs *o, int *ret) {
         if (!o || !o->finished)

@@ -16,8 +16,17 @@
  *   'F' a figure, a PNG         'f' a figure the sandbox left out (no payload)
  *   'O' a file in the output    'o' a file the sandbox left out (no payload;
  *       directory                   size is the file's)
+ *   'P' the sandbox imported these modules ahead (name: their names, separated
+ *       by spaces; size: the KiB it held then; no payload)
+ *   'M' the top-level packages the run loaded from site-packages (name, as
+ *       for 'P'; "-" for none; no payload)
+ *   'R' a pre-started sandbox is ready and waits for its script (no payload;
+ *       the pool sees it as the pipe being readable)
  *   'X' the script is done: size is its exit status (no payload); the stream
  *       ends there
+ * 'P' and 'M' are what the sandbox says: the script could write them too, so
+ * they decide nothing beyond that run's own report and what a later run of the
+ * environment imports ahead (src/tools/preimport.h, which checks it).
  */
 
 #include <json-c/json.h>
@@ -52,6 +61,11 @@ void outputs_feed(Outputs *o, const void *p, size_t n);
 void outputs_add(Outputs *o, OutputKind kind, const char *name, size_t name_len, uint64_t size, const void *data);
 /* Same, with the data as base64 (the persistent sandbox's JSON replies). */
 void outputs_add_base64(Outputs *o, OutputKind kind, const char *name, uint64_t size, const char *b64);
+
+/* The last 'P' record: the modules the sandbox imported ahead (NULL: none) and the KiB it held then. */
+const char *outputs_preimported(const Outputs *o, uint64_t *ret_rss_kib);
+/* The last 'M' record's list, or NULL. */
+const char *outputs_loaded_modules(const Outputs *o);
 
 /* The 'X' record came: true and *ret the exit status. */
 bool outputs_finished(const Outputs *o, int *ret);

@@ -28,6 +28,7 @@ INTEGRATION_TESTS = \
 	tests/integration/test-outputs.py \
 	tests/integration/test-model-view.py \
 	tests/integration/test-pool.py \
+	tests/integration/test-warm-imports.py \
 	tests/integration/test-unsafe.py \
 	tests/integration/test-runlog.py \
 	tests/integration/test-connections.py \

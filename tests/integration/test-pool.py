@@ -10,8 +10,9 @@ fresh sandbox, byte for byte: output layout, exit codes, tracebacks with the
 script's line numbers, __file__, the script's own source, stdin at EOF,
 /work/out files. A pre-started sandbox is used once: nothing of one run is
 seen by the next. Timeouts count from the hand-over and kill it, as
-cancellation does; the pool refills after each use; a reload and the
-daemon's exit stop the waiting sandboxes.
+cancellation does; the pool refills after each use, one deep at an agent's
+pace and deeper (up to prestart=) when calls come back to back; a reload and
+the daemon's exit stop the waiting sandboxes.
 
 Needs $DAEMON and $SHIM and bubblewrap. Exit status: 0 pass, 1 fail, 77 skip.
 """
@@ -209,6 +210,32 @@ def cancellation_kills_it():
     wait_until(lambda: not any(p in children(d.proc.pid) for p in waiting), 5, "the cancelled sandbox to go")
     c.result("ping", {})
     check(all(m.get("id") != rid for m in c.unclaimed), "a reply for the cancelled request")
+    c.close()
+
+
+@test
+def depth_follows_the_call_rate():
+    """One sandbox waits at an agent's pace; calls back to back make the pool deeper, never past prestart=."""
+    d = daemon(prestart=3)
+    c = client(prestart=3)
+    warm(c, d)
+    def depths():
+        pool = c.call_tool("check_environment", {}).get("structuredContent", {}).get("prestart", {})
+        return pool, [e["depth"] for e in pool.get("environments", [])]
+    for _ in range(3):
+        time.sleep(1.0)
+        call(c, "print(1)\n")
+    eq(depths()[1], [1], "depth at an agent's pace")
+    most = 0
+    for _ in range(30):
+        _, st, _ = call(c, "print(1)\n")
+        eq(st["exit_code"], 0, "exit code")
+        most = max(most, len(bwraps(d.proc.pid)))
+    check(most <= 3 + 2, f"at most prestart= waiting, plus the run and one on its way out: {most}")
+    pool, deep = depths()
+    check(deep and 2 <= max(deep) <= 3, f"the pool grew with the burst, up to prestart=: {pool}")
+    eq(pool.get("max_per_environment"), 3, "max_per_environment")
+    wait_until(lambda: len(bwraps(d.proc.pid)) == max(deep), 15, "the deeper pool filled")
     c.close()
 
 

@@ -157,3 +157,13 @@ TESTS += test-waitq
 test_waitq_SOURCES = tests/unit/test-waitq.c
 test_waitq_CFLAGS = $(UNIT_CFLAGS)
 test_waitq_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-preimport
+TESTS += test-preimport
+test_preimport_SOURCES = tests/unit/test-preimport.c
+test_preimport_CFLAGS = $(UNIT_CFLAGS)
+test_preimport_LDADD = $(UNIT_LIBS)
+
+# Embedded Python (src/tools/boot.py -> boot.c) is current.
+TESTS += tests/unit/test-embedded.py
+EXTRA_DIST += tests/unit/test-embedded.py

@@ -70,6 +70,37 @@ START_TEST(test_files_then_exit_status) {
 }
 END_TEST
 
+/* 'R', 'P' and 'M' say things about the run, not items: the last 'P' and 'M' count; none is a file. */
+START_TEST(test_ready_warm_imports_and_loaded) {
+        uint8_t buf[256];
+        size_t steps[] = { 1, 5, sizeof(buf) };
+
+        for (size_t s = 0; s < ELEMENTSOF(steps); s++) {
+                _cleanup_(outputs_freep) Outputs *o = NULL;
+                uint64_t kib = 0;
+                size_t n = 0;
+
+                ck_assert_int_ge(outputs_new(&o), 0);
+                ck_assert_ptr_null(outputs_preimported(o, &kib));
+                ck_assert_ptr_null(outputs_loaded_modules(o));
+                n += record(buf + n, 'P', "numpy", 1000, NULL);
+                n += record(buf + n, 'P', "numpy pandas", 81234, NULL);
+                n += record(buf + n, 'R', "-", 0, NULL);
+                n += record(buf + n, 'O', "a.txt", 2, "hi");
+                n += record(buf + n, 'M', "numpy pandas pytz", 0, NULL);
+                n += record(buf + n, 'X', "x", 0, NULL);
+                feed(o, buf, n, steps[s]);
+                ck_assert(outputs_finished(o, NULL));
+                ck_assert_str_eq(outputs_preimported(o, &kib), "numpy pandas");
+                ck_assert_uint_eq(kib, 81234);
+                ck_assert_str_eq(outputs_loaded_modules(o), "numpy pandas pytz");
+                json_object *files = outputs_files_json(o);
+                ck_assert_uint_eq(json_object_array_length(files), 1);
+                json_object_put(files);
+        }
+}
+END_TEST
+
 START_TEST(test_exit_status_is_a_byte) {
         _cleanup_(outputs_freep) Outputs *o = NULL;
         uint8_t buf[64];
@@ -118,6 +149,7 @@ static Suite *outputs_suite(void) {
 
         tcase_add_test(tc, test_files_then_exit_status);
         tcase_add_test(tc, test_exit_status_is_a_byte);
+        tcase_add_test(tc, test_ready_warm_imports_and_loaded);
         tcase_add_test(tc, test_no_status_until_the_record_is_whole);
         tcase_add_test(tc, test_malformed_stream_has_no_status);
         suite_add_tcase(s, tc);

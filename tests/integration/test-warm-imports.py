@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Integration test: warm imports (src/tools/preimport.h, README "Warm imports").
+
+A waiting sandbox of an environment imports, before the script comes, the
+modules the environment's last run imported first; a script that imports them
+first itself is handed it, and cannot tell except by speed. The real daemon,
+real bwrap, packages from local wheels (--find-links, --offline) whose
+import-time code records when it ran, what the environment held then and a
+random token:
+
+- the second run of an environment finds its module imported in the waiting
+  sandbox: the result says "warm_imports", the log gives the sandbox's memory,
+  and the module's import-time clock is older than the script by the wait
+  (a fresh interpreter's is not: checked on the first run);
+- a script that sets os.environ before its import, one that prints first, one
+  that changes sys.path and one that reads sys.modules get a fresh
+  interpreter: the import-time code sees the variable and runs after the
+  script started;
+- each waiting sandbox is used once (a new import-time token each run);
+- a module that prints at import: the sandbox that imported it (and printed)
+  is not used, the output is exactly a fresh run's, and the environment
+  imports nothing ahead from then on;
+- prestart-memory bounds what one imports (the rest is imported by the
+  script), 0 turns warm imports off; check_environment reports the pool.
+
+Needs $DAEMON and $SHIM, bubblewrap and uv. Exit status: 0 pass, 1 fail, 77 skip.
+"""
+
+import atexit
+import time
+
+from mcptest import Daemon, check, children, eq, main, need_uv, scratch, test, wait_until, with_defaults
+from wheels import build_wheel
+
+_STATE = {}
+
+
+@atexit.register
+def _cleanup():
+    for key, d in list(_STATE.items()):
+        if key != "wheels":
+            try:
+                d.close()
+            except Exception:  # noqa: BLE001 - best effort at exit
+                pass
+
+SIDE = ("import os as _os, time as _time\n"
+        "IMPORTED_AT = _time.time()\n"
+        "FLAG = _os.environ.get('MCPT_FLAG')\n"
+        "TOKEN = _os.urandom(8).hex()\n")
+
+
+def wheels():
+    if "wheels" not in _STATE:
+        w = scratch("mcptest-warm-wheels-")
+        build_wheel(w, "mcpt-warm", "1.0", module_source=SIDE)
+        build_wheel(w, "mcpt-other", "1.0", module_source=SIDE)
+        build_wheel(w, "mcpt-loud", "1.0", module_source="print('loud at import')\n")
+        _STATE["wheels"] = w
+    return _STATE["wheels"]
+
+
+def daemon(*extra):
+    key = " ".join(extra)
+    d = _STATE.get(key)
+    if d is None or not d.alive():
+        need_uv()
+        d = Daemon("activate", args=("--prestart=1", f"--find-links={wheels()}", "--offline", "--tmpfs-size=32M", *extra))
+        _STATE[key] = d
+    return d
+
+
+def client(*extra):
+    c = daemon(*extra).client()
+    c.initialize()
+    return c
+
+
+def run(c, script, deps):
+    r = c.call_tool("execute_python", {"script": script, "dependencies": deps}, timeout=180)
+    st = with_defaults(r.get("structuredContent") or {})
+    check(r.get("isError") is False and st.get("exit_code") == 0, f"run failed: {c.text(r)[:2000]}")
+    return st
+
+
+def pool(c):
+    st = c.call_tool("check_environment", {}, timeout=60).get("structuredContent") or {}
+    return st.get("prestart") or {}
+
+
+def waiting_with(c, imports):
+    """Wait until a sandbox that imported `imports` waits, and is settled (imports done)."""
+    def ready():
+        for e in pool(c).get("environments", []):
+            if e.get("warm_imports") == imports and e.get("waiting", 0) >= 1:
+                return True
+        return False
+    wait_until(ready, timeout=60, what=f"a waiting sandbox importing {imports}")
+    time.sleep(1.5)   # the wait the import-time clock must show
+
+
+AGE = "import mcpt_warm\nimport time\nprint(mcpt_warm.FLAG, mcpt_warm.TOKEN, time.time() - mcpt_warm.IMPORTED_AT)\n"
+
+
+def age_of(st):
+    flag, token, age = st["stdout"].split()
+    return flag, token, float(age)
+
+
+@test
+def second_run_finds_its_module_imported():
+    c = client()
+    deps = ["mcpt-warm"]
+    st = run(c, AGE, deps)
+    flag, token1, age = age_of(st)
+    check(age < 0.5, f"a fresh interpreter imports when the script does: {age}")
+    check("warm_imports" not in st, f"first run: {st}")
+    waiting_with(c, ["mcpt_warm"])
+    # What one user's scripts import is not on a command line every local user can read (it goes on the pipe).
+    seen = 0
+    for pid in children(daemon().proc.pid):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        seen += 1
+        check(b"mcpt_warm" not in cmd, f"pid {pid} shows the module on its command line: {cmd[:300]!r}")
+    check(seen > 0, "the waiting sandbox's processes were looked at")
+    st = run(c, AGE, deps)
+    eq(st.get("prestarted"), True, "prestarted")
+    eq(st.get("warm_imports"), ["mcpt_warm"], "warm_imports")
+    flag, token2, age = age_of(st)
+    check(age >= 1.0, f"the module was imported in the waiting sandbox, before the script came: {age}")
+    eq(flag, "None", "flag")
+    log = daemon().log_full()
+    check("MCP_WARM_IMPORTS=mcpt_warm" in log, "the log names the warm imports")
+    check("MCP_WARM_IMPORTS_RSS_KIB=" in log, "the log gives the sandbox's memory")
+    # Used once: the next run gets another sandbox, which imported the module anew.
+    waiting_with(c, ["mcpt_warm"])
+    st = run(c, AGE, deps)
+    eq(st.get("warm_imports"), ["mcpt_warm"], "warm_imports, third run")
+    _, token3, _ = age_of(st)
+    check(len({token1, token2, token3}) == 3, f"one sandbox per run: {token1} {token2} {token3}")
+    p = pool(c)
+    check(p.get("warm_import_memory_max_bytes") == 256 * 1024 * 1024, f"pool report: {p}")
+    mem = [e.get("warm_imports_memory_bytes") for e in p.get("environments", []) if e.get("warm_imports")]
+    check(mem and 1024 * 1024 < mem[0] < 256 * 1024 * 1024, f"the memory a waiting sandbox held is reported: {p}")
+    c.close()
+
+
+FRESH = {
+    "environ": "import os\nos.environ['MCPT_FLAG'] = 'set'\nimport mcpt_warm\nimport time\n"
+               "print(mcpt_warm.FLAG, mcpt_warm.TOKEN, time.time() - mcpt_warm.IMPORTED_AT)\n",
+    "print first": "print('first', end=' ')\nimport mcpt_warm\nimport time\n"
+                   "print(mcpt_warm.TOKEN, time.time() - mcpt_warm.IMPORTED_AT)\n",
+    "sys.path": "import sys\nsys.path.append('/nonexistent')\nimport mcpt_warm\nimport time\n"
+                "print(mcpt_warm.FLAG, mcpt_warm.TOKEN, time.time() - mcpt_warm.IMPORTED_AT)\n",
+    "sys.modules": "import mcpt_warm\nimport sys, time\nassert 'mcpt_warm' in sys.modules\n"
+                   "print(mcpt_warm.FLAG, mcpt_warm.TOKEN, time.time() - mcpt_warm.IMPORTED_AT)\n",
+}
+
+
+@test
+def scripts_that_could_tell_get_a_fresh_interpreter():
+    c = client()
+    deps = ["mcpt-warm"]
+    run(c, AGE, deps)
+    for name, script in FRESH.items():
+        waiting_with(c, ["mcpt_warm"])   # one is there to be handed, and is not
+        st = run(c, script, deps)
+        check("warm_imports" not in st, f"{name}: {st}")
+        flag, _, age = age_of(st)
+        check(age < 0.5, f"{name}: imported when the script did: {age}")
+        if name == "environ":
+            eq(flag, "set", "the import-time code sees the variable the script set")
+    c.close()
+
+
+@test
+def a_module_that_prints_at_import_is_not_imported_ahead():
+    c = client()
+    deps = ["mcpt-loud"]
+    script = "import mcpt_loud\nprint('after')\n"
+    eq(run(c, script, deps)["stdout"], "loud at import\nafter\n", "first run")
+    # The waiting sandbox printed while it imported: it is not handed over (what a taken one printed would be the
+    # script's output, in order, all the same), and the environment imports nothing ahead from then on.
+    waiting_with(c, ["mcpt_loud"])
+    for i in range(3):
+        st = run(c, script, deps)
+        eq(st["stdout"], "loud at import\nafter\n", f"run {i}: output as a fresh run's")
+        check("warm_imports" not in st, f"run {i}: {st}")
+        envs = [e for e in pool(c).get("environments", []) if e.get("warm_imports_off")]
+        check(envs, "the environment imports nothing ahead any more")
+    c.close()
+
+
+@test
+def prestart_memory_bounds_the_imports():
+    c = client("--prestart-memory=1K")
+    deps = ["mcpt-warm", "mcpt-other"]
+    script = ("import mcpt_warm\nimport mcpt_other\nimport time\n"
+              "print(time.time() - mcpt_warm.IMPORTED_AT, time.time() - mcpt_other.IMPORTED_AT)\n")
+    run(c, script, deps)
+    waiting_with(c, ["mcpt_warm", "mcpt_other"])
+    st = run(c, script, deps)
+    eq(st.get("warm_imports"), ["mcpt_warm"], "the first module only: past the cap, the script imports the rest")
+    a, b = map(float, st["stdout"].split())
+    check(a >= 1.0 and b < 0.5, f"ages {a} {b}")
+    c.close()
+
+    c = client("--prestart-memory=0")
+    run(c, AGE, ["mcpt-warm"])
+    time.sleep(1.0)
+    st = run(c, AGE, ["mcpt-warm"])
+    eq(st.get("prestarted"), True, "prestarted")
+    check("warm_imports" not in st, f"prestart-memory=0: {st}")
+    c.close()
+
+
+if __name__ == "__main__":
+    main()

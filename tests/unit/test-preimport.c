@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "macro.h"
+#include "strv.h"
+#include "tools/preimport.h"
+
+/* The leading modules of s, joined with spaces ("" for none). */
+static char *leading(const char *s) {
+        _cleanup_strv_free_ char **l = preimport_leading_modules(s, strlen(s));
+
+        ck_assert_ptr_nonnull(l);
+        return strv_join(l, " ");
+}
+
+#define LEADING(s, want)                                                                                              \
+        do {                                                                                                          \
+                _cleanup_free_ char *_got = leading(s);                                                               \
+                ck_assert_str_eq(_got, want);                                                                         \
+        } while (0)
+
+START_TEST(test_leading_block) {
+        LEADING("import numpy as np\nimport pandas as pd\nprint(1)\nimport scipy\n", "numpy pandas");
+        LEADING("# /// script\n# dependencies = [\"numpy\"]\n# ///\n\nimport numpy\n", "numpy");
+        LEADING("\"\"\"Doc\nstring.\"\"\"\nfrom __future__ import annotations\nimport a.b as c, d  # why\n", "a.b d");
+        LEADING("from numpy import (\n    linalg,  # this\n    fft as f,\n)\nfrom x.y import *\nimport z\n",
+                "numpy x.y z");
+        /* The always-loaded ones are left out; a module named twice counts once. */
+        LEADING("import sys, os\nimport numpy\nimport os.path\nimport numpy\nimport json\n", "numpy json");
+        LEADING("\xef\xbb\xbfimport numpy\r\nimport pandas\r\n", "numpy pandas");
+}
+END_TEST
+
+START_TEST(test_anything_else_ends_it) {
+        /* Code before an import: the import is not leading (it could see what the code did). */
+        LEADING("import os\nos.environ['OMP_NUM_THREADS'] = '1'\nimport numpy\n", "");
+        LEADING("print('hi')\nimport numpy\n", "");
+        LEADING("import numpy; x = 1\nimport pandas\n", "");
+        LEADING("import numpy, \\\n    pandas\nimport scipy\n", "");
+        LEADING("if True:\n    import numpy\n", "");
+        LEADING("  import numpy\n", "");
+        LEADING("from . import x\nimport numpy\n", "");
+        LEADING("try:\n    import numpy\nexcept ImportError:\n    pass\n", "");
+        LEADING("import numpy\nx = 'docstring too late'\n\"\"\"doc\"\"\"\nimport pandas\n", "numpy");
+        LEADING("r\"\"\"raw doc\"\"\"\nimport numpy\n", "");
+        LEADING("import numpy as\nimport pandas\n", "");
+        LEADING("import numpy.\n", "");
+        LEADING("from numpy import (linalg\nimport pandas\n", "");
+        LEADING("", "");
+}
+END_TEST
+
+START_TEST(test_cap) {
+        _cleanup_free_ char *s = NULL;
+        _cleanup_strv_free_ char **l = NULL;
+
+        for (int i = 0; i < 100; i++)
+                ck_assert_int_ge(strextendf(&s, "import m%d\n", i), 0);
+        l = preimport_leading_modules(s, strlen(s));
+        ck_assert_uint_eq(strv_length(l), PREIMPORT_MAX_MODULES);
+        ck_assert_str_eq(l[PREIMPORT_MAX_MODULES - 1], "m31");
+
+        char long_name[300];
+        memset(long_name, 'a', sizeof(long_name));
+        memcpy(long_name, "import ", 7);
+        long_name[sizeof(long_name) - 1] = 0;
+        LEADING(long_name, "");
+}
+END_TEST
+
+START_TEST(test_plain_enough) {
+        static const char *const tells[] = {
+                "import numpy\nimport sys\nprint(sorted(sys.modules))\n",
+                "import sys\nsys.path.insert(0, '/work')\nimport mod\n",
+                "import numpy\nimport os\nprint(os.environ['X'])\n",
+                "import importlib\n",
+                "m = __import__('numpy')\n",
+                "import os\nos.chdir('/tmp')\n",
+                "import gc\nprint(len(gc.get_objects()))\n",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(tells); i++)
+                ck_assert_msg(!preimport_script_plain_enough(tells[i], strlen(tells[i])), "%s", tells[i]);
+        const char *fine = "import numpy as np\nimport pandas as pd\nif __name__ == '__main__':\n    print(np.pi)\n";
+        ck_assert(preimport_script_plain_enough(fine, strlen(fine)));
+}
+END_TEST
+
+START_TEST(test_prefix_and_learn) {
+        char *script[] = { (char *) "numpy", (char *) "json", (char *) "pandas", (char *) "re", NULL };
+        char *pre1[] = { (char *) "numpy", NULL }, *pre2[] = { (char *) "numpy", (char *) "json", NULL };
+        char *other[] = { (char *) "pandas", NULL }, *none[] = { NULL };
+        char *longer[] = { (char *) "numpy", (char *) "json", (char *) "pandas", (char *) "re", (char *) "x", NULL };
+
+        ck_assert(preimport_is_prefix(none, script));
+        ck_assert(preimport_is_prefix(pre1, script));
+        ck_assert(preimport_is_prefix(pre2, script));
+        ck_assert(preimport_is_prefix(script, script));
+        ck_assert(!preimport_is_prefix(other, script));
+        ck_assert(!preimport_is_prefix(longer, script));
+        ck_assert(!preimport_is_prefix(pre1, none));
+
+        _cleanup_strv_free_ char **a = preimport_learn(script, "numpy pandas dateutil");
+        _cleanup_free_ char *as = strv_join(a, " ");
+        ck_assert_str_eq(as, "numpy json pandas");   /* up to the last from site-packages */
+        _cleanup_strv_free_ char **b = preimport_learn(script, "");
+        ck_assert_uint_eq(strv_length(b), 0);
+        char *dotted[] = { (char *) "matplotlib.pyplot", (char *) "json", NULL };
+        _cleanup_strv_free_ char **c = preimport_learn(dotted, "matplotlib numpy");
+        _cleanup_free_ char *cs = strv_join(c, " ");
+        ck_assert_str_eq(cs, "matplotlib.pyplot");
+}
+END_TEST
+
+START_TEST(test_name_valid) {
+        ck_assert(preimport_name_valid("numpy"));
+        ck_assert(preimport_name_valid("matplotlib.pyplot"));
+        ck_assert(preimport_name_valid("_a1.b_2"));
+        ck_assert(!preimport_name_valid(""));
+        ck_assert(!preimport_name_valid("a..b"));
+        ck_assert(!preimport_name_valid("a."));
+        ck_assert(!preimport_name_valid(".a"));
+        ck_assert(!preimport_name_valid("1a"));
+        ck_assert(!preimport_name_valid("a,b"));
+        ck_assert(!preimport_name_valid("a b"));
+}
+END_TEST
+
+static Suite *preimport_suite(void) {
+        Suite *s = suite_create("preimport");
+        TCase *tc = tcase_create("core");
+
+        tcase_add_test(tc, test_leading_block);
+        tcase_add_test(tc, test_anything_else_ends_it);
+        tcase_add_test(tc, test_cap);
+        tcase_add_test(tc, test_plain_enough);
+        tcase_add_test(tc, test_prefix_and_learn);
+        tcase_add_test(tc, test_name_valid);
+        suite_add_tcase(s, tc);
+        return s;
+}
+
+int main(void) {
+        SRunner *sr = srunner_create(preimport_suite());
+        int failed;
+
+        srunner_run_all(sr, CK_NORMAL);
+        failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
