@@ -300,10 +300,7 @@ unsigned pool_n_targets(const Pool *p) {
 }
 
 static int on_item_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
-        Process *proc = userdata;
-
-        proc->timed_out = true;
-        process_kill(proc);
+        (void) process_timeout(userdata);
         return 0;
 }
 

@@ -34,8 +34,8 @@
 #define STR(x) STR_(x)
 
 /*
- * `python -I -u -B -c BOOT FD /work/script.py` runs the script as
- * `python -I -u -B /work/script.py` would: byte for byte, in a fresh __main__
+ * `python -I -B -c BOOT FD /work/script.py` runs the script as
+ * `python -I -B /work/script.py` would: byte for byte, in a fresh __main__
  * module with __file__ set, tracebacks starting at the script's frames, exit
  * status 1 on an uncaught exception, SystemExit handled as Python does. At
  * every plt.show() and at the end it writes the open matplotlib figures as PNG
@@ -68,10 +68,42 @@
  * file bound there: same __file__, compile() under the same path, tracebacks
  * with the script's lines, and code that reads its own source finds it.
  */
+/*
+ * stdout is block-buffered, as in any Python whose stdout is a pipe (with -u, each print() was two write()s: a
+ * print-heavy loop ran five times slower). What is buffered is flushed wherever it could otherwise be lost or come
+ * out of order: at the end of the run (below), before a fork (the child starts with nothing of the parent's),
+ * before another program is started or a signal sent (audit events: its output follows the script's), in
+ * os._exit() and os.abort(), and on SIGWINCH, which the daemon sends to the run before it kills it at its timeout
+ * (ignored by default, so bwrap and the script's own children carry on). stderr stays line-buffered.
+ */
+#define BOOT_FLUSH \
+        "    def flush(*_):\n" \
+        "        for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):\n" \
+        "            try:\n" \
+        "                s.flush()\n" \
+        "            except BaseException:\n" \
+        "                pass\n" \
+        "    def flushing(f):\n" \
+        "        def g(*args):\n" \
+        "            flush()\n" \
+        "            return f(*args)\n" \
+        "        g.__name__ = g.__qualname__ = f.__name__\n" \
+        "        g.__doc__ = f.__doc__\n" \
+        "        return g\n" \
+        "    os._exit = flushing(os._exit)\n" \
+        "    os.abort = flushing(os.abort)\n" \
+        "    os.register_at_fork(before=flush)\n" \
+        "    spawns = frozenset((\"subprocess.Popen\", \"os.system\", \"os.posix_spawn\", \"os.spawn\", \"os.exec\",\n" \
+        "                        \"os.kill\", \"os.killpg\", \"signal.pthread_kill\", \"pty.spawn\"))\n" \
+        "    sys.addaudithook(lambda event, args: event in spawns and flush())\n" \
+        "    import _signal\n" \
+        "    _signal.signal(_signal.SIGWINCH, flush)\n"
+
 static const char boot_code[] =
         "import sys\n"
         "def _boot():\n"
         "    import os\n"
+        BOOT_FLUSH
         "    fd, _, src = sys.argv[1].partition(\":\")\n"
         "    fd = int(fd)\n"
         "    path = sys.argv[2]\n"
@@ -710,8 +742,8 @@ static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userd
         in_w = fds[1];
         snprintf(arg, sizeof(arg), "%d:%d", out_w, in_r);
 
-        char *command[] = { ps->python,         (char *) "-I", (char *) "-u",
-                            (char *) "-B",      (char *) "-c", (char *) boot_code,
+        char *command[] = { ps->python,         (char *) "-I", (char *) "-B",
+                            (char *) "-c",      (char *) boot_code,
                             arg,                (char *) SANDBOX_WORK_DIR "/script.py", NULL };
         /* network-allow: behind the bridge; the proxy is made for whoever takes the sandbox, from ctl. */
         _cleanup_strv_free_ char **wrapped = NULL;
@@ -858,6 +890,7 @@ static bool job_take_prestarted(Job *j) {
         }
         it.in_fd = safe_close(it.in_fd);   /* EOF: the script is all there */
         j->proc = TAKE_PTR(it.proc);
+        j->proc->flush_on_timeout = true;   /* stdout is buffered (BOOT_FLUSH) */
         j->out_fd = TAKE_FD(it.out_fd);
         j->prestarted = true;
         log_debug("execute_python for uid " UID_FMT ": running in a pre-started sandbox.", j->call->uid);
@@ -1112,9 +1145,9 @@ static void job_run(Job *j) {
         if (k < 0)
                 return job_fail(j, PHASE_RUN, "the files could not be handed to the sandbox: %s", strerror(-k));
         const char *prefix = j->plan->python->prefix;
-        /* -I: no user site, no PYTHON* variables, no script dir on sys.path; -u unbuffered; -B no .pyc.
-         * boot_code runs the script as `python /work/script.py` would. */
-        char *command[] = { python,      (char *) "-I", (char *) "-u",  (char *) "-B", (char *) "-c",
+        /* -I: no user site, no PYTHON* variables, no script dir on sys.path; -B no .pyc; stdout block-buffered
+         * (BOOT_FLUSH). boot_code runs the script as `python /work/script.py` would. */
+        char *command[] = { python,      (char *) "-I", (char *) "-B", (char *) "-c",
                             (char *) boot_code, out_fd, (char *) SANDBOX_WORK_DIR "/script.py", NULL };
         size_t head, tail;
         output_caps(c, &head, &tail);
@@ -1135,6 +1168,7 @@ static void job_run(Job *j) {
                 return job_fail(j, PHASE_RUN, "the sandbox could not be started: %s", strerror(-k));
         j->banner = banner;
         j->spawned = true;
+        j->proc->flush_on_timeout = true;   /* stdout is buffered (BOOT_FLUSH) */
         /* Only the sandbox writes: EOF when it is gone. */
         out_w = safe_close(out_w);
         k = sd_event_add_io(runtime_event(r), &j->out_source, j->out_fd, EPOLLIN, on_outputs, j);

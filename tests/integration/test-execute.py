@@ -468,6 +468,62 @@ def end_of_run_loses_no_output():
     c.close()
 
 
+@test
+def buffered_output_arrives_whole_and_in_order():
+    """stdout is block-buffered (as in any Python writing to a pipe), yet nothing is lost or reordered: what other
+    programs and forked children write to the same stdout comes where the script's order puts it; output before
+    os._exit(), os.abort(), an uncaught exception, a signal the script sends itself, and a timeout is all there;
+    each stream keeps its order when the two are interleaved. Both in a pre-started sandbox and a sandbox of its own."""
+    for d in (plain_daemon(), shared_daemon("noprestart", ["--prestart=0"], packages=False)):
+        c = d.client()
+        c.initialize()
+        # Other writers of the same pipe: a program started three ways, and a forked child.
+        script = ("import os, subprocess, sys\n"
+                  "print('one')\n"
+                  "subprocess.run(['/bin/echo', 'two'])\n"
+                  "print('three')\n"
+                  "os.system('echo four')\n"
+                  "print('five')\n"
+                  "os.waitpid(os.posix_spawn('/bin/echo', ['echo', 'six'], os.environ), 0)\n"
+                  "print('seven')\n"
+                  "pid = os.fork()\n"
+                  "if pid == 0:\n"
+                  "    print('eight')\n"
+                  "    os._exit(0)\n"
+                  "os.waitpid(pid, 0)\n"
+                  "print('nine')\n")
+        out, st, text = run_ok(c, script, "other writers")
+        eq(out, "one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\n", f"the order of other writers ({text})")
+        # Interleaved streams: each whole and in its order.
+        n = 1000   # within the output cap
+        script = (f"import sys\nfor i in range({n}):\n    print(i)\n    print(-i, file=sys.stderr)\n")
+        out, st, text = run_ok(c, script, "interleaved")
+        check(out == "".join(f"{i}\n" for i in range(n)), f"stdout whole and in order: ...{out[-200:]!r}")
+        check(st.get("stderr") == "".join(f"{-i}\n" for i in range(n)),
+              f"stderr whole and in order: ...{st.get('stderr', '')[-200:]!r}")
+        # Ways to end that skip Python's own flush, or go through the boot code's.
+        for end, want_code, want_sig in (("os._exit(3)", 3, None), ("raise ValueError('boom')", 1, None),
+                                         ("os.abort()", -6, "SIGABRT"),
+                                         ("os.kill(os.getpid(), signal.SIGKILL)", -9, "SIGKILL")):
+            script = f"import os, signal\nprint('before the end')\n{end}\n"
+            r, st, text = execute(c, script, timeout_seconds=30)
+            eq((st.get("stdout"), st.get("exit_code"), st.get("signal")), ("before the end\n", want_code, want_sig),
+               f"output before {end} ({text})")
+        # A timeout: the daemon asks the run to flush (SIGWINCH), then kills it. Busy in Python, and asleep.
+        for body in ("while True:\n    pass\n", "import time\ntime.sleep(600)\n"):
+            script = "print('started')\nprint('x' * 100)\n" + body
+            r, st, text = execute(c, script, timeout_seconds=2)
+            eq((st.get("timed_out"), st.get("signal")), (True, "SIGKILL"), f"timed out ({text})")
+            eq(st.get("stdout"), "started\n" + "x" * 100 + "\n", f"output before the timeout ({body!r})")
+        # A script that handles SIGWINCH itself still ends at its timeout.
+        script = ("import signal, time\nsignal.signal(signal.SIGWINCH, lambda *a: print('winch'))\n"
+                  "print('started', flush=True)\ntime.sleep(600)\n")
+        r, st, text = execute(c, script, timeout_seconds=2)
+        eq((st.get("timed_out"), st.get("signal")), (True, "SIGKILL"), f"timed out with a handler ({text})")
+        check(st.get("stdout", "").startswith("started\n"), f"its output ({text})")
+        c.close()
+
+
 # --- timeouts ----------------------------------------------------------------
 
 @test
