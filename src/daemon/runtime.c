@@ -1381,6 +1381,8 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
                 .timeout_usec = timeout_usec,
                 .head_max = head_max,
                 .tail_max = tail_max,
+                /* The bytecode compile, the one sandbox with a directory to write to: it never slows a run. */
+                .idle = rw_dir != NULL,
         };
         k = runtime_lease_uid(r, &o, rw_dir ? rw : NULL);
         if (k < 0)

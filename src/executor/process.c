@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -422,6 +423,11 @@ _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w, int 
 
         if (o->nice > 0 && getpriority(PRIO_PROCESS, 0) < o->nice)
                 (void) setpriority(PRIO_PROCESS, 0, o->nice);
+        if (o->idle) {
+                /* Only what no other process wants, CPU and disk; inherited by all it starts. */
+                (void) sched_setscheduler(0, SCHED_IDLE, &(struct sched_param) {});
+                (void) syscall(SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */, 0, 3 << 13 /* IOPRIO_CLASS_IDLE */);
+        }
 
         /* Wait until the parent has put us into our cgroup: nothing may run outside it. */
         if (sync_r >= 0 && read(sync_r, &c, 1) != 1) {

@@ -46,6 +46,7 @@ typedef struct ProcessOptions {
         size_t n_limits;
         int nice;                  /* the child's niceness, when above ours: background work (builds) yields the
                                     * CPU to runs; 0: ours */
+        bool idle;                 /* SCHED_IDLE and the idle I/O class: it runs only when nothing else wants to */
         char *const *cgroups;      /* the cgroup directories the child enters before it execs (v2: one; v1: one
                                     * in each hierarchy); emptied and removed at process_free() (NULL: stay in
                                     * ours) */
