@@ -75,6 +75,9 @@ struct Build {
         uid_t uid;              /* whose call asked first: the build, then its compile, are charged to it */
         SchedTicket ticket;     /* SCHED_BUILD, charged to the uid of the call that asked first; waits, then held */
         bool installing;        /* second step: uv pip install */
+        char *venv_template;    /* what `uv venv` makes for this Python, kept to copy (uv builds); NULL: bare */
+        char **names;           /* the requirements' names */
+        bool offline;           /* this install resolves from the uv cache only (build_offline_first()) */
         EnvLayout layout;       /* what the venv step made (layout.h) */
         OffLoopJob *finishing;  /* the last step (build_complete()), in a child */
         EnvWaiter *waiters;
@@ -189,13 +192,24 @@ static int lock_entry(EnvStore *s, const char *name, char **ret_path) {
 
         if (asprintf(&path, "%s/.lock-%s", s->envs, name) < 0)
                 return -ENOMEM;
-        fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0)
-                return -errno;
-        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-                int r = -errno;
+        for (unsigned tries = 0;; tries++) {
+                struct stat a, b;
+
+                fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (fd < 0)
+                        return -errno;
+                if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                        int r = -errno;
+                        close(fd);
+                        return r;
+                }
+                /* Its holder may have unlinked it (unlock_entry()) between our open() and flock(): a lock on a
+                 * file that is no longer there is none. Build slots are taken again and again. */
+                if (fstat(fd, &a) >= 0 && stat(path, &b) >= 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+                        break;
                 close(fd);
-                return r;
+                if (tries >= 16)
+                        return -EWOULDBLOCK;
         }
         *ret_path = TAKE_PTR(path);
         return fd;
@@ -477,7 +491,9 @@ static void build_free(Build *b) {
         free(b->final);
         free(b->python);
         free(b->message);
+        free(b->venv_template);
         strv_free(b->requirements);
+        strv_free(b->names);
         free(b);
 }
 
@@ -612,6 +628,7 @@ static char **uv_environment(const EnvStore *s) {
 }
 
 static void on_step_done(Process *p, void *userdata);
+static void venv_template_save(Build *b);
 
 static void on_prune_done(Process *p, void *userdata) {
         EnvStore *s = userdata;
@@ -931,7 +948,7 @@ static int build_step_install(Build *b) {
         strv_extend(&argv, py);
         if (!c->allow_source_builds)
                 strv_extend(&argv, "--no-build");
-        if (c->offline)
+        if (c->offline || b->offline)
                 strv_extend(&argv, "--offline");
         if (c->index_url && *c->index_url) {
                 strv_extend(&argv, "--default-index");
@@ -1027,6 +1044,19 @@ static void on_step_done(Process *p, void *userdata) {
         _cleanup_free_ char *why = NULL;
         int r;
 
+        if (p->exit_code != 0 && !p->signal && b->installing && b->offline) {
+                /* Not all it needs is in the uv cache (a dependency never fetched, a version never downloaded):
+                 * the same install, online. */
+                _cleanup_free_ char *detail = condense_uv_error(&p->err);
+                _cleanup_free_ char *safe = detail ? utf8_escape_line(detail, strlen(detail)) : NULL;
+                log_debug("Environment %.12s: the uv cache alone was not enough (%s); resolving online.", b->key,
+                          strempty(safe));
+                b->offline = false;
+                r = build_step_install(b);
+                if (r < 0)
+                        build_fail(b, r, "uv could not be started");
+                return;
+        }
         if (p->exit_code != 0 || p->signal) {
                 if (p->timed_out)
                         r = asprintf(&why, "preparing the environment took longer than %" PRIu64 "s and was stopped",
@@ -1043,6 +1073,8 @@ static void on_step_done(Process *p, void *userdata) {
                 return build_fail(b, -EIO, why);
         }
 
+        if (!b->installing && b->venv_template && access(b->venv_template, F_OK) < 0)
+                venv_template_save(b);
         if (!b->installing) {
                 r = build_snapshot(b);
                 if (r < 0) {
@@ -1100,6 +1132,191 @@ static void on_build_completed(int r, const char *message, void *userdata) {
         build_completed(b, r, why);
 }
 
+/*
+ * A build with packages works in a slot: envs/.slot-H-N, H naming the Python (and uv), N the first slot free, held
+ * with lock_entry() like any work directory (more than one daemon may share a store). The same path again and
+ * again lets uv keep what it learnt about the interpreter there (its cache is keyed by the path): otherwise each
+ * build started the new environment's interpreter once more, 50-150 ms. The finished environment is renamed away
+ * from the slot, which the next build makes anew.
+ */
+static int build_take_slot(Build *b, const Python *py) {
+        EnvStore *s = b->store;
+        char h[65];
+        Sha256 sh;
+
+        sha256_init(&sh);
+        hash_str(&sh, "python", py->executable);
+        hash_str(&sh, "python-version", py->version);
+        hash_str(&sh, "uv", s->uv_version);
+        sha256_final_hex(&sh, h);
+        if (asprintf(&b->venv_template, "%s/.venv-%.16s", s->envs, h) < 0)
+                return -ENOMEM;
+        for (unsigned i = 0; i < 256; i++) {
+                _cleanup_free_ char *name = NULL;
+                int fd;
+
+                if (asprintf(&name, ".slot-%.16s-%u", h, i) < 0)
+                        return -ENOMEM;
+                fd = lock_entry(s, name, &b->lock_path);
+                if (fd == -EWOULDBLOCK)
+                        continue;   /* another build's, ours or another daemon's */
+                if (fd < 0)
+                        return fd;
+                if (asprintf(&b->tmp, "%s/%s", s->envs, name) < 0) {
+                        unlock_entry(&b->lock_path, &fd);
+                        return -ENOMEM;
+                }
+                /* What an interrupted build left there. */
+                (void) rm_rf_untrusted(b->tmp);
+                return fd;
+        }
+        return -EBUSY;
+}
+
+/* Copies the directory tree at from (directories, regular files, symbolic links) to the new directory to. */
+static int copy_tree_at(int from_fd, int to_parent_fd, const char *to, mode_t mode) {
+        _cleanup_close_ int to_fd = -EBADF;
+        DIR *d;
+        struct dirent *de;
+        int r = 0;
+
+        if (mkdirat(to_parent_fd, to, mode & 07777) < 0)
+                return -errno;
+        to_fd = openat(to_parent_fd, to, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (to_fd < 0)
+                return -errno;
+        d = fdopendir(from_fd);
+        if (!d) {
+                close(from_fd);
+                return -errno;
+        }
+        while (r >= 0 && (de = readdir(d))) {
+                struct stat st;
+
+                /* uv's lock (mode 0666): the install makes its own. */
+                if (streq(de->d_name, ".") || streq(de->d_name, "..") || streq(de->d_name, ".lock"))
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        r = -errno;
+                        break;
+                }
+                if (S_ISDIR(st.st_mode)) {
+                        int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        r = sub < 0 ? -errno : copy_tree_at(sub, to_fd, de->d_name, st.st_mode);
+                } else if (S_ISLNK(st.st_mode)) {
+                        char target[4096];
+                        ssize_t n = readlinkat(dirfd(d), de->d_name, target, sizeof(target) - 1);
+                        if (n < 0 || (size_t) n >= sizeof(target) - 1)
+                                r = n < 0 ? -errno : -ENAMETOOLONG;
+                        else {
+                                target[n] = 0;
+                                r = symlinkat(target, to_fd, de->d_name) < 0 ? -errno : 0;
+                        }
+                } else if (S_ISREG(st.st_mode) && st.st_size <= 1024 * 1024) {
+                        _cleanup_close_ int in = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                        _cleanup_close_ int out = openat(to_fd, de->d_name,
+                                                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                                                         st.st_mode & 07777);
+                        _cleanup_free_ char *data = malloc((size_t) st.st_size + 1);
+                        ssize_t n = in >= 0 && data ? read(in, data, (size_t) st.st_size + 1) : -1;
+                        if (in < 0 || out < 0 || !data || n != st.st_size)
+                                r = -EIO;
+                        else
+                                r = write_all(out, data, (size_t) n);
+                        if (r >= 0 && fchmod(out, st.st_mode & 07777) < 0)   /* past the umask */
+                                r = -errno;
+                } else
+                        r = -EBADMSG;   /* nothing else belongs in what `uv venv` makes */
+        }
+        closedir(d);
+        if (r >= 0 && fchmod(to_fd, mode & 07777) < 0)
+                r = -errno;
+        return r;
+}
+
+/* The slot, a copy of the template; -ENOENT when there is none yet. */
+static int venv_template_copy(Build *b) {
+        int from = open(b->venv_template, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+
+        if (from < 0)
+                return -errno;
+        if (fstat(from, &st) < 0) {
+                close(from);
+                return -errno;
+        }
+        return copy_tree_at(from, AT_FDCWD, b->tmp, st.st_mode);
+}
+
+/* What `uv venv` just made in the slot, kept as the template for the next builds on this Python: a copy, put in
+ * place whole or not at all. Before any package is installed, so only uv's own files. */
+static void venv_template_save(Build *b) {
+        _cleanup_free_ char *tmp = NULL;
+        int from = open(b->tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        int r;
+
+        if (from < 0)
+                return;
+        if (fstat(from, &st) < 0 ||
+            asprintf(&tmp, "%s.tmp-%d-%" PRIu64, b->venv_template, (int) getpid(), ++b->store->n_tmp) < 0) {
+                close(from);
+                return;
+        }
+        r = copy_tree_at(from, AT_FDCWD, tmp, st.st_mode);
+        if (r >= 0 && rename(tmp, b->venv_template) >= 0)
+                return;
+        (void) rm_rf_untrusted(tmp);
+}
+
+/* PyPI's index pages may be used this long (its max-age), as uv would when the headers reach it. */
+#define INDEX_FRESH_SEC (600)
+
+/*
+ * Offline first: when the default index (PyPI) is used and uv's cache has a page fetched within INDEX_FRESH_SEC for
+ * every name asked for, the install resolves from the cache alone (--offline) and is tried online only if that
+ * was not enough (on_step_done()). A page as fresh as this is what uv itself would use without asking, had the
+ * index's cache headers reached it; this machine's HTTPS proxy strips them, and each online resolve fetched every
+ * page again.
+ */
+static bool build_offline_first(Build *b) {
+        const Config *c = b->store->config;
+        _cleanup_free_ char *latest = NULL;
+        struct dirent *de;
+        DIR *d;
+        time_t now = time(NULL);
+
+        if (c->offline || (c->index_url && *c->index_url) || c->extra_index_urls[0] || c->find_links[0] ||
+            !b->names || !b->names[0])
+                return false;
+        d = opendir(b->store->uv_cache);
+        if (!d)
+                return false;
+        /* uv's current index cache is the simple-vN with the highest N. */
+        unsigned best = 0;
+        while ((de = readdir(d))) {
+                const char *v = startswith(de->d_name, "simple-v");
+                char *end;
+                unsigned long n = v ? strtoul(v, &end, 10) : 0;
+                if (v && *v && !*end && n > best) {
+                        best = (unsigned) n;
+                        free(latest);
+                        latest = strdup(de->d_name);
+                }
+        }
+        closedir(d);
+        if (!latest)
+                return false;
+        for (size_t i = 0; b->names[i]; i++) {
+                _cleanup_free_ char *page = NULL;
+                struct stat st;
+                if (asprintf(&page, "%s/%s/pypi/%s.rkyv", b->store->uv_cache, latest, b->names[i]) < 0 ||
+                    stat(page, &st) < 0 || now - st.st_mtime > INDEX_FRESH_SEC || st.st_mtime > now + 60)
+                        return false;
+        }
+        return true;
+}
+
 static int build_start(Build *b) {
         _cleanup_strv_free_ char **argv = strv_new(), **env = NULL;
 
@@ -1119,6 +1336,15 @@ static int build_start(Build *b) {
         } else {
                 if (!b->store->uv)
                         return -ENOENT;
+                b->offline = build_offline_first(b);
+                /* What `uv venv` made for this Python before, copied: one uv process less. */
+                if (venv_template_copy(b) >= 0) {
+                        int r = build_snapshot(b);
+                        if (r < 0)
+                                return r;
+                        return build_step_install(b);
+                }
+                (void) rm_rf_untrusted(b->tmp);
                 env = uv_environment(b->store);
                 strv_extend(&argv, b->store->uv);
                 strv_extend(&argv, "venv");
@@ -1171,13 +1397,20 @@ int envstore_prepare(EnvStore *s, uid_t uid, const char *key, const Python *py, 
                 b->requirements = strv_new();
                 for (size_t i = 0; i < reqs->n; i++)
                         strv_extend(&b->requirements, reqs->items[i].canonical);
-                if (asprintf(&b->final, "%s/%s", s->envs, key) < 0 ||
-                    asprintf(&b->tmp, "%s/.build-%.16s-%d-%" PRIu64, s->envs, key, (int) getpid(), ++s->n_tmp) < 0 ||
-                    !b->python || !b->requirements) {
+                for (size_t i = 0; i < reqs->n; i++)
+                        strv_extend(&b->names, reqs->items[i].name);
+                if (asprintf(&b->final, "%s/%s", s->envs, key) < 0 || !b->python || !b->requirements ||
+                    (reqs->n > 0 && !b->names)) {
                         build_free(b);
                         return -ENOMEM;
                 }
-                b->lock_fd = lock_entry(s, strrchr(b->tmp, '/') + 1, &b->lock_path);
+                if (reqs->n > 0)
+                        b->lock_fd = build_take_slot(b, py);
+                else if (asprintf(&b->tmp, "%s/.build-%.16s-%d-%" PRIu64, s->envs, key, (int) getpid(),
+                                  ++s->n_tmp) < 0)
+                        b->lock_fd = -ENOMEM;
+                else
+                        b->lock_fd = lock_entry(s, strrchr(b->tmp, '/') + 1, &b->lock_path);
                 if (b->lock_fd < 0) {
                         r = b->lock_fd;
                         build_free(b);
@@ -1299,7 +1532,8 @@ void envstore_cleanup(EnvStore *s) {
                         }
                         continue;
                 }
-                if (!startswith(de->d_name, ".build-") && !startswith(de->d_name, ".compile-"))
+                if (!startswith(de->d_name, ".build-") && !startswith(de->d_name, ".compile-") &&
+                    !startswith(de->d_name, ".slot-"))
                         continue;
                 /* Ours are in flight; another daemon's hold their lock; the rest were interrupted. */
                 if (is_ours(s, de->d_name))

@@ -25,6 +25,11 @@ for name in ("mcpt-store-a", "mcpt-store-b", "mcpt-store-c", "mcpt-store-slow"):
     build_wheel(WHEELS, name, "1.0")
 
 
+
+def build_dirs(cache):
+    """The work directories of builds: a build with packages works in a slot (.slot-*), a bare one in .build-*."""
+    return glob.glob(os.path.join(cache, "envs", ".build-*")) + glob.glob(os.path.join(cache, "envs", ".slot-*"))
+
 def store_daemon(cache, uvlog, *args):
     need_pythons("3.11")
     return Daemon(cache_dir=cache, args=[f"--uv={uvlog.path}", f"--find-links={WHEELS}", "--offline", *args])
@@ -90,7 +95,7 @@ def store_survives_restart_and_failed_builds_leave_nothing():
         c.close()
     # Only the good environment, and no half-built directory.
     eq(envs(cache), [key], "store after one good and one failed build")
-    eq(glob.glob(os.path.join(cache, "envs", ".build-*")), [], "leftover build directories")
+    eq(build_dirs(cache), [], "leftover build directories")
 
     with store_daemon(cache, uvlog) as d:
         c = d.client()
@@ -141,6 +146,40 @@ def bytecode_is_compiled_after_the_environment_is_in_place():
 
 
 @test
+def builds_reuse_one_slot_and_uv_venv_runs_once_per_python():
+    """A build works in a slot, the same path each time, so uv's interpreter cache applies (no new entry in it:
+    uv did not start the interpreter to learn about it again), and copies what `uv venv` made the first time."""
+    cache = scratch("mcptest-store-")
+    uvlog = UvLog()
+
+    def interpreters():
+        return sorted(glob.glob(os.path.join(cache, "uv", "interpreter-v*", "*", "*")))  # one per path queried
+
+    with store_daemon(cache, uvlog) as d:
+        c = d.client()
+        c.initialize()
+        for dep in ("mcpt-store-a", "mcpt-store-b", "mcpt-store-c"):
+            r, st = run(c, [dep], f"import {dep.replace('-', '_')}; print('imported')")
+            check(not r["isError"], c.text(r))
+            eq(st.get("stdout"), "imported\n", f"{dep}: the run")
+            if dep == "mcpt-store-a":
+                known = interpreters()
+                check(known, "uv's interpreter cache has entries after the first build")
+        eq(interpreters(), known, "no interpreter queried anew by the second and third builds")
+        venvs = [line for line in uvlog.lines() if line.startswith("venv")]
+        eq(len(venvs), 1, f"uv venv ran once, for the first build: {uvlog.lines()}")
+        pythons = {line.split("--python ")[1].split()[0] for line in uvlog.installs()}
+        eq(len(pythons), 1, f"every install into the same slot: {pythons}")
+        check("/.slot-" in pythons.pop(), "the slot")
+        eq(build_dirs(cache), [], "the slot is gone once the environment is in place")
+        # Each environment is whole and its own.
+        r, st = run(c, ["mcpt-store-b"], "import importlib.util as u; print(u.find_spec('mcpt_store_a') is None)")
+        eq(st.get("stdout"), "True\n", "nothing of another build in an environment")
+        c.close()
+    uvlog.close()
+
+
+@test
 def interrupted_build_leaves_nothing_behind():
     cache = scratch("mcptest-store-")
     slow = UvLog(delay=30, delay_on="pip install")
@@ -151,12 +190,12 @@ def interrupted_build_leaves_nothing_behind():
         c.send({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
                 "params": {"name": "execute_python",
                            "arguments": {"script": "print(1)", "dependencies": ["mcpt-store-slow"]}}})
-        wait_until(lambda: glob.glob(os.path.join(cache, "envs", ".build-*")), 30, "a build directory")
+        wait_until(lambda: build_dirs(cache), 30, "a build directory")
         # The daemon dies hard in the middle of the build.
         d.proc.send_signal(signal.SIGKILL)
         d.proc.wait(10)
         c.kill()
-        check(glob.glob(os.path.join(cache, "envs", ".build-*")), "the interrupted build left its directory")
+        check(build_dirs(cache), "the interrupted build left its directory")
     finally:
         d.close()
     fast = UvLog()
@@ -165,7 +204,7 @@ def interrupted_build_leaves_nothing_behind():
         c.initialize()
         # Start-up removes what the interrupted build left; nothing half-built is ever used.
         c.call_tool("check_environment")
-        eq(glob.glob(os.path.join(cache, "envs", ".build-*")), [], "leftovers after restart")
+        eq(build_dirs(cache), [], "leftovers after restart")
         eq(envs(cache), [], "no environment from the interrupted build")
         r, st = run(c, ["mcpt-store-slow"], "import mcpt_store_slow; print('fine')")
         check(not r["isError"], c.text(r))
@@ -233,7 +272,7 @@ def uv_crashing_in_a_build_fails_only_that_call():
         text = bad.text(reply)
         eq((reply["isError"], reply["structuredContent"]["failed_phase"]), (True, "prepare"), text)
         check("crashed" in text and "SIGSEGV" in text, f"the error says the installer crashed: {text}")
-        eq(glob.glob(os.path.join(cache, "envs", ".build-*")), [], "half-built directories")
+        eq(build_dirs(cache), [], "half-built directories")
         built = [open(os.path.join(cache, "envs", e, ".mcp-python-sandbox-env.json")).read() for e in envs(cache)]
         check(any("mcpt-store-b" in x for x in built) and not any("mcpt-store-a" in x for x in built),
               f"only the good environment: {built}")
@@ -267,7 +306,7 @@ def a_full_disk_during_a_build_is_a_clear_error():
         text = c.text(r)
         eq((r["isError"], st.get("failed_phase")), (True, "prepare"), text)
         check("No space left on device" in text, f"the error says why: {text}")
-        eq(glob.glob(os.path.join(cache, "envs", ".build-*")), [], "half-built directories")
+        eq(build_dirs(cache), [], "half-built directories")
         check(all("mcpt" not in open(os.path.join(cache, "envs", e, ".mcp-python-sandbox-env.json")).read()
                   for e in envs(cache)), f"no environment with the package: {envs(cache)}")
         # Room again: the same call builds.

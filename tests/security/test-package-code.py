@@ -252,7 +252,7 @@ def a_wheel_that_replaces_pyvenv_cfg_is_refused_and_nothing_of_it_runs():
     eq(sorted(after), sorted(before), "the entries of every environment (none added, none removed)")
     for path in before:
         eq(after[path], before[path], f"{path} (mode, owner, contents)")
-    check(not [e for e in os.listdir(envs_dir()) if e.startswith(".build-")], "a build directory was left")
+    check(not [e for e in os.listdir(envs_dir()) if e.startswith((".build-", ".slot-"))], "a build directory was left")
     hello_of_another_user_is_clean()
 
 
