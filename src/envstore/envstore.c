@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -740,6 +741,120 @@ static void mark_compiled(const char *path) {
         (void) fchmod(dirfd, 0555);
 }
 
+/* In dir (uv's entries of one name: VERSION-TAGS, a symlink to archive-v0/ID, for each wheel), the unpacked wheel
+ * whose DIST_INFO/METADATA is meta itself: its fd, or -ENOENT. */
+static int scan_wheel_entries(const char *dir, const char *version, const char *dist_info, const struct stat *meta) {
+        DIR *d = opendir(dir);
+        struct dirent *v;
+        int found = -ENOENT;
+
+        if (!d)
+                return -ENOENT;
+        while (found < 0 && (v = readdir(d))) {
+                const char *rest = startswith(v->d_name, version);
+                char q[4096 + 512];
+                struct stat st;
+                int fd;
+
+                if (!rest || *rest != '-' || v->d_type != DT_LNK)
+                        continue;
+                snprintf(q, sizeof(q), "%s/%s", dir, v->d_name);
+                fd = open(q, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (fd < 0)
+                        continue;
+                snprintf(q, sizeof(q), "%s/METADATA", dist_info);
+                if (fstatat(fd, q, &st, AT_SYMLINK_NOFOLLOW) >= 0 && st.st_dev == meta->st_dev &&
+                    st.st_ino == meta->st_ino)
+                        found = fd;
+                else
+                        close(fd);
+        }
+        closedir(d);
+        return found;
+}
+
+/* The unpacked wheel of uv's cache that a distribution of the environment (its METADATA meta, a hard link) came
+ * from, among uv's entries of its name: wheels-vN/pypi/NAME, or wheels-vN/KIND/HASH/NAME for other indexes. */
+static int find_wheel(const char *uv_cache, const char *name, const char *version, const char *dist_info,
+                      const struct stat *meta) {
+        DIR *top = opendir(uv_cache), *kinds, *sub;
+        struct dirent *b, *k, *e;
+        char p[4096];
+        int found = -ENOENT;
+
+        if (!top)
+                return -errno;
+        while (found < 0 && (b = readdir(top))) {
+                if (!startswith(b->d_name, "wheels-v"))
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s", uv_cache, b->d_name);
+                if (!(kinds = opendir(p)))
+                        continue;
+                while (found < 0 && (k = readdir(kinds))) {
+                        if (k->d_name[0] == '.')
+                                continue;
+                        snprintf(p, sizeof(p), "%s/%s/%s/%s", uv_cache, b->d_name, k->d_name, name);
+                        found = scan_wheel_entries(p, version, dist_info, meta);
+                        snprintf(p, sizeof(p), "%s/%s/%s", uv_cache, b->d_name, k->d_name);
+                        if (found >= 0 || !(sub = opendir(p)))
+                                continue;
+                        while (found < 0 && (e = readdir(sub))) {
+                                if (e->d_name[0] == '.')
+                                        continue;
+                                snprintf(p, sizeof(p), "%s/%s/%s/%s/%s", uv_cache, b->d_name, k->d_name, e->d_name,
+                                         name);
+                                found = scan_wheel_entries(p, version, dist_info, meta);
+                        }
+                        closedir(sub);
+                }
+                closedir(kinds);
+        }
+        closedir(top);
+        return found;
+}
+
+/* The unpacked wheels the environment's distributions are hard links of: at most max directory fds in ret. */
+static size_t find_wheels(EnvStore *s, int env_fd, const char *site_packages, int *ret, size_t max) {
+        _cleanup_close_ int sp = openat(env_fd, site_packages, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct dirent *de;
+        size_t n = 0;
+        DIR *d;
+
+        if (sp < 0 || !(d = fdopendir(sp)))
+                return 0;
+        sp = -EBADF;   /* the DIR's now */
+        while (n < max && (de = readdir(d))) {
+                char name[NAME_MAX + 1], meta_path[NAME_MAX + 16];
+                const char *dash;
+                struct stat meta;
+                size_t len;
+                int fd;
+
+                if (!endswith(de->d_name, ".dist-info"))
+                        continue;
+                len = strlen(de->d_name) - strlen(".dist-info");
+                dash = memrchr(de->d_name, '-', len);
+                if (!dash || dash == de->d_name)
+                        continue;
+                /* NAME-VERSION.dist-info: uv's entries are by the normalized name. */
+                size_t nl = (size_t) (dash - de->d_name);
+                for (size_t i = 0; i < nl; i++)
+                        name[i] = de->d_name[i] == '_' || de->d_name[i] == '.' ? '-' : (char) tolower(de->d_name[i]);
+                name[nl] = 0;
+                char version[NAME_MAX + 1];
+                snprintf(version, sizeof(version), "%.*s", (int) (len - nl - 1), dash + 1);
+                snprintf(meta_path, sizeof(meta_path), "%s/METADATA", de->d_name);
+                if (fstatat(dirfd(d), meta_path, &meta, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(meta.st_mode) ||
+                    meta.st_nlink < 2)
+                        continue;   /* not linked from uv's cache */
+                fd = find_wheel(s->uv_cache, name, version, de->d_name, &meta);
+                if (fd >= 0)
+                        ret[n++] = fd;
+        }
+        closedir(d);
+        return n;
+}
+
 static int adopt_bytecode(EnvStore *s) {
         _cleanup_close_ int env_fd = -EBADF, out_fd = -EBADF, lib_fd = -EBADF;
         _cleanup_free_ char *site_packages = NULL;
@@ -761,7 +876,12 @@ static int adopt_bytecode(EnvStore *s) {
         closedir(d);
         if (!site_packages)
                 return -ENOENT;
-        return env_adopt_bytecode(env_fd, s->compiling, site_packages, out_fd);
+        int shared[64];
+        size_t n_shared = find_wheels(s, env_fd, site_packages, shared, ELEMENTSOF(shared));
+        int r = env_adopt_bytecode_shared(env_fd, s->compiling, site_packages, out_fd, shared, n_shared);
+        for (size_t i = 0; i < n_shared; i++)
+                close(shared[i]);
+        return r;
 }
 
 /* In a child (offloop.h): thousands of renames for a large environment. */

@@ -776,6 +776,41 @@ def offline_first_when_the_cache_has_every_name_online_on_a_miss():
 
 
 @test
+def bytecode_is_compiled_once_per_wheel_and_shared_by_later_environments():
+    """The bytecode compiled for an environment (in the sandbox) is linked into the unpacked wheels of uv's cache
+    its files came from, so a later environment with the same wheel has it from its first run on: the .pyc files
+    are there before any compile of that environment, the very files (same inode) as in the cache, and are used."""
+    need_pypi()
+    d = Daemon(args=[])
+    at_exit(d.close)
+    need_sandbox(d)
+    c = d.client()
+    c.initialize()
+    envs = os.path.join(d.cache_dir, "envs")
+
+    def compiled(key):
+        return os.path.exists(os.path.join(envs, key, ".mcp-python-sandbox-compiled"))
+
+    out, st, text = run_ok(c, "import humanize; print('ok')", "first", dependencies=["humanize"])
+    first = st["environment"]["key"]
+    wait_until(lambda: compiled(first), 120, "the bytecode compile of the first environment")
+    shared = glob.glob(os.path.join(d.cache_dir, "uv", "archive-v*", "*", "humanize", "__pycache__", "*.pyc"))
+    check(shared, "the .pyc files are in the unpacked wheel in uv's cache")
+    # A new environment, the same wheel: its bytecode before its own compile, and the run imports from it.
+    script = ("import humanize, os, sys\n"
+              "print(os.path.exists(humanize.__cached__), humanize.__spec__.cached == humanize.__cached__)\n")
+    out, st, text = run_ok(c, script, "second", dependencies=["humanize>=0.1"])
+    second = st["environment"]["key"]
+    check(second != first, "a new environment")
+    eq(out, "True True\n", "the first run of the new environment finds the module's bytecode")
+    pyc = glob.glob(os.path.join(envs, second, "lib", "python*", "site-packages", "humanize", "__pycache__", "*.pyc"))
+    check(pyc, "the new environment has the .pyc files")
+    inodes = {os.stat(p).st_ino for p in shared}
+    check(all(os.stat(p).st_ino in inodes for p in pyc), "the very files of the cache (hard links)")
+    c.close()
+
+
+@test
 def local_wheel_index_install():
     d = local_daemon()
     c = d.client()
