@@ -135,6 +135,13 @@ struct EnvStore {
         bool compile_partial;
         EnvCompileFunc compile_spawn;
         void *compile_userdata;
+        Process *warm;                  /* slot_warm(): uv venv, then uv pip freeze, in a slot of its own */
+        bool warm_freezing;
+        char *warm_slot, *warm_template, *warm_lock_path;
+        int warm_lock_fd;
+        char **warmed;                  /* the Pythons (executables) done */
+        char *warm_python, *warm_python_version;
+        SchedTicket warm_ticket;        /* SCHED_BUILD, charged to whose call started it */
 };
 
 int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *sched, const char *uv_path,
@@ -148,6 +155,7 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *s
         s->config = config;
         s->sched = sched;
         s->compile_lock_fd = -EBADF;
+        s->warm_lock_fd = -EBADF;
         s->uv = uv_path ? strdup(uv_path) : NULL;
         s->holds = calloc(1, sizeof(EnvHoldList));
         if (!s->holds) {
@@ -294,6 +302,8 @@ static void envstore_compile_later(EnvStore *s, const char *path, const char *py
 static void envstore_compile_next(EnvStore *s);
 static void compile_clear(EnvStore *s);
 
+static void slot_warm_clear(EnvStore *s);
+
 EnvStore *envstore_free(EnvStore *s) {
         if (!s)
                 return NULL;
@@ -318,6 +328,8 @@ EnvStore *envstore_free(EnvStore *s) {
                 s->sizes_waiters = w->next;
                 free(w);
         }
+        slot_warm_clear(s);
+        strv_free(s->warmed);
         process_free(s->compile);
         offloop_job_free(s->adopt);
         if (s->compile_out)
@@ -630,6 +642,7 @@ static char **uv_environment(const EnvStore *s) {
 
 static void on_step_done(Process *p, void *userdata);
 static void venv_template_save(Build *b);
+static void slot_warm(EnvStore *s, uid_t uid, const Python *py);
 
 static void on_prune_done(Process *p, void *userdata) {
         EnvStore *s = userdata;
@@ -1259,17 +1272,19 @@ static void on_build_completed(int r, const char *message, void *userdata) {
  * build started the new environment's interpreter once more, 50-150 ms. The finished environment is renamed away
  * from the slot, which the next build makes anew.
  */
-static int build_take_slot(Build *b, const Python *py) {
-        EnvStore *s = b->store;
+/* The first free slot for py: its lock's fd, its path and the path of py's template. */
+static int take_slot(EnvStore *s, const char *python, const char *python_version, char **ret_lock_path,
+                     char **ret_slot, char **ret_template) {
+        _cleanup_free_ char *template = NULL;
         char h[65];
         Sha256 sh;
 
         sha256_init(&sh);
-        hash_str(&sh, "python", py->executable);
-        hash_str(&sh, "python-version", py->version);
+        hash_str(&sh, "python", python);
+        hash_str(&sh, "python-version", python_version);
         hash_str(&sh, "uv", s->uv_version);
         sha256_final_hex(&sh, h);
-        if (asprintf(&b->venv_template, "%s/.venv-%.16s", s->envs, h) < 0)
+        if (asprintf(&template, "%s/.venv-%.16s", s->envs, h) < 0)
                 return -ENOMEM;
         for (unsigned i = 0; i < 256; i++) {
                 _cleanup_free_ char *name = NULL;
@@ -1277,20 +1292,25 @@ static int build_take_slot(Build *b, const Python *py) {
 
                 if (asprintf(&name, ".slot-%.16s-%u", h, i) < 0)
                         return -ENOMEM;
-                fd = lock_entry(s, name, &b->lock_path);
+                fd = lock_entry(s, name, ret_lock_path);
                 if (fd == -EWOULDBLOCK)
                         continue;   /* another build's, ours or another daemon's */
                 if (fd < 0)
                         return fd;
-                if (asprintf(&b->tmp, "%s/%s", s->envs, name) < 0) {
-                        unlock_entry(&b->lock_path, &fd);
+                if (asprintf(ret_slot, "%s/%s", s->envs, name) < 0) {
+                        unlock_entry(ret_lock_path, &fd);
                         return -ENOMEM;
                 }
                 /* What an interrupted build left there. */
-                (void) rm_rf_untrusted(b->tmp);
+                (void) rm_rf_untrusted(*ret_slot);
+                *ret_template = TAKE_PTR(template);
                 return fd;
         }
         return -EBUSY;
+}
+
+static int build_take_slot(Build *b, const Python *py) {
+        return take_slot(b->store, py->executable, py->version, &b->lock_path, &b->tmp, &b->venv_template);
 }
 
 /* Copies the directory tree at from (directories, regular files, symbolic links) to the new directory to. */
@@ -1370,23 +1390,128 @@ static int venv_template_copy(Build *b) {
 
 /* What `uv venv` just made in the slot, kept as the template for the next builds on this Python: a copy, put in
  * place whole or not at all. Before any package is installed, so only uv's own files. */
-static void venv_template_save(Build *b) {
+static void template_save(EnvStore *s, const char *slot, const char *template) {
         _cleanup_free_ char *tmp = NULL;
-        int from = open(b->tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int from = open(slot, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         struct stat st;
         int r;
 
         if (from < 0)
                 return;
-        if (fstat(from, &st) < 0 ||
-            asprintf(&tmp, "%s.tmp-%d-%" PRIu64, b->venv_template, (int) getpid(), ++b->store->n_tmp) < 0) {
+        if (fstat(from, &st) < 0 || asprintf(&tmp, "%s.tmp-%d-%" PRIu64, template, (int) getpid(), ++s->n_tmp) < 0) {
                 close(from);
                 return;
         }
         r = copy_tree_at(from, AT_FDCWD, tmp, st.st_mode);
-        if (r >= 0 && rename(tmp, b->venv_template) >= 0)
+        if (r >= 0 && rename(tmp, template) >= 0)
                 return;
         (void) rm_rf_untrusted(tmp);
+}
+
+static void venv_template_save(Build *b) {
+        template_save(b->store, b->tmp, b->venv_template);
+}
+
+/*
+ * Ahead of the first build on a Python (started by the first call on it, a bare environment's): its template made
+ * in a slot (uv venv), and uv's interpreter cache filled for that slot's path (uv pip freeze starts the slot's
+ * interpreter once), in the background at nice 10. The first build with packages then runs one uv process that
+ * starts no interpreter, as the later ones do. Once per Python; nothing if a template is there already.
+ */
+static void slot_warm_clear(EnvStore *s) {
+        s->warm = process_free(s->warm);
+        if (s->warm_slot)
+                (void) rm_rf_untrusted(s->warm_slot);
+        unlock_entry(&s->warm_lock_path, &s->warm_lock_fd);
+        s->warm_slot = mfree(s->warm_slot);
+        s->warm_template = mfree(s->warm_template);
+        s->warm_python = mfree(s->warm_python);
+        s->warm_python_version = mfree(s->warm_python_version);
+        s->warm_freezing = false;
+        scheduler_release(&s->warm_ticket);
+}
+
+static int slot_warm_spawn(EnvStore *s, char **argv);
+
+static void on_slot_warm_done(Process *p, void *userdata) {
+        EnvStore *s = userdata;
+        bool ok = p->exit_code == 0 && !p->signal;
+
+        s->warm = NULL;
+        process_free(p);
+        if (ok && !s->warm_freezing) {
+                _cleanup_free_ char *py = NULL;
+                if (asprintf(&py, "%s/bin/python", s->warm_slot) >= 0) {
+                        char *argv[] = { s->uv, (char *) "pip", (char *) "freeze", (char *) "--no-config",
+                                         (char *) "--python", py, NULL };
+                        s->warm_freezing = true;
+                        if (slot_warm_spawn(s, argv) >= 0)
+                                return;
+                }
+        } else if (ok && access(s->warm_template, F_OK) < 0) {
+                /* What uv venv made; the freeze added nothing to it. */
+                template_save(s, s->warm_slot, s->warm_template);
+        }
+        slot_warm_clear(s);
+}
+
+static int slot_warm_spawn(EnvStore *s, char **argv) {
+        _cleanup_strv_free_ char **env = uv_environment(s);
+        ProcessOptions o = {
+                .argv = argv,
+                .env = env,
+                .cwd = s->empty,
+                .stdin_fd = -EBADF,
+                .timeout_usec = s->config->prepare_timeout_usec,
+                .head_max = 4096,
+                .tail_max = 4096,
+                .nice = BACKGROUND_NICE,
+        };
+        if (!env)
+                return -ENOMEM;
+        return process_spawn(s->event, &o, on_slot_warm_done, s, &s->warm);
+}
+
+static void on_slot_warm_turn(SchedTicket *t, void *userdata) {
+        EnvStore *s = userdata;
+        _cleanup_free_ char *lock_path = NULL, *slot = NULL, *template = NULL;
+        int fd;
+
+        fd = take_slot(s, s->warm_python, s->warm_python_version, &lock_path, &slot, &template);
+        if (fd < 0) {
+                slot_warm_clear(s);
+                return;
+        }
+        s->warm_lock_fd = fd;
+        s->warm_lock_path = TAKE_PTR(lock_path);
+        s->warm_slot = TAKE_PTR(slot);
+        s->warm_template = TAKE_PTR(template);
+        if (access(s->warm_template, F_OK) >= 0) {
+                slot_warm_clear(s);
+                return;
+        }
+        char *argv[] = { s->uv, (char *) "venv", (char *) "--no-config", (char *) "--relocatable", (char *) "--python",
+                         s->warm_python, s->warm_slot, NULL };
+        if (slot_warm_spawn(s, argv) < 0)
+                slot_warm_clear(s);
+}
+
+static void slot_warm(EnvStore *s, uid_t uid, const Python *py) {
+        int r;
+
+        if (!s->uv || s->warm_python || strv_contains(s->warmed, py->executable) ||
+            strv_extend(&s->warmed, py->executable) < 0)
+                return;
+        s->warm_python = strdup(py->executable);
+        s->warm_python_version = strdup(py->version);
+        if (!s->warm_python || !s->warm_python_version)
+                return slot_warm_clear(s);
+        /* A build like the others: in its turn, charged to the call that started it. */
+        r = scheduler_acquire(s->sched, &s->warm_ticket, SCHED_BUILD, uid, on_slot_warm_turn, s);
+        if (r == 0)
+                on_slot_warm_turn(&s->warm_ticket, s);
+        else if (r != SCHEDULER_QUEUED)
+                slot_warm_clear(s);
 }
 
 /* PyPI's index pages may be used this long (its max-age), as uv would when the headers reach it. */
@@ -1503,6 +1628,10 @@ int envstore_prepare(EnvStore *s, uid_t uid, const char *key, const Python *py, 
         for (Build *x = s->builds; x; x = x->next)
                 if (streq(x->key, key))
                         b = x;
+
+        /* The first call on a Python (a bare environment): get its build slot ready for the packages to come. */
+        if (reqs->n == 0)
+                slot_warm(s, uid, py);
 
         if (!b) {
                 b = calloc(1, sizeof(*b));

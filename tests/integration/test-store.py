@@ -180,6 +180,35 @@ def builds_reuse_one_slot_and_uv_venv_runs_once_per_python():
 
 
 @test
+def the_first_call_on_a_python_readies_its_build_slot():
+    """A bare environment's first call starts, in the background, what the first build with packages would
+    otherwise pay for: uv venv for the template, and uv's interpreter cache for the slot (uv pip freeze)."""
+    cache = scratch("mcptest-store-")
+    uvlog = UvLog()
+
+    def interpreters():
+        return sorted(glob.glob(os.path.join(cache, "uv", "interpreter-v*", "*", "*")))
+
+    with store_daemon(cache, uvlog) as d:
+        c = d.client()
+        c.initialize()
+        r, st = run(c, [], "print('hello')")
+        check(not r["isError"], c.text(r))
+        wait_until(lambda: glob.glob(os.path.join(cache, "envs", ".venv-*")) and not build_dirs(cache), 60,
+                   "the template, and the slot free again")
+        eq([line.split()[:2] for line in uvlog.lines() if line != "--version"],
+           [["venv", "--no-config"], ["pip", "freeze"]], "uv venv, then uv pip freeze on the slot")
+        known = interpreters()
+        n = len(uvlog.lines())
+        r, st = run(c, ["mcpt-store-a"], "import mcpt_store_a; print('imported')")
+        eq(st.get("stdout"), "imported\n", f"the run ({c.text(r)})")
+        eq([line.split()[:2] for line in uvlog.lines()[n:]], [["pip", "install"]], "one uv process for the build")
+        eq(interpreters(), known, "no interpreter queried by the first build")
+        c.close()
+    uvlog.close()
+
+
+@test
 def interrupted_build_leaves_nothing_behind():
     cache = scratch("mcptest-store-")
     slow = UvLog(delay=30, delay_on="pip install")
