@@ -128,6 +128,7 @@ struct EnvStore {
         SchedTicket compile_ticket;     /* SCHED_COMPILE for the compile at the head of the queue, then running */
         SchedTicket walk_ticket;        /* SCHED_WALK, the daemon's: held while the walk runs */
         char *compiling;
+        char *compiling_python;
         char *compile_out;              /* the scratch directory the sandboxed compile writes to */
         Process *compile;
         OffLoopJob *adopt;              /* then its bytecode put in place, in a child */
@@ -337,6 +338,7 @@ EnvStore *envstore_free(EnvStore *s) {
         unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
         free(s->compile_out);
         free(s->compiling);
+        free(s->compiling_python);
         strv_free(s->compile_queue);
         strv_free(s->compile_pythons);
         free(s->compile_uids);
@@ -908,6 +910,119 @@ static int adopt_child(void *userdata, char **ret_message) {
         return n;
 }
 
+/*
+ * matplotlib's font list, made once per environment: what each run built again (115 ms, and a Fontconfig error on
+ * stderr), since MPLCONFIGDIR is on the run's own tmpfs. After the bytecode, in the sandbox as a run (it is
+ * matplotlib's code), writing only its scratch directory; the file is then copied into the environment (FONTS),
+ * read-only, and a run's boot code puts it in MPLCONFIGDIR when the script imports matplotlib.
+ */
+#define FONTS ".mcp-python-sandbox-mpl"
+#define FONTS_MAX (8 * 1024 * 1024)
+
+static bool has_matplotlib(const char *env) {
+        _cleanup_free_ char *lib = NULL;
+        struct dirent *de;
+        bool found = false;
+        DIR *d;
+
+        if (asprintf(&lib, "%s/lib", env) < 0 || !(d = opendir(lib)))
+                return false;
+        while (!found && (de = readdir(d))) {
+                char p[4096];
+                if (!startswith(de->d_name, "python"))
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s/site-packages/matplotlib/font_manager.py", lib, de->d_name);
+                found = access(p, F_OK) >= 0;
+        }
+        closedir(d);
+        return found;
+}
+
+/* The font list the sandbox wrote, into the environment. */
+static int fonts_adopt(EnvStore *s) {
+        _cleanup_close_ int env_fd = -EBADF, fonts_fd = -EBADF;
+        DIR *d = opendir(s->compile_out);
+        struct dirent *de;
+        int r = -ENOENT;
+
+        if (!d)
+                return -errno;
+        env_fd = open(s->compiling, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (env_fd < 0) {
+                closedir(d);
+                return -errno;
+        }
+        while ((de = readdir(d))) {
+                _cleanup_close_ int in = -EBADF, out = -EBADF;
+                _cleanup_free_ char *data = NULL;
+                struct stat st;
+                ssize_t n;
+
+                if (!startswith(de->d_name, "fontlist-v") || !endswith(de->d_name, ".json"))
+                        continue;
+                in = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+                if (in < 0 || fstat(in, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > FONTS_MAX)
+                        continue;
+                data = malloc((size_t) st.st_size + 1);
+                if (!data || (n = read(in, data, (size_t) st.st_size + 1)) != st.st_size)
+                        continue;
+                if (fonts_fd < 0) {
+                        /* The environment's root is read-only (0555): open it to us for one new directory. */
+                        if (fchmod(env_fd, 0755) < 0)
+                                return -errno;
+                        if (mkdirat(env_fd, FONTS, 0755) < 0 && errno != EEXIST)
+                                r = -errno;
+                        fonts_fd = openat(env_fd, FONTS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        (void) fchmod(env_fd, 0555);
+                        if (fonts_fd < 0)
+                                break;
+                }
+                out = openat(fonts_fd, de->d_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+                if (out < 0)
+                        continue;
+                r = write_all(out, data, (size_t) n);
+                if (r < 0)
+                        (void) unlinkat(fonts_fd, de->d_name, 0);
+        }
+        closedir(d);
+        if (fonts_fd >= 0)
+                (void) fchmod(fonts_fd, 0555);
+        return r;
+}
+
+static void on_fonts_done(Process *p, void *userdata) {
+        EnvStore *s = userdata;
+        int r = -EIO;
+
+        s->compile = NULL;
+        if (p->exit_code == 0 && !p->signal)
+                r = fonts_adopt(s);
+        if (r < 0) {
+                _cleanup_free_ char *err = capture_text(&p->err, NULL), *safe = NULL;
+                if (err)
+                        safe = utf8_escape_line(err, strlen(err));
+                log_info("Making matplotlib's font list for environment %.12s failed (%s%d)%s%s",
+                         strrchr(s->compiling, '/') + 1, p->signal ? "signal " : "exit ", p->signal ?: p->exit_code,
+                         safe && *safe ? ": " : ".", strempty(safe));
+        }
+        process_free(p);
+        compile_clear(s);
+        envstore_compile_next(s);
+}
+
+static int fonts_start(EnvStore *s) {
+        _cleanup_free_ char *marker = NULL;
+
+        if (!s->compiling_python || !s->compile_out || !has_matplotlib(s->compiling) ||
+            asprintf(&marker, "%s/" FONTS, s->compiling) < 0 || access(marker, F_OK) >= 0)
+                return -ENOENT;
+        (void) rm_rf_untrusted(s->compile_out);
+        if (mkdir(s->compile_out, 0700) < 0)
+                return -errno;
+        return s->compile_spawn(s->compile_userdata, ENV_COMPILE_FONTS, s->compiling, s->compiling_python,
+                                s->compile_out, s->config->prepare_timeout_usec, on_fonts_done, s, &s->compile);
+}
+
 static void on_adopted(int n, const char *message, void *userdata) {
         EnvStore *s = userdata;
 
@@ -919,6 +1034,8 @@ static void on_adopted(int n, const char *message, void *userdata) {
                 log_debug("Compiled the bytecode of environment %.12s in %" PRIu64 " ms (%d files)%s.",
                           strrchr(s->compiling, '/') + 1, s->compile_usec / USEC_PER_MSEC, n,
                           s->compile_partial ? "; some files are not valid Python for it" : "");
+        if (fonts_start(s) >= 0)
+                return;
         compile_clear(s);
         envstore_compile_next(s);
 }
@@ -966,6 +1083,7 @@ static void compile_clear(EnvStore *s) {
         unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
         s->compile_out = mfree(s->compile_out);
         s->compiling = mfree(s->compiling);
+        s->compiling_python = mfree(s->compiling_python);
 }
 
 static void on_compile_turn(SchedTicket *t, void *userdata) {
@@ -1013,8 +1131,8 @@ static void envstore_compile_next(EnvStore *s) {
                         unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
                         goto next;
                 }
-                k = s->compile_spawn(s->compile_userdata, path, python, out, s->config->prepare_timeout_usec,
-                                     on_compile_done, s, &s->compile);
+                k = s->compile_spawn(s->compile_userdata, ENV_COMPILE_BYTECODE, path, python, out,
+                                     s->config->prepare_timeout_usec, on_compile_done, s, &s->compile);
                 if (k < 0) {
                         log_warning_errno(k, "Failed to start compiling the bytecode of %s: %m", path);
                         (void) rm_rf_untrusted(out);
@@ -1022,6 +1140,7 @@ static void envstore_compile_next(EnvStore *s) {
                         goto next;
                 }
                 s->compiling = TAKE_PTR(path);
+                s->compiling_python = TAKE_PTR(python);
                 s->compile_out = TAKE_PTR(out);
                 continue;
         next:

@@ -99,6 +99,24 @@
         "    import _signal\n" \
         "    _signal.signal(_signal.SIGWINCH, flush)\n"
 
+/*
+ * matplotlib's font list, made once for the environment (envstore.c, FONTS): copied into MPLCONFIGDIR, the
+ * run's own tmpfs, as the script imports matplotlib, unless the script chose a MPLCONFIGDIR of its own.
+ */
+#define BOOT_FONTS \
+        "    def fonts():\n" \
+        "        src = os.path.join(sys.prefix, \".mcp-python-sandbox-mpl\")\n" \
+        "        dst = os.environ.get(\"MPLCONFIGDIR\")\n" \
+        "        if dst != \"/tmp/.matplotlib\" or not os.path.isdir(src):\n" \
+        "            return\n" \
+        "        try:\n" \
+        "            os.makedirs(dst, exist_ok=True)\n" \
+        "            for n in os.listdir(src):\n" \
+        "                with open(os.path.join(src, n), \"rb\") as f, open(os.path.join(dst, n), \"xb\") as g:\n" \
+        "                    g.write(f.read())\n" \
+        "        except OSError:\n" \
+        "            pass\n"
+
 static const char boot_code[] =
         "import sys\n"
         "def _boot():\n"
@@ -121,8 +139,11 @@ static const char boot_code[] =
         "        if \"files\" not in ns:\n"
         "            exec(MORE, ns)\n"
         "        return ns\n"
+        BOOT_FONTS
         "    class Finder:\n"
         "        def find_spec(self, name, path=None, target=None):\n"
+        "            if name == \"matplotlib\":\n"
+        "                fonts()\n"
         "            if name == \"matplotlib.pyplot\":\n"
         "                return more()[\"hook\"](self, name)\n"
         "    sys.meta_path.insert(0, Finder())\n"
