@@ -1900,6 +1900,12 @@ void envstore_cleanup(EnvStore *s) {
                         }
                         continue;
                 }
+                /* A template's copy that never got renamed into place: unlocked, so it goes at once. */
+                if (startswith(de->d_name, ".venv-") && strstr(de->d_name, ".tmp-") && !is_ours(s, de->d_name)) {
+                        if (take_stale(s, de->d_name) > 0)
+                                log_debug("Removing an unfinished copy of a venv template: %s", de->d_name);
+                        continue;
+                }
                 if (!startswith(de->d_name, ".build-") && !startswith(de->d_name, ".compile-") &&
                     !startswith(de->d_name, ".slot-"))
                         continue;
