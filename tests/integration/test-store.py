@@ -23,6 +23,9 @@ from wheels import build_wheel
 WHEELS = scratch("mcptest-store-wheels-")
 for name in ("mcpt-store-a", "mcpt-store-b", "mcpt-store-c", "mcpt-store-slow"):
     build_wheel(WHEELS, name, "1.0")
+# Two wheels with a file of the same path (shared.py in site-packages), each its own content.
+build_wheel(WHEELS, "mcpt-store-over-a", "1.0", extra_files=[("mcpt_shared.py", b"WHO = 'a'\n")])
+build_wheel(WHEELS, "mcpt-store-over-b", "1.0", extra_files=[("mcpt_shared.py", b"WHO = 'b, a longer file'\n")])
 
 
 
@@ -205,6 +208,49 @@ def the_first_call_on_a_python_readies_its_build_slot():
         eq([line.split()[:2] for line in uvlog.lines()[n:]], [["pip", "install"]], "one uv process for the build")
         eq(interpreters(), known, "no interpreter queried by the first build")
         c.close()
+    uvlog.close()
+
+
+def pyc_source(pyc):
+    """The source a .pyc in __pycache__ belongs to, and whether its header (mtime, size) matches that file."""
+    src = os.path.join(os.path.dirname(os.path.dirname(pyc)), os.path.basename(pyc).split(".")[0] + ".py")
+    with open(pyc, "rb") as f:
+        head = f.read(16)
+    st = os.stat(src)
+    flags = int.from_bytes(head[4:8], "little")
+    return src, flags == 0 and int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF and \
+        int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF
+
+
+@test
+def shared_bytecode_is_each_wheels_own():
+    """The bytecode of an environment goes into uv's cache only for sources that are that wheel's own files: two
+    wheels with a file of the same path, installed together (one wins in the environment), and every .pyc in the
+    cache belongs to the file beside it (its header's mtime and size are that file's), none to the other wheel's."""
+    cache = scratch("mcptest-store-")
+    uvlog = UvLog()
+    with store_daemon(cache, uvlog) as d:
+        c = d.client()
+        c.initialize()
+        r, st = run(c, ["mcpt-store-over-a", "mcpt-store-over-b"], "import mcpt_shared; print(mcpt_shared.WHO)")
+        check(not r["isError"], c.text(r))
+        key = st["environment"]["key"]
+        wait_until(lambda: os.path.exists(os.path.join(cache, "envs", key, ".mcp-python-sandbox-compiled")), 60,
+                   "the compile")
+        r, st = run(c, ["mcpt-store-a"], "import mcpt_store_a; print('ok')")
+        wait_until(lambda: os.path.exists(os.path.join(cache, "envs", st["environment"]["key"],
+                                                       ".mcp-python-sandbox-compiled")), 60, "the second compile")
+        c.close()
+    pycs = glob.glob(os.path.join(cache, "uv", "archive-v*", "*", "**", "__pycache__", "*.pyc"), recursive=True)
+    check(any("mcpt_store_a" in p for p in pycs), f"bytecode shared through the cache: {pycs}")
+    # The file of the same path: its bytecode in the one wheel whose file the environment has, not the other's.
+    env_src = glob.glob(os.path.join(cache, "envs", key, "lib", "python*", "site-packages", "mcpt_shared.py"))
+    shared = [p for p in pycs if os.path.basename(p).startswith("mcpt_shared.")]
+    eq(len(shared), 1, f"the bytecode of mcpt_shared.py in one wheel: {shared}")
+    eq(os.stat(pyc_source(shared[0])[0]).st_ino, os.stat(env_src[0]).st_ino, "the wheel whose file it is")
+    for p in pycs:
+        src, ok = pyc_source(p)
+        check(ok, f"{p} is not the bytecode of {src}")
     uvlog.close()
 
 
