@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -75,6 +76,9 @@ struct Build {
         uid_t uid;              /* whose call asked first: the build, then its compile, are charged to it */
         SchedTicket ticket;     /* SCHED_BUILD, charged to the uid of the call that asked first; waits, then held */
         bool installing;        /* second step: uv pip install */
+        char *venv_template;    /* what `uv venv` makes for this Python, kept to copy (uv builds); NULL: bare */
+        char **names;           /* the requirements' names */
+        bool offline;           /* this install resolves from the uv cache only (build_offline_first()) */
         EnvLayout layout;       /* what the venv step made (layout.h) */
         OffLoopJob *finishing;  /* the last step (build_complete()), in a child */
         EnvWaiter *waiters;
@@ -124,6 +128,7 @@ struct EnvStore {
         SchedTicket compile_ticket;     /* SCHED_COMPILE for the compile at the head of the queue, then running */
         SchedTicket walk_ticket;        /* SCHED_WALK, the daemon's: held while the walk runs */
         char *compiling;
+        char *compiling_python;
         char *compile_out;              /* the scratch directory the sandboxed compile writes to */
         Process *compile;
         OffLoopJob *adopt;              /* then its bytecode put in place, in a child */
@@ -131,6 +136,13 @@ struct EnvStore {
         bool compile_partial;
         EnvCompileFunc compile_spawn;
         void *compile_userdata;
+        Process *warm;                  /* slot_warm(): uv venv, then uv pip freeze, in a slot of its own */
+        bool warm_freezing;
+        char *warm_slot, *warm_template, *warm_lock_path;
+        int warm_lock_fd;
+        char **warmed;                  /* the Pythons (executables) done */
+        char *warm_python, *warm_python_version;
+        SchedTicket warm_ticket;        /* SCHED_BUILD, charged to whose call started it */
 };
 
 int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *sched, const char *uv_path,
@@ -144,6 +156,7 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *s
         s->config = config;
         s->sched = sched;
         s->compile_lock_fd = -EBADF;
+        s->warm_lock_fd = -EBADF;
         s->uv = uv_path ? strdup(uv_path) : NULL;
         s->holds = calloc(1, sizeof(EnvHoldList));
         if (!s->holds) {
@@ -189,13 +202,24 @@ static int lock_entry(EnvStore *s, const char *name, char **ret_path) {
 
         if (asprintf(&path, "%s/.lock-%s", s->envs, name) < 0)
                 return -ENOMEM;
-        fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0)
-                return -errno;
-        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-                int r = -errno;
+        for (unsigned tries = 0;; tries++) {
+                struct stat a, b;
+
+                fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (fd < 0)
+                        return -errno;
+                if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                        int r = -errno;
+                        close(fd);
+                        return r;
+                }
+                /* Its holder may have unlinked it (unlock_entry()) between our open() and flock(): a lock on a
+                 * file that is no longer there is none. Build slots are taken again and again. */
+                if (fstat(fd, &a) >= 0 && stat(path, &b) >= 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+                        break;
                 close(fd);
-                return r;
+                if (tries >= 16)
+                        return -EWOULDBLOCK;
         }
         *ret_path = TAKE_PTR(path);
         return fd;
@@ -279,6 +303,8 @@ static void envstore_compile_later(EnvStore *s, const char *path, const char *py
 static void envstore_compile_next(EnvStore *s);
 static void compile_clear(EnvStore *s);
 
+static void slot_warm_clear(EnvStore *s);
+
 EnvStore *envstore_free(EnvStore *s) {
         if (!s)
                 return NULL;
@@ -303,6 +329,8 @@ EnvStore *envstore_free(EnvStore *s) {
                 s->sizes_waiters = w->next;
                 free(w);
         }
+        slot_warm_clear(s);
+        strv_free(s->warmed);
         process_free(s->compile);
         offloop_job_free(s->adopt);
         if (s->compile_out)
@@ -310,6 +338,7 @@ EnvStore *envstore_free(EnvStore *s) {
         unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
         free(s->compile_out);
         free(s->compiling);
+        free(s->compiling_python);
         strv_free(s->compile_queue);
         strv_free(s->compile_pythons);
         free(s->compile_uids);
@@ -477,7 +506,9 @@ static void build_free(Build *b) {
         free(b->final);
         free(b->python);
         free(b->message);
+        free(b->venv_template);
         strv_free(b->requirements);
+        strv_free(b->names);
         free(b);
 }
 
@@ -612,6 +643,8 @@ static char **uv_environment(const EnvStore *s) {
 }
 
 static void on_step_done(Process *p, void *userdata);
+static void venv_template_save(Build *b);
+static void slot_warm(EnvStore *s, uid_t uid, const Python *py);
 
 static void on_prune_done(Process *p, void *userdata) {
         EnvStore *s = userdata;
@@ -723,6 +756,120 @@ static void mark_compiled(const char *path) {
         (void) fchmod(dirfd, 0555);
 }
 
+/* In dir (uv's entries of one name: VERSION-TAGS, a symlink to archive-v0/ID, for each wheel), the unpacked wheel
+ * whose DIST_INFO/METADATA is meta itself: its fd, or -ENOENT. */
+static int scan_wheel_entries(const char *dir, const char *version, const char *dist_info, const struct stat *meta) {
+        DIR *d = opendir(dir);
+        struct dirent *v;
+        int found = -ENOENT;
+
+        if (!d)
+                return -ENOENT;
+        while (found < 0 && (v = readdir(d))) {
+                const char *rest = startswith(v->d_name, version);
+                char q[4096 + 512];
+                struct stat st;
+                int fd;
+
+                if (!rest || *rest != '-' || v->d_type != DT_LNK)
+                        continue;
+                snprintf(q, sizeof(q), "%s/%s", dir, v->d_name);
+                fd = open(q, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (fd < 0)
+                        continue;
+                snprintf(q, sizeof(q), "%s/METADATA", dist_info);
+                if (fstatat(fd, q, &st, AT_SYMLINK_NOFOLLOW) >= 0 && st.st_dev == meta->st_dev &&
+                    st.st_ino == meta->st_ino)
+                        found = fd;
+                else
+                        close(fd);
+        }
+        closedir(d);
+        return found;
+}
+
+/* The unpacked wheel of uv's cache that a distribution of the environment (its METADATA meta, a hard link) came
+ * from, among uv's entries of its name: wheels-vN/pypi/NAME, or wheels-vN/KIND/HASH/NAME for other indexes. */
+static int find_wheel(const char *uv_cache, const char *name, const char *version, const char *dist_info,
+                      const struct stat *meta) {
+        DIR *top = opendir(uv_cache), *kinds, *sub;
+        struct dirent *b, *k, *e;
+        char p[4096];
+        int found = -ENOENT;
+
+        if (!top)
+                return -errno;
+        while (found < 0 && (b = readdir(top))) {
+                if (!startswith(b->d_name, "wheels-v"))
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s", uv_cache, b->d_name);
+                if (!(kinds = opendir(p)))
+                        continue;
+                while (found < 0 && (k = readdir(kinds))) {
+                        if (k->d_name[0] == '.')
+                                continue;
+                        snprintf(p, sizeof(p), "%s/%s/%s/%s", uv_cache, b->d_name, k->d_name, name);
+                        found = scan_wheel_entries(p, version, dist_info, meta);
+                        snprintf(p, sizeof(p), "%s/%s/%s", uv_cache, b->d_name, k->d_name);
+                        if (found >= 0 || !(sub = opendir(p)))
+                                continue;
+                        while (found < 0 && (e = readdir(sub))) {
+                                if (e->d_name[0] == '.')
+                                        continue;
+                                snprintf(p, sizeof(p), "%s/%s/%s/%s/%s", uv_cache, b->d_name, k->d_name, e->d_name,
+                                         name);
+                                found = scan_wheel_entries(p, version, dist_info, meta);
+                        }
+                        closedir(sub);
+                }
+                closedir(kinds);
+        }
+        closedir(top);
+        return found;
+}
+
+/* The unpacked wheels the environment's distributions are hard links of: at most max directory fds in ret. */
+static size_t find_wheels(EnvStore *s, int env_fd, const char *site_packages, int *ret, size_t max) {
+        _cleanup_close_ int sp = openat(env_fd, site_packages, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct dirent *de;
+        size_t n = 0;
+        DIR *d;
+
+        if (sp < 0 || !(d = fdopendir(sp)))
+                return 0;
+        sp = -EBADF;   /* the DIR's now */
+        while (n < max && (de = readdir(d))) {
+                char name[NAME_MAX + 1], meta_path[NAME_MAX + 16];
+                const char *dash;
+                struct stat meta;
+                size_t len;
+                int fd;
+
+                if (!endswith(de->d_name, ".dist-info"))
+                        continue;
+                len = strlen(de->d_name) - strlen(".dist-info");
+                dash = memrchr(de->d_name, '-', len);
+                if (!dash || dash == de->d_name)
+                        continue;
+                /* NAME-VERSION.dist-info: uv's entries are by the normalized name. */
+                size_t nl = (size_t) (dash - de->d_name);
+                for (size_t i = 0; i < nl; i++)
+                        name[i] = de->d_name[i] == '_' || de->d_name[i] == '.' ? '-' : (char) tolower(de->d_name[i]);
+                name[nl] = 0;
+                char version[NAME_MAX + 1];
+                snprintf(version, sizeof(version), "%.*s", (int) (len - nl - 1), dash + 1);
+                snprintf(meta_path, sizeof(meta_path), "%s/METADATA", de->d_name);
+                if (fstatat(dirfd(d), meta_path, &meta, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(meta.st_mode) ||
+                    meta.st_nlink < 2)
+                        continue;   /* not linked from uv's cache */
+                fd = find_wheel(s->uv_cache, name, version, de->d_name, &meta);
+                if (fd >= 0)
+                        ret[n++] = fd;
+        }
+        closedir(d);
+        return n;
+}
+
 static int adopt_bytecode(EnvStore *s) {
         _cleanup_close_ int env_fd = -EBADF, out_fd = -EBADF, lib_fd = -EBADF;
         _cleanup_free_ char *site_packages = NULL;
@@ -744,7 +891,12 @@ static int adopt_bytecode(EnvStore *s) {
         closedir(d);
         if (!site_packages)
                 return -ENOENT;
-        return env_adopt_bytecode(env_fd, s->compiling, site_packages, out_fd);
+        int shared[64];
+        size_t n_shared = find_wheels(s, env_fd, site_packages, shared, ELEMENTSOF(shared));
+        int r = env_adopt_bytecode_shared(env_fd, s->compiling, site_packages, out_fd, shared, n_shared);
+        for (size_t i = 0; i < n_shared; i++)
+                close(shared[i]);
+        return r;
 }
 
 /* In a child (offloop.h): thousands of renames for a large environment. */
@@ -758,6 +910,119 @@ static int adopt_child(void *userdata, char **ret_message) {
         return n;
 }
 
+/*
+ * matplotlib's font list, made once per environment: what each run built again (115 ms, and a Fontconfig error on
+ * stderr), since MPLCONFIGDIR is on the run's own tmpfs. After the bytecode, in the sandbox as a run (it is
+ * matplotlib's code), writing only its scratch directory; the file is then copied into the environment (FONTS),
+ * read-only, and a run's boot code puts it in MPLCONFIGDIR when the script imports matplotlib.
+ */
+#define FONTS ".mcp-python-sandbox-mpl"
+#define FONTS_MAX (8 * 1024 * 1024)
+
+static bool has_matplotlib(const char *env) {
+        _cleanup_free_ char *lib = NULL;
+        struct dirent *de;
+        bool found = false;
+        DIR *d;
+
+        if (asprintf(&lib, "%s/lib", env) < 0 || !(d = opendir(lib)))
+                return false;
+        while (!found && (de = readdir(d))) {
+                char p[4096];
+                if (!startswith(de->d_name, "python"))
+                        continue;
+                snprintf(p, sizeof(p), "%s/%s/site-packages/matplotlib/font_manager.py", lib, de->d_name);
+                found = access(p, F_OK) >= 0;
+        }
+        closedir(d);
+        return found;
+}
+
+/* The font list the sandbox wrote, into the environment. */
+static int fonts_adopt(EnvStore *s) {
+        _cleanup_close_ int env_fd = -EBADF, fonts_fd = -EBADF;
+        DIR *d = opendir(s->compile_out);
+        struct dirent *de;
+        int r = -ENOENT;
+
+        if (!d)
+                return -errno;
+        env_fd = open(s->compiling, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (env_fd < 0) {
+                closedir(d);
+                return -errno;
+        }
+        while ((de = readdir(d))) {
+                _cleanup_close_ int in = -EBADF, out = -EBADF;
+                _cleanup_free_ char *data = NULL;
+                struct stat st;
+                ssize_t n;
+
+                if (!startswith(de->d_name, "fontlist-v") || !endswith(de->d_name, ".json"))
+                        continue;
+                in = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+                if (in < 0 || fstat(in, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > FONTS_MAX)
+                        continue;
+                data = malloc((size_t) st.st_size + 1);
+                if (!data || (n = read(in, data, (size_t) st.st_size + 1)) != st.st_size)
+                        continue;
+                if (fonts_fd < 0) {
+                        /* The environment's root is read-only (0555): open it to us for one new directory. */
+                        if (fchmod(env_fd, 0755) < 0)
+                                return -errno;
+                        if (mkdirat(env_fd, FONTS, 0755) < 0 && errno != EEXIST)
+                                r = -errno;
+                        fonts_fd = openat(env_fd, FONTS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        (void) fchmod(env_fd, 0555);
+                        if (fonts_fd < 0)
+                                break;
+                }
+                out = openat(fonts_fd, de->d_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+                if (out < 0)
+                        continue;
+                r = write_all(out, data, (size_t) n);
+                if (r < 0)
+                        (void) unlinkat(fonts_fd, de->d_name, 0);
+        }
+        closedir(d);
+        if (fonts_fd >= 0)
+                (void) fchmod(fonts_fd, 0555);
+        return r;
+}
+
+static void on_fonts_done(Process *p, void *userdata) {
+        EnvStore *s = userdata;
+        int r = -EIO;
+
+        s->compile = NULL;
+        if (p->exit_code == 0 && !p->signal)
+                r = fonts_adopt(s);
+        if (r < 0) {
+                _cleanup_free_ char *err = capture_text(&p->err, NULL), *safe = NULL;
+                if (err)
+                        safe = utf8_escape_line(err, strlen(err));
+                log_info("Making matplotlib's font list for environment %.12s failed (%s%d)%s%s",
+                         strrchr(s->compiling, '/') + 1, p->signal ? "signal " : "exit ", p->signal ?: p->exit_code,
+                         safe && *safe ? ": " : ".", strempty(safe));
+        }
+        process_free(p);
+        compile_clear(s);
+        envstore_compile_next(s);
+}
+
+static int fonts_start(EnvStore *s) {
+        _cleanup_free_ char *marker = NULL;
+
+        if (!s->compiling_python || !s->compile_out || !has_matplotlib(s->compiling) ||
+            asprintf(&marker, "%s/" FONTS, s->compiling) < 0 || access(marker, F_OK) >= 0)
+                return -ENOENT;
+        (void) rm_rf_untrusted(s->compile_out);
+        if (mkdir(s->compile_out, 0700) < 0)
+                return -errno;
+        return s->compile_spawn(s->compile_userdata, ENV_COMPILE_FONTS, s->compiling, s->compiling_python,
+                                s->compile_out, s->config->prepare_timeout_usec, on_fonts_done, s, &s->compile);
+}
+
 static void on_adopted(int n, const char *message, void *userdata) {
         EnvStore *s = userdata;
 
@@ -769,6 +1034,8 @@ static void on_adopted(int n, const char *message, void *userdata) {
                 log_debug("Compiled the bytecode of environment %.12s in %" PRIu64 " ms (%d files)%s.",
                           strrchr(s->compiling, '/') + 1, s->compile_usec / USEC_PER_MSEC, n,
                           s->compile_partial ? "; some files are not valid Python for it" : "");
+        if (fonts_start(s) >= 0)
+                return;
         compile_clear(s);
         envstore_compile_next(s);
 }
@@ -816,6 +1083,7 @@ static void compile_clear(EnvStore *s) {
         unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
         s->compile_out = mfree(s->compile_out);
         s->compiling = mfree(s->compiling);
+        s->compiling_python = mfree(s->compiling_python);
 }
 
 static void on_compile_turn(SchedTicket *t, void *userdata) {
@@ -863,8 +1131,8 @@ static void envstore_compile_next(EnvStore *s) {
                         unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
                         goto next;
                 }
-                k = s->compile_spawn(s->compile_userdata, path, python, out, s->config->prepare_timeout_usec,
-                                     on_compile_done, s, &s->compile);
+                k = s->compile_spawn(s->compile_userdata, ENV_COMPILE_BYTECODE, path, python, out,
+                                     s->config->prepare_timeout_usec, on_compile_done, s, &s->compile);
                 if (k < 0) {
                         log_warning_errno(k, "Failed to start compiling the bytecode of %s: %m", path);
                         (void) rm_rf_untrusted(out);
@@ -872,6 +1140,7 @@ static void envstore_compile_next(EnvStore *s) {
                         goto next;
                 }
                 s->compiling = TAKE_PTR(path);
+                s->compiling_python = TAKE_PTR(python);
                 s->compile_out = TAKE_PTR(out);
                 continue;
         next:
@@ -931,7 +1200,7 @@ static int build_step_install(Build *b) {
         strv_extend(&argv, py);
         if (!c->allow_source_builds)
                 strv_extend(&argv, "--no-build");
-        if (c->offline)
+        if (c->offline || b->offline)
                 strv_extend(&argv, "--offline");
         if (c->index_url && *c->index_url) {
                 strv_extend(&argv, "--default-index");
@@ -1027,6 +1296,19 @@ static void on_step_done(Process *p, void *userdata) {
         _cleanup_free_ char *why = NULL;
         int r;
 
+        if (p->exit_code != 0 && !p->signal && b->installing && b->offline) {
+                /* Not all it needs is in the uv cache (a dependency never fetched, a version never downloaded):
+                 * the same install, online. */
+                _cleanup_free_ char *detail = condense_uv_error(&p->err);
+                _cleanup_free_ char *safe = detail ? utf8_escape_line(detail, strlen(detail)) : NULL;
+                log_debug("Environment %.12s: the uv cache alone was not enough (%s); resolving online.", b->key,
+                          strempty(safe));
+                b->offline = false;
+                r = build_step_install(b);
+                if (r < 0)
+                        build_fail(b, r, "uv could not be started");
+                return;
+        }
         if (p->exit_code != 0 || p->signal) {
                 if (p->timed_out)
                         r = asprintf(&why, "preparing the environment took longer than %" PRIu64 "s and was stopped",
@@ -1043,6 +1325,8 @@ static void on_step_done(Process *p, void *userdata) {
                 return build_fail(b, -EIO, why);
         }
 
+        if (!b->installing && b->venv_template && access(b->venv_template, F_OK) < 0)
+                venv_template_save(b);
         if (!b->installing) {
                 r = build_snapshot(b);
                 if (r < 0) {
@@ -1100,6 +1384,303 @@ static void on_build_completed(int r, const char *message, void *userdata) {
         build_completed(b, r, why);
 }
 
+/*
+ * A build with packages works in a slot: envs/.slot-H-N, H naming the Python (and uv), N the first slot free, held
+ * with lock_entry() like any work directory (more than one daemon may share a store). The same path again and
+ * again lets uv keep what it learnt about the interpreter there (its cache is keyed by the path): otherwise each
+ * build started the new environment's interpreter once more, 50-150 ms. The finished environment is renamed away
+ * from the slot, which the next build makes anew.
+ */
+/* The first free slot for py: its lock's fd, its path and the path of py's template. */
+static int take_slot(EnvStore *s, const char *python, const char *python_version, char **ret_lock_path,
+                     char **ret_slot, char **ret_template) {
+        _cleanup_free_ char *template = NULL;
+        char h[65];
+        Sha256 sh;
+
+        sha256_init(&sh);
+        hash_str(&sh, "python", python);
+        hash_str(&sh, "python-version", python_version);
+        hash_str(&sh, "uv", s->uv_version);
+        sha256_final_hex(&sh, h);
+        if (asprintf(&template, "%s/.venv-%.16s", s->envs, h) < 0)
+                return -ENOMEM;
+        for (unsigned i = 0; i < 256; i++) {
+                _cleanup_free_ char *name = NULL;
+                int fd;
+
+                if (asprintf(&name, ".slot-%.16s-%u", h, i) < 0)
+                        return -ENOMEM;
+                fd = lock_entry(s, name, ret_lock_path);
+                if (fd == -EWOULDBLOCK)
+                        continue;   /* another build's, ours or another daemon's */
+                if (fd < 0)
+                        return fd;
+                if (asprintf(ret_slot, "%s/%s", s->envs, name) < 0) {
+                        unlock_entry(ret_lock_path, &fd);
+                        return -ENOMEM;
+                }
+                /* What an interrupted build left there. */
+                (void) rm_rf_untrusted(*ret_slot);
+                *ret_template = TAKE_PTR(template);
+                return fd;
+        }
+        return -EBUSY;
+}
+
+static int build_take_slot(Build *b, const Python *py) {
+        return take_slot(b->store, py->executable, py->version, &b->lock_path, &b->tmp, &b->venv_template);
+}
+
+/* Copies the directory tree at from (directories, regular files, symbolic links) to the new directory to. */
+static int copy_tree_at(int from_fd, int to_parent_fd, const char *to, mode_t mode) {
+        _cleanup_close_ int to_fd = -EBADF;
+        DIR *d;
+        struct dirent *de;
+        int r = 0;
+
+        if (mkdirat(to_parent_fd, to, mode & 07777) < 0)
+                return -errno;
+        to_fd = openat(to_parent_fd, to, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (to_fd < 0)
+                return -errno;
+        d = fdopendir(from_fd);
+        if (!d) {
+                close(from_fd);
+                return -errno;
+        }
+        while (r >= 0 && (de = readdir(d))) {
+                struct stat st;
+
+                /* uv's lock (mode 0666): the install makes its own. */
+                if (streq(de->d_name, ".") || streq(de->d_name, "..") || streq(de->d_name, ".lock"))
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                        r = -errno;
+                        break;
+                }
+                if (S_ISDIR(st.st_mode)) {
+                        int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        r = sub < 0 ? -errno : copy_tree_at(sub, to_fd, de->d_name, st.st_mode);
+                } else if (S_ISLNK(st.st_mode)) {
+                        char target[4096];
+                        ssize_t n = readlinkat(dirfd(d), de->d_name, target, sizeof(target) - 1);
+                        if (n < 0 || (size_t) n >= sizeof(target) - 1)
+                                r = n < 0 ? -errno : -ENAMETOOLONG;
+                        else {
+                                target[n] = 0;
+                                r = symlinkat(target, to_fd, de->d_name) < 0 ? -errno : 0;
+                        }
+                } else if (S_ISREG(st.st_mode) && st.st_size <= 1024 * 1024) {
+                        _cleanup_close_ int in = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                        _cleanup_close_ int out = openat(to_fd, de->d_name,
+                                                         O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                                                         st.st_mode & 07777);
+                        _cleanup_free_ char *data = malloc((size_t) st.st_size + 1);
+                        ssize_t n = in >= 0 && data ? read(in, data, (size_t) st.st_size + 1) : -1;
+                        if (in < 0 || out < 0 || !data || n != st.st_size)
+                                r = -EIO;
+                        else
+                                r = write_all(out, data, (size_t) n);
+                        if (r >= 0 && fchmod(out, st.st_mode & 07777) < 0)   /* past the umask */
+                                r = -errno;
+                } else
+                        r = -EBADMSG;   /* nothing else belongs in what `uv venv` makes */
+        }
+        closedir(d);
+        if (r >= 0 && fchmod(to_fd, mode & 07777) < 0)
+                r = -errno;
+        return r;
+}
+
+/* The slot, a copy of the template; -ENOENT when there is none yet. */
+static int venv_template_copy(Build *b) {
+        int from = open(b->venv_template, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+
+        if (from < 0)
+                return -errno;
+        if (fstat(from, &st) < 0) {
+                close(from);
+                return -errno;
+        }
+        return copy_tree_at(from, AT_FDCWD, b->tmp, st.st_mode);
+}
+
+/* What `uv venv` just made in the slot, kept as the template for the next builds on this Python: a copy, put in
+ * place whole or not at all. Before any package is installed, so only uv's own files. */
+static void template_save(EnvStore *s, const char *slot, const char *template) {
+        _cleanup_free_ char *tmp = NULL;
+        int from = open(slot, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        int r;
+
+        if (from < 0)
+                return;
+        if (fstat(from, &st) < 0 || asprintf(&tmp, "%s.tmp-%d-%" PRIu64, template, (int) getpid(), ++s->n_tmp) < 0) {
+                close(from);
+                return;
+        }
+        r = copy_tree_at(from, AT_FDCWD, tmp, st.st_mode);
+        if (r >= 0 && rename(tmp, template) >= 0)
+                return;
+        (void) rm_rf_untrusted(tmp);
+}
+
+static void venv_template_save(Build *b) {
+        template_save(b->store, b->tmp, b->venv_template);
+}
+
+/*
+ * Ahead of the first build on a Python (started by the first call on it, a bare environment's): its template made
+ * in a slot (uv venv), and uv's interpreter cache filled for that slot's path (uv pip freeze starts the slot's
+ * interpreter once), in the background at nice 10. The first build with packages then runs one uv process that
+ * starts no interpreter, as the later ones do. Once per Python; nothing if a template is there already.
+ */
+static void slot_warm_clear(EnvStore *s) {
+        s->warm = process_free(s->warm);
+        if (s->warm_slot)
+                (void) rm_rf_untrusted(s->warm_slot);
+        unlock_entry(&s->warm_lock_path, &s->warm_lock_fd);
+        s->warm_slot = mfree(s->warm_slot);
+        s->warm_template = mfree(s->warm_template);
+        s->warm_python = mfree(s->warm_python);
+        s->warm_python_version = mfree(s->warm_python_version);
+        s->warm_freezing = false;
+        scheduler_release(&s->warm_ticket);
+}
+
+static int slot_warm_spawn(EnvStore *s, char **argv);
+
+static void on_slot_warm_done(Process *p, void *userdata) {
+        EnvStore *s = userdata;
+        bool ok = p->exit_code == 0 && !p->signal;
+
+        s->warm = NULL;
+        process_free(p);
+        if (ok && !s->warm_freezing) {
+                _cleanup_free_ char *py = NULL;
+                if (asprintf(&py, "%s/bin/python", s->warm_slot) >= 0) {
+                        char *argv[] = { s->uv, (char *) "pip", (char *) "freeze", (char *) "--no-config",
+                                         (char *) "--python", py, NULL };
+                        s->warm_freezing = true;
+                        if (slot_warm_spawn(s, argv) >= 0)
+                                return;
+                }
+        } else if (ok && access(s->warm_template, F_OK) < 0) {
+                /* What uv venv made; the freeze added nothing to it. */
+                template_save(s, s->warm_slot, s->warm_template);
+        }
+        slot_warm_clear(s);
+}
+
+static int slot_warm_spawn(EnvStore *s, char **argv) {
+        _cleanup_strv_free_ char **env = uv_environment(s);
+        ProcessOptions o = {
+                .argv = argv,
+                .env = env,
+                .cwd = s->empty,
+                .stdin_fd = -EBADF,
+                .timeout_usec = s->config->prepare_timeout_usec,
+                .head_max = 4096,
+                .tail_max = 4096,
+                .nice = BACKGROUND_NICE,
+        };
+        if (!env)
+                return -ENOMEM;
+        return process_spawn(s->event, &o, on_slot_warm_done, s, &s->warm);
+}
+
+static void on_slot_warm_turn(SchedTicket *t, void *userdata) {
+        EnvStore *s = userdata;
+        _cleanup_free_ char *lock_path = NULL, *slot = NULL, *template = NULL;
+        int fd;
+
+        fd = take_slot(s, s->warm_python, s->warm_python_version, &lock_path, &slot, &template);
+        if (fd < 0) {
+                slot_warm_clear(s);
+                return;
+        }
+        s->warm_lock_fd = fd;
+        s->warm_lock_path = TAKE_PTR(lock_path);
+        s->warm_slot = TAKE_PTR(slot);
+        s->warm_template = TAKE_PTR(template);
+        if (access(s->warm_template, F_OK) >= 0) {
+                slot_warm_clear(s);
+                return;
+        }
+        char *argv[] = { s->uv, (char *) "venv", (char *) "--no-config", (char *) "--relocatable", (char *) "--python",
+                         s->warm_python, s->warm_slot, NULL };
+        if (slot_warm_spawn(s, argv) < 0)
+                slot_warm_clear(s);
+}
+
+static void slot_warm(EnvStore *s, uid_t uid, const Python *py) {
+        int r;
+
+        if (!s->uv || s->warm_python || strv_contains(s->warmed, py->executable) ||
+            strv_extend(&s->warmed, py->executable) < 0)
+                return;
+        s->warm_python = strdup(py->executable);
+        s->warm_python_version = strdup(py->version);
+        if (!s->warm_python || !s->warm_python_version)
+                return slot_warm_clear(s);
+        /* A build like the others: in its turn, charged to the call that started it. */
+        r = scheduler_acquire(s->sched, &s->warm_ticket, SCHED_BUILD, uid, on_slot_warm_turn, s);
+        if (r == 0)
+                on_slot_warm_turn(&s->warm_ticket, s);
+        else if (r != SCHEDULER_QUEUED)
+                slot_warm_clear(s);
+}
+
+/* PyPI's index pages may be used this long (its max-age), as uv would when the headers reach it. */
+#define INDEX_FRESH_SEC (600)
+
+/*
+ * Offline first: when the default index (PyPI) is used and uv's cache has a page fetched within INDEX_FRESH_SEC for
+ * every name asked for, the install resolves from the cache alone (--offline) and is tried online only if that
+ * was not enough (on_step_done()). A page as fresh as this is what uv itself would use without asking, had the
+ * index's cache headers reached it; this machine's HTTPS proxy strips them, and each online resolve fetched every
+ * page again.
+ */
+static bool build_offline_first(Build *b) {
+        const Config *c = b->store->config;
+        _cleanup_free_ char *latest = NULL;
+        struct dirent *de;
+        DIR *d;
+        time_t now = time(NULL);
+
+        if (c->offline || (c->index_url && *c->index_url) || c->extra_index_urls[0] || c->find_links[0] ||
+            !b->names || !b->names[0])
+                return false;
+        d = opendir(b->store->uv_cache);
+        if (!d)
+                return false;
+        /* uv's current index cache is the simple-vN with the highest N. */
+        unsigned best = 0;
+        while ((de = readdir(d))) {
+                const char *v = startswith(de->d_name, "simple-v");
+                char *end;
+                unsigned long n = v ? strtoul(v, &end, 10) : 0;
+                if (v && *v && !*end && n > best) {
+                        best = (unsigned) n;
+                        free(latest);
+                        latest = strdup(de->d_name);
+                }
+        }
+        closedir(d);
+        if (!latest)
+                return false;
+        for (size_t i = 0; b->names[i]; i++) {
+                _cleanup_free_ char *page = NULL;
+                struct stat st;
+                if (asprintf(&page, "%s/%s/pypi/%s.rkyv", b->store->uv_cache, latest, b->names[i]) < 0 ||
+                    stat(page, &st) < 0 || now - st.st_mtime > INDEX_FRESH_SEC || st.st_mtime > now + 60)
+                        return false;
+        }
+        return true;
+}
+
 static int build_start(Build *b) {
         _cleanup_strv_free_ char **argv = strv_new(), **env = NULL;
 
@@ -1119,6 +1700,15 @@ static int build_start(Build *b) {
         } else {
                 if (!b->store->uv)
                         return -ENOENT;
+                b->offline = build_offline_first(b);
+                /* What `uv venv` made for this Python before, copied: one uv process less. */
+                if (venv_template_copy(b) >= 0) {
+                        int r = build_snapshot(b);
+                        if (r < 0)
+                                return r;
+                        return build_step_install(b);
+                }
+                (void) rm_rf_untrusted(b->tmp);
                 env = uv_environment(b->store);
                 strv_extend(&argv, b->store->uv);
                 strv_extend(&argv, "venv");
@@ -1158,6 +1748,10 @@ int envstore_prepare(EnvStore *s, uid_t uid, const char *key, const Python *py, 
                 if (streq(x->key, key))
                         b = x;
 
+        /* The first call on a Python (a bare environment): get its build slot ready for the packages to come. */
+        if (reqs->n == 0)
+                slot_warm(s, uid, py);
+
         if (!b) {
                 b = calloc(1, sizeof(*b));
                 if (!b)
@@ -1171,13 +1765,20 @@ int envstore_prepare(EnvStore *s, uid_t uid, const char *key, const Python *py, 
                 b->requirements = strv_new();
                 for (size_t i = 0; i < reqs->n; i++)
                         strv_extend(&b->requirements, reqs->items[i].canonical);
-                if (asprintf(&b->final, "%s/%s", s->envs, key) < 0 ||
-                    asprintf(&b->tmp, "%s/.build-%.16s-%d-%" PRIu64, s->envs, key, (int) getpid(), ++s->n_tmp) < 0 ||
-                    !b->python || !b->requirements) {
+                for (size_t i = 0; i < reqs->n; i++)
+                        strv_extend(&b->names, reqs->items[i].name);
+                if (asprintf(&b->final, "%s/%s", s->envs, key) < 0 || !b->python || !b->requirements ||
+                    (reqs->n > 0 && !b->names)) {
                         build_free(b);
                         return -ENOMEM;
                 }
-                b->lock_fd = lock_entry(s, strrchr(b->tmp, '/') + 1, &b->lock_path);
+                if (reqs->n > 0)
+                        b->lock_fd = build_take_slot(b, py);
+                else if (asprintf(&b->tmp, "%s/.build-%.16s-%d-%" PRIu64, s->envs, key, (int) getpid(),
+                                  ++s->n_tmp) < 0)
+                        b->lock_fd = -ENOMEM;
+                else
+                        b->lock_fd = lock_entry(s, strrchr(b->tmp, '/') + 1, &b->lock_path);
                 if (b->lock_fd < 0) {
                         r = b->lock_fd;
                         build_free(b);
@@ -1299,7 +1900,14 @@ void envstore_cleanup(EnvStore *s) {
                         }
                         continue;
                 }
-                if (!startswith(de->d_name, ".build-") && !startswith(de->d_name, ".compile-"))
+                /* A template's copy that never got renamed into place: unlocked, so it goes at once. */
+                if (startswith(de->d_name, ".venv-") && strstr(de->d_name, ".tmp-") && !is_ours(s, de->d_name)) {
+                        if (take_stale(s, de->d_name) > 0)
+                                log_debug("Removing an unfinished copy of a venv template: %s", de->d_name);
+                        continue;
+                }
+                if (!startswith(de->d_name, ".build-") && !startswith(de->d_name, ".compile-") &&
+                    !startswith(de->d_name, ".slot-"))
                         continue;
                 /* Ours are in flight; another daemon's hold their lock; the rest were interrupted. */
                 if (is_ours(s, de->d_name))

@@ -41,12 +41,19 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *s
 
 /*
  * How the store starts an interpreter on one of its environments: in a sandbox where env_dir is read-only and
- * out_dir the only writable place of the host's. It compiles the environment's bytecode with the interpreter
- * python into out_dir (a pycache_prefix tree). Set by whoever owns the sandbox, once it can start them; until then, nothing
- * is compiled.
+ * out_dir the only writable place of the host's. ENV_COMPILE_BYTECODE: the base interpreter python compiles the
+ * environment's bytecode into out_dir (a pycache_prefix tree), running nothing of the packages.
+ * ENV_COMPILE_FONTS: the environment's interpreter, as a run sees it, imports matplotlib.font_manager with
+ * MPLCONFIGDIR=out_dir, which writes its font list there. Set by whoever owns the sandbox, once it can start them;
+ * until then, nothing is compiled.
  */
-typedef int (*EnvCompileFunc)(void *userdata, const char *env_dir, const char *python, const char *out_dir,
-                              uint64_t timeout_usec, ProcessDoneFunc done, void *done_userdata, Process **ret);
+typedef enum EnvCompileStep {
+        ENV_COMPILE_BYTECODE,
+        ENV_COMPILE_FONTS,
+} EnvCompileStep;
+typedef int (*EnvCompileFunc)(void *userdata, EnvCompileStep step, const char *env_dir, const char *python,
+                              const char *out_dir, uint64_t timeout_usec, ProcessDoneFunc done, void *done_userdata,
+                              Process **ret);
 void envstore_set_compiler(EnvStore *s, EnvCompileFunc f, void *userdata);
 EnvStore *envstore_free(EnvStore *s);
 void envstore_set_uv_version(EnvStore *s, const char *version);

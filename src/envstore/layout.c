@@ -392,6 +392,8 @@ typedef struct Adopt {
         uid_t uid;
         gid_t gid;
         int moved;
+        const int *share_fds;   /* the unpacked wheels in uv's cache that the environment's files are linked from */
+        size_t n_share;
 } Adopt;
 
 /* The directory at path (relative to dirfd) when it is a real directory all the way, without a symlink: its fd. */
@@ -415,6 +417,37 @@ static int open_env_dir(int env_fd, const char *path) {
                 fd = next;
         }
         return TAKE_FD(fd);
+}
+
+/*
+ * The .pyc just put in place for the source stem in dir (below site-packages), also in the unpacked wheel of uv's
+ * cache that this source is a hard link of (same inode: the very file, not one of the same name): uv links the
+ * whole unpacked wheel into every later environment, __pycache__ included, whose first run then imports from
+ * bytecode. Only for a source that is that wheel's own file, so the .pyc, compiled from it, is right for every
+ * environment that links it. Best effort: nothing is lost but time when it cannot be done.
+ */
+static void share_one(Adopt *a, const char *dir, const char *stem, int src_dir, int env_cache, const char *name) {
+        const char *rel = streq(dir, a->site_packages) ? "" : dir + strlen(a->site_packages) + 1;
+        struct stat src;
+
+        if (a->n_share == 0 || fstatat(src_dir, stem, &src, AT_SYMLINK_NOFOLLOW) < 0 || src.st_nlink < 2)
+                return;
+        for (size_t i = 0; i < a->n_share; i++) {
+                _cleanup_close_ int wdir = *rel ? open_env_dir(a->share_fds[i], rel)
+                                                : openat(a->share_fds[i], ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                _cleanup_close_ int wcache = -EBADF;
+                struct stat w;
+
+                if (wdir < 0 || fstatat(wdir, stem, &w, AT_SYMLINK_NOFOLLOW) < 0 || w.st_dev != src.st_dev ||
+                    w.st_ino != src.st_ino)
+                        continue;
+                if (mkdirat(wdir, "__pycache__", 0755) < 0 && errno != EEXIST)
+                        return;
+                wcache = openat(wdir, "__pycache__", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (wcache >= 0)
+                        (void) linkat(env_cache, name, wcache, name, 0);   /* EEXIST: shared already */
+                return;
+        }
 }
 
 static int adopt_one(int dirfd, const char *name, const char *path, const struct stat *st, void *userdata) {
@@ -483,16 +516,24 @@ static int adopt_one(int dirfd, const char *name, const char *path, const struct
         if (r < 0)
                 return r;
         a->moved++;
+        share_one(a, dir, stem, src_dir, cache, name);
         return 0;
 }
 
 int env_adopt_bytecode(int env_dirfd, const char *env_path, const char *site_packages, int out_dirfd) {
+        return env_adopt_bytecode_shared(env_dirfd, env_path, site_packages, out_dirfd, NULL, 0);
+}
+
+int env_adopt_bytecode_shared(int env_dirfd, const char *env_path, const char *site_packages, int out_dirfd,
+                              const int *share_fds, size_t n_share) {
         _cleanup_close_ int top = -EBADF;
         Adopt a = {
                 .env_fd = env_dirfd,
                 .site_packages = site_packages,
                 .uid = geteuid(),
                 .gid = getegid(),
+                .share_fds = share_fds,
+                .n_share = n_share,
         };
         int r;
 

@@ -66,3 +66,7 @@ int env_make_readonly(int dirfd);
  * site_packages; each becomes ours, 0444. Returns how many were moved.
  */
 int env_adopt_bytecode(int env_dirfd, const char *env_path, const char *site_packages, int out_dirfd);
+/* The same, and each .pyc whose source is a hard link of a file in one of share_fds (the unpacked wheels in uv's
+ * cache the environment was installed from, opened by the caller) is linked into that wheel's __pycache__ too. */
+int env_adopt_bytecode_shared(int env_dirfd, const char *env_path, const char *site_packages, int out_dirfd,
+                              const int *share_fds, size_t n_share);

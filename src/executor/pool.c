@@ -393,10 +393,7 @@ void pool_foreach_target(const Pool *p, void (*f)(void *spec, unsigned n_waiting
 }
 
 static int on_item_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
-        Process *proc = userdata;
-
-        proc->timed_out = true;
-        process_kill(proc);
+        (void) process_timeout(userdata);
         return 0;
 }
 

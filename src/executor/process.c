@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,11 +129,11 @@ static bool has_pid(const pid_t *pids, size_t n, pid_t pid) {
 }
 
 /*
- * SIGKILL the processes cgroup.procs lists (at most 256 a call): cgroup v1 has no cgroup.kill. A pid read there
+ * Signal the processes cgroup.procs lists (at most 256 a call): cgroup v1 has no cgroup.kill. A pid read there
  * may belong to someone else by the time it is signalled, so each is pinned with a pidfd first and signalled only
  * when the list, read again, still has it. Returns how many were signalled.
  */
-static int cgroup_kill_listed(const char *cgroup) {
+static int cgroup_signal_listed(const char *cgroup, int sig) {
         _cleanup_free_ pid_t *listed = NULL, *again = NULL;
         size_t n_listed = 0, n_again = 0;
         int fds[256], r, killed = 0;
@@ -151,8 +152,8 @@ static int cgroup_kill_listed(const char *cgroup) {
                         continue;
                 }
                 /* Without pidfds (old kernels, valgrind): by pid, listed twice in the cgroup just now. */
-                if (fds[i] < 0 ? kill(listed[i], SIGKILL) >= 0
-                               : syscall(SYS_pidfd_send_signal, fds[i], SIGKILL, NULL, 0) >= 0)
+                if (fds[i] < 0 ? kill(listed[i], sig) >= 0
+                               : syscall(SYS_pidfd_send_signal, fds[i], sig, NULL, 0) >= 0)
                         killed++;
                 if (fds[i] >= 0)
                         close(fds[i]);
@@ -163,7 +164,7 @@ static int cgroup_kill_listed(const char *cgroup) {
 /* Kill all a cgroup holds: cgroup.kill on cgroup v2 (Linux 5.14 and later), one by one otherwise. */
 static void cgroup_kill(const char *cgroup) {
         if (cgroup_write(cgroup, "cgroup.kill", "1") < 0)
-                (void) cgroup_kill_listed(cgroup);
+                (void) cgroup_signal_listed(cgroup, SIGKILL);
 }
 
 /* Cgroups still busy when their process was freed (its processes were on their way out): removed later. */
@@ -238,12 +239,29 @@ static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *userdata
         return 0;
 }
 
-static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
-        Process *p = userdata;
-
+int process_timeout(Process *p) {
+        if (!p || p->exited)
+                return 0;
         p->timed_out = true;
+        /* First SIGWINCH, which a process that does not handle it ignores: the run flushes what it buffered (see
+         * process.h); the timer comes back once more for the kill. */
+        if (p->flush_on_timeout && !p->flushing && p->cgroups && p->timer_source) {
+                int n = 0;
+                p->flushing = true;
+                for (size_t i = 0; p->cgroups[i]; i++)
+                        n += MAX(cgroup_signal_listed(p->cgroups[i], SIGWINCH), 0);
+                if (n > 0 &&
+                    sd_event_source_set_time_relative(p->timer_source, PROCESS_FLUSH_GRACE_USEC) >= 0 &&
+                    sd_event_source_set_enabled(p->timer_source, SD_EVENT_ONESHOT) >= 0)
+                        return 1;
+        }
         p->killed = true;
         kill_group(p);
+        return 0;
+}
+
+static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        (void) process_timeout(userdata);
         return 0;
 }
 
@@ -405,6 +423,11 @@ _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w, int 
 
         if (o->nice > 0 && getpriority(PRIO_PROCESS, 0) < o->nice)
                 (void) setpriority(PRIO_PROCESS, 0, o->nice);
+        if (o->idle) {
+                /* Only what no other process wants, CPU and disk; inherited by all it starts. */
+                (void) sched_setscheduler(0, SCHED_IDLE, &(struct sched_param) {});
+                (void) syscall(SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */, 0, 3 << 13 /* IOPRIO_CLASS_IDLE */);
+        }
 
         /* Wait until the parent has put us into our cgroup: nothing may run outside it. */
         if (sync_r >= 0 && read(sync_r, &c, 1) != 1) {

@@ -24,6 +24,8 @@ typedef void (*ProcessOutputFunc)(Process *p, const char *data, size_t n, void *
 
 /* The niceness of work done beside the runs (environment builds, Python installs, the store's walk). */
 #define BACKGROUND_NICE 10
+/* From the SIGWINCH that asks a run to flush its output at its timeout to the SIGKILL (flush_on_timeout). */
+#define PROCESS_FLUSH_GRACE_USEC (200 * UINT64_C(1000))
 
 typedef struct ProcessLimit {
         int resource;              /* RLIMIT_* */
@@ -44,6 +46,7 @@ typedef struct ProcessOptions {
         size_t n_limits;
         int nice;                  /* the child's niceness, when above ours: background work (builds) yields the
                                     * CPU to runs; 0: ours */
+        bool idle;                 /* SCHED_IDLE and the idle I/O class: it runs only when nothing else wants to */
         char *const *cgroups;      /* the cgroup directories the child enters before it execs (v2: one; v1: one
                                     * in each hierarchy); emptied and removed at process_free() (NULL: stay in
                                     * ours) */
@@ -75,6 +78,9 @@ struct Process {
         int signal;                /* when killed by a signal, else 0 */
         bool timed_out;
         bool killed;               /* by us: timeout or process_kill() */
+        bool flush_on_timeout;     /* at the timeout, SIGWINCH to its cgroups' processes first, SIGKILL
+                                    * PROCESS_FLUSH_GRACE_USEC later: a run flushes its buffered output then */
+        bool flushing;             /* that SIGWINCH was sent */
 
         ProcessDoneFunc done;
         void *userdata;
@@ -89,6 +95,9 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
 void process_set_stderr_func(Process *p, ProcessOutputFunc f, void *userdata);
 /* Kill the process group now; done still runs (unless the Process is freed). */
 void process_kill(Process *p);
+/* Its time is up: sets timed_out and kills it, or, with flush_on_timeout and cgroups, first sends SIGWINCH and
+ * returns 1: the timer (timer_source) then fires once more, PROCESS_FLUSH_GRACE_USEC later, to kill it. */
+int process_timeout(Process *p);
 Process *process_free(Process *p);
 /* Read what stdout and stderr hold now, at most max bytes each, without waiting. */
 void process_drain(Process *p, size_t max);

@@ -398,8 +398,9 @@ Runtime *runtime_free(Runtime *r) {
 /* ---- start-up probes ------------------------------------------------- */
 
 static void warm_up(Runtime *r);
-static int spawn_compile(void *userdata, const char *env_dir, const char *python, const char *out_dir,
-                         uint64_t timeout_usec, ProcessDoneFunc done, void *done_userdata, Process **ret);
+static int spawn_compile(void *userdata, EnvCompileStep step, const char *env_dir, const char *python,
+                         const char *out_dir, uint64_t timeout_usec, ProcessDoneFunc done, void *done_userdata,
+                         Process **ret);
 
 static void probe_finished(Runtime *r) {
         if (--r->pending > 0)
@@ -1383,6 +1384,8 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
                 .timeout_usec = timeout_usec,
                 .head_max = head_max,
                 .tail_max = tail_max,
+                /* The bytecode compile, the one sandbox with a directory to write to: it never slows a run. */
+                .idle = rw_dir != NULL,
         };
         k = runtime_lease_uid(r, &o, rw_dir ? rw : NULL);
         if (k < 0)
@@ -1406,10 +1409,11 @@ int runtime_spawn_in_bwrap(Runtime *r, const char *env_dir, char *const *ro_path
 
 /* envstore's EnvCompileFunc: the base interpreter of the environment compiles its sources into out_dir, in the
  * sandbox, with the run's limits and no more than a run may have. */
-static int spawn_compile(void *userdata, const char *env_dir, const char *python, const char *out_dir,
-                         uint64_t timeout_usec, ProcessDoneFunc done, void *done_userdata, Process **ret) {
+static int spawn_compile(void *userdata, EnvCompileStep step, const char *env_dir, const char *python,
+                         const char *out_dir, uint64_t timeout_usec, ProcessDoneFunc done, void *done_userdata,
+                         Process **ret) {
         Runtime *r = userdata;
-        _cleanup_free_ char *prefix_arg = NULL, *lib = NULL;
+        _cleanup_free_ char *prefix_arg = NULL, *lib = NULL, *env_python = NULL;
         const Python *py = NULL;
         SandboxLimits limits;
 
@@ -1420,6 +1424,22 @@ static int spawn_compile(void *userdata, const char *env_dir, const char *python
                         py = r->pythons.items[i];
         if (!py)
                 return -ENOENT;
+        if (step == ENV_COMPILE_FONTS) {
+                /* matplotlib's font list: its code runs, so as a run's would, the environment where runs see it. */
+                static const char fonts_code[] =
+                        "import os, sys\n"
+                        "os.environ['MPLCONFIGDIR'] = sys.argv[1]\n"
+                        "import matplotlib.font_manager\n";
+                char *ro_fonts[] = { streq(py->prefix, "/usr") ? NULL : py->prefix, NULL };
+                if (asprintf(&env_python, "%s/bin/python", env_dir) < 0)
+                        return -ENOMEM;
+                char *command[] = { env_python, (char *) "-I", (char *) "-B", (char *) "-c", (char *) fonts_code,
+                                    (char *) out_dir, NULL };
+                sandbox_limits_from_config(r->config, &limits);
+                limits.cpu_usec = 0;
+                return spawn_bwrap(r, env_dir, ro_fonts, out_dir, NULL, 0, NULL, 0, -EBADF, command, timeout_usec,
+                                   &limits, true, 4096, 4096, done, done_userdata, ret);
+        }
         if (asprintf(&prefix_arg, "pycache_prefix=%s", out_dir) < 0 || asprintf(&lib, "%s/lib", env_dir) < 0)
                 return -ENOMEM;
         /* The environment at its own path here, which the pycache_prefix tree then mirrors (nothing of it reaches a

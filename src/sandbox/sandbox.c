@@ -68,7 +68,6 @@ char **sandbox_run_env(const char *env_dir) {
         strv_extend(&env, "TMPDIR=/tmp");
         strv_extend(&env, "USER=nobody");
         strv_extend(&env, "LANG=C.UTF-8");
-        strv_extend(&env, "PYTHONUNBUFFERED=1");
         strv_extend(&env, "PYTHONDONTWRITEBYTECODE=1");
         strv_extend(&env, "MPLBACKEND=Agg");
         strv_extend(&env, "MPLCONFIGDIR=/tmp/.matplotlib");

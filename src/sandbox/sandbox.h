@@ -45,7 +45,7 @@ typedef struct SandboxPolicy {
 } SandboxPolicy;
 
 /* The environment variables a run sees: PATH (with env_dir/bin first), HOME=/work, TMPDIR, LANG,
- * unbuffered output, no bytecode writes, a headless matplotlib. env_dir (where the run sees its environment:
+ * no bytecode writes, a headless matplotlib. env_dir (where the run sees its environment:
  * SANDBOX_ENV_DIR in the sandbox) may be NULL. A strv. */
 char **sandbox_run_env(const char *env_dir);
 

@@ -4,9 +4,9 @@
 # string boot_code (src/tools/boot.c, written from this file by make with
 # embed-python.py; comment lines and blank lines are left out of it). It runs as
 #
-#     python -I -u -B -c BOOT FD /work/script.py
+#     python -I -B -c BOOT FD /work/script.py
 #
-# and runs the script as `python -I -u -B /work/script.py` would: byte for
+# and runs the script as `python -I -B /work/script.py` would: byte for
 # byte, in a fresh __main__ module with __file__ set, tracebacks starting at the
 # script's frames, exit status 1 on an uncaught exception, SystemExit handled
 # as Python does. At every plt.show() and at the end it writes the open
@@ -55,6 +55,34 @@
 import sys
 def _boot():
     import os
+    # stdout is block-buffered, as in any Python whose stdout is a pipe (with -u, each print() was two write()s: a
+    # print-heavy loop ran five times slower). What is buffered is flushed wherever it could otherwise be lost or
+    # come out of order: at the end of the run (below), before a fork (the child starts with nothing of the
+    # parent's), before another program is started or a signal sent (audit events: its output follows the
+    # script's), in os._exit() and os.abort(), after warm imports (what they printed is seen before the hand-over),
+    # and on SIGWINCH, which the daemon sends to the run before it kills it at its timeout (ignored by default, so
+    # bwrap and the script's own children carry on). stderr stays line-buffered.
+    def flush(*_):
+        for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            try:
+                s.flush()
+            except BaseException:
+                pass
+    def flushing(f):
+        def g(*args):
+            flush()
+            return f(*args)
+        g.__name__ = g.__qualname__ = f.__name__
+        g.__doc__ = f.__doc__
+        return g
+    os._exit = flushing(os._exit)
+    os.abort = flushing(os.abort)
+    os.register_at_fork(before=flush)
+    spawns = frozenset(("subprocess.Popen", "os.system", "os.posix_spawn", "os.spawn", "os.exec",
+                        "os.kill", "os.killpg", "signal.pthread_kill", "pty.spawn"))
+    sys.addaudithook(lambda event, args: event in spawns and flush())
+    import _signal
+    _signal.signal(_signal.SIGWINCH, flush)
     fd, _, src = sys.argv[1].partition(":")
     src, _, learn = src.partition(":")
     learn, _, cap = learn.partition(":")
@@ -74,8 +102,24 @@ def _boot():
         if "files" not in ns:
             exec(MORE, ns)
         return ns
+    # matplotlib's font list, made once for the environment (envstore.c, FONTS): copied into MPLCONFIGDIR, the
+    # run's own tmpfs, as the script imports matplotlib, unless the script chose a MPLCONFIGDIR of its own.
+    def fonts():
+        src = os.path.join(sys.prefix, ".mcp-python-sandbox-mpl")
+        dst = os.environ.get("MPLCONFIGDIR")
+        if dst != "/tmp/.matplotlib" or not os.path.isdir(src):
+            return
+        try:
+            os.makedirs(dst, exist_ok=True)
+            for n in os.listdir(src):
+                with open(os.path.join(src, n), "rb") as f, open(os.path.join(dst, n), "xb") as g:
+                    g.write(f.read())
+        except OSError:
+            pass
     class Finder:
         def find_spec(self, name, path=None, target=None):
+            if name == "matplotlib":
+                fonts()
             if name == "matplotlib.pyplot":
                 return more()["hook"](self, name)
     sys.meta_path.insert(0, Finder())
@@ -127,6 +171,7 @@ def _boot():
                 done.append(m)
                 if cap and rss_kib() > cap:
                     break
+            flush()
             if done:
                 record(b"P", " ".join(done), rss_kib())
             del done, m

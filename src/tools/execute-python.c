@@ -530,7 +530,7 @@ static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userd
                 return -ENOMEM;
         }
 
-        char *command[] = { ps->python,         (char *) "-I", (char *) "-u",
+        char *command[] = { ps->python,         (char *) "-I",
                             (char *) "-B",      (char *) "-c", (char *) boot_code,
                             arg,                (char *) SANDBOX_WORK_DIR "/script.py", NULL };
         /* network-allow: behind the bridge; the proxy is made for whoever takes the sandbox, from ctl. */
@@ -764,6 +764,7 @@ static bool job_take_prestarted(Job *j) {
         }
         it.in_fd = safe_close(it.in_fd);   /* EOF: the script is all there */
         j->proc = TAKE_PTR(it.proc);
+        j->proc->flush_on_timeout = true;   /* stdout is buffered (boot.py's flush()) */
         j->out_fd = TAKE_FD(it.out_fd);
         j->prestarted = true;
         /* During a burst the replacement starts now, beside the run: a client calling back to back finds it further
@@ -1027,9 +1028,9 @@ static void job_run(Job *j) {
         if (k < 0)
                 return job_fail(j, PHASE_RUN, "the files could not be handed to the sandbox: %s", strerror(-k));
         const char *prefix = j->plan->python->prefix;
-        /* -I: no user site, no PYTHON* variables, no script dir on sys.path; -u unbuffered; -B no .pyc.
-         * boot_code runs the script as `python /work/script.py` would. */
-        char *command[] = { python,      (char *) "-I", (char *) "-u",  (char *) "-B", (char *) "-c",
+        /* -I: no user site, no PYTHON* variables, no script dir on sys.path; -B no .pyc; stdout block-buffered
+         * (boot.py's flush()). boot_code runs the script as `python /work/script.py` would. */
+        char *command[] = { python,      (char *) "-I", (char *) "-B", (char *) "-c",
                             (char *) boot_code, out_fd, (char *) SANDBOX_WORK_DIR "/script.py", NULL };
         size_t head, tail;
         output_caps(c, &head, &tail);
@@ -1050,6 +1051,7 @@ static void job_run(Job *j) {
                 return job_fail(j, PHASE_RUN, "the sandbox could not be started: %s", strerror(-k));
         j->banner = banner;
         j->spawned = true;
+        j->proc->flush_on_timeout = true;   /* stdout is buffered (boot.py's flush()) */
         /* Only the sandbox writes: EOF when it is gone. */
         out_w = safe_close(out_w);
         k = sd_event_add_io(runtime_event(r), &j->out_source, j->out_fd, EPOLLIN, on_outputs, j);

@@ -14,6 +14,7 @@ Pythons (tests skip without them); the PyPI tests skip when pypi.org cannot be
 reached. Exit status as automake wants it: 0 pass, 1 fail, 77 skip.
 """
 
+import glob
 import json
 import os
 import re
@@ -468,6 +469,62 @@ def end_of_run_loses_no_output():
     c.close()
 
 
+@test
+def buffered_output_arrives_whole_and_in_order():
+    """stdout is block-buffered (as in any Python writing to a pipe), yet nothing is lost or reordered: what other
+    programs and forked children write to the same stdout comes where the script's order puts it; output before
+    os._exit(), os.abort(), an uncaught exception, a signal the script sends itself, and a timeout is all there;
+    each stream keeps its order when the two are interleaved. Both in a pre-started sandbox and a sandbox of its own."""
+    for d in (plain_daemon(), shared_daemon("noprestart", ["--prestart=0"], packages=False)):
+        c = d.client()
+        c.initialize()
+        # Other writers of the same pipe: a program started three ways, and a forked child.
+        script = ("import os, subprocess, sys\n"
+                  "print('one')\n"
+                  "subprocess.run(['/bin/echo', 'two'])\n"
+                  "print('three')\n"
+                  "os.system('echo four')\n"
+                  "print('five')\n"
+                  "os.waitpid(os.posix_spawn('/bin/echo', ['echo', 'six'], os.environ), 0)\n"
+                  "print('seven')\n"
+                  "pid = os.fork()\n"
+                  "if pid == 0:\n"
+                  "    print('eight')\n"
+                  "    os._exit(0)\n"
+                  "os.waitpid(pid, 0)\n"
+                  "print('nine')\n")
+        out, st, text = run_ok(c, script, "other writers")
+        eq(out, "one\ntwo\nthree\nfour\nfive\nsix\nseven\neight\nnine\n", f"the order of other writers ({text})")
+        # Interleaved streams: each whole and in its order.
+        n = 1000   # within the output cap
+        script = (f"import sys\nfor i in range({n}):\n    print(i)\n    print(-i, file=sys.stderr)\n")
+        out, st, text = run_ok(c, script, "interleaved")
+        check(out == "".join(f"{i}\n" for i in range(n)), f"stdout whole and in order: ...{out[-200:]!r}")
+        check(st.get("stderr") == "".join(f"{-i}\n" for i in range(n)),
+              f"stderr whole and in order: ...{st.get('stderr', '')[-200:]!r}")
+        # Ways to end that skip Python's own flush, or go through the boot code's.
+        for end, want_code, want_sig in (("os._exit(3)", 3, None), ("raise ValueError('boom')", 1, None),
+                                         ("os.abort()", -6, "SIGABRT"),
+                                         ("os.kill(os.getpid(), signal.SIGKILL)", -9, "SIGKILL")):
+            script = f"import os, signal\nprint('before the end')\n{end}\n"
+            r, st, text = execute(c, script, timeout_seconds=30)
+            eq((st.get("stdout"), st.get("exit_code"), st.get("signal")), ("before the end\n", want_code, want_sig),
+               f"output before {end} ({text})")
+        # A timeout: the daemon asks the run to flush (SIGWINCH), then kills it. Busy in Python, and asleep.
+        for body in ("while True:\n    pass\n", "import time\ntime.sleep(600)\n"):
+            script = "print('started')\nprint('x' * 100)\n" + body
+            r, st, text = execute(c, script, timeout_seconds=2)
+            eq((st.get("timed_out"), st.get("signal")), (True, "SIGKILL"), f"timed out ({text})")
+            eq(st.get("stdout"), "started\n" + "x" * 100 + "\n", f"output before the timeout ({body!r})")
+        # A script that handles SIGWINCH itself still ends at its timeout.
+        script = ("import signal, time\nsignal.signal(signal.SIGWINCH, lambda *a: print('winch'))\n"
+                  "print('started', flush=True)\ntime.sleep(600)\n")
+        r, st, text = execute(c, script, timeout_seconds=2)
+        eq((st.get("timed_out"), st.get("signal")), (True, "SIGKILL"), f"timed out with a handler ({text})")
+        check(st.get("stdout", "").startswith("started\n"), f"its output ({text})")
+        c.close()
+
+
 # --- timeouts ----------------------------------------------------------------
 
 @test
@@ -682,6 +739,78 @@ def warm_environment_is_reused_without_uv():
 
 
 @test
+def offline_first_when_the_cache_has_every_name_online_on_a_miss():
+    """A build resolves from uv's cache alone (--offline) when the cache has a fresh index page for every name
+    asked for; when that is not enough it is the same install online, transparently; a page older than PyPI's
+    max-age (600 s) or a name never fetched means online at once."""
+    need_pypi()
+    uvlog = UvLog()
+    at_exit(uvlog.close)
+    d = Daemon(args=[f"--uv={uvlog.path}"])
+    at_exit(d.close)
+    need_sandbox(d)
+    c = d.client()
+    c.initialize()
+    version = "import humanize, importlib.metadata as m; print(m.version('humanize'))"
+
+    def installs(deps, want_version=None):
+        n = len(uvlog.lines())
+        out, st, text = run_ok(c, version, f"with {deps}", dependencies=deps)
+        eq(st["environment"]["warm"], False, f"{deps}: a new environment")
+        if want_version:
+            eq(out, want_version + "\n", f"{deps}: the version installed")
+        return ["--offline" in line.split() for line in uvlog.installs(n)]
+
+    eq(installs(["humanize"]), [False], "empty cache: online")
+    eq(installs(["humanize>=1"]), [True], "every name fresh in the cache: offline, and that was enough")
+    # The page is fresh, the wheel of this older version was never downloaded: offline fails, online follows.
+    eq(installs(["humanize==4.9.0"], "4.9.0"), [True, False], "a miss: offline, then online")
+    eq(installs(["humanize==4.9.0", "six"]), [False], "a name never fetched: online at once")
+    pages = glob.glob(os.path.join(d.cache_dir, "uv", "simple-v*", "pypi", "humanize.rkyv"))
+    check(pages, "the cached index page of humanize")
+    old = time.time() - 11 * 60
+    for page in pages:
+        os.utime(page, (old, old))
+    eq(installs(["humanize>=2"]), [False], "a page older than 600 s: online")
+    c.close()
+
+
+@test
+def bytecode_is_compiled_once_per_wheel_and_shared_by_later_environments():
+    """The bytecode compiled for an environment (in the sandbox) is linked into the unpacked wheels of uv's cache
+    its files came from, so a later environment with the same wheel has it from its first run on: the .pyc files
+    are there before any compile of that environment, the very files (same inode) as in the cache, and are used."""
+    need_pypi()
+    d = Daemon(args=[])
+    at_exit(d.close)
+    need_sandbox(d)
+    c = d.client()
+    c.initialize()
+    envs = os.path.join(d.cache_dir, "envs")
+
+    def compiled(key):
+        return os.path.exists(os.path.join(envs, key, ".mcp-python-sandbox-compiled"))
+
+    out, st, text = run_ok(c, "import humanize; print('ok')", "first", dependencies=["humanize"])
+    first = st["environment"]["key"]
+    wait_until(lambda: compiled(first), 120, "the bytecode compile of the first environment")
+    shared = glob.glob(os.path.join(d.cache_dir, "uv", "archive-v*", "*", "humanize", "__pycache__", "*.pyc"))
+    check(shared, "the .pyc files are in the unpacked wheel in uv's cache")
+    # A new environment, the same wheel: its bytecode before its own compile, and the run imports from it.
+    script = ("import humanize, os, sys\n"
+              "print(os.path.exists(humanize.__cached__), humanize.__spec__.cached == humanize.__cached__)\n")
+    out, st, text = run_ok(c, script, "second", dependencies=["humanize>=0.1"])
+    second = st["environment"]["key"]
+    check(second != first, "a new environment")
+    eq(out, "True True\n", "the first run of the new environment finds the module's bytecode")
+    pyc = glob.glob(os.path.join(envs, second, "lib", "python*", "site-packages", "humanize", "__pycache__", "*.pyc"))
+    check(pyc, "the new environment has the .pyc files")
+    inodes = {os.stat(p).st_ino for p in shared}
+    check(all(os.stat(p).st_ino in inodes for p in pyc), "the very files of the cache (hard links)")
+    c.close()
+
+
+@test
 def local_wheel_index_install():
     d = local_daemon()
     c = d.client()
@@ -720,7 +849,8 @@ def ten_concurrent_cold_runs_build_once():
     new = d.uvlog.lines()[n0:]
     installs = [x for x in new if x.startswith("pip install")]
     venvs = [x for x in new if x.startswith("venv")]
-    check(len(installs) == 1 and len(venvs) == 1, f"want one uv venv and one uv pip install, got: {new}")
+    # uv venv only for the first build on this Python: later ones copy what it made.
+    check(len(installs) == 1 and len(venvs) <= 1, f"want at most one uv venv and one uv pip install, got: {new}")
     check("mcpt-gamma" in installs[0], f"the install names the package: {installs[0]}")
 
 

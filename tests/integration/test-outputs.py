@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import struct
+import time
 
 from mcptest import at_exit
 from mcptest import Daemon, check, eq, main, need_pythons, need_pypi, need_uv, test
@@ -175,6 +176,43 @@ def matplotlib_stderr_is_clean():
     if shutil.which("fc-list") and os.path.exists("/etc/fonts/fonts.conf") and glob.glob("/usr/share/fonts/*/*/*"):
         m = re.search(r"fc-list (\d+)", text)
         check(m and int(m.group(1)) > 0, f"fontconfig in the sandbox lists the system's fonts: {text[:2000]!r}")
+
+
+@test
+def matplotlib_font_list_is_made_once_per_environment():
+    """The font list matplotlib builds on its first import is made once for the environment (in a sandbox, after
+    its bytecode), kept read-only in it, and handed to each run: a run logs no "generated new fontManager", which
+    a run that picks a MPLCONFIGDIR of its own does (the evidence that the log line would be seen)."""
+    plot = ("import logging, os, sys\n"
+            "logging.basicConfig(level=logging.INFO, stream=sys.stderr)\n"
+            "import matplotlib\n"
+            "matplotlib.use('Agg')\n"
+            "import matplotlib.pyplot as plt\n"
+            "plt.figure(figsize=(2, 1), dpi=50)\n"
+            "plt.title('Text needs a font')\n"
+            "plt.savefig('/tmp/plot.png')\n"
+            "plt.close('all')\n"
+            "print('plotted')\n")
+    r = run_mpl("import matplotlib; print('ok')")
+    ok(r)
+    key = (r.get("structuredContent") or {}).get("environment", {}).get("key")
+    check(key, f"the environment's key: {r.get('structuredContent')}")
+    fonts = os.path.join(_STATE["daemon"].cache_dir, "envs", key, ".mcp-python-sandbox-mpl")
+    deadline = time.monotonic() + 180
+    while not glob.glob(os.path.join(fonts, "fontlist-v*.json")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    lists = glob.glob(os.path.join(fonts, "fontlist-v*.json"))
+    check(lists, f"the environment's font list at {fonts}")
+    check(all(os.stat(p).st_mode & 0o222 == 0 for p in lists), "read-only")
+    for i in range(2):
+        r = run_mpl(plot)
+        text = ok(r)
+        check("plotted" in text, text[:2000])
+        check("generated new fontManager" not in text and "--- stderr ---" not in text,
+              f"run {i + 1}: the font list was built again, or stderr not clean: {text[:3000]!r}")
+    r = run_mpl("import os\nos.environ['MPLCONFIGDIR'] = '/tmp/own'\n" + plot)
+    text = ok(r)
+    check("generated new fontManager" in text, f"a MPLCONFIGDIR of the script's own: built there: {text[:3000]!r}")
 
 
 @test

@@ -409,7 +409,7 @@ def two_daemons_on_one_cache_both_complete_their_builds():
         t1 = threading.Thread(target=build, args=(d1, "mcpt-share-a"))
         t1.start()
         builds = os.path.join(cache, "envs")
-        wait_until(lambda: os.path.isdir(builds) and any(n.startswith(".build-") for n in os.listdir(builds)), 30,
+        wait_until(lambda: os.path.isdir(builds) and any(n.startswith(".slot-") for n in os.listdir(builds)), 30,
                    "the first build")
         # The second daemon starts (and cleans up) while the first one's build is in progress, and builds too.
         with Daemon(cache_dir=cache, args=args) as d2:
@@ -421,7 +421,8 @@ def two_daemons_on_one_cache_both_complete_their_builds():
     eq(results.get("mcpt-share-a", (True, ""))[0], False, f"the first daemon's build: {results.get('mcpt-share-a')}")
     eq(results.get("mcpt-share-b", (True, ""))[0], False, f"the second daemon's build: {results.get('mcpt-share-b')}")
     eq(len(envs(cache)), 2, "both environments")
-    left = [n for n in os.listdir(os.path.join(cache, "envs")) if n.startswith(".")]
+    # What `uv venv` makes for a Python is kept (.venv-*), to be copied by the next builds.
+    left = [n for n in os.listdir(os.path.join(cache, "envs")) if n.startswith(".") and not n.startswith(".venv-")]
     eq(left, [], "no build, compile or lock left behind")
 
 

@@ -23,7 +23,15 @@ from wheels import build_wheel
 WHEELS = scratch("mcptest-store-wheels-")
 for name in ("mcpt-store-a", "mcpt-store-b", "mcpt-store-c", "mcpt-store-slow"):
     build_wheel(WHEELS, name, "1.0")
+# Two wheels with a file of the same path (shared.py in site-packages), each its own content.
+build_wheel(WHEELS, "mcpt-store-over-a", "1.0", extra_files=[("mcpt_shared.py", b"WHO = 'a'\n")])
+build_wheel(WHEELS, "mcpt-store-over-b", "1.0", extra_files=[("mcpt_shared.py", b"WHO = 'b, a longer file'\n")])
 
+
+
+def build_dirs(cache):
+    """The work directories of builds: a build with packages works in a slot (.slot-*), a bare one in .build-*."""
+    return glob.glob(os.path.join(cache, "envs", ".build-*")) + glob.glob(os.path.join(cache, "envs", ".slot-*"))
 
 def store_daemon(cache, uvlog, *args):
     need_pythons("3.11")
@@ -90,7 +98,7 @@ def store_survives_restart_and_failed_builds_leave_nothing():
         c.close()
     # Only the good environment, and no half-built directory.
     eq(envs(cache), [key], "store after one good and one failed build")
-    eq(glob.glob(os.path.join(cache, "envs", ".build-*")), [], "leftover build directories")
+    eq(build_dirs(cache), [], "leftover build directories")
 
     with store_daemon(cache, uvlog) as d:
         c = d.client()
@@ -141,6 +149,112 @@ def bytecode_is_compiled_after_the_environment_is_in_place():
 
 
 @test
+def builds_reuse_one_slot_and_uv_venv_runs_once_per_python():
+    """A build works in a slot, the same path each time, so uv's interpreter cache applies (no new entry in it:
+    uv did not start the interpreter to learn about it again), and copies what `uv venv` made the first time."""
+    cache = scratch("mcptest-store-")
+    uvlog = UvLog()
+
+    def interpreters():
+        return sorted(glob.glob(os.path.join(cache, "uv", "interpreter-v*", "*", "*")))  # one per path queried
+
+    with store_daemon(cache, uvlog) as d:
+        c = d.client()
+        c.initialize()
+        for dep in ("mcpt-store-a", "mcpt-store-b", "mcpt-store-c"):
+            r, st = run(c, [dep], f"import {dep.replace('-', '_')}; print('imported')")
+            check(not r["isError"], c.text(r))
+            eq(st.get("stdout"), "imported\n", f"{dep}: the run")
+            if dep == "mcpt-store-a":
+                known = interpreters()
+                check(known, "uv's interpreter cache has entries after the first build")
+        eq(interpreters(), known, "no interpreter queried anew by the second and third builds")
+        venvs = [line for line in uvlog.lines() if line.startswith("venv")]
+        eq(len(venvs), 1, f"uv venv ran once, for the first build: {uvlog.lines()}")
+        pythons = {line.split("--python ")[1].split()[0] for line in uvlog.installs()}
+        eq(len(pythons), 1, f"every install into the same slot: {pythons}")
+        check("/.slot-" in pythons.pop(), "the slot")
+        eq(build_dirs(cache), [], "the slot is gone once the environment is in place")
+        # Each environment is whole and its own.
+        r, st = run(c, ["mcpt-store-b"], "import importlib.util as u; print(u.find_spec('mcpt_store_a') is None)")
+        eq(st.get("stdout"), "True\n", "nothing of another build in an environment")
+        c.close()
+    uvlog.close()
+
+
+@test
+def the_first_call_on_a_python_readies_its_build_slot():
+    """A bare environment's first call starts, in the background, what the first build with packages would
+    otherwise pay for: uv venv for the template, and uv's interpreter cache for the slot (uv pip freeze)."""
+    cache = scratch("mcptest-store-")
+    uvlog = UvLog()
+
+    def interpreters():
+        return sorted(glob.glob(os.path.join(cache, "uv", "interpreter-v*", "*", "*")))
+
+    with store_daemon(cache, uvlog) as d:
+        c = d.client()
+        c.initialize()
+        r, st = run(c, [], "print('hello')")
+        check(not r["isError"], c.text(r))
+        wait_until(lambda: glob.glob(os.path.join(cache, "envs", ".venv-*")) and not build_dirs(cache), 60,
+                   "the template, and the slot free again")
+        eq([line.split()[:2] for line in uvlog.lines() if line != "--version"],
+           [["venv", "--no-config"], ["pip", "freeze"]], "uv venv, then uv pip freeze on the slot")
+        known = interpreters()
+        n = len(uvlog.lines())
+        r, st = run(c, ["mcpt-store-a"], "import mcpt_store_a; print('imported')")
+        eq(st.get("stdout"), "imported\n", f"the run ({c.text(r)})")
+        eq([line.split()[:2] for line in uvlog.lines()[n:]], [["pip", "install"]], "one uv process for the build")
+        eq(interpreters(), known, "no interpreter queried by the first build")
+        c.close()
+    uvlog.close()
+
+
+def pyc_source(pyc):
+    """The source a .pyc in __pycache__ belongs to, and whether its header (mtime, size) matches that file."""
+    src = os.path.join(os.path.dirname(os.path.dirname(pyc)), os.path.basename(pyc).split(".")[0] + ".py")
+    with open(pyc, "rb") as f:
+        head = f.read(16)
+    st = os.stat(src)
+    flags = int.from_bytes(head[4:8], "little")
+    return src, flags == 0 and int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF and \
+        int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF
+
+
+@test
+def shared_bytecode_is_each_wheels_own():
+    """The bytecode of an environment goes into uv's cache only for sources that are that wheel's own files: two
+    wheels with a file of the same path, installed together (one wins in the environment), and every .pyc in the
+    cache belongs to the file beside it (its header's mtime and size are that file's), none to the other wheel's."""
+    cache = scratch("mcptest-store-")
+    uvlog = UvLog()
+    with store_daemon(cache, uvlog) as d:
+        c = d.client()
+        c.initialize()
+        r, st = run(c, ["mcpt-store-over-a", "mcpt-store-over-b"], "import mcpt_shared; print(mcpt_shared.WHO)")
+        check(not r["isError"], c.text(r))
+        key = st["environment"]["key"]
+        wait_until(lambda: os.path.exists(os.path.join(cache, "envs", key, ".mcp-python-sandbox-compiled")), 60,
+                   "the compile")
+        r, st = run(c, ["mcpt-store-a"], "import mcpt_store_a; print('ok')")
+        wait_until(lambda: os.path.exists(os.path.join(cache, "envs", st["environment"]["key"],
+                                                       ".mcp-python-sandbox-compiled")), 60, "the second compile")
+        c.close()
+    pycs = glob.glob(os.path.join(cache, "uv", "archive-v*", "*", "**", "__pycache__", "*.pyc"), recursive=True)
+    check(any("mcpt_store_a" in p for p in pycs), f"bytecode shared through the cache: {pycs}")
+    # The file of the same path: its bytecode in the one wheel whose file the environment has, not the other's.
+    env_src = glob.glob(os.path.join(cache, "envs", key, "lib", "python*", "site-packages", "mcpt_shared.py"))
+    shared = [p for p in pycs if os.path.basename(p).startswith("mcpt_shared.")]
+    eq(len(shared), 1, f"the bytecode of mcpt_shared.py in one wheel: {shared}")
+    eq(os.stat(pyc_source(shared[0])[0]).st_ino, os.stat(env_src[0]).st_ino, "the wheel whose file it is")
+    for p in pycs:
+        src, ok = pyc_source(p)
+        check(ok, f"{p} is not the bytecode of {src}")
+    uvlog.close()
+
+
+@test
 def interrupted_build_leaves_nothing_behind():
     cache = scratch("mcptest-store-")
     slow = UvLog(delay=30, delay_on="pip install")
@@ -151,12 +265,12 @@ def interrupted_build_leaves_nothing_behind():
         c.send({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
                 "params": {"name": "execute_python",
                            "arguments": {"script": "print(1)", "dependencies": ["mcpt-store-slow"]}}})
-        wait_until(lambda: glob.glob(os.path.join(cache, "envs", ".build-*")), 30, "a build directory")
+        wait_until(lambda: build_dirs(cache), 30, "a build directory")
         # The daemon dies hard in the middle of the build.
         d.proc.send_signal(signal.SIGKILL)
         d.proc.wait(10)
         c.kill()
-        check(glob.glob(os.path.join(cache, "envs", ".build-*")), "the interrupted build left its directory")
+        check(build_dirs(cache), "the interrupted build left its directory")
     finally:
         d.close()
     fast = UvLog()
@@ -165,7 +279,7 @@ def interrupted_build_leaves_nothing_behind():
         c.initialize()
         # Start-up removes what the interrupted build left; nothing half-built is ever used.
         c.call_tool("check_environment")
-        eq(glob.glob(os.path.join(cache, "envs", ".build-*")), [], "leftovers after restart")
+        eq(build_dirs(cache), [], "leftovers after restart")
         eq(envs(cache), [], "no environment from the interrupted build")
         r, st = run(c, ["mcpt-store-slow"], "import mcpt_store_slow; print('fine')")
         check(not r["isError"], c.text(r))
@@ -233,7 +347,7 @@ def uv_crashing_in_a_build_fails_only_that_call():
         text = bad.text(reply)
         eq((reply["isError"], reply["structuredContent"]["failed_phase"]), (True, "prepare"), text)
         check("crashed" in text and "SIGSEGV" in text, f"the error says the installer crashed: {text}")
-        eq(glob.glob(os.path.join(cache, "envs", ".build-*")), [], "half-built directories")
+        eq(build_dirs(cache), [], "half-built directories")
         built = [open(os.path.join(cache, "envs", e, ".mcp-python-sandbox-env.json")).read() for e in envs(cache)]
         check(any("mcpt-store-b" in x for x in built) and not any("mcpt-store-a" in x for x in built),
               f"only the good environment: {built}")
@@ -267,7 +381,7 @@ def a_full_disk_during_a_build_is_a_clear_error():
         text = c.text(r)
         eq((r["isError"], st.get("failed_phase")), (True, "prepare"), text)
         check("No space left on device" in text, f"the error says why: {text}")
-        eq(glob.glob(os.path.join(cache, "envs", ".build-*")), [], "half-built directories")
+        eq(build_dirs(cache), [], "half-built directories")
         check(all("mcpt" not in open(os.path.join(cache, "envs", e, ".mcp-python-sandbox-env.json")).read()
                   for e in envs(cache)), f"no environment with the package: {envs(cache)}")
         # Room again: the same call builds.

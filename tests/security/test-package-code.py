@@ -184,13 +184,15 @@ class CompileWatch:
                         continue
                     with open(f"/proc/{p}/status") as f:
                         uid = next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
-                except (OSError, StopIteration):
+                    with open(f"/proc/{p}/stat") as f:
+                        policy = int(f.read().rsplit(")", 1)[1].split()[38])   # field 41, after comm
+                except (OSError, StopIteration, IndexError, ValueError):
                     continue
                 up = self._ancestors(int(p))
                 if any(a == self.daemon_pid for a, _ in up):   # ours, not another daemon's on this machine
                     # bwrap itself (its argv names the command), or what runs in it.
                     sandboxed = argv[0].endswith(b"/bwrap") or any(name == "bwrap" for _, name in up)
-                    self.seen[int(p)] = (uid, sandboxed, argv[:3], up)
+                    self.seen[int(p)] = (uid, sandboxed, argv[:3], up, policy)
             time.sleep(0.002)
 
     def __enter__(self):
@@ -250,7 +252,7 @@ def a_wheel_that_replaces_pyvenv_cfg_is_refused_and_nothing_of_it_runs():
     eq(sorted(after), sorted(before), "the entries of every environment (none added, none removed)")
     for path in before:
         eq(after[path], before[path], f"{path} (mode, owner, contents)")
-    check(not [e for e in os.listdir(envs_dir()) if e.startswith(".build-")], "a build directory was left")
+    check(not [e for e in os.listdir(envs_dir()) if e.startswith((".build-", ".slot-"))], "a build directory was left")
     hello_of_another_user_is_clean()
 
 
@@ -288,9 +290,10 @@ def package_code_runs_only_inside_the_sandbox_and_environments_stay_read_only():
 
     # Every compile ran in bwrap, as a uid other than root.
     check(watch.seen, "no bytecode compile was seen running")
-    for pid, (uid, in_bwrap, argv, up) in watch.seen.items():
+    for pid, (uid, in_bwrap, argv, up, policy) in watch.seen.items():
         check(in_bwrap, f"compileall (pid {pid}: {argv}) ran outside bwrap: its ancestors {up}")
         check(uid != 0, f"compileall (pid {pid}) ran as host root")
+        eq(policy, 5, f"compileall (pid {pid}): scheduling policy (5: SCHED_IDLE, it never slows a run)")
 
     # The other environments are as they were; the new one is read-only on disk, bytecode included.
     after = tree_digest()
