@@ -1632,7 +1632,7 @@ static void set_sched_limits(Runtime *r) {
         scheduler_set_limits(r->sched, SCHED_RUN,
                              &(SchedLimits) {
                                      .total = r->max_runs,
-                                     .per_user = cap(c->max_runs_per_user),
+                                     .per_user = runtime_max_runs_per_user(r),
                                      .queue = cap(c->max_queue),   /* 0: see runtime_acquire_slot() */
                                      .queue_per_user = runtime_max_queued_per_user(r),
                              });
@@ -1657,9 +1657,13 @@ unsigned runtime_n_running_for(const Runtime *r, uid_t uid) {
         return scheduler_held_by(r->sched, SCHED_RUN, uid);
 }
 
+/* 0: half of max-runs (at least one), so that one user's backlog always leaves slots to everybody else. */
 unsigned runtime_max_runs_per_user(const Runtime *r) {
         uint64_t cap = r->config->max_runs_per_user;
-        return cap > 0 && cap < r->max_runs ? (unsigned) cap : r->max_runs;
+
+        if (cap == 0)
+                return MAX(r->max_runs / 2, 1u);
+        return cap < r->max_runs ? (unsigned) cap : r->max_runs;
 }
 
 unsigned runtime_n_queued_for(const Runtime *r, uid_t uid) {
