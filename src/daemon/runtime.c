@@ -774,7 +774,7 @@ static void prestart_bare(Runtime *r) {
         path = envstore_lookup(r->store, key);
         if (!path)
                 return;
-        k = execute_python_prestart(r, path, py->prefix);
+        k = execute_python_prestart(r, path, py->prefix, SCHEDULER_DAEMON_UID);
         if (k < 0)
                 log_debug_errno(k, "Failed to start a sandbox ahead for the bare environment: %m");
 }
@@ -1644,9 +1644,10 @@ static void set_sched_limits(Runtime *r) {
                              &(SchedLimits) { .total = cap(c->max_compiles), .per_user = cap(c->max_compiles_per_user) });
         scheduler_set_limits(r->sched, SCHED_WALK,
                              &(SchedLimits) { .total = cap(c->max_walks), .per_user = cap(c->max_walks_per_user) });
-        /* The pool's own bound (prestart= per target, POOL_MAX_TARGETS targets), as a cap of the daemon's account. */
-        scheduler_set_limits(r->sched, SCHED_PRESTART,
-                             &(SchedLimits) { .total = cap(MAX(MIN(c->prestart, 16u), 1u) * POOL_MAX_TARGETS) });
+        /* The pool's own bound (prestart= per target, POOL_MAX_TARGETS targets) for each uid it starts sandboxes for
+         * (the daemon's account for whoever comes first), and four times that in all. */
+        unsigned prestart = MAX(MIN(c->prestart, 16u), 1u) * POOL_MAX_TARGETS;
+        scheduler_set_limits(r->sched, SCHED_PRESTART, &(SchedLimits) { .total = 4 * prestart, .per_user = prestart });
         scheduler_set_limits(r->sched, SCHED_SANDBOX,
                              &(SchedLimits) { .total = cap(c->max_sandboxes), .per_user = cap(c->max_sandboxes_per_user) });
 }

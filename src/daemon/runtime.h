@@ -64,8 +64,9 @@ const Config *runtime_config(const Runtime *r);
 sd_event *runtime_event(const Runtime *r);
 /* Sandboxes started ahead for recently used environments (execute_python fills and takes them). */
 Pool *runtime_pool(const Runtime *r);
-/* Keep a sandbox started ahead for runs in this environment (defined by the execute_python tool). */
-int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix);
+/* Keep a sandbox started ahead for uid's runs in this environment (SCHEDULER_DAEMON_UID: for whoever comes first;
+ * defined by the execute_python tool). */
+int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix, uid_t uid);
 
 /*
  * Pythons installed on demand (envstore/pyinstall.h). runtime_python_downloads(): may a call have one installed

@@ -17,7 +17,8 @@ typedef struct PoolTarget PoolTarget;
 typedef struct PoolEntry {
         PoolTarget *target;
         PoolItem item;
-        SchedTicket ticket;     /* SCHED_PRESTART, the daemon's, until a run takes the process */
+        uid_t owner;            /* whose next run it is for; SCHEDULER_DAEMON_UID: whoever comes first */
+        SchedTicket ticket;     /* SCHED_PRESTART, the owner's, until a run takes the process */
 } PoolEntry;
 
 struct PoolTarget {
@@ -26,6 +27,8 @@ struct PoolTarget {
         PoolTargetOps ops;
         void *spec;
         uint64_t last_used;
+        uid_t last_uid;         /* who used it last: a new target of that uid may take its place */
+        uid_t shared_taker;     /* who took the daemon's process last: not again before somebody else */
         PoolEntry **entries;
         size_t n_entries;
         unsigned failures;      /* in a row: a target whose processes die before use pauses refilling */
@@ -95,8 +98,18 @@ static void on_entry_died(Process *proc, void *userdata) {
         entry_free(e);
 }
 
-static int target_fill(PoolTarget *t) {
+static unsigned target_n_owned(const PoolTarget *t, uid_t uid) {
+        unsigned n = 0;
+
+        for (size_t i = 0; i < t->n_entries; i++)
+                if (t->entries[i]->owner == uid)
+                        n++;
+        return n;
+}
+
+static int target_fill(PoolTarget *t, uid_t uid) {
         Pool *p = t->pool;
+        unsigned n = target_n_owned(t, uid);
 
         /* Sandboxes that keep dying unused (a broken environment, a policy that fails) are not restarted in a
          * loop: after a few, wait a minute. */
@@ -105,7 +118,7 @@ static int target_fill(PoolTarget *t) {
                         return 0;
                 t->failures = 0;
         }
-        while (t->n_entries < p->size) {
+        for (; n < p->size; n++) {
                 PoolEntry *e = calloc(1, sizeof(*e)), **l;
                 int k;
 
@@ -118,9 +131,10 @@ static int target_fill(PoolTarget *t) {
                 }
                 t->entries = l;
                 e->target = t;
+                e->owner = uid;
                 e->item = (PoolItem) { .in_fd = -EBADF, .out_fd = -EBADF, .ctl_fd = -EBADF };
-                /* Work the daemon does for itself: charged to its own account, capped like the rest. */
-                if (p->sched && scheduler_try_acquire(p->sched, &e->ticket, SCHED_PRESTART, SCHEDULER_DAEMON_UID) != 0) {
+                /* Charged to whom it is for (the daemon's own for whoever comes first), capped like the rest. */
+                if (p->sched && scheduler_try_acquire(p->sched, &e->ticket, SCHED_PRESTART, uid) != 0) {
                         free(e);
                         return 0;
                 }
@@ -206,7 +220,7 @@ static PoolTarget *pool_find(const Pool *p, const char *key, size_t *ret_index) 
         return NULL;
 }
 
-int pool_refill(Pool *p, const char *key, const PoolTargetOps *ops, void *spec) {
+int pool_refill(Pool *p, const char *key, uid_t uid, const PoolTargetOps *ops, void *spec) {
         PoolTarget *t;
 
         if (!p || p->size == 0) {
@@ -219,12 +233,15 @@ int pool_refill(Pool *p, const char *key, const PoolTargetOps *ops, void *spec) 
                 if (ops->free_spec)
                         ops->free_spec(spec);
         } else {
-                /* Room for it: the least recently used target goes. */
+                /* Room for it: the least recently used target of the same uid goes, else the least recently used. */
                 if (p->n_targets >= POOL_MAX_TARGETS) {
-                        size_t oldest = 0;
-                        for (size_t i = 1; i < p->n_targets; i++)
-                                if (p->targets[i]->last_used < p->targets[oldest]->last_used)
-                                        oldest = i;
+                        size_t oldest = SIZE_MAX;
+                        for (int same = 1; same >= 0 && oldest == SIZE_MAX; same--)
+                                for (size_t i = 0; i < p->n_targets; i++)
+                                        if ((!same || p->targets[i]->last_uid == uid) &&
+                                            (oldest == SIZE_MAX ||
+                                             p->targets[i]->last_used < p->targets[oldest]->last_used))
+                                                oldest = i;
                         pool_drop_target(p, oldest);
                 }
                 t = calloc(1, sizeof(*t));
@@ -235,11 +252,14 @@ int pool_refill(Pool *p, const char *key, const PoolTargetOps *ops, void *spec) 
                         return -ENOMEM;
                 }
                 t->pool = p;
+                t->last_uid = t->shared_taker = SCHEDULER_DAEMON_UID;
                 t->ops = *ops;
                 t->spec = spec;
                 p->targets[p->n_targets++] = t;
         }
         t->last_used = now_usec();
+        if (uid != SCHEDULER_DAEMON_UID)
+                t->last_uid = uid;
 
         if (!p->sweep) {
                 if (sd_event_add_time_relative(p->event, &p->sweep, CLOCK_MONOTONIC, SWEEP_INTERVAL_USEC,
@@ -249,10 +269,10 @@ int pool_refill(Pool *p, const char *key, const PoolTargetOps *ops, void *spec) 
                 (void) sd_event_source_set_time_relative(p->sweep, SWEEP_INTERVAL_USEC);
                 (void) sd_event_source_set_enabled(p->sweep, SD_EVENT_ON);
         }
-        return target_fill(t);
+        return target_fill(t, uid);
 }
 
-int pool_take(Pool *p, const char *key, PoolItem *ret) {
+int pool_take(Pool *p, const char *key, uid_t uid, PoolItem *ret, bool *ret_shared) {
         PoolTarget *t;
         size_t idx;
 
@@ -266,24 +286,36 @@ int pool_take(Pool *p, const char *key, PoolItem *ret) {
                 return 0;
         }
         t->last_used = now_usec();
-        while (t->n_entries > 0) {
-                PoolEntry *e = t->entries[0];
-                Process *proc = e->item.proc;
+        t->last_uid = uid;
+        /* The uid's own first, then the daemon's; never another uid's. */
+        for (int own = 1; own >= 0; own--)
+                for (size_t i = 0; i < t->n_entries;) {
+                        PoolEntry *e = t->entries[i];
+                        Process *proc = e->item.proc;
 
-                target_remove_entry(t, e);
-                /* Only a process still waiting, that has said nothing, is as good as a new one. */
-                if (!proc || proc->exited || proc->out.total > 0 || proc->err.total > 0) {
-                        entry_free(e);
-                        continue;
+                        if (e->owner != (own ? uid : SCHEDULER_DAEMON_UID) ||
+                            (!own && uid != SCHEDULER_DAEMON_UID && t->shared_taker == uid)) {
+                                i++;
+                                continue;
+                        }
+                        target_remove_entry(t, e);
+                        /* Only a process still waiting, that has said nothing, is as good as a new one. */
+                        if (!proc || proc->exited || proc->out.total > 0 || proc->err.total > 0) {
+                                entry_free(e);
+                                continue;
+                        }
+                        t->failures = 0;
+                        proc->done = NULL;
+                        proc->userdata = NULL;
+                        *ret = e->item;
+                        if (!own)
+                                t->shared_taker = uid;
+                        if (ret_shared)
+                                *ret_shared = e->owner == SCHEDULER_DAEMON_UID && uid != SCHEDULER_DAEMON_UID;
+                        scheduler_release(&e->ticket);   /* the taker's run slot covers it from now on */
+                        free(e);
+                        return 1;
                 }
-                t->failures = 0;
-                proc->done = NULL;
-                proc->userdata = NULL;
-                *ret = e->item;
-                scheduler_release(&e->ticket);   /* the taker's run slot covers it from now on */
-                free(e);
-                return 1;
-        }
         return 0;
 }
 

@@ -10,6 +10,14 @@
  * or no longer valid (their check says so), are dropped with their
  * processes; freeing the pool kills everything in it. The processes are no
  * work in progress: nothing waits for them.
+ *
+ * Each process is started for someone: the uid whose run used the target
+ * (refilled for that uid's next run) or the daemon (SCHEDULER_DAEMON_UID,
+ * for whoever comes first). A uid takes its own first, then the daemon's
+ * unless it was the last to take that one, never another uid's: one user's
+ * burst of runs cannot drain what another user's next run would use. A new target takes the place of the least
+ * recently used target of the same uid when there is one, so one user's many
+ * environments do not push out another's.
  */
 
 #include <stdbool.h>
@@ -43,7 +51,7 @@ typedef struct PoolTargetOps {
 #define POOL_MAX_TARGETS 4
 #define POOL_TARGET_IDLE_USEC (10 * 60 * USEC_PER_SEC)
 
-/* sched: where each waiting process holds a SCHED_PRESTART place of the daemon's own account (NULL: none). */
+/* sched: where each waiting process holds a SCHED_PRESTART place of the uid it was started for (NULL: none). */
 int pool_new(Pool **ret, sd_event *e, Scheduler *sched, unsigned size);
 /* Kills every process in it. */
 Pool *pool_free(Pool *p);
@@ -52,12 +60,14 @@ void pool_set_size(Pool *p, unsigned size);
 unsigned pool_size(const Pool *p);
 
 /*
- * The target key was just used: remember it (taking spec; freed at once when the target is known) and start
- * what is missing. Starting never waits for the processes.
+ * The target key was just used by uid (SCHEDULER_DAEMON_UID: by nobody yet): remember it (taking spec; freed at
+ * once when the target is known) and start what is missing of uid's processes for it. Starting never waits for
+ * the processes.
  */
-int pool_refill(Pool *p, const char *key, const PoolTargetOps *ops, void *spec);
-/* A started process for key: 1 and *ret filled (the caller owns it all now), 0 if there is none. */
-int pool_take(Pool *p, const char *key, PoolItem *ret);
+int pool_refill(Pool *p, const char *key, uid_t uid, const PoolTargetOps *ops, void *spec);
+/* A started process for key that uid may take (its own, else the daemon's): 1 and *ret filled (the caller owns it
+ * all now), 0 if there is none. When it was the daemon's, *ret_shared (unless NULL) is set: refill that at once. */
+int pool_take(Pool *p, const char *key, uid_t uid, PoolItem *ret, bool *ret_shared);
 /* Kill every waiting process and forget all targets (the policy changed). */
 void pool_flush(Pool *p);
 /* Waiting processes, all targets together. */

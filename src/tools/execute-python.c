@@ -321,6 +321,7 @@ typedef struct Job {
         bool built_now;
         char *pool_key;                 /* the run may use, and refills, a pre-started sandbox of this key */
         bool prestarted;                /* it did */
+        bool prestart_shared;           /* the one it took was the daemon's, for whoever came first */
         const char *banner;             /* unsafe-no-sandbox: the line every result starts with, from the spawn */
         bool spawned;                   /* banner is the run's: it is NULL when the run is sandboxed */
         InputFiles files;               /* the user's files, at /work/in */
@@ -759,7 +760,7 @@ static char *prestart_key(const Config *c, const char *env_path, const char *pre
         return key;
 }
 
-int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix) {
+int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix, uid_t uid) {
         const Config *c = runtime_config(r);
         _cleanup_free_ char *key = NULL;
         Prestart *ps;
@@ -788,7 +789,7 @@ int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix
         ps->ino = st.st_ino;
         sandbox_limits_from_config(c, &ps->limits);
         output_caps(c, &ps->head_max, &ps->tail_max);
-        return pool_refill(runtime_pool(r), key, &prestart_ops, ps);
+        return pool_refill(runtime_pool(r), key, uid, &prestart_ops, ps);
 }
 
 /* A run with the configured limits may use a pre-started sandbox: set j->pool_key. */
@@ -811,7 +812,11 @@ static void job_refill(Job *j) {
 
         if (!j->pool_key)
                 return;
-        k = execute_python_prestart(j->runtime, j->env_path, j->plan->python->prefix);
+        /* The caller's next run gets one of its own; an environment without dependencies, everybody's hello world,
+         * also keeps one for whoever comes first (as at start-up), unless it has one. */
+        k = execute_python_prestart(j->runtime, j->env_path, j->plan->python->prefix, j->call->uid);
+        if (k >= 0 && j->plan->requirements.n == 0)
+                k = execute_python_prestart(j->runtime, j->env_path, j->plan->python->prefix, SCHEDULER_DAEMON_UID);
         if (k < 0)
                 log_debug_errno(k, "Failed to start a sandbox ahead for the next run: %m");
 }
@@ -827,7 +832,7 @@ static bool job_take_prestarted(Job *j) {
         int size;
 
         /* A script larger than a pipe holds goes to a fresh sandbox: the hand-over is one write. */
-        if (!j->pool_key || j->script_len > 65536 || pool_take(runtime_pool(r), j->pool_key, &it) <= 0)
+        if (!j->pool_key || j->script_len > 65536 || pool_take(runtime_pool(r), j->pool_key, j->call->uid, &it, &j->prestart_shared) <= 0)
                 return false;
         /* The script must fit the pipe in one write: the loop never waits on a sandbox. Else a fresh one. */
         size = fcntl(it.in_fd, F_GETPIPE_SZ);
@@ -861,6 +866,10 @@ static bool job_take_prestarted(Job *j) {
         j->out_fd = TAKE_FD(it.out_fd);
         j->prestarted = true;
         log_debug("execute_python for uid " UID_FMT ": running in a pre-started sandbox.", j->call->uid);
+        /* It was there for whoever came first: another goes back now, for the next user to come. */
+        if (j->prestart_shared &&
+            execute_python_prestart(r, j->env_path, j->plan->python->prefix, SCHEDULER_DAEMON_UID) < 0)
+                log_debug("Failed to start a sandbox ahead for the next user.");
         return true;
 }
 
