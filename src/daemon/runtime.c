@@ -962,9 +962,22 @@ Pool *runtime_pool(const Runtime *r) {
 
 /* The cgroups of the next run (one, or one in each cgroup v1 hierarchy), when the daemon has cgroups; NULL: rlimits
  * only. */
+/* A new run cgroup's name: unique across restarts too, so that a busy cgroup an earlier daemon left is never
+ * joined. */
+static void run_cgroup_name(char name[static 64]) {
+        static unsigned long long n_runs;
+        static uint64_t started;
+
+        if (!started) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                started = (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+        }
+        snprintf(name, 64, "run-%d-%" PRIx64 "-%llu", (int) getpid(), started, ++n_runs);
+}
+
 static char **new_run_cgroup(const SandboxLimits *limits) {
         static bool logged;
-        static unsigned long long n_runs;
         char **paths = NULL, name[64];
         int k;
 
@@ -974,14 +987,7 @@ static char **new_run_cgroup(const SandboxLimits *limits) {
         }
         if (sandbox_cgroup_probe() <= 0)
                 return NULL;
-        static uint64_t started;
-        if (!started) {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                started = (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
-        }
-        /* Unique across restarts too: a busy cgroup an earlier daemon left is never joined. */
-        snprintf(name, sizeof(name), "run-%d-%" PRIx64 "-%llu", (int) getpid(), started, ++n_runs);
+        run_cgroup_name(name);
         k = sandbox_cgroup_new_run_cgroups(name, limits, &paths);
         if (k < 0) {
                 log_warning_errno(k, "Failed to create the cgroup %s of a run, falling back to rlimits for this run: %m",
@@ -989,6 +995,44 @@ static char **new_run_cgroup(const SandboxLimits *limits) {
                 return NULL;
         }
         return paths;
+}
+
+void runtime_move_to_owner(Runtime *r, Process *p, uid_t uid) {
+        _cleanup_strv_free_ char **paths = NULL;
+        SandboxLimits limits;
+        char name[64];
+        int k;
+
+        if (!p || !p->cgroups)
+                return;
+        /* Sandboxes started ahead have the configured limits: the new cgroups get the same. */
+        sandbox_limits_from_config(r->config, &limits);
+        limits.owner = uid;
+        run_cgroup_name(name);
+        k = sandbox_cgroup_move_run_cgroups(p->cgroups, name, &limits, &paths);
+        if (k < 0) {
+                log_debug_errno(k, "Failed to move a run into the cgroup group of uid " UID_FMT ", it stays in the "
+                                "daemon's: %m", uid);
+                return;
+        }
+        strv_free(p->cgroups);
+        p->cgroups = TAKE_PTR(paths);
+}
+
+/* What a spawn in a cgroup gives back when its Process is freed (its cgroups removed by then): the group of runs
+ * it was in goes once it is empty, then what was to be released. */
+typedef struct CgroupSpawnHold {
+        ProcessReleaseFunc release;
+        void *release_userdata;
+} CgroupSpawnHold;
+
+static void cgroup_spawn_hold_release(void *userdata) {
+        CgroupSpawnHold *x = userdata;
+
+        sandbox_cgroup_remove_empty_groups();
+        if (x->release)
+                x->release(x->release_userdata);
+        free(x);
 }
 
 /* Spawn o with the run's resource limits: a cgroup of its own when we can (and may), rlimits otherwise
@@ -999,6 +1043,19 @@ static int spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *lim
         ProcessLimit rlimits[SANDBOX_N_RLIMITS];
         int k;
 
+        if (cgroups) {
+                CgroupSpawnHold *x = calloc(1, sizeof(*x));
+                if (!x) {
+                        for (size_t i = 0; cgroups[i]; i++)
+                                (void) rmdir(cgroups[i]);
+                        if (o->release)
+                                o->release(o->release_userdata);   /* as process_spawn() does when it fails */
+                        return -ENOMEM;
+                }
+                *x = (CgroupSpawnHold) { .release = o->release, .release_userdata = o->release_userdata };
+                o->release = cgroup_spawn_hold_release;
+                o->release_userdata = x;
+        }
         o->limits = rlimits;
         o->n_limits = sandbox_limits_rlimits(limits, cgroups != NULL, rlimits);
         o->cgroups = cgroups;

@@ -138,7 +138,7 @@ static int target_fill(PoolTarget *t, uid_t uid) {
                         free(e);
                         return 0;
                 }
-                k = t->ops.spawn(t->spec, on_entry_died, e, &e->item);
+                k = t->ops.spawn(t->spec, uid, on_entry_died, e, &e->item);
                 if (k < 0) {
                         scheduler_release(&e->ticket);
                         free(e);

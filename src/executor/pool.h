@@ -36,8 +36,9 @@ typedef struct PoolItem {
         int ctl_fd;             /* the daemon's end of a socket the process holds too (network-allow's), or -EBADF */
 } PoolItem;
 
-/* Start one process for spec, passing done and userdata to process_spawn. */
-typedef int (*PoolSpawnFunc)(void *spec, ProcessDoneFunc done, void *userdata, PoolItem *ret);
+/* Start one process for spec, for owner's next run (SCHEDULER_DAEMON_UID: whoever's), passing done and userdata to
+ * process_spawn. */
+typedef int (*PoolSpawnFunc)(void *spec, uid_t owner, ProcessDoneFunc done, void *userdata, PoolItem *ret);
 /* Still usable (e.g. what it binds is still there)? */
 typedef bool (*PoolCheckFunc)(void *spec);
 typedef void (*PoolSpecFreeFunc)(void *spec);

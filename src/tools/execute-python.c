@@ -694,8 +694,9 @@ static bool prestart_check(void *userdata) {
         return stat(ps->env_path, &st) >= 0 && st.st_dev == ps->dev && st.st_ino == ps->ino;
 }
 
-static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userdata, PoolItem *ret) {
+static int prestart_spawn(void *userdata, uid_t owner, ProcessDoneFunc done, void *done_userdata, PoolItem *ret) {
         Prestart *ps = userdata;
+        SandboxLimits limits = ps->limits;
         _cleanup_close_ int out_r = -EBADF, out_w = -EBADF, in_r = -EBADF, in_w = -EBADF;
         int fds[2];
         char arg[32];
@@ -722,8 +723,9 @@ static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userd
                 return k;
         char *ro[] = { ps->prefix, NULL };
         int pass[] = { out_w, in_r, net_fd };
+        limits.owner = owner;   /* in the cgroup group of the user it is for, or the daemon's */
         k = runtime_spawn_sandboxed_with_fds(ps->runtime, ps->env_path, streq(ps->prefix, "/usr") ? NULL : ro, NULL,
-                                             0, pass, net_fd >= 0 ? 3 : 2, wrapped ?: command, 0, &ps->limits,
+                                             0, pass, net_fd >= 0 ? 3 : 2, wrapped ?: command, 0, &limits,
                                              ps->head_max, ps->tail_max, done, done_userdata, &ret->proc);
         if (k < 0)
                 return k;
@@ -866,6 +868,9 @@ static bool job_take_prestarted(Job *j) {
         j->out_fd = TAKE_FD(it.out_fd);
         j->prestarted = true;
         log_debug("execute_python for uid " UID_FMT ": running in a pre-started sandbox.", j->call->uid);
+        /* One started for whoever came first waited in the daemon's group: its run is a share of its user's. */
+        if (j->prestart_shared)
+                runtime_move_to_owner(r, j->proc, j->call->uid);
         /* It was there for whoever came first: another goes back now, for the next user to come. */
         if (j->prestart_shared &&
             execute_python_prestart(r, j->env_path, j->plan->python->prefix, SCHEDULER_DAEMON_UID) < 0)
@@ -1135,6 +1140,7 @@ static void job_run(Job *j) {
                 return job_fail(j, PHASE_RUN, "the network proxy could not be set up: %s", strerror(-k));
         char *ro[] = { (char *) prefix, NULL };
         int fds[] = { out_w, net_fd };
+        j->limits.owner = j->call->uid;         /* the run's CPU is a share of its user's */
         k = runtime_spawn_sandboxed_with_fds(r, j->env_path, streq(prefix, "/usr") ? NULL : ro,
                                              data, 1 + j->files.n, fds, net_fd >= 0 ? 2 : 1, wrapped ?: command,
                                              j->timeout_usec, &j->limits, head, tail, on_run_done, j, &j->proc);

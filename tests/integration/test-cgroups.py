@@ -5,7 +5,8 @@
 Without a delegated cgroup v2 subtree, a root daemon makes cgroups itself: on
 cgroup v2 below its own cgroup, or in the cgroup v1 pids and memory (and cpu)
 hierarchies. Shown here from both sides of the sandbox: every run is in a
-cgroup of its own, in each hierarchy, with the run's limits written there; a
+cgroup of its own, in each hierarchy, inside the group of its user's runs
+(one CPU weight per user), with the run's limits written there; a
 fork bomb stops at its run's pids.max and a memory hog, also one that fills a
 tmpfs (/tmp, /work, /dev/shm: their pages are charged to the writer's memory
 cgroup), at its memory limit, each reported as that limit from the cgroup's
@@ -122,10 +123,16 @@ def run_dirs():
     """The run cgroups there are now below the daemon's own, in each hierarchy: {path, ...}."""
     found = set()
     for parent in _STATE["parents"].values():
+        # In the groups of runs: one per user (uid-N), one for the daemon's own work.
         try:
-            found.update(os.path.join(parent, n) for n in os.listdir(parent) if n.startswith("run-"))
+            groups = [os.path.join(parent, n) for n in os.listdir(parent) if n.startswith("uid-") or n == "daemon"]
         except FileNotFoundError:
-            pass
+            continue
+        for g in groups:
+            try:
+                found.update(os.path.join(g, n) for n in os.listdir(g) if n.startswith("run-"))
+            except FileNotFoundError:
+                pass
     return found
 
 
@@ -176,8 +183,12 @@ def each_run_has_cgroups_of_its_own():
             path = where[h]
             parent, name = os.path.split(mounts[h] + path)
             check(name.startswith(f"run-{d.proc.pid}-"), f"{h or 'v2'}: the run's cgroup {path}")
-            # In the daemon's cgroup, below its own (this program's: in the safety net for pids).
-            eq(parent, parents[h], f"{h or 'v2'}: the cgroup the run's is in")
+            # In the daemon's cgroup, below its own (this program's: in the safety net for pids), in the group of
+            # the user's runs (this program's: root's), which has a user's CPU weight.
+            eq(parent, os.path.join(parents[h], "uid-0"), f"{h or 'v2'}: the cgroup the run's is in")
+            for weight, want in (("cpu.shares", "1024"), ("cpu.weight", "100")):
+                if os.path.exists(os.path.join(parent, weight)):
+                    eq(read(os.path.join(parent, weight)), want, f"{parent}/{weight}")
             run_names.add(name)
             full = mounts[h] + path
             # The run's limits, written there (the configured defaults: 2048 MiB, 256 processes).
