@@ -56,6 +56,8 @@ void pool_item_done(PoolItem *it) {
 static void entry_free(PoolEntry *e) {
         if (!e)
                 return;
+        /* Killed and reaped in the background: a sandbox's teardown is no wait for the event loop. */
+        process_detach(TAKE_PTR(e->item.proc));
         pool_item_done(&e->item);
         scheduler_release(&e->ticket);
         free(e);

@@ -166,8 +166,11 @@ static void cgroup_kill(const char *cgroup) {
                 (void) cgroup_kill_listed(cgroup);
 }
 
-/* Cgroups still busy when their process was freed (its processes were on their way out): removed later. */
+/* Cgroups still busy when their process was freed (its processes were on their way out): removed later, from a
+ * timer, never by waiting in the event loop. */
 static char **busy_cgroups;
+static sd_event_source *busy_timer;
+static uint64_t busy_delay;
 
 /* Remove a cgroup, killing what is left in it and waiting up to about tries ms for it to go; -EBUSY if it stays. */
 static int cgroup_remove(const char *cgroup, unsigned tries) {
@@ -176,9 +179,9 @@ static int cgroup_remove(const char *cgroup, unsigned tries) {
                         return 0;
                 if (errno != EBUSY)
                         return -errno;
+                cgroup_kill(cgroup);
                 if (i >= tries)
                         return -EBUSY;
-                cgroup_kill(cgroup);
                 (void) usleep(1000);
         }
 }
@@ -193,6 +196,33 @@ static void remove_busy_cgroups(unsigned tries) {
                         free(busy_cgroups[i]);
         if (busy_cgroups)
                 busy_cgroups[j] = NULL;
+}
+
+static int on_busy_timer(sd_event_source *s, uint64_t usec, void *userdata);
+
+/* While cgroups are busy, try them again after a while (10 ms, doubling up to a second). */
+static void retry_busy_cgroups_later(sd_event *e) {
+        if (!busy_cgroups || !busy_cgroups[0]) {
+                busy_delay = 0;
+                if (busy_timer)
+                        (void) sd_event_source_set_enabled(busy_timer, SD_EVENT_OFF);
+                return;
+        }
+        busy_delay = busy_delay ? MIN(busy_delay * 2, USEC_PER_SEC) : 10 * USEC_PER_MSEC;
+        if (!busy_timer) {
+                if (!e || sd_event_add_time_relative(e, &busy_timer, CLOCK_MONOTONIC, busy_delay, 0, on_busy_timer,
+                                                     NULL) < 0)
+                        return;   /* then at the next spawn or free */
+                return;
+        }
+        (void) sd_event_source_set_time_relative(busy_timer, busy_delay);
+        (void) sd_event_source_set_enabled(busy_timer, SD_EVENT_ONESHOT);
+}
+
+static int on_busy_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        remove_busy_cgroups(0);
+        retry_busy_cgroups_later(sd_event_source_get_event(s));
+        return 0;
 }
 
 static void kill_group(Process *p) {
@@ -271,12 +301,13 @@ Process *process_free(Process *p) {
         capture_done(&p->out);
         capture_done(&p->err);
         /* Empty once the child is reaped: its pid namespace went with it. What is still on its way out (or, without
-         * the namespace, left the process group) is killed and given a moment; busy after that: tried again later. */
+         * the namespace, left the process group) is killed; busy: tried again from a timer, without waiting here. */
         for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
-                if (cgroup_remove(p->cgroups[i], 20) == -EBUSY)
+                if (cgroup_remove(p->cgroups[i], 0) == -EBUSY)
                         (void) strv_extend(&busy_cgroups, p->cgroups[i]);
         strv_free(p->cgroups);
         remove_busy_cgroups(0);
+        retry_busy_cgroups_later(p->event);
         if (p->remove_dir) {
                 (void) rm_rf_untrusted(p->remove_dir);
                 free(p->remove_dir);
@@ -362,12 +393,24 @@ void process_free_detached(void) {
         /* A last chance, of up to a second each, for the cgroups still busy. */
         remove_busy_cgroups(1000);
         busy_cgroups = strv_free(busy_cgroups);
+        busy_timer = sd_event_source_disable_unref(busy_timer);
+        busy_delay = 0;
 }
 
-_noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w, int sync_r) {
+_noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w) {
         sigset_t all;
-        int null_fd = -EBADF;
-        char c;
+        int null_fd = -EBADF, k;
+        char pid[32];
+
+        /* Into our cgroups before anything else: nothing may run outside them. The child does it, not the daemon:
+         * moving a process takes a lock of the whole machine's (cgroup v1: milliseconds under load), which the
+         * event loop must not wait for. */
+        snprintf(pid, sizeof(pid), "%d", (int) getpid());
+        for (size_t i = 0; o->cgroups && o->cgroups[i]; i++)
+                if ((k = cgroup_write(o->cgroups[i], "cgroup.procs", pid)) < 0) {
+                        dprintf(err_w, "Failed to enter the cgroup %s: %s\n", o->cgroups[i], strerror(-k));
+                        _exit(127);
+                }
 
         /* The daemon blocks signals for sd-event and ignores SIGPIPE; the child must not inherit that. */
         sigemptyset(&all);
@@ -406,13 +449,7 @@ _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w, int 
         if (o->nice > 0 && getpriority(PRIO_PROCESS, 0) < o->nice)
                 (void) setpriority(PRIO_PROCESS, 0, o->nice);
 
-        /* Wait until the parent has put us into our cgroup: nothing may run outside it. */
-        if (sync_r >= 0 && read(sync_r, &c, 1) != 1) {
-                dprintf(STDERR_FILENO, "Failed to enter the cgroup %s.\n", o->cgroups[0]);
-                _exit(127);
-        }
-
-        /* Last, after the cgroup: the parent moved us while we could still be moved by it. */
+        /* Last, after the cgroup: we moved ourselves while we could still be moved by root. */
         if (o->uid > 0) {
                 if (setgroups(0, NULL) < 0 || setresgid(o->gid, o->gid, o->gid) < 0 ||
                     setresuid(o->uid, o->uid, o->uid) < 0) {
@@ -436,7 +473,7 @@ _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w, int 
 
 int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, void *userdata, Process **ret) {
         _cleanup_(process_freep) Process *p = NULL;
-        int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF }, sync[2] = { -EBADF, -EBADF };
+        int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF };
         int r;
 
         /* Cgroups of earlier runs that were still busy when those were freed may be empty now. */
@@ -477,10 +514,6 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
                         r = -ENOMEM;
                         goto fail;
                 }
-                if (pipe2(sync, O_CLOEXEC) < 0) {
-                        r = -errno;
-                        goto fail;
-                }
         }
 
         p->start_usec = now_usec();
@@ -489,31 +522,12 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
                 r = -errno;
                 goto fail;
         }
-        if (p->pid == 0) {
-                safe_close(sync[1]);
-                child(o, out[1], err[1], sync[0]);
-        }
+        if (p->pid == 0)
+                child(o, out[1], err[1]);
 
         /* The child is in its own session; its pid is its process group. */
         safe_close(out[1]);
         safe_close(err[1]);
-        if (p->cgroups) {
-                char pid[32];
-                sync[0] = safe_close(sync[0]);
-                snprintf(pid, sizeof(pid), "%d", (int) p->pid);
-                r = 0;
-                for (size_t i = 0; p->cgroups[i] && r >= 0; i++)
-                        r = cgroup_write(p->cgroups[i], "cgroup.procs", pid);
-                /* On failure the child reads EOF and exits; process_free() below reaps it. */
-                if (r >= 0 && write(sync[1], "x", 1) != 1)
-                        r = -errno;
-                sync[1] = safe_close(sync[1]);
-                if (r < 0) {
-                        safe_close(out[0]);
-                        safe_close(err[0]);
-                        return r;
-                }
-        }
         p->stdout_fd = out[0];
         p->stderr_fd = err[0];
         (void) fcntl(p->stdout_fd, F_SETFL, O_NONBLOCK);
@@ -543,7 +557,5 @@ fail:
         safe_close(out[1]);
         safe_close(err[0]);
         safe_close(err[1]);
-        safe_close(sync[0]);
-        safe_close(sync[1]);
         return r;
 }
