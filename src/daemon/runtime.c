@@ -997,6 +997,24 @@ static char **new_run_cgroup(const SandboxLimits *limits) {
         return paths;
 }
 
+
+/* What a spawn in a cgroup gives back when its Process is freed (its cgroups removed by then): the group of runs
+ * it was in goes once it is empty, then what was to be released. */
+typedef struct CgroupSpawnHold {
+        uid_t owner;
+        ProcessReleaseFunc release;
+        void *release_userdata;
+} CgroupSpawnHold;
+
+static void cgroup_spawn_hold_release(void *userdata) {
+        CgroupSpawnHold *x = userdata;
+
+        sandbox_cgroup_run_done(x->owner);
+        if (x->release)
+                x->release(x->release_userdata);
+        free(x);
+}
+
 void runtime_move_to_owner(Runtime *r, Process *p, uid_t uid) {
         _cleanup_strv_free_ char **paths = NULL;
         SandboxLimits limits;
@@ -1009,7 +1027,10 @@ void runtime_move_to_owner(Runtime *r, Process *p, uid_t uid) {
         sandbox_limits_from_config(r->config, &limits);
         limits.owner = uid;
         run_cgroup_name(name);
-        k = sandbox_cgroup_move_run_cgroups(p->cgroups, name, &limits, &paths);
+        CgroupSpawnHold *x = p->release == cgroup_spawn_hold_release ? p->release_userdata : NULL;
+        if (!x)
+                return;   /* not one of spawn_limited()'s */
+        k = sandbox_cgroup_move_run_cgroups(p->cgroups, x->owner, name, &limits, &paths);
         if (k < 0) {
                 log_debug_errno(k, "Failed to move a run into the cgroup group of uid " UID_FMT ", it stays in the "
                                 "daemon's: %m", uid);
@@ -1017,22 +1038,7 @@ void runtime_move_to_owner(Runtime *r, Process *p, uid_t uid) {
         }
         strv_free(p->cgroups);
         p->cgroups = TAKE_PTR(paths);
-}
-
-/* What a spawn in a cgroup gives back when its Process is freed (its cgroups removed by then): the group of runs
- * it was in goes once it is empty, then what was to be released. */
-typedef struct CgroupSpawnHold {
-        ProcessReleaseFunc release;
-        void *release_userdata;
-} CgroupSpawnHold;
-
-static void cgroup_spawn_hold_release(void *userdata) {
-        CgroupSpawnHold *x = userdata;
-
-        sandbox_cgroup_remove_empty_groups();
-        if (x->release)
-                x->release(x->release_userdata);
-        free(x);
+        x->owner = uid;
 }
 
 /* Spawn o with the run's resource limits: a cgroup of its own when we can (and may), rlimits otherwise
@@ -1048,11 +1054,13 @@ static int spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *lim
                 if (!x) {
                         for (size_t i = 0; cgroups[i]; i++)
                                 (void) rmdir(cgroups[i]);
+                        sandbox_cgroup_run_done(limits->owner);
                         if (o->release)
                                 o->release(o->release_userdata);   /* as process_spawn() does when it fails */
                         return -ENOMEM;
                 }
-                *x = (CgroupSpawnHold) { .release = o->release, .release_userdata = o->release_userdata };
+                *x = (CgroupSpawnHold) { .owner = limits->owner, .release = o->release,
+                                         .release_userdata = o->release_userdata };
                 o->release = cgroup_spawn_hold_release;
                 o->release_userdata = x;
         }

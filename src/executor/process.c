@@ -167,8 +167,19 @@ static void cgroup_kill(const char *cgroup) {
 }
 
 /* Cgroups still busy when their process was freed (its processes were on their way out): removed later, from a
- * timer, never by waiting in the event loop. */
-static char **busy_cgroups;
+ * timer, never by waiting in the event loop. The process's release waits for the last of its cgroups. */
+typedef struct BusyRelease {
+        unsigned n;             /* its cgroups still busy */
+        ProcessReleaseFunc release;
+        void *userdata;
+        struct BusyRelease *next;
+} BusyRelease;
+typedef struct BusyCgroup {
+        char *path;
+        BusyRelease *owner;     /* NULL: nothing waits for it */
+} BusyCgroup;
+static BusyCgroup *busy_cgroups;
+static size_t n_busy_cgroups;
 static sd_event_source *busy_timer;
 static uint64_t busy_delay;
 
@@ -186,23 +197,75 @@ static int cgroup_remove(const char *cgroup, unsigned tries) {
         }
 }
 
-static void remove_busy_cgroups(unsigned tries) {
+/* Try the busy cgroups again; force: give up on those that stay (at exit) and release their processes anyway. */
+static void remove_busy_cgroups(unsigned tries, bool force) {
+        static bool removing;
+        BusyRelease *done = NULL;
         size_t j = 0;
 
-        for (size_t i = 0; busy_cgroups && busy_cgroups[i]; i++)
-                if (cgroup_remove(busy_cgroups[i], tries) == -EBUSY)
-                        busy_cgroups[j++] = busy_cgroups[i];
-                else
-                        free(busy_cgroups[i]);
-        if (busy_cgroups)
-                busy_cgroups[j] = NULL;
+        if (removing)
+                return;   /* a release below freed a process: the loop here goes on */
+        removing = true;
+        for (size_t i = 0; i < n_busy_cgroups; i++) {
+                BusyCgroup *b = &busy_cgroups[i];
+                if (cgroup_remove(b->path, tries) == -EBUSY && !force) {
+                        busy_cgroups[j++] = *b;
+                        continue;
+                }
+                free(b->path);
+                if (b->owner && --b->owner->n == 0) {
+                        b->owner->next = done;
+                        done = b->owner;
+                }
+        }
+        n_busy_cgroups = j;
+        /* The releases last: they may free and spawn processes, which come back here. */
+        while (done) {
+                BusyRelease *x = done;
+                done = x->next;
+                if (x->release)
+                        x->release(x->userdata);
+                free(x);
+        }
+        removing = false;
+}
+
+/* Keep p's busy cgroups for later; returns true when p's release waits for them. */
+static bool keep_busy_cgroups(Process *p) {
+        BusyRelease *x = NULL;
+        size_t n = 0;
+        char **left = NULL;
+
+        for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
+                if (cgroup_remove(p->cgroups[i], 0) == -EBUSY && strv_extend(&left, p->cgroups[i]) >= 0)
+                        n++;
+        if (n == 0)
+                return false;
+        BusyCgroup *a = realloc(busy_cgroups, (n_busy_cgroups + n) * sizeof(*a));
+        if (p->release)
+                x = calloc(1, sizeof(*x));
+        if (!a || (p->release && !x)) {
+                /* No memory to wait: they stay for the next daemon to remove; the release goes now. */
+                if (a)
+                        busy_cgroups = a;
+                free(x);
+                strv_free(left);
+                return false;
+        }
+        busy_cgroups = a;
+        if (x)
+                *x = (BusyRelease) { .n = (unsigned) n, .release = p->release, .userdata = p->release_userdata };
+        for (size_t i = 0; i < n; i++)
+                busy_cgroups[n_busy_cgroups++] = (BusyCgroup) { .path = left[i], .owner = x };
+        free(left);   /* the strings live on in busy_cgroups */
+        return x != NULL;
 }
 
 static int on_busy_timer(sd_event_source *s, uint64_t usec, void *userdata);
 
 /* While cgroups are busy, try them again after a while (10 ms, doubling up to a second). */
 static void retry_busy_cgroups_later(sd_event *e) {
-        if (!busy_cgroups || !busy_cgroups[0]) {
+        if (n_busy_cgroups == 0) {
                 busy_delay = 0;
                 if (busy_timer)
                         (void) sd_event_source_set_enabled(busy_timer, SD_EVENT_OFF);
@@ -220,7 +283,7 @@ static void retry_busy_cgroups_later(sd_event *e) {
 }
 
 static int on_busy_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        remove_busy_cgroups(0);
+        remove_busy_cgroups(0, false);
         retry_busy_cgroups_later(sd_event_source_get_event(s));
         return 0;
 }
@@ -302,18 +365,16 @@ Process *process_free(Process *p) {
         capture_done(&p->err);
         /* Empty once the child is reaped: its pid namespace went with it. What is still on its way out (or, without
          * the namespace, left the process group) is killed; busy: tried again from a timer, without waiting here. */
-        for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
-                if (cgroup_remove(p->cgroups[i], 0) == -EBUSY)
-                        (void) strv_extend(&busy_cgroups, p->cgroups[i]);
+        bool waits = keep_busy_cgroups(p);
         strv_free(p->cgroups);
-        remove_busy_cgroups(0);
         retry_busy_cgroups_later(p->event);
         if (p->remove_dir) {
                 (void) rm_rf_untrusted(p->remove_dir);
                 free(p->remove_dir);
         }
-        /* Reaped: nothing of it runs as its uid any more (the sandbox's pid namespace went with it). */
-        if (p->release)
+        /* Reaped: nothing of it runs as its uid any more (the sandbox's pid namespace went with it); with cgroups
+         * still busy, once they are gone. */
+        if (p->release && !waits)
                 p->release(p->release_userdata);
         sd_event_unref(p->event);
         free(p);
@@ -390,9 +451,9 @@ void process_free_detached(void) {
                 detached = p->detached_next;
                 process_free(p);   /* killed already: waits for it, then removes what it leaves */
         }
-        /* A last chance, of up to a second each, for the cgroups still busy. */
-        remove_busy_cgroups(1000);
-        busy_cgroups = strv_free(busy_cgroups);
+        /* A last chance, of up to a second each, for the cgroups still busy; then their processes are released. */
+        remove_busy_cgroups(1000, true);
+        busy_cgroups = mfree(busy_cgroups);
         busy_timer = sd_event_source_disable_unref(busy_timer);
         busy_delay = 0;
 }
@@ -476,8 +537,6 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
         int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF };
         int r;
 
-        /* Cgroups of earlier runs that were still busy when those were freed may be empty now. */
-        remove_busy_cgroups(0);
 
         p = calloc(1, sizeof(*p));
         if (!p) {

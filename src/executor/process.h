@@ -52,8 +52,9 @@ typedef struct ProcessOptions {
         uid_t uid;                 /* the child drops every group and becomes uid:gid before it execs (only a
                                     * root daemon can); 0: it stays who we are */
         gid_t gid;
-        ProcessReleaseFunc release;   /* called once: from process_free(), after the child is reaped, or by
-                                       * process_spawn() when it fails; NULL: none */
+        ProcessReleaseFunc release;   /* called once: from process_free(), after the child is reaped (when
+                                       * its cgroups are still busy then, once they are gone, from a timer),
+                                       * or by process_spawn() when it fails; NULL: none */
         void *release_userdata;
 } ProcessOptions;
 

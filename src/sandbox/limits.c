@@ -308,9 +308,6 @@ void sandbox_cgroup_remove_stale(const char *dir) {
         remove_in(dir, true, true);
 }
 
-void sandbox_cgroup_remove_empty_groups_in(const char *dir) {
-        remove_in(dir, false, true);
-}
 
 const char *sandbox_cgroup_group_name(uid_t owner, char *buf, size_t size) {
         if (owner == SANDBOX_OWNER_DAEMON)
@@ -876,7 +873,43 @@ static struct {
         char *dirs[_SANDBOX_CGROUP_V1_MAX];     /* where runs go; v2: dirs[0] */
         char *name;                             /* of the cgroups a root daemon creates */
         char *detail;
+        struct { uid_t owner; unsigned n; } *groups;    /* runs with cgroups, per owner */
+        size_t n_groups;
 } state;
+
+static void group_count(uid_t owner, int delta) {
+        char name[32];
+        size_t i;
+
+        for (i = 0; i < state.n_groups && state.groups[i].owner != owner; i++)
+                ;
+        if (i == state.n_groups) {
+                if (delta < 0)
+                        return;
+                void *g = realloc(state.groups, (state.n_groups + 1) * sizeof(*state.groups));
+                if (!g)
+                        return;   /* uncounted: its group goes at the next sweep or at exit */
+                state.groups = g;
+                state.groups[state.n_groups++] = (typeof(*state.groups)) { .owner = owner };
+        }
+        if (delta > 0) {
+                state.groups[i].n++;
+                return;
+        }
+        if (--state.groups[i].n > 0)
+                return;
+        state.groups[i] = state.groups[--state.n_groups];
+        (void) sandbox_cgroup_group_name(owner, name, sizeof(name));
+        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++) {
+                char path[PATH_MAX];
+                if (state.dirs[c] && (size_t) snprintf(path, sizeof(path), "%s/%s", state.dirs[c], name) < sizeof(path))
+                        (void) rmdir(path);
+        }
+}
+
+void sandbox_cgroup_run_done(uid_t owner) {
+        group_count(owner, -1);
+}
 
 int sandbox_cgroup_set_instance(const char *key) {
         char hex[65];
@@ -1081,10 +1114,13 @@ int sandbox_cgroup_new_run_cgroups(const char *name, const SandboxLimits *l, cha
                         return -ENOMEM;
                 }
                 *ret_paths = TAKE_PTR(paths);
+                group_count(l->owner, +1);
                 return 0;
         case SANDBOX_CGROUP_V1_OWN:
                 r = sandbox_cgroup_v1_new_run(groups, name, l, ret_paths);
                 free_groups(groups);
+                if (r >= 0)
+                        group_count(l->owner, +1);
                 return r;
         case SANDBOX_CGROUP_NONE:
                 break;
@@ -1093,7 +1129,8 @@ int sandbox_cgroup_new_run_cgroups(const char *name, const SandboxLimits *l, cha
         return -EOPNOTSUPP;
 }
 
-int sandbox_cgroup_move_run_cgroups(char *const *from, const char *name, const SandboxLimits *l, char ***ret_paths) {
+int sandbox_cgroup_move_run_cgroups(char *const *from, uid_t from_owner, const char *name, const SandboxLimits *l,
+                                    char ***ret_paths) {
         _cleanup_strv_free_ char **paths = NULL;
         size_t n = strv_length((char **) from), i;
         int r;
@@ -1115,20 +1152,16 @@ int sandbox_cgroup_move_run_cgroups(char *const *from, const char *name, const S
                         (void) sandbox_cgroup_move_procs(paths[j], from[j]);
                 for (size_t j = 0; paths && paths[j]; j++)
                         (void) rmdir(paths[j]);
+                group_count(l->owner, -1);
                 return r;
         }
         for (i = 0; i < n; i++)
                 (void) rmdir(from[i]);
-        sandbox_cgroup_remove_empty_groups();
+        group_count(from_owner, -1);
         *ret_paths = TAKE_PTR(paths);
         return 0;
 }
 
-void sandbox_cgroup_remove_empty_groups(void) {
-        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++)
-                if (state.dirs[c])
-                        sandbox_cgroup_remove_empty_groups_in(state.dirs[c]);
-}
 
 void sandbox_cgroup_release(void) {
         bool own = state.mode == SANDBOX_CGROUP_V2_OWN || state.mode == SANDBOX_CGROUP_V1_OWN;
@@ -1144,6 +1177,7 @@ void sandbox_cgroup_release(void) {
         }
         free(state.name);
         free(state.detail);
+        free(state.groups);
         memset(&state, 0, sizeof(state));
 }
 

@@ -133,8 +133,6 @@ const char *sandbox_cgroup_group_name(uid_t owner, char *buf, size_t size);
  * file. Its path in *ret_path.
  */
 int sandbox_cgroup_new_group(const char *dir, const char *name, unsigned weight, char **ret_path);
-/* Remove the groups of runs in dir that are empty (rmdir fails for the others). */
-void sandbox_cgroup_remove_empty_groups_in(const char *dir);
 /* Move every process listed in from/cgroup.procs into to. Returns how many, or the first error. */
 int sandbox_cgroup_move_procs(const char *from, const char *to);
 
@@ -260,9 +258,14 @@ int sandbox_cgroup_new_run_cgroups(const char *name, const SandboxLimits *l, cha
  * into them, from removed. Their paths in *ret_paths. On failure the processes are back in from and nothing new
  * is left.
  */
-int sandbox_cgroup_move_run_cgroups(char *const *from, const char *name, const SandboxLimits *l, char ***ret_paths);
-/* Remove the groups of runs that are empty: after a run's cgroups went. */
-void sandbox_cgroup_remove_empty_groups(void);
+int sandbox_cgroup_move_run_cgroups(char *const *from, uid_t from_owner, const char *name, const SandboxLimits *l,
+                                    char ***ret_paths);
+/*
+ * Runs of each owner that have cgroups: sandbox_cgroup_new_run_cgroups() and sandbox_cgroup_move_run_cgroups()
+ * count one for l->owner (the move takes one from from_owner); call this when a run's cgroups are gone. At zero
+ * the owner's group goes (if it is empty: a run whose cgroup was still busy leaves it to the next sweep).
+ */
+void sandbox_cgroup_run_done(uid_t owner);
 
 /* At exit, when the runs are gone: remove the run cgroups still there, and the cgroups the daemon created. */
 void sandbox_cgroup_release(void);

@@ -899,8 +899,10 @@ START_TEST(test_cgroup_groups) {
         unlink_in(p, "cgroup.procs");
         ck_assert_int_eq(sandbox_cgroup_move_procs(p, to), -ENOENT);
 
-        /* Empty groups go (uid-6), busy ones (here: not empty) and what is no group stay. */
-        sandbox_cgroup_remove_empty_groups_in(d);
+        /* Empty groups go (uid-6), busy ones (here: not empty) and what is no group stay; run-1 is busy too. */
+        snprintf(p, sizeof(p), "%s/run-1", d);
+        put(p, "cgroup.procs", "12\n");
+        sandbox_cgroup_remove_stale(d);
         snprintf(p, sizeof(p), "%s/uid-6", d);
         ck_assert_int_lt(stat(p, &st), 0);
         snprintf(p, sizeof(p), "%s/uid-5", d);
