@@ -1066,15 +1066,30 @@ SandboxCgroupMode sandbox_cgroup_mode(void) {
         return state.mode;
 }
 
-/* The group of owner in each hierarchy (NULL where there is none), made if needed. */
+static bool group_counted(uid_t owner) {
+        for (size_t i = 0; i < state.n_groups; i++)
+                if (state.groups[i].owner == owner)
+                        return true;
+        return false;
+}
+
+/* The group of owner in each hierarchy (NULL where there is none), made if needed: not while it has runs. */
 static int new_groups(uid_t owner, char *ret[static _SANDBOX_CGROUP_V1_MAX]) {
+        bool made = group_counted(owner);
         char name[32];
         int r = 0;
 
         (void) sandbox_cgroup_group_name(owner, name, sizeof(name));
         for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++) {
                 ret[c] = NULL;
-                if (state.dirs[c] && r >= 0)
+                if (!state.dirs[c] || r < 0)
+                        continue;
+                if (made) {
+                        if (asprintf(&ret[c], "%s/%s", state.dirs[c], name) < 0) {
+                                ret[c] = NULL;
+                                r = -ENOMEM;
+                        }
+                } else
                         r = sandbox_cgroup_new_group(state.dirs[c], name,
                                                      owner == SANDBOX_OWNER_DAEMON ? SANDBOX_CGROUP_DAEMON_WEIGHT : 100,
                                                      &ret[c]);
