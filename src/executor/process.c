@@ -180,7 +180,7 @@ typedef struct BusyCgroup {
 } BusyCgroup;
 static BusyCgroup *busy_cgroups;
 static size_t n_busy_cgroups;
-static sd_event_source *busy_timer;
+static sd_event_source *busy_timer, *busy_idle;
 static uint64_t busy_delay;
 
 /* Remove a cgroup, killing what is left in it and waiting up to about tries ms for it to go; -EBUSY if it stays. */
@@ -230,14 +230,15 @@ static void remove_busy_cgroups(unsigned tries, bool force) {
         removing = false;
 }
 
-/* Keep p's busy cgroups for later; returns true when p's release waits for them. */
-static bool keep_busy_cgroups(Process *p) {
+/* Keep p's cgroups for later: all of them when later (removing a cgroup takes milliseconds under load: done when
+ * the event loop has nothing else to do), else those still busy. Returns true when p's release waits for them. */
+static bool keep_busy_cgroups(Process *p, bool later) {
         BusyRelease *x = NULL;
         size_t n = 0;
         char **left = NULL;
 
         for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
-                if (cgroup_remove(p->cgroups[i], 0) == -EBUSY && strv_extend(&left, p->cgroups[i]) >= 0)
+                if ((later || cgroup_remove(p->cgroups[i], 0) == -EBUSY) && strv_extend(&left, p->cgroups[i]) >= 0)
                         n++;
         if (n == 0)
                 return false;
@@ -286,6 +287,25 @@ static int on_busy_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         remove_busy_cgroups(0, false);
         retry_busy_cgroups_later(sd_event_source_get_event(s));
         return 0;
+}
+
+static int on_busy_idle(sd_event_source *s, void *userdata) {
+        remove_busy_cgroups(0, false);
+        retry_busy_cgroups_later(sd_event_source_get_event(s));
+        return 0;
+}
+
+/* Remove the kept cgroups when the event loop is idle (what is still busy then: from the timer). */
+static int remove_kept_cgroups_when_idle(sd_event *e) {
+        int r;
+
+        if (!busy_idle) {
+                r = sd_event_add_defer(e, &busy_idle, on_busy_idle, NULL);
+                if (r < 0)
+                        return r;
+                (void) sd_event_source_set_priority(busy_idle, SD_EVENT_PRIORITY_IDLE);
+        }
+        return sd_event_source_set_enabled(busy_idle, SD_EVENT_ONESHOT);
 }
 
 static void kill_group(Process *p) {
@@ -365,8 +385,13 @@ Process *process_free(Process *p) {
         capture_done(&p->err);
         /* Empty once the child is reaped: its pid namespace went with it. What is still on its way out (or, without
          * the namespace, left the process group) is killed; busy: tried again from a timer, without waiting here. */
-        bool waits = keep_busy_cgroups(p);
+        /* While the loop runs, the cgroups go when it is idle; when it is exiting, now. */
+        bool later = p->cgroups && p->event && sd_event_get_exit_code(p->event, NULL) == -ENODATA &&
+                     sd_event_get_state(p->event) != SD_EVENT_FINISHED;
+        bool waits = keep_busy_cgroups(p, later);
         strv_free(p->cgroups);
+        if (later && n_busy_cgroups > 0 && remove_kept_cgroups_when_idle(p->event) < 0)
+                remove_busy_cgroups(0, false);
         retry_busy_cgroups_later(p->event);
         if (p->remove_dir) {
                 (void) rm_rf_untrusted(p->remove_dir);
@@ -455,6 +480,7 @@ void process_free_detached(void) {
         remove_busy_cgroups(1000, true);
         busy_cgroups = mfree(busy_cgroups);
         busy_timer = sd_event_source_disable_unref(busy_timer);
+        busy_idle = sd_event_source_disable_unref(busy_idle);
         busy_delay = 0;
 }
 
