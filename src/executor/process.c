@@ -424,6 +424,13 @@ void process_drain(Process *p, size_t max) {
         }
 }
 
+static char **background_cgroups;
+
+void process_set_background_cgroups(char **paths) {
+        strv_free(background_cgroups);
+        background_cgroups = paths;
+}
+
 /* Detached processes until they are reaped: the list keeps them reachable, so nothing looks leaked. */
 static Process *detached;
 
@@ -498,6 +505,10 @@ _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w) {
                         dprintf(err_w, "Failed to enter the cgroup %s: %s\n", o->cgroups[i], strerror(-k));
                         _exit(127);
                 }
+        /* Background work shares the CPU with the daemon's other own work, below the users' runs. */
+        if (!(o->cgroups && o->cgroups[0]) && o->nice > 0)
+                for (size_t i = 0; background_cgroups && background_cgroups[i]; i++)
+                        (void) cgroup_write(background_cgroups[i], "cgroup.procs", pid);
 
         /* The daemon blocks signals for sd-event and ignores SIGPIPE; the child must not inherit that. */
         sigemptyset(&all);

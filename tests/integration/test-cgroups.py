@@ -130,7 +130,9 @@ def run_dirs():
             continue
         for g in groups:
             try:
-                found.update(os.path.join(g, n) for n in os.listdir(g) if n.startswith("run-"))
+                # Not the one of builds, which lives as long as the daemon.
+                found.update(os.path.join(g, n) for n in os.listdir(g)
+                             if n.startswith("run-") and n != "run-background")
             except FileNotFoundError:
                 pass
     return found
@@ -345,6 +347,37 @@ def memory_hog_and_tmpfs_fill_stop_at_the_memory_limit():
     r, st, text = run("print('next')", timeout=10)
     check(not r.get("isError"), f"the next call: {text[-600:]}")
     mcptest.wait_until(lambda: not run_dirs(), 5, f"the runs' cgroups to go: {run_dirs()}")
+
+
+@test
+def builds_go_into_the_daemons_group():
+    """uv, installing a call's dependencies, runs in the daemon's group of runs (at a quarter of a user's CPU
+    weight), not beside the users' groups: background work gets less CPU than a user's runs."""
+    daemon()
+    from wheels import build_wheel
+    wheels = mcptest.scratch("mcpt-cg-wheels-")
+    build_wheel(wheels, "cgbuild", "1.0")
+    uv = mcptest.UvLog(delay=5, delay_on="pip install")
+    mcptest.at_exit(uv.close)
+    version, args = python_version()
+    d = Daemon(args=[f"--uv={uv.path}", f"--find-links={wheels}", "--offline", *args])
+    mcptest.at_exit(d.close)
+    c = d.client()
+    c.initialize()
+    name = "mcp-python-sandbox-" + hashlib.sha256(d.cache_dir.encode()).hexdigest()[:16]
+    rid = start_run(c, "# /// script\n# dependencies = [\"cgbuild\"]\n# ///\nimport cgbuild\nprint('ok')\n")
+    pids = mcptest.wait_until(lambda: mcptest.processes_with(uv.path + "\0pip\0install"), 60, "uv pip install")
+    where = mcptest.own_cgroups(pids[0])
+    used = hierarchies() + (["cpu"] if v1() and ", cpu)" in _STATE["detail"] else [])
+    mounts = mcptest.cgroup_mounts()
+    for h in used:
+        check(where[h].endswith(f"/{name}/daemon/run-background"), f"{h or 'v2'}: uv is in {where[h]}")
+    if "cpu" in used:
+        eq(read(mounts["cpu"] + os.path.dirname(where["cpu"]) + "/cpu.shares"), "256", "the daemon's group's weight")
+    reply = c.wait_for(rid, timeout=120)
+    check(not reply["result"].get("isError"), c.text(reply["result"])[-600:])
+    c.close()
+    d.close()
 
 
 @test
