@@ -264,15 +264,21 @@ static bool keep_busy_cgroups(Process *p, bool later) {
 
 static int on_busy_timer(sd_event_source *s, uint64_t usec, void *userdata);
 
-/* While cgroups are busy, try them again after a while (10 ms, doubling up to a second). */
-static void retry_busy_cgroups_later(sd_event *e) {
+/* While cgroups are kept, try them again after a while: 10 ms, then (again: from the timer, some stayed busy)
+ * doubling up to a second. */
+static void retry_busy_cgroups_later(sd_event *e, bool again) {
+        int enabled = SD_EVENT_OFF;
+
         if (n_busy_cgroups == 0) {
                 busy_delay = 0;
                 if (busy_timer)
                         (void) sd_event_source_set_enabled(busy_timer, SD_EVENT_OFF);
                 return;
         }
-        busy_delay = busy_delay ? MIN(busy_delay * 2, USEC_PER_SEC) : 10 * USEC_PER_MSEC;
+        /* A timer already set is not put off by more cgroups kept: under a steady stream of them it still fires. */
+        if (!again && busy_timer && sd_event_source_get_enabled(busy_timer, &enabled) >= 0 && enabled != SD_EVENT_OFF)
+                return;
+        busy_delay = again && busy_delay ? MIN(busy_delay * 2, USEC_PER_SEC) : 10 * USEC_PER_MSEC;
         if (!busy_timer) {
                 if (!e || sd_event_add_time_relative(e, &busy_timer, CLOCK_MONOTONIC, busy_delay, 0, on_busy_timer,
                                                      NULL) < 0)
@@ -285,13 +291,13 @@ static void retry_busy_cgroups_later(sd_event *e) {
 
 static int on_busy_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         remove_busy_cgroups(0, false);
-        retry_busy_cgroups_later(sd_event_source_get_event(s));
+        retry_busy_cgroups_later(sd_event_source_get_event(s), true);
         return 0;
 }
 
 static int on_busy_idle(sd_event_source *s, void *userdata) {
         remove_busy_cgroups(0, false);
-        retry_busy_cgroups_later(sd_event_source_get_event(s));
+        retry_busy_cgroups_later(sd_event_source_get_event(s), false);
         return 0;
 }
 
@@ -392,7 +398,7 @@ Process *process_free(Process *p) {
         strv_free(p->cgroups);
         if (later && n_busy_cgroups > 0 && remove_kept_cgroups_when_idle(p->event) < 0)
                 remove_busy_cgroups(0, false);
-        retry_busy_cgroups_later(p->event);
+        retry_busy_cgroups_later(p->event, false);
         if (p->remove_dir) {
                 (void) rm_rf_untrusted(p->remove_dir);
                 free(p->remove_dir);
