@@ -238,7 +238,8 @@ static bool keep_busy_cgroups(Process *p, bool later) {
         char **left = NULL;
 
         for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
-                if ((later || cgroup_remove(p->cgroups[i], 0) == -EBUSY) && strv_extend(&left, p->cgroups[i]) >= 0)
+                /* Not later (the loop is done: the daemon is exiting): given up to 20 ms, as nothing retries. */
+                if ((later || cgroup_remove(p->cgroups[i], 20) == -EBUSY) && strv_extend(&left, p->cgroups[i]) >= 0)
                         n++;
         if (n == 0)
                 return false;
