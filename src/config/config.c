@@ -75,7 +75,7 @@ static const Setting settings[] = {
         S("output-cap", SETTING_SIZE, output_cap, "Bytes of stdout+stderr kept per run (head and tail)"),
         S("max-runs", SETTING_UINT, max_runs, "Scripts running at once (0: four per CPU)"),
         S("max-runs-per-user", SETTING_UINT, max_runs_per_user,
-          "Scripts one user (uid) may run at once; more wait their turn (0: max-runs)"),
+          "Scripts one user (uid) may run at once; more wait their turn (0: half of max-runs, at least 1)"),
         S("max-queue", SETTING_UINT, max_queue, "Runs waiting for a slot before calls are refused"),
         S("max-builds", SETTING_UINT, max_builds,
           "Environment builds (uv processes) at once, all users together; more wait their turn (0: no limit)"),

@@ -55,7 +55,7 @@ typedef struct Config {
         uint64_t max_timeout_usec;
         uint64_t output_cap;
         uint64_t max_runs;              /* concurrent runs; 0 = four per CPU */
-        uint64_t max_runs_per_user;     /* concurrent runs of one uid; 0 = max_runs */
+        uint64_t max_runs_per_user;     /* concurrent runs of one uid; 0 = half of max_runs, at least 1 */
         uint64_t max_queue;
         /* The scheduler's other kinds (scheduler/scheduler.h): all users, one uid; 0 = no limit / the global one */
         uint64_t max_builds, max_builds_per_user;

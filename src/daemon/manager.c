@@ -573,7 +573,14 @@ int manager_new(Manager **ret, Config *config) {
                 return r;
         /* Before the first child: under systemd the daemon moves what is in its cgroup into a leaf of its own to
          * enable the controllers, which a child forking meanwhile can defeat. */
-        (void) sandbox_cgroup_probe();
+        if (sandbox_cgroup_probe() > 0) {
+                /* Builds and Python installs (spawned with a nice value) go into the daemon's group of runs, at a
+                 * quarter of a user's CPU weight, for as long as the daemon runs. */
+                char **bg = NULL;
+                if (sandbox_cgroup_new_run_cgroups("run-background",
+                                                   &(SandboxLimits) { .owner = SANDBOX_OWNER_DAEMON }, &bg) >= 0)
+                        process_set_background_cgroups(bg);
+        }
         r = runtime_new(&m->runtime, m->event, m->config);
         if (r < 0)
                 return r;
@@ -616,6 +623,7 @@ Manager *manager_free(Manager *m) {
                 manager_drop_session(m, m->sessions);
         m->workspaces = workspace_registry_free(m->workspaces);
         runtime_free(m->runtime);
+        process_set_background_cgroups(NULL);
         /* The runs are gone: so go their cgroups, and those the daemon created to hold them. */
         sandbox_cgroup_release();
         for (size_t i = 0; i < m->n_listeners; i++)

@@ -18,7 +18,8 @@ typedef struct PoolTarget PoolTarget;
 typedef struct PoolEntry {
         PoolTarget *target;
         PoolItem item;
-        SchedTicket ticket;     /* SCHED_PRESTART, the daemon's, until a run takes the process */
+        uid_t owner;            /* whose next run it is for; SCHEDULER_DAEMON_UID: whoever comes first */
+        SchedTicket ticket;     /* SCHED_PRESTART, the owner's, until a run takes the process */
 } PoolEntry;
 
 struct PoolTarget {
@@ -27,6 +28,8 @@ struct PoolTarget {
         PoolTargetOps ops;
         void *spec;
         uint64_t last_used;
+        uid_t last_uid;         /* who used it last: a new target of that uid may take its place */
+        uid_t shared_taker;     /* who took the daemon's process last: not again before somebody else */
         PoolEntry **entries;
         size_t n_entries;
         unsigned failures;      /* in a row: a target whose processes die before use pauses refilling */
@@ -58,6 +61,8 @@ void pool_item_done(PoolItem *it) {
 static void entry_free(PoolEntry *e) {
         if (!e)
                 return;
+        /* Killed and reaped in the background: a sandbox's teardown is no wait for the event loop. */
+        process_detach(TAKE_PTR(e->item.proc));
         pool_item_done(&e->item);
         scheduler_release(&e->ticket);
         free(e);
@@ -102,8 +107,19 @@ static void on_entry_died(Process *proc, void *userdata) {
         entry_free(e);
 }
 
-static int target_fill(PoolTarget *t) {
+static unsigned target_n_owned(const PoolTarget *t, uid_t uid) {
+        unsigned n = 0;
+
+        for (size_t i = 0; i < t->n_entries; i++)
+                if (t->entries[i]->owner == uid)
+                        n++;
+        return n;
+}
+
+/* Start what is missing of uid's processes for t: as many as the target's depth. */
+static int target_fill(PoolTarget *t, uid_t uid) {
         Pool *p = t->pool;
+        unsigned n = target_n_owned(t, uid);
 
         /* Sandboxes that keep dying unused (a broken environment, a policy that fails) are not restarted in a
          * loop: after a few, wait a minute. */
@@ -112,7 +128,7 @@ static int target_fill(PoolTarget *t) {
                         return 0;
                 t->failures = 0;
         }
-        while (t->n_entries < MIN(t->depth, p->size)) {
+        for (; n < MIN(t->depth, p->size); n++) {
                 PoolEntry *e = calloc(1, sizeof(*e)), **l;
                 int k;
 
@@ -125,13 +141,14 @@ static int target_fill(PoolTarget *t) {
                 }
                 t->entries = l;
                 e->target = t;
+                e->owner = uid;
                 e->item = (PoolItem) { .in_fd = -EBADF, .out_fd = -EBADF, .ctl_fd = -EBADF, .started = now_usec() };
-                /* Work the daemon does for itself: charged to its own account, capped like the rest. */
-                if (p->sched && scheduler_try_acquire(p->sched, &e->ticket, SCHED_PRESTART, SCHEDULER_DAEMON_UID) != 0) {
+                /* Charged to whom it is for (the daemon's own for whoever comes first), capped like the rest. */
+                if (p->sched && scheduler_try_acquire(p->sched, &e->ticket, SCHED_PRESTART, uid) != 0) {
                         free(e);
                         return 0;
                 }
-                k = t->ops.spawn(t->spec, on_entry_died, e, &e->item);
+                k = t->ops.spawn(t->spec, uid, on_entry_died, e, &e->item);
                 if (k < 0) {
                         scheduler_release(&e->ticket);
                         free(e);
@@ -153,15 +170,20 @@ static void pool_sweep(Pool *p) {
                         pool_drop_target(p, i);
                         continue;
                 }
-                /* The burst is over: one fewer waits (the newest goes, the oldest is the readiest). */
+                /* The burst is over: one fewer waits for each owner (the newest goes, the oldest is the readiest). */
                 if (t->depth > 1 && now - t->last_short > POOL_DEPTH_DECAY_USEC) {
                         t->depth--;
                         t->last_short = now;
-                        while (t->n_entries > t->depth) {
-                                PoolEntry *newest = t->entries[0];
-                                for (size_t k = 1; k < t->n_entries; k++)
-                                        if (t->entries[k]->item.started > newest->item.started)
-                                                newest = t->entries[k];
+                        for (;;) {
+                                PoolEntry *newest = NULL;
+                                for (size_t k = 0; k < t->n_entries; k++) {
+                                        PoolEntry *e = t->entries[k];
+                                        if (target_n_owned(t, e->owner) > t->depth &&
+                                            (!newest || e->item.started > newest->item.started))
+                                                newest = e;
+                                }
+                                if (!newest)
+                                        break;
                                 target_remove_entry(t, newest);
                                 entry_free(newest);
                         }
@@ -228,7 +250,7 @@ static PoolTarget *pool_find(const Pool *p, const char *key, size_t *ret_index) 
         return NULL;
 }
 
-int pool_refill(Pool *p, const char *key, const PoolTargetOps *ops, void *spec) {
+int pool_refill(Pool *p, const char *key, uid_t uid, const PoolTargetOps *ops, void *spec) {
         PoolTarget *t;
 
         if (!p || p->size == 0) {
@@ -250,12 +272,15 @@ int pool_refill(Pool *p, const char *key, const PoolTargetOps *ops, void *spec) 
                                 entry_free(e);
                         }
         } else {
-                /* Room for it: the least recently used target goes. */
+                /* Room for it: the least recently used target of the same uid goes, else the least recently used. */
                 if (p->n_targets >= POOL_MAX_TARGETS) {
-                        size_t oldest = 0;
-                        for (size_t i = 1; i < p->n_targets; i++)
-                                if (p->targets[i]->last_used < p->targets[oldest]->last_used)
-                                        oldest = i;
+                        size_t oldest = SIZE_MAX;
+                        for (int same = 1; same >= 0 && oldest == SIZE_MAX; same--)
+                                for (size_t i = 0; i < p->n_targets; i++)
+                                        if ((!same || p->targets[i]->last_uid == uid) &&
+                                            (oldest == SIZE_MAX ||
+                                             p->targets[i]->last_used < p->targets[oldest]->last_used))
+                                                oldest = i;
                         pool_drop_target(p, oldest);
                 }
                 t = calloc(1, sizeof(*t));
@@ -266,12 +291,15 @@ int pool_refill(Pool *p, const char *key, const PoolTargetOps *ops, void *spec) 
                         return -ENOMEM;
                 }
                 t->pool = p;
+                t->last_uid = t->shared_taker = SCHEDULER_DAEMON_UID;
                 t->ops = *ops;
                 t->spec = spec;
                 t->depth = 1;
                 p->targets[p->n_targets++] = t;
         }
         t->last_used = now_usec();
+        if (uid != SCHEDULER_DAEMON_UID)
+                t->last_uid = uid;
 
         if (!p->sweep) {
                 if (sd_event_add_time_relative(p->event, &p->sweep, CLOCK_MONOTONIC, SWEEP_INTERVAL_USEC,
@@ -281,7 +309,7 @@ int pool_refill(Pool *p, const char *key, const PoolTargetOps *ops, void *spec) 
                 (void) sd_event_source_set_time_relative(p->sweep, SWEEP_INTERVAL_USEC);
                 (void) sd_event_source_set_enabled(p->sweep, SD_EVENT_ON);
         }
-        return target_fill(t);
+        return target_fill(t, uid);
 }
 
 static bool entry_ready(const PoolEntry *e) {
@@ -297,10 +325,11 @@ static bool entry_spoilt(const PoolEntry *e) {
         return !proc || proc->exited || proc->out.total > 0 || proc->err.total > 0;
 }
 
-int pool_take(Pool *p, const char *key, PoolAcceptFunc accept, void *userdata, PoolItem *ret) {
+int pool_take(Pool *p, const char *key, uid_t uid, PoolAcceptFunc accept, void *userdata, PoolItem *ret,
+              bool *ret_shared) {
         PoolTarget *t;
         PoolEntry *best = NULL;
-        bool best_ready = false;
+        bool best_ready = false, best_own = false;
         int best_score = -1;
         size_t idx;
         uint64_t now = now_usec();
@@ -315,6 +344,7 @@ int pool_take(Pool *p, const char *key, PoolAcceptFunc accept, void *userdata, P
                 return 0;
         }
         t->last_used = now;
+        t->last_uid = uid;
         for (size_t i = t->n_entries; i-- > 0;) {
                 PoolEntry *e = t->entries[i];
                 if (entry_spoilt(e)) {
@@ -324,17 +354,32 @@ int pool_take(Pool *p, const char *key, PoolAcceptFunc accept, void *userdata, P
                         entry_free(e);
                 }
         }
+        /* The uid's own or the daemon's (unless this uid was the last to take one of those), never another uid's;
+         * a ready one before one still starting, then the uid's own before the daemon's, then the best suited. */
         for (size_t i = 0; i < t->n_entries; i++) {
                 PoolEntry *e = t->entries[i];
-                int score = accept ? accept(&e->item, userdata) : 0;
-                bool ready;
+                bool own = e->owner == uid, ready, better;
+                int score;
 
+                if (!own && (e->owner != SCHEDULER_DAEMON_UID ||
+                             (uid != SCHEDULER_DAEMON_UID && t->shared_taker == uid)))
+                        continue;
+                score = accept ? accept(&e->item, userdata) : 0;
                 if (score < 0)
                         continue;
                 ready = entry_ready(e);
-                if (!best || (ready && !best_ready) || (ready == best_ready && score > best_score)) {
+                if (!best)
+                        better = true;
+                else if (ready != best_ready)
+                        better = ready;
+                else if (own != best_own)
+                        better = own;
+                else
+                        better = score > best_score;
+                if (better) {
                         best = e;
                         best_ready = ready;
+                        best_own = own;
                         best_score = score;
                 }
         }
@@ -354,6 +399,10 @@ int pool_take(Pool *p, const char *key, PoolAcceptFunc accept, void *userdata, P
         proc->done = NULL;
         proc->userdata = NULL;
         *ret = best->item;
+        if (!best_own)
+                t->shared_taker = uid;
+        if (ret_shared)
+                *ret_shared = best->owner == SCHEDULER_DAEMON_UID && uid != SCHEDULER_DAEMON_UID;
         scheduler_release(&best->ticket);   /* the taker's run slot covers it from now on */
         free(best);
         return 1;

@@ -13,6 +13,15 @@
  * or no longer valid (their check says so), are dropped with their
  * processes; freeing the pool kills everything in it. The processes are no
  * work in progress: nothing waits for them.
+ *
+ * Each process is started for someone: the uid whose run used the target
+ * (refilled for that uid's next run) or the daemon (SCHEDULER_DAEMON_UID,
+ * for whoever comes first). A uid takes its own or the daemon's, the latter
+ * not twice in a row, never another uid's: one user's burst of runs cannot
+ * drain what another user's next run would use. The depth applies to each
+ * uid's processes of a target. A new target takes the place of the least
+ * recently used target of the same uid when there is one, so one user's many
+ * environments do not push out another's.
  */
 
 #include <stdbool.h>
@@ -33,8 +42,9 @@ typedef struct PoolItem {
         uint64_t started;       /* when it was spawned */
 } PoolItem;
 
-/* Start one process for spec, passing done and userdata to process_spawn. */
-typedef int (*PoolSpawnFunc)(void *spec, ProcessDoneFunc done, void *userdata, PoolItem *ret);
+/* Start one process for spec, for owner's next run (SCHEDULER_DAEMON_UID: whoever's), passing done and userdata to
+ * process_spawn. */
+typedef int (*PoolSpawnFunc)(void *spec, uid_t owner, ProcessDoneFunc done, void *userdata, PoolItem *ret);
 /* Still usable (e.g. what it binds is still there)? */
 typedef bool (*PoolCheckFunc)(void *spec);
 typedef void (*PoolSpecFreeFunc)(void *spec);
@@ -62,7 +72,7 @@ typedef int (*PoolAcceptFunc)(const PoolItem *it, void *userdata);
 #define POOL_DEPTH_BURST_USEC (2 * USEC_PER_SEC)
 #define POOL_DEPTH_DECAY_USEC (30 * USEC_PER_SEC)
 
-/* sched: where each waiting process holds a SCHED_PRESTART place of the daemon's own account (NULL: none). */
+/* sched: where each waiting process holds a SCHED_PRESTART place of the uid it was started for (NULL: none). */
 int pool_new(Pool **ret, sd_event *e, Scheduler *sched, unsigned size);
 /* Kills every process in it. */
 Pool *pool_free(Pool *p);
@@ -71,16 +81,19 @@ void pool_set_size(Pool *p, unsigned size);
 unsigned pool_size(const Pool *p);
 
 /*
- * The target key was just used: remember it (taking spec; freed at once when the target is known) and start
- * what is missing. Starting never waits for the processes.
+ * The target key was just used by uid (SCHEDULER_DAEMON_UID: by nobody yet): remember it (taking spec; freed at
+ * once when the target is known) and start what is missing of uid's processes for it. Starting never waits for
+ * the processes.
  */
-int pool_refill(Pool *p, const char *key, const PoolTargetOps *ops, void *spec);
+int pool_refill(Pool *p, const char *key, uid_t uid, const PoolTargetOps *ops, void *spec);
 /*
- * A started process for key that accept (NULL: any) takes: 1 and *ret filled (the caller owns it all now), 0 if
- * there is none. A process is ready when its out_fd is readable (it wrote that it waits); the best ready one
- * is taken before any that is still starting.
+ * A started process for key that uid may take (its own, else the daemon's) and accept (NULL: any) takes: 1 and
+ * *ret filled (the caller owns it all now), 0 if there is none. A process is ready when its out_fd is readable
+ * (it wrote that it waits); a ready one is taken before any that is still starting, then uid's own before the
+ * daemon's. When it was the daemon's, *ret_shared (unless NULL) is set: refill that at once.
  */
-int pool_take(Pool *p, const char *key, PoolAcceptFunc accept, void *userdata, PoolItem *ret);
+int pool_take(Pool *p, const char *key, uid_t uid, PoolAcceptFunc accept, void *userdata, PoolItem *ret,
+              bool *ret_shared);
 /* Calls for key come faster than its processes start (its depth grew): a taker should start the replacement at
  * once rather than after its work. */
 bool pool_in_burst(const Pool *p, const char *key);

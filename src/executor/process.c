@@ -167,8 +167,22 @@ static void cgroup_kill(const char *cgroup) {
                 (void) cgroup_signal_listed(cgroup, SIGKILL);
 }
 
-/* Cgroups still busy when their process was freed (its processes were on their way out): removed later. */
-static char **busy_cgroups;
+/* Cgroups still busy when their process was freed (its processes were on their way out): removed later, from a
+ * timer, never by waiting in the event loop. The process's release waits for the last of its cgroups. */
+typedef struct BusyRelease {
+        unsigned n;             /* its cgroups still busy */
+        ProcessReleaseFunc release;
+        void *userdata;
+        struct BusyRelease *next;
+} BusyRelease;
+typedef struct BusyCgroup {
+        char *path;
+        BusyRelease *owner;     /* NULL: nothing waits for it */
+} BusyCgroup;
+static BusyCgroup *busy_cgroups;
+static size_t n_busy_cgroups;
+static sd_event_source *busy_timer, *busy_idle;
+static uint64_t busy_delay;
 
 /* Remove a cgroup, killing what is left in it and waiting up to about tries ms for it to go; -EBUSY if it stays. */
 static int cgroup_remove(const char *cgroup, unsigned tries) {
@@ -177,23 +191,129 @@ static int cgroup_remove(const char *cgroup, unsigned tries) {
                         return 0;
                 if (errno != EBUSY)
                         return -errno;
+                cgroup_kill(cgroup);
                 if (i >= tries)
                         return -EBUSY;
-                cgroup_kill(cgroup);
                 (void) usleep(1000);
         }
 }
 
-static void remove_busy_cgroups(unsigned tries) {
+/* Try the busy cgroups again; force: give up on those that stay (at exit) and release their processes anyway. */
+static void remove_busy_cgroups(unsigned tries, bool force) {
+        static bool removing;
+        BusyRelease *done = NULL;
         size_t j = 0;
 
-        for (size_t i = 0; busy_cgroups && busy_cgroups[i]; i++)
-                if (cgroup_remove(busy_cgroups[i], tries) == -EBUSY)
-                        busy_cgroups[j++] = busy_cgroups[i];
-                else
-                        free(busy_cgroups[i]);
-        if (busy_cgroups)
-                busy_cgroups[j] = NULL;
+        if (removing)
+                return;   /* a release below freed a process: the loop here goes on */
+        removing = true;
+        for (size_t i = 0; i < n_busy_cgroups; i++) {
+                BusyCgroup *b = &busy_cgroups[i];
+                if (cgroup_remove(b->path, tries) == -EBUSY && !force) {
+                        busy_cgroups[j++] = *b;
+                        continue;
+                }
+                free(b->path);
+                if (b->owner && --b->owner->n == 0) {
+                        b->owner->next = done;
+                        done = b->owner;
+                }
+        }
+        n_busy_cgroups = j;
+        /* The releases last: they may free and spawn processes, which come back here. */
+        while (done) {
+                BusyRelease *x = done;
+                done = x->next;
+                if (x->release)
+                        x->release(x->userdata);
+                free(x);
+        }
+        removing = false;
+}
+
+/* Keep p's cgroups for later: all of them when later (removing a cgroup takes milliseconds under load: done when
+ * the event loop has nothing else to do), else those still busy. Returns true when p's release waits for them. */
+static bool keep_busy_cgroups(Process *p, bool later) {
+        BusyRelease *x = NULL;
+        size_t n = 0;
+        char **left = NULL;
+
+        for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
+                /* Not later (the loop is done: the daemon is exiting): given up to 20 ms, as nothing retries. */
+                if ((later || cgroup_remove(p->cgroups[i], 20) == -EBUSY) && strv_extend(&left, p->cgroups[i]) >= 0)
+                        n++;
+        if (n == 0)
+                return false;
+        BusyCgroup *a = realloc(busy_cgroups, (n_busy_cgroups + n) * sizeof(*a));
+        if (p->release)
+                x = calloc(1, sizeof(*x));
+        if (!a || (p->release && !x)) {
+                /* No memory to wait: they stay for the next daemon to remove; the release goes now. */
+                if (a)
+                        busy_cgroups = a;
+                free(x);
+                strv_free(left);
+                return false;
+        }
+        busy_cgroups = a;
+        if (x)
+                *x = (BusyRelease) { .n = (unsigned) n, .release = p->release, .userdata = p->release_userdata };
+        for (size_t i = 0; i < n; i++)
+                busy_cgroups[n_busy_cgroups++] = (BusyCgroup) { .path = left[i], .owner = x };
+        free(left);   /* the strings live on in busy_cgroups */
+        return x != NULL;
+}
+
+static int on_busy_timer(sd_event_source *s, uint64_t usec, void *userdata);
+
+/* While cgroups are kept, try them again after a while: 10 ms, then (again: from the timer, some stayed busy)
+ * doubling up to a second. */
+static void retry_busy_cgroups_later(sd_event *e, bool again) {
+        int enabled = SD_EVENT_OFF;
+
+        if (n_busy_cgroups == 0) {
+                busy_delay = 0;
+                if (busy_timer)
+                        (void) sd_event_source_set_enabled(busy_timer, SD_EVENT_OFF);
+                return;
+        }
+        /* A timer already set is not put off by more cgroups kept: under a steady stream of them it still fires. */
+        if (!again && busy_timer && sd_event_source_get_enabled(busy_timer, &enabled) >= 0 && enabled != SD_EVENT_OFF)
+                return;
+        busy_delay = again && busy_delay ? MIN(busy_delay * 2, USEC_PER_SEC) : 10 * USEC_PER_MSEC;
+        if (!busy_timer) {
+                if (!e || sd_event_add_time_relative(e, &busy_timer, CLOCK_MONOTONIC, busy_delay, 0, on_busy_timer,
+                                                     NULL) < 0)
+                        return;   /* then at the next spawn or free */
+                return;
+        }
+        (void) sd_event_source_set_time_relative(busy_timer, busy_delay);
+        (void) sd_event_source_set_enabled(busy_timer, SD_EVENT_ONESHOT);
+}
+
+static int on_busy_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        remove_busy_cgroups(0, false);
+        retry_busy_cgroups_later(sd_event_source_get_event(s), true);
+        return 0;
+}
+
+static int on_busy_idle(sd_event_source *s, void *userdata) {
+        remove_busy_cgroups(0, false);
+        retry_busy_cgroups_later(sd_event_source_get_event(s), false);
+        return 0;
+}
+
+/* Remove the kept cgroups when the event loop is idle (what is still busy then: from the timer). */
+static int remove_kept_cgroups_when_idle(sd_event *e) {
+        int r;
+
+        if (!busy_idle) {
+                r = sd_event_add_defer(e, &busy_idle, on_busy_idle, NULL);
+                if (r < 0)
+                        return r;
+                (void) sd_event_source_set_priority(busy_idle, SD_EVENT_PRIORITY_IDLE);
+        }
+        return sd_event_source_set_enabled(busy_idle, SD_EVENT_ONESHOT);
 }
 
 static void kill_group(Process *p) {
@@ -289,18 +409,22 @@ Process *process_free(Process *p) {
         capture_done(&p->out);
         capture_done(&p->err);
         /* Empty once the child is reaped: its pid namespace went with it. What is still on its way out (or, without
-         * the namespace, left the process group) is killed and given a moment; busy after that: tried again later. */
-        for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
-                if (cgroup_remove(p->cgroups[i], 20) == -EBUSY)
-                        (void) strv_extend(&busy_cgroups, p->cgroups[i]);
+         * the namespace, left the process group) is killed; busy: tried again from a timer, without waiting here. */
+        /* While the loop runs, the cgroups go when it is idle; when it is exiting, now. */
+        bool later = p->cgroups && p->event && sd_event_get_exit_code(p->event, NULL) == -ENODATA &&
+                     sd_event_get_state(p->event) != SD_EVENT_FINISHED;
+        bool waits = keep_busy_cgroups(p, later);
         strv_free(p->cgroups);
-        remove_busy_cgroups(0);
+        if (later && n_busy_cgroups > 0 && remove_kept_cgroups_when_idle(p->event) < 0)
+                remove_busy_cgroups(0, false);
+        retry_busy_cgroups_later(p->event, false);
         if (p->remove_dir) {
                 (void) rm_rf_untrusted(p->remove_dir);
                 free(p->remove_dir);
         }
-        /* Reaped: nothing of it runs as its uid any more (the sandbox's pid namespace went with it). */
-        if (p->release)
+        /* Reaped: nothing of it runs as its uid any more (the sandbox's pid namespace went with it); with cgroups
+         * still busy, once they are gone. */
+        if (p->release && !waits)
                 p->release(p->release_userdata);
         sd_event_unref(p->event);
         free(p);
@@ -323,6 +447,13 @@ void process_drain(Process *p, size_t max) {
                         left -= (size_t) n;
                 }
         }
+}
+
+static char **background_cgroups;
+
+void process_set_background_cgroups(char **paths) {
+        strv_free(background_cgroups);
+        background_cgroups = paths;
 }
 
 /* Detached processes until they are reaped: the list keeps them reachable, so nothing looks leaked. */
@@ -377,15 +508,32 @@ void process_free_detached(void) {
                 detached = p->detached_next;
                 process_free(p);   /* killed already: waits for it, then removes what it leaves */
         }
-        /* A last chance, of up to a second each, for the cgroups still busy. */
-        remove_busy_cgroups(1000);
-        busy_cgroups = strv_free(busy_cgroups);
+        /* A last chance, of up to a second each, for the cgroups still busy; then their processes are released. */
+        remove_busy_cgroups(1000, true);
+        busy_cgroups = mfree(busy_cgroups);
+        busy_timer = sd_event_source_disable_unref(busy_timer);
+        busy_idle = sd_event_source_disable_unref(busy_idle);
+        busy_delay = 0;
 }
 
-_noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w, int sync_r) {
+_noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w) {
         sigset_t all;
-        int null_fd = -EBADF;
-        char c;
+        int null_fd = -EBADF, k;
+        char pid[32];
+
+        /* Into our cgroups before anything else: nothing may run outside them. The child does it, not the daemon:
+         * moving a process takes a lock of the whole machine's (cgroup v1: milliseconds under load), which the
+         * event loop must not wait for. */
+        snprintf(pid, sizeof(pid), "%d", (int) getpid());
+        for (size_t i = 0; o->cgroups && o->cgroups[i]; i++)
+                if ((k = cgroup_write(o->cgroups[i], "cgroup.procs", pid)) < 0) {
+                        dprintf(err_w, "Failed to enter the cgroup %s: %s\n", o->cgroups[i], strerror(-k));
+                        _exit(127);
+                }
+        /* Background work shares the CPU with the daemon's other own work, below the users' runs. */
+        if (!(o->cgroups && o->cgroups[0]) && o->nice > 0)
+                for (size_t i = 0; background_cgroups && background_cgroups[i]; i++)
+                        (void) cgroup_write(background_cgroups[i], "cgroup.procs", pid);
 
         /* The daemon blocks signals for sd-event and ignores SIGPIPE; the child must not inherit that. */
         sigemptyset(&all);
@@ -429,13 +577,7 @@ _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w, int 
                 (void) syscall(SYS_ioprio_set, 1 /* IOPRIO_WHO_PROCESS */, 0, 3 << 13 /* IOPRIO_CLASS_IDLE */);
         }
 
-        /* Wait until the parent has put us into our cgroup: nothing may run outside it. */
-        if (sync_r >= 0 && read(sync_r, &c, 1) != 1) {
-                dprintf(STDERR_FILENO, "Failed to enter the cgroup %s.\n", o->cgroups[0]);
-                _exit(127);
-        }
-
-        /* Last, after the cgroup: the parent moved us while we could still be moved by it. */
+        /* Last, after the cgroup: we moved ourselves while we could still be moved by root. */
         if (o->uid > 0) {
                 if (setgroups(0, NULL) < 0 || setresgid(o->gid, o->gid, o->gid) < 0 ||
                     setresuid(o->uid, o->uid, o->uid) < 0) {
@@ -459,11 +601,9 @@ _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w, int 
 
 int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, void *userdata, Process **ret) {
         _cleanup_(process_freep) Process *p = NULL;
-        int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF }, sync[2] = { -EBADF, -EBADF };
+        int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF };
         int r;
 
-        /* Cgroups of earlier runs that were still busy when those were freed may be empty now. */
-        remove_busy_cgroups(0);
 
         p = calloc(1, sizeof(*p));
         if (!p) {
@@ -500,10 +640,6 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
                         r = -ENOMEM;
                         goto fail;
                 }
-                if (pipe2(sync, O_CLOEXEC) < 0) {
-                        r = -errno;
-                        goto fail;
-                }
         }
 
         p->start_usec = now_usec();
@@ -512,31 +648,12 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
                 r = -errno;
                 goto fail;
         }
-        if (p->pid == 0) {
-                safe_close(sync[1]);
-                child(o, out[1], err[1], sync[0]);
-        }
+        if (p->pid == 0)
+                child(o, out[1], err[1]);
 
         /* The child is in its own session; its pid is its process group. */
         safe_close(out[1]);
         safe_close(err[1]);
-        if (p->cgroups) {
-                char pid[32];
-                sync[0] = safe_close(sync[0]);
-                snprintf(pid, sizeof(pid), "%d", (int) p->pid);
-                r = 0;
-                for (size_t i = 0; p->cgroups[i] && r >= 0; i++)
-                        r = cgroup_write(p->cgroups[i], "cgroup.procs", pid);
-                /* On failure the child reads EOF and exits; process_free() below reaps it. */
-                if (r >= 0 && write(sync[1], "x", 1) != 1)
-                        r = -errno;
-                sync[1] = safe_close(sync[1]);
-                if (r < 0) {
-                        safe_close(out[0]);
-                        safe_close(err[0]);
-                        return r;
-                }
-        }
         p->stdout_fd = out[0];
         p->stderr_fd = err[0];
         (void) fcntl(p->stdout_fd, F_SETFL, O_NONBLOCK);
@@ -566,7 +683,5 @@ fail:
         safe_close(out[1]);
         safe_close(err[0]);
         safe_close(err[1]);
-        safe_close(sync[0]);
-        safe_close(sync[1]);
         return r;
 }

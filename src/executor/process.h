@@ -55,8 +55,9 @@ typedef struct ProcessOptions {
         uid_t uid;                 /* the child drops every group and becomes uid:gid before it execs (only a
                                     * root daemon can); 0: it stays who we are */
         gid_t gid;
-        ProcessReleaseFunc release;   /* called once: from process_free(), after the child is reaped, or by
-                                       * process_spawn() when it fails; NULL: none */
+        ProcessReleaseFunc release;   /* called once: from process_free(), after the child is reaped (when
+                                       * its cgroups are still busy then, once they are gone, from a timer),
+                                       * or by process_spawn() when it fails; NULL: none */
         void *release_userdata;
 } ProcessOptions;
 
@@ -106,6 +107,9 @@ void process_detach(Process *p);
 /* At exit: reap and free the detached processes still dying (their cgroups and directories go with them), and
  * remove the cgroups that were still busy when their process was freed. */
 void process_free_detached(void);
+/* Where a child with a nice value (background work: builds, Python installs) goes when it has no cgroups of its
+ * own: it joins these (best effort), which are neither killed nor removed with it. Takes paths; NULL: nowhere. */
+void process_set_background_cgroups(char **paths);
 /* How many there are. */
 unsigned process_n_detached(void);
 static inline void process_freep(Process **p) {

@@ -965,9 +965,22 @@ Pool *runtime_pool(const Runtime *r) {
 
 /* The cgroups of the next run (one, or one in each cgroup v1 hierarchy), when the daemon has cgroups; NULL: rlimits
  * only. */
+/* A new run cgroup's name: unique across restarts too, so that a busy cgroup an earlier daemon left is never
+ * joined. */
+static void run_cgroup_name(char name[static 64]) {
+        static unsigned long long n_runs;
+        static uint64_t started;
+
+        if (!started) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                started = (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+        }
+        snprintf(name, 64, "run-%d-%" PRIx64 "-%llu", (int) getpid(), started, ++n_runs);
+}
+
 static char **new_run_cgroup(const SandboxLimits *limits) {
         static bool logged;
-        static unsigned long long n_runs;
         char **paths = NULL, name[64];
         int k;
 
@@ -977,14 +990,7 @@ static char **new_run_cgroup(const SandboxLimits *limits) {
         }
         if (sandbox_cgroup_probe() <= 0)
                 return NULL;
-        static uint64_t started;
-        if (!started) {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                started = (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
-        }
-        /* Unique across restarts too: a busy cgroup an earlier daemon left is never joined. */
-        snprintf(name, sizeof(name), "run-%d-%" PRIx64 "-%llu", (int) getpid(), started, ++n_runs);
+        run_cgroup_name(name);
         k = sandbox_cgroup_new_run_cgroups(name, limits, &paths);
         if (k < 0) {
                 log_warning_errno(k, "Failed to create the cgroup %s of a run, falling back to rlimits for this run: %m",
@@ -992,6 +998,50 @@ static char **new_run_cgroup(const SandboxLimits *limits) {
                 return NULL;
         }
         return paths;
+}
+
+
+/* What a spawn in a cgroup gives back when its Process is freed (its cgroups removed by then): the group of runs
+ * it was in goes once it is empty, then what was to be released. */
+typedef struct CgroupSpawnHold {
+        uid_t owner;
+        ProcessReleaseFunc release;
+        void *release_userdata;
+} CgroupSpawnHold;
+
+static void cgroup_spawn_hold_release(void *userdata) {
+        CgroupSpawnHold *x = userdata;
+
+        sandbox_cgroup_run_done(x->owner);
+        if (x->release)
+                x->release(x->release_userdata);
+        free(x);
+}
+
+void runtime_move_to_owner(Runtime *r, Process *p, uid_t uid) {
+        _cleanup_strv_free_ char **paths = NULL;
+        SandboxLimits limits;
+        char name[64];
+        int k;
+
+        if (!p || !p->cgroups)
+                return;
+        /* Sandboxes started ahead have the configured limits: the new cgroups get the same. */
+        sandbox_limits_from_config(r->config, &limits);
+        limits.owner = uid;
+        run_cgroup_name(name);
+        CgroupSpawnHold *x = p->release == cgroup_spawn_hold_release ? p->release_userdata : NULL;
+        if (!x)
+                return;   /* not one of spawn_limited()'s */
+        k = sandbox_cgroup_move_run_cgroups(p->cgroups, x->owner, name, &limits, &paths);
+        if (k < 0) {
+                log_debug_errno(k, "Failed to move a run into the cgroup group of uid " UID_FMT ", it stays in the "
+                                "daemon's: %m", uid);
+                return;
+        }
+        strv_free(p->cgroups);
+        p->cgroups = TAKE_PTR(paths);
+        x->owner = uid;
 }
 
 /* Spawn o with the run's resource limits: a cgroup of its own when we can (and may), rlimits otherwise
@@ -1002,6 +1052,21 @@ static int spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *lim
         ProcessLimit rlimits[SANDBOX_N_RLIMITS];
         int k;
 
+        if (cgroups) {
+                CgroupSpawnHold *x = calloc(1, sizeof(*x));
+                if (!x) {
+                        for (size_t i = 0; cgroups[i]; i++)
+                                (void) rmdir(cgroups[i]);
+                        sandbox_cgroup_run_done(limits->owner);
+                        if (o->release)
+                                o->release(o->release_userdata);   /* as process_spawn() does when it fails */
+                        return -ENOMEM;
+                }
+                *x = (CgroupSpawnHold) { .owner = limits->owner, .release = o->release,
+                                         .release_userdata = o->release_userdata };
+                o->release = cgroup_spawn_hold_release;
+                o->release_userdata = x;
+        }
         o->limits = rlimits;
         o->n_limits = sandbox_limits_rlimits(limits, cgroups != NULL, rlimits);
         o->cgroups = cgroups;
@@ -1654,7 +1719,7 @@ static void set_sched_limits(Runtime *r) {
         scheduler_set_limits(r->sched, SCHED_RUN,
                              &(SchedLimits) {
                                      .total = r->max_runs,
-                                     .per_user = cap(c->max_runs_per_user),
+                                     .per_user = runtime_max_runs_per_user(r),
                                      .queue = cap(c->max_queue),   /* 0: see runtime_acquire_slot() */
                                      .queue_per_user = runtime_max_queued_per_user(r),
                              });
@@ -1666,9 +1731,10 @@ static void set_sched_limits(Runtime *r) {
                              &(SchedLimits) { .total = cap(c->max_compiles), .per_user = cap(c->max_compiles_per_user) });
         scheduler_set_limits(r->sched, SCHED_WALK,
                              &(SchedLimits) { .total = cap(c->max_walks), .per_user = cap(c->max_walks_per_user) });
-        /* The pool's own bound (prestart= per target, POOL_MAX_TARGETS targets), as a cap of the daemon's account. */
-        scheduler_set_limits(r->sched, SCHED_PRESTART,
-                             &(SchedLimits) { .total = cap(MAX(MIN(c->prestart, 16u), 1u) * POOL_MAX_TARGETS) });
+        /* The pool's own bound (prestart= per target, POOL_MAX_TARGETS targets) for each uid it starts sandboxes for
+         * (the daemon's account for whoever comes first), and four times that in all. */
+        unsigned prestart = MAX(MIN(c->prestart, 16u), 1u) * POOL_MAX_TARGETS;
+        scheduler_set_limits(r->sched, SCHED_PRESTART, &(SchedLimits) { .total = 4 * prestart, .per_user = prestart });
         scheduler_set_limits(r->sched, SCHED_SANDBOX,
                              &(SchedLimits) { .total = cap(c->max_sandboxes), .per_user = cap(c->max_sandboxes_per_user) });
 }
@@ -1679,9 +1745,13 @@ unsigned runtime_n_running_for(const Runtime *r, uid_t uid) {
         return scheduler_held_by(r->sched, SCHED_RUN, uid);
 }
 
+/* 0: half of max-runs (at least one), so that one user's backlog always leaves slots to everybody else. */
 unsigned runtime_max_runs_per_user(const Runtime *r) {
         uint64_t cap = r->config->max_runs_per_user;
-        return cap > 0 && cap < r->max_runs ? (unsigned) cap : r->max_runs;
+
+        if (cap == 0)
+                return MAX(r->max_runs / 2, 1u);
+        return cap < r->max_runs ? (unsigned) cap : r->max_runs;
 }
 
 unsigned runtime_n_queued_for(const Runtime *r, uid_t uid) {

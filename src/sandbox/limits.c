@@ -36,6 +36,7 @@ void sandbox_limits_from_config(const Config *c, SandboxLimits *ret) {
                 .file_size = c->max_file_size ?: c->tmpfs_size,
                 .open_files = c->max_open_files,
                 .cpu_quota = c->cpu_quota,
+                .owner = SANDBOX_OWNER_DAEMON,
         };
 }
 
@@ -277,17 +278,67 @@ int sandbox_cgroup_read_events(char *const *paths, SandboxCgroupEvents *ret) {
         return found ? 0 : -ENOENT;
 }
 
-void sandbox_cgroup_remove_stale(const char *dir) {
+static bool is_group_name(const char *name) {
+        return startswith(name, "uid-") || streq(name, "daemon");
+}
+
+static void remove_in(const char *dir, bool runs, bool groups) {
         DIR *d = opendir(dir);
         struct dirent *de;
 
         if (!d)
                 return;
-        /* A run still going keeps its cgroup busy: rmdir fails for it. */
-        while ((de = readdir(d)))
-                if (de->d_type == DT_DIR && startswith(de->d_name, "run-"))
+        /* A run still going keeps its cgroup busy, and a group with a run in it: rmdir fails for them. */
+        while ((de = readdir(d))) {
+                if (de->d_type != DT_DIR)
+                        continue;
+                if (runs && startswith(de->d_name, "run-"))
                         (void) unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+                else if (groups && is_group_name(de->d_name)) {
+                        char sub[PATH_MAX];
+                        if (runs && (size_t) snprintf(sub, sizeof(sub), "%s/%s", dir, de->d_name) < sizeof(sub))
+                                remove_in(sub, true, false);
+                        (void) unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+                }
+        }
         closedir(d);
+}
+
+void sandbox_cgroup_remove_stale(const char *dir) {
+        remove_in(dir, true, true);
+}
+
+
+const char *sandbox_cgroup_group_name(uid_t owner, char *buf, size_t size) {
+        if (owner == SANDBOX_OWNER_DAEMON)
+                snprintf(buf, size, "daemon");
+        else
+                snprintf(buf, size, "uid-%u", (unsigned) owner);
+        return buf;
+}
+
+int sandbox_cgroup_move_procs(const char *from, const char *to) {
+        char procs[8192];
+        int r, n = 0;
+
+        r = read_at(from, "cgroup.procs", procs, sizeof(procs));
+        if (r < 0)
+                return r;
+        for (char *p = procs, *e; *p; p = e) {
+                long pid = strtol(p, &e, 10);
+                if (e == p)
+                        break;
+                if (pid <= 0)
+                        continue;
+                r = sandbox_cgroup_attach(to, (pid_t) pid);
+                /* Gone meanwhile: nothing to move. */
+                if (r == -ESRCH)
+                        continue;
+                if (r < 0)
+                        return r;
+                n++;
+        }
+        return n;
 }
 
 /* mountinfo writes a space, a tab, a newline and a backslash in octal (\040): undone in place. */
@@ -398,6 +449,8 @@ static int cgroup_dir(const char *mount, const char *root, const char *path, cha
 }
 
 /* ---- cgroup v2 ---------------------------------------------------------- */
+
+static bool has_file(const char *dir, const char *name);
 
 /* Our cgroup v2 path, from proc_cgroup's "0::" line; -EOPNOTSUPP or the error, with the reason, otherwise. */
 static int own_v2_cgroup(const char *proc_cgroup, char **ret_path, char **ret_reason) {
@@ -559,6 +612,42 @@ static int write_limit(const char *dir, const char *name, uint64_t v, bool optio
                 strcpy(s, "max");
         r = write_at(dir, name, s);
         return optional && r == -ENOENT ? 0 : r;
+}
+
+int sandbox_cgroup_new_group(const char *dir, const char *name, unsigned weight, char **ret_path) {
+        _cleanup_free_ char *path = NULL;
+        char controllers[1024], enable[64] = "", v[32];
+        int r;
+
+        if (asprintf(&path, "%s/%s", dir, name) < 0)
+                return -ENOMEM;
+        if (mkdir(path, 0755) < 0 && errno != EEXIST)
+                return -errno;
+
+        /* cgroup v2: the run cgroups below get the controllers of their own limits. */
+        if (has_file(path, "cgroup.subtree_control")) {
+                r = read_at(path, "cgroup.controllers", controllers, sizeof(controllers));
+                if (r < 0)
+                        return r;
+                strcat(enable, "+memory +pids");
+                if (has_word(controllers, "cpu"))
+                        strcat(enable, " +cpu");
+                r = write_at(path, "cgroup.subtree_control", enable);
+                if (r < 0)
+                        return r;
+        }
+        if (has_file(path, "cpu.weight")) {
+                snprintf(v, sizeof(v), "%u", MAX(weight, 1u));
+                r = write_at(path, "cpu.weight", v);
+        } else if (has_file(path, "cpu.shares")) {
+                snprintf(v, sizeof(v), "%u", MAX(weight * 1024 / 100, 2u));
+                r = write_at(path, "cpu.shares", v);
+        } else
+                r = 0;
+        if (r < 0)
+                return r;
+        *ret_path = TAKE_PTR(path);
+        return 0;
 }
 
 int sandbox_cgroup_new_run(const char *dir, const char *name, const SandboxLimits *l, char **ret_path) {
@@ -784,7 +873,43 @@ static struct {
         char *dirs[_SANDBOX_CGROUP_V1_MAX];     /* where runs go; v2: dirs[0] */
         char *name;                             /* of the cgroups a root daemon creates */
         char *detail;
+        struct { uid_t owner; unsigned n; } *groups;    /* runs with cgroups, per owner */
+        size_t n_groups;
 } state;
+
+static void group_count(uid_t owner, int delta) {
+        char name[32];
+        size_t i;
+
+        for (i = 0; i < state.n_groups && state.groups[i].owner != owner; i++)
+                ;
+        if (i == state.n_groups) {
+                if (delta < 0)
+                        return;
+                void *g = realloc(state.groups, (state.n_groups + 1) * sizeof(*state.groups));
+                if (!g)
+                        return;   /* uncounted: its group goes at the next sweep or at exit */
+                state.groups = g;
+                state.groups[state.n_groups++] = (typeof(*state.groups)) { .owner = owner };
+        }
+        if (delta > 0) {
+                state.groups[i].n++;
+                return;
+        }
+        if (--state.groups[i].n > 0)
+                return;
+        state.groups[i] = state.groups[--state.n_groups];
+        (void) sandbox_cgroup_group_name(owner, name, sizeof(name));
+        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++) {
+                char path[PATH_MAX];
+                if (state.dirs[c] && (size_t) snprintf(path, sizeof(path), "%s/%s", state.dirs[c], name) < sizeof(path))
+                        (void) rmdir(path);
+        }
+}
+
+void sandbox_cgroup_run_done(uid_t owner) {
+        group_count(owner, -1);
+}
 
 int sandbox_cgroup_set_instance(const char *key) {
         char hex[65];
@@ -879,21 +1004,23 @@ static int describe(bool root, const char *why_v2, const char *why_own, const ch
         switch (state.mode) {
         case SANDBOX_CGROUP_V2_DELEGATED:
                 return asprintf(&state.detail,
-                                "cgroup v2: every run gets a cgroup of its own under %s (memory.max, pids.max, "
-                                "cpu.max), %s",
+                                "cgroup v2: every run gets a cgroup of its own under %s, in a group per user "
+                                "that shares the CPUs among users (memory.max, pids.max, cpu.max), %s",
                                 state.dirs[0], rest);
         case SANDBOX_CGROUP_V2_OWN:
                 return asprintf(&state.detail,
                                 "cgroup v2, created by the daemon as root: every run gets a cgroup of its own under "
-                                "%s (memory.max, pids.max, cpu.max), %s",
+                                "%s, in a group per user that shares the CPUs among users (memory.max, pids.max, "
+                                "cpu.max), %s",
                                 state.dirs[0], rest);
         case SANDBOX_CGROUP_V1_OWN:
                 snprintf(memsw, sizeof(memsw), "%s/memory.memsw.limit_in_bytes", memory);
                 return asprintf(&state.detail,
                                 "cgroup v1 (pids, memory%s), created by the daemon as root: every run gets a cgroup "
-                                "of its own in each hierarchy, under %s%s%s and %s (pids.max, "
+                                "of its own in each hierarchy, under %s%s%s and %s, in a group per user%s (pids.max, "
                                 "memory.limit_in_bytes%s%s), %s",
                                 cpu ? ", cpu" : "", pids, cpu ? ", " : "", cpu ? memory : "", cpu ?: memory,
+                                cpu ? " that shares the CPUs among users" : "",
                                 access(memsw, F_OK) >= 0 ? " with swap in memory.memsw.limit_in_bytes"
                                                          : " with swappiness 0, as this kernel does not account swap",
                                 cpu ? ", cpu.cfs_quota_us" : "", rest);
@@ -939,15 +1066,62 @@ SandboxCgroupMode sandbox_cgroup_mode(void) {
         return state.mode;
 }
 
+static bool group_counted(uid_t owner) {
+        for (size_t i = 0; i < state.n_groups; i++)
+                if (state.groups[i].owner == owner)
+                        return true;
+        return false;
+}
+
+/* The group of owner in each hierarchy (NULL where there is none), made if needed: not while it has runs. */
+static int new_groups(uid_t owner, char *ret[static _SANDBOX_CGROUP_V1_MAX]) {
+        bool made = group_counted(owner);
+        char name[32];
+        int r = 0;
+
+        (void) sandbox_cgroup_group_name(owner, name, sizeof(name));
+        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++) {
+                ret[c] = NULL;
+                if (!state.dirs[c] || r < 0)
+                        continue;
+                if (made) {
+                        if (asprintf(&ret[c], "%s/%s", state.dirs[c], name) < 0) {
+                                ret[c] = NULL;
+                                r = -ENOMEM;
+                        }
+                } else
+                        r = sandbox_cgroup_new_group(state.dirs[c], name,
+                                                     owner == SANDBOX_OWNER_DAEMON ? SANDBOX_CGROUP_DAEMON_WEIGHT : 100,
+                                                     &ret[c]);
+        }
+        if (r < 0)
+                for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++)
+                        ret[c] = mfree(ret[c]);
+        return r;
+}
+
+static void free_groups(char *groups[static _SANDBOX_CGROUP_V1_MAX]) {
+        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++)
+                groups[c] = mfree(groups[c]);
+}
+
 int sandbox_cgroup_new_run_cgroups(const char *name, const SandboxLimits *l, char ***ret_paths) {
         _cleanup_strv_free_ char **paths = NULL;
         _cleanup_free_ char *path = NULL;
+        char *groups[_SANDBOX_CGROUP_V1_MAX];
         int r;
+
+        if (sandbox_cgroup_mode() == SANDBOX_CGROUP_NONE)
+                return -EOPNOTSUPP;
+        r = new_groups(l->owner, groups);
+        if (r < 0)
+                return r;
 
         switch (sandbox_cgroup_mode()) {
         case SANDBOX_CGROUP_V2_DELEGATED:
         case SANDBOX_CGROUP_V2_OWN:
-                r = sandbox_cgroup_new_run(state.dirs[0], name, l, &path);
+                r = sandbox_cgroup_new_run(groups[0], name, l, &path);
+                free_groups(groups);
                 if (r < 0)
                         return r;
                 if (strv_extend(&paths, path) < 0) {
@@ -955,14 +1129,54 @@ int sandbox_cgroup_new_run_cgroups(const char *name, const SandboxLimits *l, cha
                         return -ENOMEM;
                 }
                 *ret_paths = TAKE_PTR(paths);
+                group_count(l->owner, +1);
                 return 0;
         case SANDBOX_CGROUP_V1_OWN:
-                return sandbox_cgroup_v1_new_run(state.dirs, name, l, ret_paths);
+                r = sandbox_cgroup_v1_new_run(groups, name, l, ret_paths);
+                free_groups(groups);
+                if (r >= 0)
+                        group_count(l->owner, +1);
+                return r;
         case SANDBOX_CGROUP_NONE:
                 break;
         }
+        free_groups(groups);
         return -EOPNOTSUPP;
 }
+
+int sandbox_cgroup_move_run_cgroups(char *const *from, uid_t from_owner, const char *name, const SandboxLimits *l,
+                                    char ***ret_paths) {
+        _cleanup_strv_free_ char **paths = NULL;
+        size_t n = strv_length((char **) from), i;
+        int r;
+
+        r = sandbox_cgroup_new_run_cgroups(name, l, &paths);
+        if (r < 0)
+                return r;
+        /* Made from the same hierarchies in the same order: one for one. */
+        if (strv_length(paths) != n)
+                r = -EINVAL;
+        for (i = 0; r >= 0 && i < n; i++) {
+                r = sandbox_cgroup_move_procs(from[i], paths[i]);
+                /* Once more, for a child forked meanwhile (a sandbox waiting for its script forks nothing). */
+                if (r >= 0)
+                        r = sandbox_cgroup_move_procs(from[i], paths[i]);
+        }
+        if (r < 0) {
+                for (size_t j = 0; j <= i && j < n; j++)
+                        (void) sandbox_cgroup_move_procs(paths[j], from[j]);
+                for (size_t j = 0; paths && paths[j]; j++)
+                        (void) rmdir(paths[j]);
+                group_count(l->owner, -1);
+                return r;
+        }
+        for (i = 0; i < n; i++)
+                (void) rmdir(from[i]);
+        group_count(from_owner, -1);
+        *ret_paths = TAKE_PTR(paths);
+        return 0;
+}
+
 
 void sandbox_cgroup_release(void) {
         bool own = state.mode == SANDBOX_CGROUP_V2_OWN || state.mode == SANDBOX_CGROUP_V1_OWN;
@@ -978,6 +1192,7 @@ void sandbox_cgroup_release(void) {
         }
         free(state.name);
         free(state.detail);
+        free(state.groups);
         memset(&state, 0, sizeof(state));
 }
 

@@ -39,7 +39,14 @@ typedef struct SandboxLimits {
         uint64_t cpu_quota;     /* percent of one CPU, cgroup only; 0: no cap */
         bool cpu_usec_without_cgroup;   /* cpu_usec binds only without a cgroup, whose cpu controller the caller
                                          * drives instead (a persistent sandbox's interpreter lives on) */
+        uid_t owner;            /* whose share of the CPUs the run's cgroup is in (its uid's group of runs), or
+                                 * SANDBOX_OWNER_DAEMON; not a limit of the run itself: sandbox_limits_equal()
+                                 * and sandbox_limits_lower() leave it alone */
 } SandboxLimits;
+
+/* The daemon's own work (sandboxes started ahead for whoever comes first, metadata readers, compiles, the
+ * self-test): never a peer's uid. */
+#define SANDBOX_OWNER_DAEMON ((uid_t) -1)
 
 /* The limits a call may lower (bits of a mask). */
 enum {
@@ -52,7 +59,7 @@ enum {
 #define SANDBOX_CPU_MARGIN_USEC (10 * 1000000ULL)
 #define SANDBOX_N_RLIMITS 6
 
-/* The configured limits (max-memory= ...); the automatic values (0) resolved. */
+/* The configured limits (max-memory= ...); the automatic values (0) resolved; owned by the daemon. */
 void sandbox_limits_from_config(const Config *c, SandboxLimits *ret);
 
 /*
@@ -106,8 +113,28 @@ typedef struct SandboxCgroupEvents {
  * memory.oom_control and pids.events. -ENOENT when none has any.
  */
 int sandbox_cgroup_read_events(char *const *paths, SandboxCgroupEvents *ret);
-/* Remove run cgroups left behind by an earlier daemon (run-*, empty). */
+/* Remove run cgroups left behind by an earlier daemon (run-*, empty), also in groups of runs (uid-*, daemon),
+ * and those groups when they are empty then. */
 void sandbox_cgroup_remove_stale(const char *dir);
+
+/*
+ * Groups of runs: every run's cgroup goes into the group of its owner, "uid-N" for a peer's uid N, "daemon" for
+ * the daemon's own work, so that the cpu controller shares the CPUs among users (each group with work gets an
+ * equal share, whatever the number of its runs and processes) rather than among runs. The daemon's group gets
+ * a quarter of a user's weight.
+ */
+#define SANDBOX_CGROUP_DAEMON_WEIGHT 25         /* percent of a user's (the kernel's default) */
+/* "uid-N" or "daemon", into buf (at least 32 bytes). */
+const char *sandbox_cgroup_group_name(uid_t owner, char *buf, size_t size);
+/*
+ * dir/name made (or reused) to hold run cgroups: on cgroup v2 (a cgroup.subtree_control file there) with the
+ * memory and pids controllers, and cpu where offered, enabled for its children; its CPU weight at weight percent
+ * of the kernel's default: cpu.weight (v2, default 100) or cpu.shares (v1, default 1024), where there is such a
+ * file. Its path in *ret_path.
+ */
+int sandbox_cgroup_new_group(const char *dir, const char *name, unsigned weight, char **ret_path);
+/* Move every process listed in from/cgroup.procs into to. Returns how many, or the first error. */
+int sandbox_cgroup_move_procs(const char *from, const char *to);
 
 /*
  * Where a cgroup hierarchy is mounted, from a mountinfo file: the cgroup v1
@@ -220,11 +247,25 @@ int sandbox_cgroup_probe(void);
 SandboxCgroupMode sandbox_cgroup_mode(void);
 
 /*
- * The cgroups of a new run, named name, with the limits written: one
- * directory on cgroup v2, one in each hierarchy on v1. -EOPNOTSUPP in rlimit
- * mode.
+ * The cgroups of a new run, named name, in the group of l->owner, with the
+ * limits written: one directory on cgroup v2, one in each hierarchy on v1.
+ * -EOPNOTSUPP in rlimit mode.
  */
 int sandbox_cgroup_new_run_cgroups(const char *name, const SandboxLimits *l, char ***ret_paths);
+/*
+ * A run that was started in another group (a sandbox started ahead for whoever comes first) into the group of
+ * l->owner: new cgroups named name there (as sandbox_cgroup_new_run_cgroups()), every process of from moved
+ * into them, from removed. Their paths in *ret_paths. On failure the processes are back in from and nothing new
+ * is left.
+ */
+int sandbox_cgroup_move_run_cgroups(char *const *from, uid_t from_owner, const char *name, const SandboxLimits *l,
+                                    char ***ret_paths);
+/*
+ * Runs of each owner that have cgroups: sandbox_cgroup_new_run_cgroups() and sandbox_cgroup_move_run_cgroups()
+ * count one for l->owner (the move takes one from from_owner); call this when a run's cgroups are gone. At zero
+ * the owner's group goes (if it is empty: a run whose cgroup was still busy leaves it to the next sweep).
+ */
+void sandbox_cgroup_run_done(uid_t owner);
 
 /* At exit, when the runs are gone: remove the run cgroups still there, and the cgroups the daemon created. */
 void sandbox_cgroup_release(void);

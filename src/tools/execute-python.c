@@ -75,6 +75,7 @@ typedef struct Job {
         bool prestarted;                /* it did */
         char **script_modules;          /* its leading imports (preimport.h), when it may use a pre-started sandbox */
         bool plain_enough;              /* preimport_script_plain_enough() */
+        bool prestart_shared;           /* the one it took was the daemon's, for whoever came first */
         const char *banner;             /* unsafe-no-sandbox: the line every result starts with, from the spawn */
         bool spawned;                   /* banner is the run's: it is NULL when the run is sandboxed */
         InputFiles files;               /* the user's files, at /work/in */
@@ -506,8 +507,9 @@ static bool prestart_check(void *userdata) {
         return stat(ps->env_path, &st) >= 0 && st.st_dev == ps->dev && st.st_ino == ps->ino;
 }
 
-static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userdata, PoolItem *ret) {
+static int prestart_spawn(void *userdata, uid_t owner, ProcessDoneFunc done, void *done_userdata, PoolItem *ret) {
         Prestart *ps = userdata;
+        SandboxLimits limits = ps->limits;
         _cleanup_close_ int out_r = -EBADF, out_w = -EBADF, in_r = -EBADF, in_w = -EBADF;
         int fds[2];
         _cleanup_free_ char *arg = NULL;
@@ -541,8 +543,9 @@ static int prestart_spawn(void *userdata, ProcessDoneFunc done, void *done_userd
                 return k;
         char *ro[] = { ps->prefix, NULL };
         int pass[] = { out_w, in_r, net_fd };
+        limits.owner = owner;   /* in the cgroup group of the user it is for, or the daemon's */
         k = runtime_spawn_sandboxed_with_fds(ps->runtime, ps->env_path, streq(ps->prefix, "/usr") ? NULL : ro, NULL,
-                                             0, pass, net_fd >= 0 ? 3 : 2, wrapped ?: command, 0, &ps->limits,
+                                             0, pass, net_fd >= 0 ? 3 : 2, wrapped ?: command, 0, &limits,
                                              ps->head_max, ps->tail_max, done, done_userdata, &ret->proc);
         if (k < 0)
                 return k;
@@ -589,8 +592,7 @@ static char *prestart_key(const Config *c, const char *env_path, const char *pre
         return key;
 }
 
-/* imports: what a run of the environment just taught (taken; NULL: nothing, keep what the target knows). */
-static int prestart_learnt(Runtime *r, const char *env_path, const char *prefix, char **imports,
+static int prestart_learnt(Runtime *r, const char *env_path, const char *prefix, uid_t uid, char **imports,
                            uint64_t imports_kib) {
         const Config *c = runtime_config(r);
         _cleanup_free_ char *key = NULL;
@@ -629,11 +631,11 @@ static int prestart_learnt(Runtime *r, const char *env_path, const char *prefix,
         ps->ino = st.st_ino;
         sandbox_limits_from_config(c, &ps->limits);
         output_caps(c, &ps->head_max, &ps->tail_max);
-        return pool_refill(runtime_pool(r), key, &prestart_ops, ps);
+        return pool_refill(runtime_pool(r), key, uid, &prestart_ops, ps);
 }
 
 int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix) {
-        return prestart_learnt(r, env_path, prefix, NULL, 0);
+        return prestart_learnt(r, env_path, prefix, SCHEDULER_DAEMON_UID, NULL, 0);
 }
 
 static void prestart_target_json(void *userdata, unsigned n_waiting, unsigned depth, void *arg) {
@@ -697,7 +699,12 @@ static void job_refill(Job *j) {
                 imports = preimport_learn(j->script_modules, loaded);
         uint64_t kib = 0;
         (void) outputs_preimported(j->outputs, &kib);
-        k = prestart_learnt(j->runtime, j->env_path, j->plan->python->prefix, imports, j->prestarted ? kib : 0);
+        /* The caller's next run gets one of its own; an environment without dependencies, everybody's hello world,
+         * also keeps one for whoever comes first (as at start-up), unless it has one. */
+        k = prestart_learnt(j->runtime, j->env_path, j->plan->python->prefix, j->call->uid, imports,
+                            j->prestarted ? kib : 0);
+        if (k >= 0 && j->plan->requirements.n == 0)
+                k = prestart_learnt(j->runtime, j->env_path, j->plan->python->prefix, SCHEDULER_DAEMON_UID, NULL, 0);
         if (k < 0)
                 log_debug_errno(k, "Failed to start a sandbox ahead for the next run: %m");
 }
@@ -732,7 +739,7 @@ static bool job_take_prestarted(Job *j) {
                 return false;
         j->script_modules = preimport_leading_modules(j->script, j->script_len);
         j->plain_enough = j->script_modules && preimport_script_plain_enough(j->script, j->script_len);
-        if (pool_take(runtime_pool(r), j->pool_key, job_accept, j, &it) <= 0)
+        if (pool_take(runtime_pool(r), j->pool_key, j->call->uid, job_accept, j, &it, &j->prestart_shared) <= 0)
                 return false;
         /* The script must fit the pipe in one write: the loop never waits on a sandbox. Else a fresh one. (The line
          * of modules before it may still be in the pipe.) */
@@ -771,11 +778,18 @@ static bool job_take_prestarted(Job *j) {
          * along. Otherwise after the reply (job_refill(), which also brings in what the run taught), so that its
          * start-up does not compete with the run for the CPU. */
         if (pool_in_burst(runtime_pool(r), j->pool_key) &&
-            execute_python_prestart(r, j->env_path, j->plan->python->prefix) < 0)
+            prestart_learnt(r, j->env_path, j->plan->python->prefix, j->call->uid, NULL, 0) < 0)
                 log_debug("Failed to start a sandbox ahead for the next run.");
         log_debug("execute_python for uid " UID_FMT ": running in a pre-started sandbox (warm imports: %s).",
                   j->call->uid, it.tag && it.tag[0] ? it.tag : "none");
         it.tag = mfree(it.tag);
+        /* One started for whoever came first waited in the daemon's group: its run is a share of its user's. */
+        if (j->prestart_shared)
+                runtime_move_to_owner(r, j->proc, j->call->uid);
+        /* It was there for whoever came first: another goes back now, for the next user to come. */
+        if (j->prestart_shared &&
+            prestart_learnt(r, j->env_path, j->plan->python->prefix, SCHEDULER_DAEMON_UID, NULL, 0) < 0)
+                log_debug("Failed to start a sandbox ahead for the next user.");
         return true;
 }
 
@@ -1042,6 +1056,7 @@ static void job_run(Job *j) {
                 return job_fail(j, PHASE_RUN, "the network proxy could not be set up: %s", strerror(-k));
         char *ro[] = { (char *) prefix, NULL };
         int fds[] = { out_w, net_fd };
+        j->limits.owner = j->call->uid;         /* the run's CPU is a share of its user's */
         k = runtime_spawn_sandboxed_with_fds(r, j->env_path, streq(prefix, "/usr") ? NULL : ro,
                                              data, 1 + j->files.n, fds, net_fd >= 0 ? 2 : 1, wrapped ?: command,
                                              j->timeout_usec, &j->limits, head, tail, on_run_done, j, &j->proc);

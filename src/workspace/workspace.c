@@ -918,6 +918,7 @@ static int workspace_spawn(Workspace *sb) {
         sandbox_limits_from_config(c, &limits);
         limits.cpu_quota = IDLE_CPU_QUOTA;
         limits.cpu_usec_without_cgroup = true;
+        limits.owner = sb->uid;         /* its CPU comes out of its owner's share, as that user's runs' does */
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
                 return -errno;
         sb->sock = pair[0];

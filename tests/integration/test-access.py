@@ -126,15 +126,41 @@ def a_user_at_max_runs_per_user_waits_while_others_run():
 
 
 @test
-def without_max_runs_per_user_a_users_runs_go_side_by_side():
-    # The control for the test above: the same two runs do run at once without the cap.
+def with_max_runs_per_user_at_max_runs_a_users_runs_go_side_by_side():
+    # The control for the test above: the same two runs do run at once when the cap allows them.
     need_uv()
-    with Daemon(args=["--max-runs=3"]) as d:
+    with Daemon(args=["--max-runs=3", "--max-runs-per-user=3"]) as d:
         c = d.client()
         c.initialize()
         marks = ["mcpt-peruser-" + uuid.uuid4().hex for _ in range(2)]
         rids = [send_run(c, sleeper(m)) for m in marks]
         wait_until(lambda: all(processes_with(m) for m in marks), 30, "both runs at once")
+        for rid in rids:
+            c.notify("notifications/cancelled", {"requestId": rid, "reason": "test"})
+        wait_until(lambda: not any(processes_with(m) for m in marks), 10, "the runs to end")
+        c.close()
+
+
+@test
+def by_default_one_user_takes_half_of_the_slots():
+    """Without max-runs-per-user a user runs half of max-runs at once: with four slots, A's third run waits
+    while two of A's run, and another user's call, sent after it, runs at once (with the cap at max-runs, as it
+    was, A's three took three slots and the other user's call found one; a fourth would have queued it)."""
+    need_uv()
+    with Daemon(args=["--max-runs=4"]) as d:
+        c = d.client()
+        c.initialize()
+        eq(runs_state(c)["max_running_per_user"], 2, "the default cap of one user with max-runs=4")
+        marks = ["mcpt-peruser-" + uuid.uuid4().hex for _ in range(4)]
+        rids = [send_run(c, sleeper(m)) for m in marks]
+        wait_until(lambda: sum(1 for m in marks if processes_with(m)) == 2, 30, "two of the user's runs")
+        wait_until(lambda: runs_state(c)["queued"] == 2, 10, "the user's other two runs waiting")
+        eq(sum(1 for m in marks if processes_with(m)), 2, "the user's runs at once")
+        n = d.nobody_client()
+        r = n.call_tool("execute_python", {"script": "print('not held up')"}, timeout=60)
+        check(not r.get("isError") and "not held up" in n.text(r), n.text(r))
+        eq(sum(1 for m in marks if processes_with(m)), 2, "the user's runs at once, after the other user's")
+        n.close()
         for rid in rids:
             c.notify("notifications/cancelled", {"requestId": rid, "reason": "test"})
         wait_until(lambda: not any(processes_with(m) for m in marks), 10, "the runs to end")

@@ -5,7 +5,8 @@
 Without a delegated cgroup v2 subtree, a root daemon makes cgroups itself: on
 cgroup v2 below its own cgroup, or in the cgroup v1 pids and memory (and cpu)
 hierarchies. Shown here from both sides of the sandbox: every run is in a
-cgroup of its own, in each hierarchy, with the run's limits written there; a
+cgroup of its own, in each hierarchy, inside the group of its user's runs
+(one CPU weight per user), with the run's limits written there; a
 fork bomb stops at its run's pids.max and a memory hog, also one that fills a
 tmpfs (/tmp, /work, /dev/shm: their pages are charged to the writer's memory
 cgroup), at its memory limit, each reported as that limit from the cgroup's
@@ -122,10 +123,18 @@ def run_dirs():
     """The run cgroups there are now below the daemon's own, in each hierarchy: {path, ...}."""
     found = set()
     for parent in _STATE["parents"].values():
+        # In the groups of runs: one per user (uid-N), one for the daemon's own work.
         try:
-            found.update(os.path.join(parent, n) for n in os.listdir(parent) if n.startswith("run-"))
+            groups = [os.path.join(parent, n) for n in os.listdir(parent) if n.startswith("uid-") or n == "daemon"]
         except FileNotFoundError:
-            pass
+            continue
+        for g in groups:
+            try:
+                # Not the one of builds, which lives as long as the daemon.
+                found.update(os.path.join(g, n) for n in os.listdir(g)
+                             if n.startswith("run-") and n != "run-background")
+            except FileNotFoundError:
+                pass
     return found
 
 
@@ -176,8 +185,12 @@ def each_run_has_cgroups_of_its_own():
             path = where[h]
             parent, name = os.path.split(mounts[h] + path)
             check(name.startswith(f"run-{d.proc.pid}-"), f"{h or 'v2'}: the run's cgroup {path}")
-            # In the daemon's cgroup, below its own (this program's: in the safety net for pids).
-            eq(parent, parents[h], f"{h or 'v2'}: the cgroup the run's is in")
+            # In the daemon's cgroup, below its own (this program's: in the safety net for pids), in the group of
+            # the user's runs (this program's: root's), which has a user's CPU weight.
+            eq(parent, os.path.join(parents[h], "uid-0"), f"{h or 'v2'}: the cgroup the run's is in")
+            for weight, want in (("cpu.shares", "1024"), ("cpu.weight", "100")):
+                if os.path.exists(os.path.join(parent, weight)):
+                    eq(read(os.path.join(parent, weight)), want, f"{parent}/{weight}")
             run_names.add(name)
             full = mounts[h] + path
             # The run's limits, written there (the configured defaults: 2048 MiB, 256 processes).
@@ -334,6 +347,37 @@ def memory_hog_and_tmpfs_fill_stop_at_the_memory_limit():
     r, st, text = run("print('next')", timeout=10)
     check(not r.get("isError"), f"the next call: {text[-600:]}")
     mcptest.wait_until(lambda: not run_dirs(), 5, f"the runs' cgroups to go: {run_dirs()}")
+
+
+@test
+def builds_go_into_the_daemons_group():
+    """uv, installing a call's dependencies, runs in the daemon's group of runs (at a quarter of a user's CPU
+    weight), not beside the users' groups: background work gets less CPU than a user's runs."""
+    daemon()
+    from wheels import build_wheel
+    wheels = mcptest.scratch("mcpt-cg-wheels-")
+    build_wheel(wheels, "cgbuild", "1.0")
+    uv = mcptest.UvLog(delay=5, delay_on="pip install")
+    mcptest.at_exit(uv.close)
+    version, args = python_version()
+    d = Daemon(args=[f"--uv={uv.path}", f"--find-links={wheels}", "--offline", *args])
+    mcptest.at_exit(d.close)
+    c = d.client()
+    c.initialize()
+    name = "mcp-python-sandbox-" + hashlib.sha256(d.cache_dir.encode()).hexdigest()[:16]
+    rid = start_run(c, "# /// script\n# dependencies = [\"cgbuild\"]\n# ///\nimport cgbuild\nprint('ok')\n")
+    pids = mcptest.wait_until(lambda: mcptest.processes_with(uv.path + "\0pip\0install"), 60, "uv pip install")
+    where = mcptest.own_cgroups(pids[0])
+    used = hierarchies() + (["cpu"] if v1() and ", cpu)" in _STATE["detail"] else [])
+    mounts = mcptest.cgroup_mounts()
+    for h in used:
+        check(where[h].endswith(f"/{name}/daemon/run-background"), f"{h or 'v2'}: uv is in {where[h]}")
+    if "cpu" in used:
+        eq(read(mounts["cpu"] + os.path.dirname(where["cpu"]) + "/cpu.shares"), "256", "the daemon's group's weight")
+    reply = c.wait_for(rid, timeout=120)
+    check(not reply["result"].get("isError"), c.text(reply["result"])[-600:])
+    c.close()
+    d.close()
 
 
 @test

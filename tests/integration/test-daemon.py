@@ -628,7 +628,10 @@ def a_hundred_clients_running_scripts():
     """100 clients at once, each running scripts back to back for a few seconds: every call ends in a result or
     in the queue-full error, none hangs; afterwards no descriptor, process or memory is left over."""
     n, seconds = 100, 5
-    with Daemon(args=["--max-connections=128", "--max-connections-per-user=128", "--max-runs=2", "--max-queue=32"]) as d:
+    # All 100 are one user: the per-user cap at max-runs, so that the queue, not the user's share of it, is what
+    # turns calls away ("busy").
+    with Daemon(args=["--max-connections=128", "--max-connections-per-user=128", "--max-runs=2",
+                      "--max-runs-per-user=2", "--max-queue=32"]) as d:
         pid = d.proc.pid
         w = d.client()
         w.initialize()

@@ -21,10 +21,11 @@ pids cgroup for the safety net. Exit 77 when they are missing.
 import os
 import socket
 import time
+import uuid
 
 import mcptest
 from mcptest import BACKGROUND, check, children, eq, line, main, newest_python, pids_safety_net, req
-from mcptest import RssGrowth, sandbox_daemon, sanitized, skip, test, wait_until
+from mcptest import RssGrowth, processes_with, sandbox_daemon, sanitized, skip, test, wait_until
 
 SLEEPERS = r"""
 import os, sys, time
@@ -106,6 +107,74 @@ def comms(pid):
     return out
 
 
+def busy(mark, seconds=60):
+    """A script that becomes a process whose command line carries mark, and computes for seconds."""
+    loop = f"import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
+    return f"import os, sys\nos.execv(sys.executable, [sys.executable, '-c', {loop!r}, {mark!r}])\n"
+
+
+def cpu_path(pid):
+    """The cgroup of pid in the hierarchy of the cpu controller (v1), or its v2 cgroup; None when it is gone."""
+    try:
+        own = mcptest.own_cgroups(pid)
+    except OSError:
+        return None
+    return own.get("cpu", own.get(""))
+
+
+@test
+def a_users_many_runs_get_one_share_of_the_cpus():
+    """CPU is shared per user, not per run: A runs six scripts that compute, B one, and B's gets at least a
+    third of the CPU time the two users' scripts use together (each user's runs are in a cgroup group of that
+    user's, one equal weight each: about half). With a cgroup per run at one weight, B's was one run of seven:
+    a seventh. Measured in CPU time of the processes, never in wall-clock time. Afterwards the users' groups
+    are gone."""
+    need_root_and_net()
+    d, a = sandbox_daemon(["--max-runs=8", "--max-runs-per-user=6"])
+    st = a.call_tool("check_environment", {}).get("structuredContent") or {}
+    if "cgroup" not in str((st.get("sandbox") or {}).get("limits", "")):
+        skip("the daemon has no cgroups here: runs share the CPUs as processes")
+    if "cpu" not in mcptest.cgroup_mounts() and "" not in mcptest.cgroup_mounts():
+        skip("no cgroup hierarchy with the cpu controller")
+    b = user_b(d)
+    marks_a = ["mcpt-share-a-" + uuid.uuid4().hex for _ in range(6)]
+    mark_b = "mcpt-share-b-" + uuid.uuid4().hex
+    rids = [start_call(a, "execute_python", {"script": busy(m), "timeout_seconds": 90}) for m in marks_a]
+    rid_b = start_call(b, "execute_python", {"script": busy(mark_b), "timeout_seconds": 90})
+    wait_until(lambda: all(processes_with(m) for m in marks_a + [mark_b]), 60, "the seven runs")
+    pids_a = [p for m in marks_a for p in processes_with(m)]
+    pids_b = processes_with(mark_b)
+    # Each user's runs are in a group of that user's: A's six in one, B's in another.
+    groups_a = {os.path.dirname(cpu_path(p)) for p in pids_a}
+    groups_b = {os.path.dirname(cpu_path(p)) for p in pids_b}
+    check(len(groups_a) == 1 and next(iter(groups_a)).endswith("/uid-0"), f"A's runs are in {groups_a}")
+    check(len(groups_b) == 1 and next(iter(groups_b)).endswith(f"/uid-{mcptest.NOBODY}"),
+          f"B's run is in {groups_b}")
+    time.sleep(1)   # the scheduler's balance settles
+    hz = os.sysconf("SC_CLK_TCK")
+    a0, b0 = mcptest.cpu_ticks(pids_a), mcptest.cpu_ticks(pids_b)
+    time.sleep(4)
+    used_a, used_b = mcptest.cpu_ticks(pids_a) - a0, mcptest.cpu_ticks(pids_b) - b0
+    print(f"# over 4 s: A's six runs {used_a / hz:.2f} s of CPU, B's one {used_b / hz:.2f} s", flush=True)
+    check(used_a > 0 and used_b > 0, f"the runs do not compute: A {used_a}, B {used_b} ticks")
+    check(used_b * 3 >= used_a + used_b,
+          f"B's run got {used_b / (used_a + used_b):.0%} of the CPU time beside A's six runs, less than a third")
+    for rid in rids:
+        a.notify("notifications/cancelled", {"requestId": rid, "reason": "test"})
+    b.notify("notifications/cancelled", {"requestId": rid_b, "reason": "test"})
+    wait_until(lambda: not any(processes_with(m) for m in marks_a + [mark_b]), 30, "the runs to end")
+    # The users' groups go with their last run (B's pre-started sandbox is B's too: stopped with the daemon).
+    mount = mcptest.cgroup_mounts().get("cpu", mcptest.cgroup_mounts().get(""))
+    group_a = mount + next(iter(groups_a))
+    wait_until(lambda: not os.path.exists(group_a), 10, f"A's group {group_a} to go")
+    b.close()
+    a.close()
+    d.stop()
+    group_b = mount + next(iter(groups_b))
+    check(not os.path.exists(group_b), f"B's group {group_b} is left after the daemon")
+    check(not os.path.exists(os.path.dirname(group_b)), "the daemon's cgroup is left after it")
+
+
 @test
 def b_runs_beside_a_run_of_252_sleeping_processes():
     """Today's issue: 252 sleeping processes of one run made every other user's run fail with "the script hit
@@ -185,6 +254,11 @@ def b_runs_beside_persistent_sandboxes_that_misbehave():
     used = sum(t1[p] - t0[p] for p in t1 if p in t0)
     print(f"# CPU used below the daemon over 3 s, no cell running: {used} ticks", flush=True)
     check(used > 0, f"the busy loop A's cell left does not run: {t0} then {t1}")
+    # The sandboxes, busy loop and all, are in their owner's group of runs: their CPU is a share of A's.
+    if "cpu" in mcptest.cgroup_mounts() or "" in mcptest.cgroup_mounts():
+        groups = {os.path.basename(os.path.dirname(cpu_path(p) or "/")) for p in children(d.proc.pid)}
+        check("uid-0" in groups and groups <= {"uid-0", "daemon", ""},
+              f"the groups of the processes below the daemon: {groups}")
     rid = start_call(a, "execute_code", {"sandbox_id": sids[1], "code": HELLO_LOOP, "timeout_seconds": 30})
     b_runs(b, "beside A's busy loop and hello loop")
     r = a.wait_for(rid, timeout=60).get("result") or {}

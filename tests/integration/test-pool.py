@@ -25,7 +25,7 @@ import signal
 import time
 import uuid
 
-from mcptest import Daemon, check, children, eq, main, test
+from mcptest import Daemon, check, children, eq, main, processes_with, skip, test
 from mcptest import running, wait_until, with_defaults
 
 _STATE = {}
@@ -90,8 +90,8 @@ def prestarted_call(c, d, script, **args):
     if "structuredContent" in r:
         check(st.get("prestarted") is True, f"the run did not use a pre-started sandbox: {st}")
     else:
-        # Files came back, so there is no structuredContent to say it: the sandbox that waited is used up.
-        wait_until(lambda: not waiting & set(bwraps(d.proc.pid)), 10, "the pre-started sandbox to be used")
+        # Files came back, so there is no structuredContent to say it: a sandbox that waited is used up.
+        wait_until(lambda: waiting - set(bwraps(d.proc.pid)), 10, "a pre-started sandbox to be used")
     return r, st, text
 
 
@@ -164,17 +164,18 @@ def pool_refills_after_use():
     d = daemon()
     c = client()
     warm(c, d)
+    # The environment without dependencies keeps the user's own and one for whoever comes first.
+    wait_until(lambda: len(bwraps(d.proc.pid)) == 2, 10, "two pre-started sandboxes")
     before = bwraps(d.proc.pid)
-    eq(len(before), 1, "pre-started sandboxes (prestart=1)")
     _, st, _ = call(c, "print(1)\n")
     check(st["prestarted"], "the run used a pre-started sandbox")
     # The used sandbox exits and a new one starts; until both have happened the
     # old pid may still be listed (it is on its way out), so wait for a new one.
     def fresh():
         now = bwraps(d.proc.pid)
-        return now if now and set(now).isdisjoint(before) else None
+        return now if len(now) == 2 and set(now) != set(before) else None
     after = wait_until(fresh, 10, "a new pre-started sandbox (the used one must not come back)")
-    eq(len(after), 1, "pre-started sandboxes after the run")
+    eq(len(set(before) - set(after)), 1, "pre-started sandboxes gone after one run")
     c.close()
 
 
@@ -207,7 +208,8 @@ def cancellation_kills_it():
     time.sleep(0.5)
     check(all(p in children(d.proc.pid) for p in waiting), "the handed-over sandbox is running")
     c.notify("notifications/cancelled", {"requestId": rid, "reason": "test"})
-    wait_until(lambda: not any(p in children(d.proc.pid) for p in waiting), 5, "the cancelled sandbox to go")
+    # The user's own was handed over; the one for whoever comes first waits on.
+    wait_until(lambda: any(p not in children(d.proc.pid) for p in waiting), 5, "the cancelled sandbox to go")
     c.result("ping", {})
     check(all(m.get("id") != rid for m in c.unclaimed), "a reply for the cancelled request")
     c.close()
@@ -248,6 +250,44 @@ def lowered_limits_get_a_fresh_sandbox():
     eq(st.get("prestarted", False), False, "a run with its own limits (said only when true)")
     eq(st["stdout"], "1\n", "stdout")
     c.close()
+
+
+@test
+def one_users_burst_leaves_another_user_a_prestarted_sandbox():
+    """Sandboxes started ahead are kept per user, plus one for whoever comes first: user A's runs, two at once
+    that stay, take A's own and the shared one, which goes back at once; user B's hello world, sent meanwhile,
+    still gets a pre-started sandbox. (With one sandbox for everybody, A's first run took it and B's started
+    cold.)"""
+    if os.geteuid() != 0:
+        skip("needs root, to be user A beside user B (uid 65534)")
+    d = Daemon("activate", args=("--prestart=1", "--max-runs=4"))
+    try:
+        a = d.client()
+        a.initialize()
+        call(a, "pass\n")
+        wait_until(lambda: len(bwraps(d.proc.pid)) >= 2, 10, "A's sandbox and the shared one started ahead")
+        time.sleep(0.5)
+        marks = ["mcpt-pool-" + uuid.uuid4().hex for _ in range(2)]
+        rids = []
+        for m in marks:
+            rid = a.new_id()
+            script = ("import os, sys\n"
+                      f"os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(600)', {m!r}])\n")
+            a.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                    "params": {"name": "execute_python", "arguments": {"script": script}}})
+            rids.append(rid)
+        wait_until(lambda: all(processes_with(m) for m in marks), 30, "A's two runs")
+        b = d.nobody_client()
+        r, st, text = call(b, "print('B')\n")
+        eq(st.get("stdout"), "B\n", text)
+        check(st.get("prestarted") is True, f"B's run did not get a pre-started sandbox beside A's burst: {st}")
+        b.close()
+        for rid in rids:
+            a.notify("notifications/cancelled", {"requestId": rid, "reason": "test"})
+        wait_until(lambda: not any(processes_with(m) for m in marks), 10, "A's runs to end")
+        a.close()
+    finally:
+        d.close()
 
 
 @test

@@ -847,6 +847,87 @@ START_TEST(test_cgroup_events_and_stale) {
 }
 END_TEST
 
+START_TEST(test_cgroup_groups) {
+        char *d = tmpdir_new(), p[PATH_MAX], buf[32];
+        _cleanup_free_ char *path = NULL;
+        struct stat st;
+
+        ck_assert_str_eq(sandbox_cgroup_group_name(1000, buf, sizeof(buf)), "uid-1000");
+        ck_assert_str_eq(sandbox_cgroup_group_name(0, buf, sizeof(buf)), "uid-0");
+        ck_assert_str_eq(sandbox_cgroup_group_name(SANDBOX_OWNER_DAEMON, buf, sizeof(buf)), "daemon");
+
+        /* cgroup v2: the run cgroups below get their controllers; the group its weight. */
+        mkdir_in(d, "uid-5");
+        snprintf(p, sizeof(p), "%s/uid-5", d);
+        put(p, "cgroup.controllers", "cpuset cpu memory pids\n");
+        put(p, "cgroup.subtree_control", "");
+        put(p, "cpu.weight", "");
+        ck_assert_int_eq(sandbox_cgroup_new_group(d, "uid-5", 100, &path), 0);
+        ck_assert_str_eq(path, p);
+        ck_file(p, "cgroup.subtree_control", "+memory +pids +cpu");
+        ck_file(p, "cpu.weight", "100");
+        path = mfree(path);
+        put(p, "cgroup.controllers", "memory pids\n");
+        put(p, "cgroup.subtree_control", "");
+        put(p, "cpu.weight", "");
+        ck_assert_int_eq(sandbox_cgroup_new_group(d, "uid-5", SANDBOX_CGROUP_DAEMON_WEIGHT, &path), 0);
+        ck_file(p, "cgroup.subtree_control", "+memory +pids");
+        ck_file(p, "cpu.weight", "25");
+        path = mfree(path);
+
+        /* cgroup v1: cpu.shares in the cpu hierarchy (1024 is a user's); nothing to write in the others. */
+        mkdir_in(d, "daemon");
+        snprintf(p, sizeof(p), "%s/daemon", d);
+        put(p, "cpu.shares", "");
+        ck_assert_int_eq(sandbox_cgroup_new_group(d, "daemon", SANDBOX_CGROUP_DAEMON_WEIGHT, &path), 0);
+        ck_file(p, "cpu.shares", "256");
+        path = mfree(path);
+        ck_assert_int_eq(sandbox_cgroup_new_group(d, "uid-6", 100, &path), 0);
+        ck_assert_int_eq(stat(path, &st), 0);
+        path = mfree(path);
+
+        /* A run's processes move from one cgroup to another. */
+        mkdir_in(d, "run-1");
+        mkdir_in(d, "run-2");
+        snprintf(p, sizeof(p), "%s/run-1", d);
+        put(p, "cgroup.procs", "12\n34\n");
+        char to[PATH_MAX];
+        snprintf(to, sizeof(to), "%s/run-2", d);
+        put(to, "cgroup.procs", "");
+        ck_assert_int_eq(sandbox_cgroup_move_procs(p, to), 2);
+        ck_file(to, "cgroup.procs", "34");
+        unlink_in(p, "cgroup.procs");
+        ck_assert_int_eq(sandbox_cgroup_move_procs(p, to), -ENOENT);
+
+        /* Empty groups go (uid-6), busy ones (here: not empty) and what is no group stay; run-1 is busy too. */
+        snprintf(p, sizeof(p), "%s/run-1", d);
+        put(p, "cgroup.procs", "12\n");
+        sandbox_cgroup_remove_stale(d);
+        snprintf(p, sizeof(p), "%s/uid-6", d);
+        ck_assert_int_lt(stat(p, &st), 0);
+        snprintf(p, sizeof(p), "%s/uid-5", d);
+        ck_assert_int_eq(stat(p, &st), 0);
+        snprintf(p, sizeof(p), "%s/run-1", d);
+        ck_assert_int_eq(stat(p, &st), 0);
+
+        /* What an earlier daemon left: empty runs in groups go, and then their groups; a busy run stays. */
+        mkdir_in(d, "uid-7");
+        snprintf(p, sizeof(p), "%s/uid-7", d);
+        mkdir_in(p, "run-3");
+        mkdir_in(d, "uid-8");
+        snprintf(p, sizeof(p), "%s/uid-8", d);
+        mkdir_in(p, "run-4");
+        snprintf(p, sizeof(p), "%s/uid-8/run-4", d);
+        put(p, "cgroup.procs", "1\n");
+        sandbox_cgroup_remove_stale(d);
+        snprintf(p, sizeof(p), "%s/uid-7", d);
+        ck_assert_int_lt(stat(p, &st), 0);
+        snprintf(p, sizeof(p), "%s/uid-8/run-4", d);
+        ck_assert_int_eq(stat(p, &st), 0);
+        rm_rf(d);
+}
+END_TEST
+
 START_TEST(test_cgroup_v1_events) {
         char *d = tmpdir_new(), pids[PATH_MAX], memory[PATH_MAX], cpu[PATH_MAX];
         char *run[] = { pids, memory, cpu, NULL };
@@ -1209,6 +1290,7 @@ static Suite *sandbox_suite(void) {
         tcase_add_test(tc, test_cgroup_v1_find_and_create);
         tcase_add_test(tc, test_cgroup_v1_new_run);
         tcase_add_test(tc, test_cgroup_v1_events);
+        tcase_add_test(tc, test_cgroup_groups);
         suite_add_tcase(s, tc);
         return s;
 }
