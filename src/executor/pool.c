@@ -116,7 +116,7 @@ static unsigned target_n_owned(const PoolTarget *t, uid_t uid) {
         return n;
 }
 
-/* Start what is missing of uid's processes for t: as many as the target's depth. */
+/* Start what is missing of uid's processes for t: as many as the target's depth (the daemon's: one). */
 static int target_fill(PoolTarget *t, uid_t uid) {
         Pool *p = t->pool;
         unsigned n = target_n_owned(t, uid);
@@ -128,7 +128,8 @@ static int target_fill(PoolTarget *t, uid_t uid) {
                         return 0;
                 t->failures = 0;
         }
-        for (; n < MIN(t->depth, p->size); n++) {
+        /* The one for whoever comes first stays one: the depth follows a user's calls. */
+        for (; n < (uid == SCHEDULER_DAEMON_UID ? 1 : MIN(t->depth, p->size)); n++) {
                 PoolEntry *e = calloc(1, sizeof(*e)), **l;
                 int k;
 

@@ -102,7 +102,7 @@ void pool_flush(Pool *p);
 /* Waiting processes, all targets together. */
 unsigned pool_n_ready(const Pool *p);
 unsigned pool_n_targets(const Pool *p);
-/* The depth each target has now, all targets together (what pool_n_ready() is refilled to). */
+/* The depth each target has now, all targets together (what one user's processes are refilled to). */
 unsigned pool_n_wanted(const Pool *p);
 /* Call f for each target's spec and the number of processes waiting for it. */
 void pool_foreach_target(const Pool *p, void (*f)(void *spec, unsigned n_waiting, unsigned depth, void *userdata),
