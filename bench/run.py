@@ -461,12 +461,7 @@ def warm_latency(client, script, n, deps=None, warmup=WARMUP, expect=None, store
         last = client.execute_python(script, deps)
     if not result_ok(last, expect):
         raise MCPError("warm-up call failed: %s" % result_text(last)[:600])
-    key = ((last.get("structuredContent") or {}).get("environment") or {}).get("key") if store else None
-    if key:
-        marker = os.path.join(store, "envs", key, ".mcp-python-sandbox-compiled")
-        deadline = time.monotonic() + 60
-        while not os.path.exists(marker) and time.monotonic() < deadline:
-            time.sleep(0.1)
+    wait_compiled(store, last, 60)
     times, server = [], []
     for _ in range(n):
         t0 = time.monotonic()
@@ -486,6 +481,19 @@ def warm_latency(client, script, n, deps=None, warmup=WARMUP, expect=None, store
     return s
 
 
+def wait_compiled(store, result, timeout):
+    """Our environment of result (store: our cache directory; None: the reference's, nothing to wait for) has its
+    bytecode compiled, or timeout seconds passed. True if there was an environment to wait for."""
+    key = ((result.get("structuredContent") or {}).get("environment") or {}).get("key") if store else None
+    if not key:
+        return False
+    marker = os.path.join(store, "envs", key, ".mcp-python-sandbox-compiled")
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return True
+
+
 def heavy_latency(client, script, deps, n, gap, expect, store=None):
     """Warm runs of a script with heavy imports, gap seconds apart (an agent reads each result before its next
     call): the run after the first teaches our daemon what to import ahead. Also counts our runs that found their
@@ -495,12 +503,7 @@ def heavy_latency(client, script, deps, n, gap, expect, store=None):
         last = client.execute_python(script, deps)
     if not result_ok(last, expect):
         raise MCPError("warm-up call failed: %s" % result_text(last)[:600])
-    key = ((last.get("structuredContent") or {}).get("environment") or {}).get("key") if store else None
-    if key:
-        marker = os.path.join(store, "envs", key, ".mcp-python-sandbox-compiled")
-        deadline = time.monotonic() + 120
-        while not os.path.exists(marker) and time.monotonic() < deadline:
-            time.sleep(0.1)
+    if wait_compiled(store, last, 120):
         client.execute_python(script, deps)   # the compiled environment's first run teaches the next sandbox
     times, warm, failures = [], 0, 0
     for _ in range(n):
