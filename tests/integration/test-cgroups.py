@@ -381,6 +381,55 @@ def builds_go_into_the_daemons_group():
 
 
 @test
+def shared_prestarted_sandbox_moves_to_its_users_group_before_the_script():
+    """The sandbox started ahead for whoever comes first waits in the daemon's group; the user who takes it gets
+    it in their own group (uid-N) before the script starts: the script and a child it forks at once are there, in
+    every hierarchy, and nothing of the run is left in the daemon's group."""
+    daemon()
+    version, args = python_version()
+    d = Daemon(args=["--prestart=1", *args])
+    mcptest.at_exit(d.close)
+    name = "mcp-python-sandbox-" + hashlib.sha256(d.cache_dir.encode()).hexdigest()[:16]
+    def in_daemons_group():
+        found = []
+        for p in mcptest.children(d.proc.pid):
+            try:
+                if f"/{name}/daemon/run-" in mcptest.own_cgroups(p)[hierarchies()[0]]:
+                    found.append(p)
+            except (OSError, KeyError):
+                pass
+        return found
+
+    # A first hello world (root's) leaves the shared one waiting for whoever comes next.
+    a = d.client()
+    a.initialize()
+    r = a.call_tool("execute_python", {"script": "pass\n", "python_version": version}, timeout=60)
+    check(not r.get("isError"), a.text(r)[-600:])
+    a.close()
+    mcptest.wait_until(in_daemons_group, 30, "the shared sandbox waiting in the daemon's group")
+    b = d.nobody_client()
+    mark = "mcpt-cg-shared-" + uuid.uuid4().hex
+    script = ("import os, sys, time\n"
+              "if os.fork() == 0:\n"
+              f"    os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(600)', {mark!r}])\n"
+              "time.sleep(8)\n"
+              "print('done')\n")
+    rid = b.new_id()
+    b.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+            "params": {"name": "execute_python", "arguments": {"script": script, "python_version": version}}})
+    child = mcptest.wait_until(lambda: mcptest.processes_with(mark), 30, "the child the script forked")[0]
+    where = mcptest.own_cgroups(child)
+    for h in hierarchies():
+        check(f"/{name}/uid-{mcptest.NOBODY}/run-" in where[h], f"{h or 'v2'}: the forked child is in {where[h]}")
+    reply = b.wait_for(rid, timeout=60)
+    st = with_defaults(reply["result"]["structuredContent"])
+    eq(st.get("stdout"), "done\n", b.text(reply["result"])[-600:])
+    check(st.get("prestarted") is True, f"the run did not take the shared pre-started sandbox: {st}")
+    b.close()
+    d.close()
+
+
+@test
 def no_cgroup_is_left_when_the_daemon_stops():
     d = daemon()
     parents = _STATE["parents"].values()
