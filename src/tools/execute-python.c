@@ -785,7 +785,7 @@ static bool job_take_prestarted(Job *j) {
         /* During a burst the replacement starts now, beside the run: a client calling back to back finds it further
          * along. Otherwise after the reply (job_refill(), which also brings in what the run taught), so that its
          * start-up does not compete with the run for the CPU. */
-        if (pool_in_burst(runtime_pool(r), j->pool_key) &&
+        if (pool_in_burst(runtime_pool(r), j->pool_key, j->call->uid) &&
             prestart_learnt(r, j->env_path, j->plan->python->prefix, j->call->uid, NULL, 0) < 0)
                 log_debug("Failed to start a sandbox ahead for the next run.");
         log_debug("execute_python for uid " UID_FMT ": running in a pre-started sandbox (warm imports: %s).",
