@@ -12,8 +12,18 @@
 #define SWEEP_INTERVAL_USEC (5 * USEC_PER_SEC)
 #define MAX_FAILURES 3
 #define FAILURE_PAUSE_USEC (60 * USEC_PER_SEC)
+/* Users whose call rate a target follows at once; past that, the one that called least recently is forgotten. */
+#define MAX_OWNERS 64
 
 typedef struct PoolTarget PoolTarget;
+
+/* One user's pace for a target: how many of their processes wait for it. */
+typedef struct PoolOwner {
+        uid_t uid;
+        unsigned depth;         /* processes kept waiting now: 1 to the pool's size, following the call rate */
+        uint64_t last_take;     /* the last pool_take() of this uid that asked for the target */
+        uint64_t last_short;    /* the last take that found none ready, soon after another */
+} PoolOwner;
 
 typedef struct PoolEntry {
         PoolTarget *target;
@@ -34,9 +44,8 @@ struct PoolTarget {
         size_t n_entries;
         unsigned failures;      /* in a row: a target whose processes die before use pauses refilling */
         uint64_t failed_at;
-        unsigned depth;         /* processes kept waiting now: 1 to the pool's size, following the call rate */
-        uint64_t last_take;     /* the last pool_take() that asked for this target */
-        uint64_t last_short;    /* the last take that found none ready, soon after another */
+        PoolOwner *owners;      /* each user's depth: one user's burst deepens only their own */
+        size_t n_owners;
 };
 
 struct Pool {
@@ -82,6 +91,7 @@ static void target_free(PoolTarget *t) {
         for (size_t i = 0; i < t->n_entries; i++)
                 entry_free(t->entries[i]);
         free(t->entries);
+        free(t->owners);
         if (t->ops.free_spec)
                 t->ops.free_spec(t->spec);
         free(t->key);
@@ -116,7 +126,53 @@ static unsigned target_n_owned(const PoolTarget *t, uid_t uid) {
         return n;
 }
 
-/* Start what is missing of uid's processes for t: as many as the target's depth (the daemon's: one). */
+static PoolOwner *target_owner(const PoolTarget *t, uid_t uid) {
+        for (size_t i = 0; i < t->n_owners; i++)
+                if (t->owners[i].uid == uid)
+                        return &t->owners[i];
+        return NULL;
+}
+
+/* uid's record, made when it has none (NULL: no memory for it; the depth is 1 then). */
+static PoolOwner *target_owner_get(PoolTarget *t, uid_t uid) {
+        PoolOwner *o = target_owner(t, uid);
+
+        if (o)
+                return o;
+        if (t->n_owners >= MAX_OWNERS) {
+                /* A bounded list: the user who called least recently starts again at depth 1. */
+                o = &t->owners[0];
+                for (size_t i = 1; i < t->n_owners; i++)
+                        if (t->owners[i].last_take < o->last_take)
+                                o = &t->owners[i];
+        } else {
+                PoolOwner *l = realloc(t->owners, (t->n_owners + 1) * sizeof(*l));
+                if (!l)
+                        return NULL;
+                t->owners = l;
+                o = &t->owners[t->n_owners++];
+        }
+        *o = (PoolOwner) { .uid = uid, .depth = 1 };
+        return o;
+}
+
+/* How many of uid's processes wait for t: their depth, 1 for a user with no burst (and for the daemon). */
+static unsigned target_depth(const PoolTarget *t, uid_t uid) {
+        const PoolOwner *o = uid == SCHEDULER_DAEMON_UID ? NULL : target_owner(t, uid);
+
+        return MIN(o ? o->depth : 1, t->pool->size);
+}
+
+/* The deepest of the target's users: what its report shows. */
+static unsigned target_max_depth(const PoolTarget *t) {
+        unsigned d = MIN(1u, t->pool->size);
+
+        for (size_t i = 0; i < t->n_owners; i++)
+                d = MAX(d, MIN(t->owners[i].depth, t->pool->size));
+        return d;
+}
+
+/* Start what is missing of uid's processes for t: as many as uid's depth (the daemon's: one). */
 static int target_fill(PoolTarget *t, uid_t uid) {
         Pool *p = t->pool;
         unsigned n = target_n_owned(t, uid);
@@ -128,8 +184,8 @@ static int target_fill(PoolTarget *t, uid_t uid) {
                         return 0;
                 t->failures = 0;
         }
-        /* The one for whoever comes first stays one: the depth follows a user's calls. */
-        for (; n < (uid == SCHEDULER_DAEMON_UID ? 1 : MIN(t->depth, p->size)); n++) {
+        /* The one for whoever comes first stays one: the depth follows a user's calls, each user's their own. */
+        for (unsigned want = target_depth(t, uid); n < want; n++) {
                 PoolEntry *e = calloc(1, sizeof(*e)), **l;
                 int k;
 
@@ -171,19 +227,22 @@ static void pool_sweep(Pool *p) {
                         pool_drop_target(p, i);
                         continue;
                 }
-                /* The burst is over: one fewer waits for each owner (the newest goes, the oldest is the readiest). */
-                if (t->depth > 1 && now - t->last_short > POOL_DEPTH_DECAY_USEC) {
-                        t->depth--;
-                        t->last_short = now;
+                /* A user's burst is over: one fewer of theirs waits (the newest goes, the oldest is the readiest). */
+                for (size_t j = t->n_owners; j-- > 0;) {
+                        PoolOwner *o = &t->owners[j];
+                        uid_t uid = o->uid;
+                        if (o->depth <= 1 || now - o->last_short <= POOL_DEPTH_DECAY_USEC)
+                                continue;
+                        o->depth--;
+                        o->last_short = now;
                         for (;;) {
                                 PoolEntry *newest = NULL;
                                 for (size_t k = 0; k < t->n_entries; k++) {
                                         PoolEntry *e = t->entries[k];
-                                        if (target_n_owned(t, e->owner) > t->depth &&
-                                            (!newest || e->item.started > newest->item.started))
+                                        if (e->owner == uid && (!newest || e->item.started > newest->item.started))
                                                 newest = e;
                                 }
-                                if (!newest)
+                                if (!newest || target_n_owned(t, uid) <= target_depth(t, uid))
                                         break;
                                 target_remove_entry(t, newest);
                                 entry_free(newest);
@@ -295,7 +354,6 @@ int pool_refill(Pool *p, const char *key, uid_t uid, const PoolTargetOps *ops, v
                 t->last_uid = t->shared_taker = SCHEDULER_DAEMON_UID;
                 t->ops = *ops;
                 t->spec = spec;
-                t->depth = 1;
                 p->targets[p->n_targets++] = t;
         }
         t->last_used = now_usec();
@@ -384,13 +442,16 @@ int pool_take(Pool *p, const char *key, uid_t uid, PoolAcceptFunc accept, void *
                         best_score = score;
                 }
         }
-        /* Calls come faster than sandboxes start: keep one more waiting from now on. */
-        if ((!best || !best_ready) && t->last_take > 0 && now - t->last_take < POOL_DEPTH_BURST_USEC) {
-                if (t->depth < p->size)
-                        t->depth++;
-                t->last_short = now;
+        /* This user's calls come faster than sandboxes start: keep one more of theirs waiting from now on. */
+        PoolOwner *o = uid != SCHEDULER_DAEMON_UID ? target_owner_get(t, uid) : NULL;
+        if (o) {
+                if ((!best || !best_ready) && o->last_take > 0 && now - o->last_take < POOL_DEPTH_BURST_USEC) {
+                        if (o->depth < p->size)
+                                o->depth++;
+                        o->last_short = now;
+                }
+                o->last_take = now;
         }
-        t->last_take = now;
         if (!best)
                 return 0;
 
@@ -409,10 +470,10 @@ int pool_take(Pool *p, const char *key, uid_t uid, PoolAcceptFunc accept, void *
         return 1;
 }
 
-bool pool_in_burst(const Pool *p, const char *key) {
+bool pool_in_burst(const Pool *p, const char *key, uid_t uid) {
         PoolTarget *t = p ? pool_find(p, key, NULL) : NULL;
 
-        return t && MIN(t->depth, p->size) > 1;
+        return t && target_depth(t, uid) > 1;
 }
 
 unsigned pool_n_ready(const Pool *p) {
@@ -431,14 +492,14 @@ unsigned pool_n_wanted(const Pool *p) {
         unsigned n = 0;
 
         for (size_t i = 0; p && i < p->n_targets; i++)
-                n += MIN(p->targets[i]->depth, p->size);
+                n += target_max_depth(p->targets[i]);
         return n;
 }
 
 void pool_foreach_target(const Pool *p, void (*f)(void *spec, unsigned n_waiting, unsigned depth, void *userdata),
                          void *userdata) {
         for (size_t i = 0; p && i < p->n_targets; i++)
-                f(p->targets[i]->spec, (unsigned) p->targets[i]->n_entries, MIN(p->targets[i]->depth, p->size),
+                f(p->targets[i]->spec, (unsigned) p->targets[i]->n_entries, target_max_depth(p->targets[i]),
                   userdata);
 }
 

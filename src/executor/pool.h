@@ -18,8 +18,9 @@
  * (refilled for that uid's next run) or the daemon (SCHEDULER_DAEMON_UID,
  * for whoever comes first). A uid takes its own or the daemon's, the latter
  * not twice in a row, never another uid's: one user's burst of runs cannot
- * drain what another user's next run would use. The depth applies to each
- * uid's processes of a target. A new target takes the place of the least
+ * drain what another user's next run would use. Each uid has a depth of its
+ * own for a target, following its own call rate: one user's burst deepens
+ * nobody else's. A new target takes the place of the least
  * recently used target of the same uid when there is one, so one user's many
  * environments do not push out another's.
  */
@@ -94,15 +95,16 @@ int pool_refill(Pool *p, const char *key, uid_t uid, const PoolTargetOps *ops, v
  */
 int pool_take(Pool *p, const char *key, uid_t uid, PoolAcceptFunc accept, void *userdata, PoolItem *ret,
               bool *ret_shared);
-/* Calls for key come faster than its processes start (its depth grew): a taker should start the replacement at
- * once rather than after its work. */
-bool pool_in_burst(const Pool *p, const char *key);
+/* uid's calls for key come faster than its processes start (uid's depth grew): a taker should start the
+ * replacement at once rather than after its work. */
+bool pool_in_burst(const Pool *p, const char *key, uid_t uid);
 /* Kill every waiting process and forget all targets (the policy changed). */
 void pool_flush(Pool *p);
 /* Waiting processes, all targets together. */
 unsigned pool_n_ready(const Pool *p);
 unsigned pool_n_targets(const Pool *p);
-/* The depth each target has now, all targets together (what one user's processes are refilled to). */
+/* The depth of each target's deepest user now, all targets together (each user's processes are refilled to their
+ * own depth). */
 unsigned pool_n_wanted(const Pool *p);
 /* Call f for each target's spec and the number of processes waiting for it. */
 void pool_foreach_target(const Pool *p, void (*f)(void *spec, unsigned n_waiting, unsigned depth, void *userdata),

@@ -1018,30 +1018,33 @@ static void cgroup_spawn_hold_release(void *userdata) {
         free(x);
 }
 
-void runtime_move_to_owner(Runtime *r, Process *p, uid_t uid) {
+int runtime_move_to_owner(Runtime *r, Process *p, uid_t uid) {
         _cleanup_strv_free_ char **paths = NULL;
         SandboxLimits limits;
         char name[64];
         int k;
 
-        if (!p || !p->cgroups)
-                return;
+        if (!p)
+                return -EINVAL;
+        if (!p->cgroups)
+                return 0;   /* rlimits only: no group to be in */
+        CgroupSpawnHold *x = p->release == cgroup_spawn_hold_release ? p->release_userdata : NULL;
+        if (!x)
+                return -EINVAL;   /* not one of spawn_limited()'s */
+        if (x->owner == uid)
+                return 0;
         /* Sandboxes started ahead have the configured limits: the new cgroups get the same. */
         sandbox_limits_from_config(r->config, &limits);
         limits.owner = uid;
         run_cgroup_name(name);
-        CgroupSpawnHold *x = p->release == cgroup_spawn_hold_release ? p->release_userdata : NULL;
-        if (!x)
-                return;   /* not one of spawn_limited()'s */
         k = sandbox_cgroup_move_run_cgroups(p->cgroups, x->owner, name, &limits, &paths);
-        if (k < 0) {
-                log_debug_errno(k, "Failed to move a run into the cgroup group of uid " UID_FMT ", it stays in the "
-                                "daemon's: %m", uid);
-                return;
-        }
+        if (k < 0)
+                return log_warning_errno(k, "Failed to move a sandbox started ahead into the cgroup group of uid "
+                                         UID_FMT ", not using it: %m", uid);
         strv_free(p->cgroups);
         p->cgroups = TAKE_PTR(paths);
         x->owner = uid;
+        return 0;
 }
 
 /* Spawn o with the run's resource limits: a cgroup of its own when we can (and may), rlimits otherwise

@@ -165,8 +165,9 @@ int runtime_network_wrap(Runtime *r, uid_t uid, char *const *command, NetProxy *
 int runtime_network_wrap_later(Runtime *r, char *const *command, int *ret_ctl_fd, int *ret_fd, char ***ret_command);
 int runtime_network_adopt(Runtime *r, uid_t uid, int ctl_fd, NetProxy **ret);
 /* A run started in the daemon's cgroup group (a sandbox started ahead for whoever came first) into the group of
- * uid, whose share of the CPUs it then uses (sandbox/limits.h). Where that fails, it stays where it is. */
-void runtime_move_to_owner(Runtime *r, Process *p, uid_t uid);
+ * uid, whose share of the CPUs it then uses (sandbox/limits.h). 0 when it is there now (or has no cgroups to move),
+ * negative when it stays where it was: then it is no sandbox for uid (the caller drops it). */
+int runtime_move_to_owner(Runtime *r, Process *p, uid_t uid);
 /* The machine-wide part of a run's sandbox policy (bwrap, network, tmpfs size,
  * /etc): every sandboxed process starts from it. */
 SandboxPolicy runtime_sandbox_policy(const Runtime *r);

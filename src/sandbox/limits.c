@@ -317,11 +317,53 @@ const char *sandbox_cgroup_group_name(uid_t owner, char *buf, size_t size) {
         return buf;
 }
 
+/* The whole of a cgroup's process list, however long: a fixed buffer could end in the middle of a pid, and moving
+ * what a cut-off number names would move someone else's process. */
+static int read_procs(const char *dir, char **ret) {
+        char path[PATH_MAX];
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *buf = NULL;
+        size_t have = 0, size = 0;
+
+        if ((size_t) snprintf(path, sizeof(path), "%s/cgroup.procs", dir) >= sizeof(path))
+                return -ENAMETOOLONG;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        for (;;) {
+                if (have + 1 >= size) {
+                        size_t n = size ? size * 2 : 8192;
+                        char *b = realloc(buf, n);
+                        if (!b)
+                                return -ENOMEM;
+                        buf = b;
+                        size = n;
+                }
+                ssize_t k = read(fd, buf + have, size - 1 - have);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        break;
+                have += (size_t) k;
+        }
+        if (!buf && !(buf = strdup("")))
+                return -ENOMEM;
+        buf[have] = 0;
+        /* Each pid ends in a newline: whatever follows the last one is no whole pid, and is left alone. */
+        char *end = strrchr(buf, '\n');
+        *(end ? end + 1 : buf) = 0;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
 int sandbox_cgroup_move_procs(const char *from, const char *to) {
-        char procs[8192];
+        _cleanup_free_ char *procs = NULL;
         int r, n = 0;
 
-        r = read_at(from, "cgroup.procs", procs, sizeof(procs));
+        r = read_procs(from, &procs);
         if (r < 0)
                 return r;
         for (char *p = procs, *e; *p; p = e) {
@@ -520,13 +562,13 @@ int sandbox_cgroup_prepare(const char *dir, char **ret_reason) {
         /* "No internal processes": ours go into a leaf of their own, then the controllers can be enabled. A child
          * of ours may fork while they move (a start-up probe's bwrap): then again, a few times. */
         for (unsigned attempt = 0; r == -EBUSY && attempt < 50; attempt++) {
-                char procs[4096];
+                _cleanup_free_ char *procs = NULL;
                 if (attempt > 0)
                         (void) usleep(10 * 1000);
                 snprintf(sup, sizeof(sup), "%s/supervisor", dir);
                 if (mkdir(sup, 0755) < 0 && errno != EEXIST)
                         return reason(ret_reason, -errno, "%s cannot be created: %s", sup, strerror(errno));
-                r = read_at(dir, "cgroup.procs", procs, sizeof(procs));
+                r = read_procs(dir, &procs);
                 if (r < 0)
                         return reason(ret_reason, r, "%s/cgroup.procs cannot be read: %s", dir, strerror(-r));
                 for (char *p = procs, *e; *p; p = e) {

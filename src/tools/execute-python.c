@@ -748,6 +748,14 @@ static bool job_take_prestarted(Job *j) {
                 pool_item_done(&it);
                 return false;
         }
+        /* One started for whoever came first waited in the daemon's group: it goes into its user's before it has
+         * the script (which then starts, and may fork), so that all the run does is charged to its user. A sandbox
+         * that cannot move is no sandbox of theirs: dropped (torn down off the loop), and a fresh one instead. */
+        if (j->prestart_shared && runtime_move_to_owner(r, it.proc, j->call->uid) < 0) {
+                process_detach(TAKE_PTR(it.proc));
+                pool_item_done(&it);
+                return false;
+        }
         /* network-allow: the sandbox's proxy becomes the caller's now (a reload flushes the pool: the two agree). */
         if ((it.ctl_fd >= 0) != runtime_network_allowlisted(r) ||
             (it.ctl_fd >= 0 && runtime_network_adopt(r, j->call->uid, TAKE_FD(it.ctl_fd), &j->netproxy) < 0)) {
@@ -777,15 +785,12 @@ static bool job_take_prestarted(Job *j) {
         /* During a burst the replacement starts now, beside the run: a client calling back to back finds it further
          * along. Otherwise after the reply (job_refill(), which also brings in what the run taught), so that its
          * start-up does not compete with the run for the CPU. */
-        if (pool_in_burst(runtime_pool(r), j->pool_key) &&
+        if (pool_in_burst(runtime_pool(r), j->pool_key, j->call->uid) &&
             prestart_learnt(r, j->env_path, j->plan->python->prefix, j->call->uid, NULL, 0) < 0)
                 log_debug("Failed to start a sandbox ahead for the next run.");
         log_debug("execute_python for uid " UID_FMT ": running in a pre-started sandbox (warm imports: %s).",
                   j->call->uid, it.tag && it.tag[0] ? it.tag : "none");
         it.tag = mfree(it.tag);
-        /* One started for whoever came first waited in the daemon's group: its run is a share of its user's. */
-        if (j->prestart_shared)
-                runtime_move_to_owner(r, j->proc, j->call->uid);
         /* It was there for whoever came first: another goes back now, for the next user to come. */
         if (j->prestart_shared &&
             prestart_learnt(r, j->env_path, j->plan->python->prefix, SCHEDULER_DAEMON_UID, NULL, 0) < 0)

@@ -244,6 +244,39 @@ def depth_follows_the_call_rate():
 
 
 @test
+def one_users_burst_deepens_only_their_own_pool():
+    """The depth follows each user's own call rate: user A's calls back to back keep more of A's sandboxes
+    waiting, and user B's one call after that leaves one of B's waiting, not as many as A's. (With one depth per
+    environment, B's refill started A's depth of sandboxes, charged to B.)"""
+    if os.geteuid() != 0:
+        skip("needs root, to be user A beside user B (uid 65534)")
+    d = Daemon("activate", args=("--prestart=3",))
+    try:
+        a = d.client()
+        a.initialize()
+        warm(a, d)
+        for _ in range(30):
+            _, st, _ = call(a, "print(1)\n")
+            eq(st["exit_code"], 0, "exit code")
+        pool = a.call_tool("check_environment", {}).get("structuredContent", {}).get("prestart", {})
+        deep = max([e["depth"] for e in pool.get("environments", [])] or [0])
+        check(deep >= 2, f"A's burst made the pool deeper: {pool}")
+        # A's, and the one for whoever comes first.
+        wait_until(lambda: len(bwraps(d.proc.pid)) == deep + 1, 15, "A's deeper pool filled (and the shared one)")
+        b = d.nobody_client()
+        _, st, text = call(b, "print('B')\n")
+        eq(st.get("stdout"), "B\n", text)
+        # A's, the shared one back, and one of B's.
+        wait_until(lambda: len(bwraps(d.proc.pid)) >= deep + 2, 15, "B's sandbox and the shared one")
+        time.sleep(2)
+        eq(len(bwraps(d.proc.pid)), deep + 2, f"sandboxes waiting after B's one call (A's depth {deep})")
+        b.close()
+        a.close()
+    finally:
+        d.close()
+
+
+@test
 def lowered_limits_get_a_fresh_sandbox():
     d = daemon()
     c = client()

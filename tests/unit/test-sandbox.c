@@ -896,6 +896,20 @@ START_TEST(test_cgroup_groups) {
         put(to, "cgroup.procs", "");
         ck_assert_int_eq(sandbox_cgroup_move_procs(p, to), 2);
         ck_file(to, "cgroup.procs", "34");
+        /* A list longer than any first read: every pid moves, the last one whole (not cut at a buffer's end). A
+         * last line without its newline is no whole pid and stays. */
+        {
+                _cleanup_free_ char *many = NULL;
+                size_t l = 0;
+                many = malloc(3000 * 8 + 16);
+                ck_assert_ptr_nonnull(many);
+                for (unsigned i = 0; i < 3000; i++)
+                        l += (size_t) sprintf(many + l, "%u\n", 1000000 + i);
+                strcpy(many + l, "4321");
+                put(p, "cgroup.procs", many);
+                ck_assert_int_eq(sandbox_cgroup_move_procs(p, to), 3000);
+                ck_file(to, "cgroup.procs", "1002999");
+        }
         unlink_in(p, "cgroup.procs");
         ck_assert_int_eq(sandbox_cgroup_move_procs(p, to), -ENOENT);
 
