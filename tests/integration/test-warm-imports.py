@@ -23,6 +23,9 @@ random token:
   imports nothing ahead from then on;
 - prestart-memory bounds what one imports (the rest is imported by the
   script), 0 turns warm imports off; check_environment reports the pool.
+- a module whose import fails in the waiting sandbox (after another was
+  imported): that sandbox exits unused, and its user's next ones import
+  nothing ahead;
 
 Needs $DAEMON and $SHIM, bubblewrap and uv. Exit status: 0 pass, 1 fail, 77 skip.
 """
@@ -57,6 +60,9 @@ def wheels():
         build_wheel(w, "mcpt-warm", "1.0", module_source=SIDE)
         build_wheel(w, "mcpt-other", "1.0", module_source=SIDE)
         build_wheel(w, "mcpt-loud", "1.0", module_source="print('loud at import')\n")
+        # Fails to import until the script is there: in a waiting sandbox only.
+        build_wheel(w, "mcpt-early", "1.0",
+                    module_source="import os\nif not os.path.exists('/work/script.py'):\n    raise ImportError('early')\n")
         _STATE["wheels"] = w
     return _STATE["wheels"]
 
@@ -219,5 +225,33 @@ def prestart_memory_bounds_the_imports():
     c.close()
 
 
-if __name__ == "__main__":
+@test
+def a_failed_warm_import_spoils_the_sandbox():
+    c = client()
+    deps = ["mcpt-warm", "mcpt-early"]
+    script = "import mcpt_warm\nimport mcpt_early\n" + AGE.split("\n", 1)[1]
+    run(c, script, deps)
+
+    # The waiting sandbox imported mcpt_warm, then failed on mcpt_early: with mcpt_warm imported, it is not what
+    # the script's own imports would have made; it is dropped, and its user's next ones import nothing ahead.
+    def settled():
+        for e in pool(c).get("environments", []):
+            if e.get("warm_imports_off") or (e.get("warm_imports") and e.get("waiting", 0) >= 1):
+                return True
+        return False
+    wait_until(settled, timeout=60, what="the waiting sandbox to import or fail")
+    time.sleep(1.5)
+    for i in range(2):
+        st = run(c, script, deps)
+        check("warm_imports" not in st, f"run {i}: handed a sandbox whose warm import failed: {st}")
+        _, _, age = age_of(st)
+        check(age < 0.5, f"run {i}: mcpt_warm was imported before the script: {age}")
+    envs = [e for e in pool(c).get("environments", []) if e.get("warm_imports_off")]
+    check(envs, "warm imports are off for this user and environment")
+    c.close()
+
+
+@test
+def warm_imports_are_learnt_per_user():
+    if __name__ == "__main__":
     main()
