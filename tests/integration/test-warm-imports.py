@@ -26,6 +26,8 @@ random token:
 - a module whose import fails in the waiting sandbox (after another was
   imported): that sandbox exits unused, and its user's next ones import
   nothing ahead;
+- the list is learnt and kept per user: user B's sandboxes never import
+  what user A's runs taught, and B's check_environment does not show it;
 
 Needs $DAEMON and $SHIM, bubblewrap and uv. Exit status: 0 pass, 1 fail, 77 skip.
 """
@@ -33,7 +35,9 @@ Needs $DAEMON and $SHIM, bubblewrap and uv. Exit status: 0 pass, 1 fail, 77 skip
 import atexit
 import time
 
-from mcptest import Daemon, check, children, eq, main, need_uv, scratch, test, wait_until, with_defaults
+import os
+
+from mcptest import Daemon, check, children, eq, main, need_uv, scratch, skip, test, wait_until, with_defaults
 from wheels import build_wheel
 
 _STATE = {}
@@ -253,5 +257,34 @@ def a_failed_warm_import_spoils_the_sandbox():
 
 @test
 def warm_imports_are_learnt_per_user():
-    if __name__ == "__main__":
+    if os.geteuid() != 0:
+        skip("needs root, to be user A beside user B (uid 65534)")
+    d = daemon("--max-runs=4")
+    a = client("--max-runs=4")
+    deps = ["mcpt-warm"]
+    run(a, AGE, deps)
+    waiting_with(a, ["mcpt_warm"])
+    b = d.nobody_client()
+    # B sees the pool, not what A's scripts import.
+    for e in pool(b).get("environments", []):
+        eq(e.get("warm_imports"), [], f"B's view of an environment A taught: {e}")
+    # B's run teaches nothing (no leading imports); the sandbox kept for B's next run imports nothing either.
+    late = "print('late', end=' ')\n" + AGE
+    st = run(b, late, deps)
+    check("warm_imports" not in st, f"B's first run: {st}")
+    wait_until(lambda: sum(e.get("waiting", 0) for e in pool(b).get("environments", [])) >= 2, 60,
+               "A's and B's sandboxes to wait")
+    time.sleep(1.5)
+    st = run(b, AGE, deps)
+    check("warm_imports" not in st, f"B's sandbox imported what A's runs taught: {st}")
+    _, _, age = age_of(st)
+    check(age < 0.5, f"B's module was imported before B's script: {age}")
+    # A's own list is still A's.
+    waiting_with(a, ["mcpt_warm"])
+    eq(run(a, AGE, deps).get("warm_imports"), ["mcpt_warm"], "A's warm imports")
+    a.close()
+    b.close()
+
+
+if __name__ == "__main__":
     main()
