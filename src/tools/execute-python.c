@@ -454,7 +454,7 @@ typedef struct Prestart {
         ino_t ino;
         SandboxLimits limits;
         size_t head_max, tail_max;
-        uint64_t import_max_kib;        /* prestart-memory: 0, no warm imports */
+        uint64_t import_max_kib;        /* prestart-memory: 0 (or the network on), no warm imports */
         bool learnt;                    /* a new spec: users[0]'s imports is what a run just taught */
         PrestartUser users[PRESTART_MAX_USERS];
         size_t n_users;
@@ -667,7 +667,9 @@ static int prestart_learnt(Runtime *r, const char *env_path, const char *prefix,
                 ps->n_users = 1;
         } else
                 strv_free(imports);
-        ps->import_max_kib = c->prestart_memory / 1024;
+        /* With the network on, no warm imports: nothing a module does at import time runs before its user's
+         * connections are theirs (network-allow's proxy is made at the hand-over). */
+        ps->import_max_kib = c->network || runtime_network_allowlisted(r) ? 0 : c->prestart_memory / 1024;
         ps->runtime = r;
         ps->env_path = strdup(env_path);
         ps->prefix = strdup(prefix);
@@ -720,11 +722,12 @@ json_object *execute_python_pool_json(Runtime *r, uid_t uid) {
         Pool *p = runtime_pool(r);
         json_object *o = json_object_new_object();
         PoolJson pj = { .targets = json_object_new_array(), .uid = uid };
+        bool network = c->network || runtime_network_allowlisted(r);
 
         json_add_int(o, "max_per_environment", pool_size(p));
         json_add_int(o, "waiting", pool_n_ready(p));
         json_add_int(o, "wanted", pool_n_wanted(p));
-        json_add_int(o, "warm_import_memory_max_bytes", (int64_t) c->prestart_memory);
+        json_add_int(o, "warm_import_memory_max_bytes", network ? 0 : (int64_t) c->prestart_memory);
         pool_foreach_target(p, prestart_target_json, &pj);
         json_add(o, "environments", pj.targets);
         return o;

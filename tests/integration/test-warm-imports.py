@@ -28,6 +28,7 @@ random token:
   nothing ahead;
 - the list is learnt and kept per user: user B's sandboxes never import
   what user A's runs taught, and B's check_environment does not show it;
+- with the network on, nothing is imported ahead.
 
 Needs $DAEMON and $SHIM, bubblewrap and uv. Exit status: 0 pass, 1 fail, 77 skip.
 """
@@ -284,6 +285,20 @@ def warm_imports_are_learnt_per_user():
     eq(run(a, AGE, deps).get("warm_imports"), ["mcpt_warm"], "A's warm imports")
     a.close()
     b.close()
+
+
+@test
+def no_warm_imports_with_the_network_on():
+    c = client("--network")
+    run(c, AGE, ["mcpt-warm"])
+    time.sleep(2.0)
+    st = run(c, AGE, ["mcpt-warm"])
+    eq(st.get("prestarted"), True, "prestarted")
+    check("warm_imports" not in st, f"network on: {st}")
+    _, _, age = age_of(st)
+    check(age < 0.5, f"imported before the script: {age}")
+    eq(pool(c).get("warm_import_memory_max_bytes"), 0, "warm imports off, as reported")
+    c.close()
 
 
 if __name__ == "__main__":
