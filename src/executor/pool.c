@@ -199,7 +199,8 @@ static int target_fill(PoolTarget *t, uid_t uid) {
                 t->entries = l;
                 e->target = t;
                 e->owner = uid;
-                e->item = (PoolItem) { .in_fd = -EBADF, .out_fd = -EBADF, .ctl_fd = -EBADF, .started = now_usec() };
+                e->item = (PoolItem) { .in_fd = -EBADF, .out_fd = -EBADF, .ctl_fd = -EBADF, .owner = uid,
+                                      .started = now_usec() };
                 /* Charged to whom it is for (the daemon's own for whoever comes first), capped like the rest. */
                 if (p->sched && scheduler_try_acquire(p->sched, &e->ticket, SCHED_PRESTART, uid) != 0) {
                         free(e);

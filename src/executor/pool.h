@@ -40,6 +40,7 @@ typedef struct PoolItem {
         int out_fd;             /* read end of a result pipe, or -EBADF */
         int ctl_fd;             /* the daemon's end of a socket the process holds too (network-allow's), or -EBADF */
         char *tag;              /* what the spawn function says this process holds (e.g. its warm imports), or NULL */
+        uid_t owner;            /* whom it was started for (SCHEDULER_DAEMON_UID: whoever comes first) */
         uint64_t started;       /* when it was spawned */
 } PoolItem;
 

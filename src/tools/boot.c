@@ -107,7 +107,7 @@ const char boot_code[] =
         "                try:\n"
         "                    __import__(m)\n"
         "                except BaseException:\n"
-        "                    break\n"
+        "                    os._exit(1)\n"
         "                done.append(m)\n"
         "                if cap and rss_kib() > cap:\n"
         "                    break\n"

@@ -157,9 +157,10 @@ def _boot():
         mods, _, chunks[0] = chunks[0].partition(b"\n")
         mods = mods.decode()
         # Warm imports (src/tools/preimport.h says when the daemon hands this sandbox a script): import the
-        # modules the script's first statements will import, in their order, while nobody waits. Stop at the
-        # first that fails (the script's own import of it fails the same way, then) and once the memory the
-        # process holds passes CAP KiB (the script imports the rest itself). 'P' tells the daemon what was done.
+        # modules the script's first statements will import, in their order, while nobody waits. Stop once the
+        # memory the process holds passes CAP KiB (the script imports the rest itself). One that fails may have
+        # left something behind (its parent package imported): this sandbox is then spoilt, and exits unused
+        # (the daemon imports nothing ahead for its user from then on). 'P' tells the daemon what was done.
         if mods:
             done = []
             cap = int(cap or 0)
@@ -167,7 +168,7 @@ def _boot():
                 try:
                     __import__(m)
                 except BaseException:
-                    break
+                    os._exit(1)
                 done.append(m)
                 if cap and rss_kib() > cap:
                     break

@@ -186,7 +186,7 @@ static void check_env_finish(CheckEnv *c) {
         json_add_int(o, "max_queued", (int64_t) cfg->max_queue);
         json_add(st, "runs", o);
         /* Sandboxes started ahead: how many wait, how deep each environment's pool is now, what they import. */
-        json_add(st, "prestart", execute_python_pool_json(r));
+        json_add(st, "prestart", execute_python_pool_json(r, c->call->uid));
 
         /* First, before anything that could make it look like a sandbox. */
         if (unsandboxed)

@@ -436,6 +436,17 @@ static int on_outputs(sd_event_source *s, int fd, uint32_t revents, void *userda
  * timeout starts at the hand-over; RLIMIT_CPU cannot be reset, so the CPU Python spent starting (a few ms,
  * against a limit counted in seconds) counts towards it, as the memory it holds counts towards memory.max.
  */
+/* Warm imports are learnt and kept per user: one user's runs neither show nor change what another's import. */
+#define PRESTART_MAX_USERS 64
+
+typedef struct PrestartUser {
+        uid_t uid;
+        char **imports;                 /* learnt from this user's last run in the environment (preimport.h) */
+        bool imports_failed;            /* a sandbox that imported them went unused: none for this user any more */
+        uint64_t imports_kib;           /* the memory the last one used held once it had imported them ('P') */
+        uint64_t used;                  /* when last learnt from: the least recent goes when the table is full */
+} PrestartUser;
+
 typedef struct Prestart {
         Runtime *runtime;
         char *env_path, *python, *prefix;
@@ -443,11 +454,10 @@ typedef struct Prestart {
         ino_t ino;
         SandboxLimits limits;
         size_t head_max, tail_max;
-        uint64_t import_max_kib;        /* prestart-memory: 0, no warm imports */
-        char **imports;                 /* warm imports: learnt from the environment's last run (preimport.h) */
-        bool learnt;                    /* a new spec: imports is what a run just taught, to replace the target's */
-        bool imports_failed;            /* a sandbox that imported them went unused: none for this target any more */
-        uint64_t imports_kib;           /* the memory the last one used held once it had imported them ('P') */
+        uint64_t import_max_kib;        /* prestart-memory: 0 (or the network on), no warm imports */
+        bool learnt;                    /* a new spec: users[0]'s imports is what a run just taught */
+        PrestartUser users[PRESTART_MAX_USERS];
+        size_t n_users;
 } Prestart;
 
 static void prestart_free(void *userdata) {
@@ -458,45 +468,81 @@ static void prestart_free(void *userdata) {
         free(ps->env_path);
         free(ps->python);
         free(ps->prefix);
-        strv_free(ps->imports);
+        for (size_t i = 0; i < ps->n_users; i++)
+                strv_free(ps->users[i].imports);
         free(ps);
 }
 
-/* What a sandbox of ps imports ahead, comma-separated ("" for nothing): the boot program's MODULES. */
-static char *prestart_imports(const Prestart *ps) {
-        if (ps->import_max_kib == 0 || ps->imports_failed || !ps->imports || !ps->imports[0])
+/* uid's entry; with create, made (in place of the least recently used one when the table is full). The daemon
+ * has none: what it starts for whoever comes first imports nothing. */
+static PrestartUser *prestart_user(Prestart *ps, uid_t uid, bool create) {
+        size_t oldest = 0;
+
+        if (uid == SCHEDULER_DAEMON_UID)
+                return NULL;
+        for (size_t i = 0; i < ps->n_users; i++)
+                if (ps->users[i].uid == uid)
+                        return &ps->users[i];
+        if (!create)
+                return NULL;
+        if (ps->n_users < PRESTART_MAX_USERS)
+                oldest = ps->n_users++;
+        else
+                for (size_t i = 1; i < ps->n_users; i++)
+                        if (ps->users[i].used < ps->users[oldest].used)
+                                oldest = i;
+        strv_free(ps->users[oldest].imports);
+        ps->users[oldest] = (PrestartUser) { .uid = uid, .used = now_usec() };
+        return &ps->users[oldest];
+}
+
+/* What a sandbox of ps started for owner imports ahead, comma-separated ("" for nothing): the boot program's
+ * MODULES. */
+static char *prestart_imports(Prestart *ps, uid_t owner) {
+        PrestartUser *u = prestart_user(ps, owner, false);
+
+        if (ps->import_max_kib == 0 || !u || u->imports_failed || !u->imports || !u->imports[0])
                 return strdup("");
-        return strv_join(ps->imports, ",");
+        return strv_join(u->imports, ",");
 }
 
 static void prestart_update(void *userdata, void *new_userdata) {
         Prestart *ps = userdata, *n = new_userdata;
+        PrestartUser *u;
 
-        if (n->imports_kib > 0)
-                ps->imports_kib = n->imports_kib;
+        if (n->n_users == 0)
+                return;
+        u = prestart_user(ps, n->users[0].uid, true);
+        if (!u)
+                return;
+        if (n->users[0].imports_kib > 0)
+                u->imports_kib = n->users[0].imports_kib;
         if (!n->learnt)
                 return;
-        strv_free(ps->imports);
-        ps->imports = TAKE_PTR(n->imports);
+        u->used = n->users[0].used;
+        strv_free(u->imports);
+        u->imports = TAKE_PTR(n->users[0].imports);
 }
 
-/* A waiting sandbox is kept while it imported what the target would import now. */
+/* A waiting sandbox is kept while it imported what its owner's would import now. */
 static bool prestart_keep(void *userdata, const PoolItem *it) {
-        _cleanup_free_ char *want = prestart_imports(userdata);
+        _cleanup_free_ char *want = prestart_imports(userdata, it->owner);
 
         return want && streq(want, strempty(it->tag));
 }
 
-/* One that imported modules ended or printed before use: most likely their doing; import nothing from now on. */
+/* One that imported modules ended or printed before use: most likely their doing (boot.py exits when an import
+ * fails); its owner's import nothing from now on. */
 static void prestart_dropped(void *userdata, const PoolItem *it) {
         Prestart *ps = userdata;
+        PrestartUser *u;
 
-        if (it->tag && it->tag[0]) {
-                if (!ps->imports_failed)
-                        log_info("A pre-started sandbox of %s went unused after importing %s; its next ones import "
-                                 "nothing ahead.", ps->env_path, it->tag);
-                ps->imports_failed = true;
-        }
+        if (!it->tag || !it->tag[0] || !(u = prestart_user(ps, it->owner, true)))
+                return;
+        if (!u->imports_failed)
+                log_info("A pre-started sandbox of %s for uid " UID_FMT " went unused after importing %s; its next "
+                         "ones import nothing ahead.", ps->env_path, it->owner, it->tag);
+        u->imports_failed = true;
 }
 
 /* The environment it binds is still the one in the store (not collected, not rebuilt). */
@@ -523,7 +569,7 @@ static int prestart_spawn(void *userdata, uid_t owner, ProcessDoneFunc done, voi
                 return -errno;
         in_r = fds[0];
         in_w = fds[1];
-        _cleanup_free_ char *imports = prestart_imports(ps);
+        _cleanup_free_ char *imports = prestart_imports(ps, owner);
         if (!imports)
                 return -ENOMEM;
         /* FD:IN:LEARN:CAP (boot.py). The modules go first on IN, not on a command line every local user can read. */
@@ -614,10 +660,16 @@ static int prestart_learnt(Runtime *r, const char *env_path, const char *prefix,
                 strv_free(imports);
                 return -ENOMEM;
         }
-        ps->imports = imports;
         ps->learnt = imports != NULL;
-        ps->imports_kib = imports_kib;
-        ps->import_max_kib = c->prestart_memory / 1024;
+        if (uid != SCHEDULER_DAEMON_UID) {
+                ps->users[0] = (PrestartUser) { .uid = uid, .imports = imports, .imports_kib = imports_kib,
+                                                .used = now_usec() };
+                ps->n_users = 1;
+        } else
+                strv_free(imports);
+        /* With the network on, no warm imports: nothing a module does at import time runs before its user's
+         * connections are theirs (network-allow's proxy is made at the hand-over). */
+        ps->import_max_kib = c->network || runtime_network_allowlisted(r) ? 0 : c->prestart_memory / 1024;
         ps->runtime = r;
         ps->env_path = strdup(env_path);
         ps->prefix = strdup(prefix);
@@ -638,36 +690,46 @@ int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix
         return prestart_learnt(r, env_path, prefix, SCHEDULER_DAEMON_UID, NULL, 0);
 }
 
+typedef struct PoolJson {
+        json_object *targets;
+        uid_t uid;
+} PoolJson;
+
+/* An environment's pool as uid may see it: its own warm imports only. */
 static void prestart_target_json(void *userdata, unsigned n_waiting, unsigned depth, void *arg) {
         Prestart *ps = userdata;
-        json_object *a = arg, *o = json_object_new_object(), *imports = json_object_new_array();
-        _cleanup_free_ char *now = prestart_imports(ps);
+        PoolJson *pj = arg;
+        json_object *o = json_object_new_object(), *imports = json_object_new_array();
+        _cleanup_free_ char *now = prestart_imports(ps, pj->uid);
+        PrestartUser *u = prestart_user(ps, pj->uid, false);
         const char *slash = strrchr(ps->env_path, '/');
 
         json_add_string(o, "environment", slash ? slash + 1 : ps->env_path);
         json_add_int(o, "waiting", n_waiting);
         json_add_int(o, "depth", depth);
-        for (size_t i = 0; now && now[0] && ps->imports && ps->imports[i]; i++)
-                json_object_array_add(imports, json_object_new_string(ps->imports[i]));
+        for (size_t i = 0; now && now[0] && u && u->imports && u->imports[i]; i++)
+                json_object_array_add(imports, json_object_new_string(u->imports[i]));
         json_add(o, "warm_imports", imports);
-        if (ps->imports_kib > 0)   /* what one held, the last time one was used */
-                json_add_int(o, "warm_imports_memory_bytes", (int64_t) (ps->imports_kib * 1024));
-        if (ps->imports_failed)
+        if (u && u->imports_kib > 0)   /* what one held, the last time one was used */
+                json_add_int(o, "warm_imports_memory_bytes", (int64_t) (u->imports_kib * 1024));
+        if (u && u->imports_failed)
                 json_add_bool(o, "warm_imports_off", true);
-        json_object_array_add(a, o);
+        json_object_array_add(pj->targets, o);
 }
 
-json_object *execute_python_pool_json(Runtime *r) {
+json_object *execute_python_pool_json(Runtime *r, uid_t uid) {
         const Config *c = runtime_config(r);
         Pool *p = runtime_pool(r);
-        json_object *o = json_object_new_object(), *targets = json_object_new_array();
+        json_object *o = json_object_new_object();
+        PoolJson pj = { .targets = json_object_new_array(), .uid = uid };
+        bool network = c->network || runtime_network_allowlisted(r);
 
         json_add_int(o, "max_per_environment", pool_size(p));
         json_add_int(o, "waiting", pool_n_ready(p));
         json_add_int(o, "wanted", pool_n_wanted(p));
-        json_add_int(o, "warm_import_memory_max_bytes", (int64_t) c->prestart_memory);
-        pool_foreach_target(p, prestart_target_json, targets);
-        json_add(o, "environments", targets);
+        json_add_int(o, "warm_import_memory_max_bytes", network ? 0 : (int64_t) c->prestart_memory);
+        pool_foreach_target(p, prestart_target_json, &pj);
+        json_add(o, "environments", pj.targets);
         return o;
 }
 

@@ -52,16 +52,21 @@ typedef struct Cursor {
         const char *p, *end;
 } Cursor;
 
-/* Spaces and tabs; inside brackets also newlines and comments. */
+/* A comment runs to the end of the physical line, which Python ends at "\n", "\r\n" and a lone "\r". */
+static void skip_comment(Cursor *c) {
+        while (c->p < c->end && *c->p != '\n' && *c->p != '\r')
+                c->p++;
+}
+
+/* Spaces and tabs (not a form feed: it resets the indentation); inside brackets also newlines and comments. */
 static void skip_blank(Cursor *c, bool in_brackets) {
         while (c->p < c->end) {
-                if (*c->p == ' ' || *c->p == '\t' || *c->p == '\f')
+                if (*c->p == ' ' || *c->p == '\t')
                         c->p++;
                 else if (in_brackets && (*c->p == '\n' || *c->p == '\r'))
                         c->p++;
                 else if (in_brackets && *c->p == '#') {
-                        while (c->p < c->end && *c->p != '\n')
-                                c->p++;
+                        skip_comment(c);
                 } else
                         break;
         }
@@ -104,12 +109,15 @@ static bool name(Cursor *c, bool dotted, char buf[static PREIMPORT_MAX_NAME + 1]
 static bool line_end(Cursor *c) {
         skip_blank(c, false);
         if (c->p < c->end && *c->p == '#')
-                while (c->p < c->end && *c->p != '\n')
-                        c->p++;
-        if (c->p < c->end && *c->p == '\r')
-                c->p++;
+                skip_comment(c);
         if (c->p >= c->end)
                 return true;
+        if (*c->p == '\r') {
+                c->p++;
+                if (c->p < c->end && *c->p == '\n')
+                        c->p++;
+                return true;
+        }
         if (*c->p != '\n')
                 return false;
         c->p++;
@@ -285,13 +293,75 @@ char **preimport_leading_modules(const char *script, size_t len) {
         return TAKE_PTR(l);
 }
 
-bool preimport_script_plain_enough(const char *script, size_t len) {
-        static const char *const words[] = {
-                "sys.modules", "sys.path", "meta_path", "path_hooks", "path_importer_cache", "importlib",
-                "__import__", "environ", "putenv", "unsetenv", "chdir", "setdlopenflags", "get_objects",
-                "get_referrers", "_getframe",
+/* A PEP 263 declaration on line: "^[ \t\f]*#.*?coding[:=][ \t]*([-_.a-zA-Z0-9]+)". False when there is one that
+ * names anything but UTF-8, ASCII or Latin-1 (under which the ASCII-only text reads as the parser reads it). */
+static bool coding_plain(const char *line, const char *end) {
+        static const char *const plain[] = {
+                "utf-8", "utf8", "ascii", "us-ascii", "latin-1", "latin1", "iso-8859-1", "iso8859-1", "iso-latin-1",
         };
+        const char *p = line;
 
+        while (p < end && (*p == ' ' || *p == '\t' || *p == '\f'))
+                p++;
+        if (p >= end || *p != '#')
+                return true;
+        for (; p + 7 <= end; p++) {
+                const char *q = p + 6, *v;
+                char buf[16];
+                size_t n = 0;
+
+                if (memcmp(p, "coding", 6) != 0 || (*q != ':' && *q != '='))
+                        continue;
+                for (q++; q < end && (*q == ' ' || *q == '\t'); q++)
+                        ;
+                for (v = q; q < end && (id_char(*q) || *q == '-' || *q == '.'); q++)
+                        ;
+                if (q == v)
+                        continue;   /* the regex looks further along the line */
+                if ((size_t) (q - v) >= sizeof(buf))
+                        return false;
+                for (; v < q; v++)
+                        buf[n++] = *v == '_' ? '-' : (char) ((*v >= 'A' && *v <= 'Z') ? *v - 'A' + 'a' : *v);
+                buf[n] = 0;
+                for (size_t i = 0; i < ELEMENTSOF(plain); i++)
+                        if (streq(plain[i], buf))
+                                return true;
+                return false;
+        }
+        return true;
+}
+
+bool preimport_script_plain_enough(const char *script, size_t len) {
+        /* Ways to reach sys.modules, the import machinery, the frames or what a module did at import time without
+         * naming them, and the state imports set up (warnings filters, signal handlers, atexit). Too many rather
+         * than too few: a script refused only gets a fresh sandbox. */
+        static const char *const words[] = {
+                "modules", "sys.path", "meta_path", "path_hooks", "path_importer_cache", "importlib",
+                "import_module", "__import__", "environ", "putenv", "unsetenv", "chdir", "setdlopenflags",
+                "get_objects", "get_referrers", "get_referents", "_getframe", "_current_frames", "getattr",
+                "attrgetter", "__getattribute__", "__dict__", "vars(", "globals(", "locals(", "__builtins__",
+                "builtins", "eval(", "exec(", "compile(", "inspect", "ctypes", "warnings", "signal", "faulthandler",
+                "atexit", "__loader__", "__spec__", "settrace", "setprofile", "addaudithook",
+        };
+        const char *end = script + len, *line = script;
+
+        if (len >= 3 && memcmp(script, "\xef\xbb\xbf", 3) == 0)
+                script += 3, len -= 3, line = script;
+        for (size_t i = 0; i < len; i++) {
+                unsigned char b = (unsigned char) script[i];
+                /* Not ASCII (other encodings, other line ends), NUL, a form feed, a lone carriage return. */
+                if (b >= 0x80 || b == 0 || b == '\f' || (b == '\r' && (i + 1 >= len || script[i + 1] != '\n')))
+                        return false;
+        }
+        /* An encoding declaration counts on either of the first two lines. */
+        for (int n = 0; n < 2 && line < end; n++) {
+                const char *nl = memchr(line, '\n', (size_t) (end - line));
+                if (!coding_plain(line, nl ?: end))
+                        return false;
+                if (!nl)
+                        break;
+                line = nl + 1;
+        }
         for (size_t i = 0; i < ELEMENTSOF(words); i++)
                 if (memmem(script, len, words[i], strlen(words[i])))
                         return false;

@@ -52,7 +52,7 @@ extern const Tool *const tools_unsandboxed[];
 /* Keep a sandbox started ahead for execute_python runs in this environment (RuntimePrestartFunc). */
 int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix);
 /* check_environment's "prestart": the pool, its depth per environment and the warm imports. */
-json_object *execute_python_pool_json(Runtime *r);
+json_object *execute_python_pool_json(Runtime *r, uid_t uid);
 /* Hand the services below the tools the hooks they call back (before runtime_start()). */
 void tools_attach(Runtime *r);
 

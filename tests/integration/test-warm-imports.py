@@ -23,6 +23,12 @@ random token:
   imports nothing ahead from then on;
 - prestart-memory bounds what one imports (the rest is imported by the
   script), 0 turns warm imports off; check_environment reports the pool.
+- a module whose import fails in the waiting sandbox (after another was
+  imported): that sandbox exits unused, and its user's next ones import
+  nothing ahead;
+- the list is learnt and kept per user: user B's sandboxes never import
+  what user A's runs taught, and B's check_environment does not show it;
+- with the network on, nothing is imported ahead.
 
 Needs $DAEMON and $SHIM, bubblewrap and uv. Exit status: 0 pass, 1 fail, 77 skip.
 """
@@ -30,7 +36,9 @@ Needs $DAEMON and $SHIM, bubblewrap and uv. Exit status: 0 pass, 1 fail, 77 skip
 import atexit
 import time
 
-from mcptest import Daemon, check, children, eq, main, need_uv, scratch, test, wait_until, with_defaults
+import os
+
+from mcptest import Daemon, check, children, eq, main, need_uv, scratch, skip, test, wait_until, with_defaults
 from wheels import build_wheel
 
 _STATE = {}
@@ -57,6 +65,9 @@ def wheels():
         build_wheel(w, "mcpt-warm", "1.0", module_source=SIDE)
         build_wheel(w, "mcpt-other", "1.0", module_source=SIDE)
         build_wheel(w, "mcpt-loud", "1.0", module_source="print('loud at import')\n")
+        # Fails to import until the script is there: in a waiting sandbox only.
+        build_wheel(w, "mcpt-early", "1.0",
+                    module_source="import os\nif not os.path.exists('/work/script.py'):\n    raise ImportError('early')\n")
         _STATE["wheels"] = w
     return _STATE["wheels"]
 
@@ -216,6 +227,77 @@ def prestart_memory_bounds_the_imports():
     st = run(c, AGE, ["mcpt-warm"])
     eq(st.get("prestarted"), True, "prestarted")
     check("warm_imports" not in st, f"prestart-memory=0: {st}")
+    c.close()
+
+
+@test
+def a_failed_warm_import_spoils_the_sandbox():
+    c = client()
+    deps = ["mcpt-warm", "mcpt-early"]
+    script = "import mcpt_warm\nimport mcpt_early\n" + AGE.split("\n", 1)[1]
+    run(c, script, deps)
+
+    # The waiting sandbox imported mcpt_warm, then failed on mcpt_early: with mcpt_warm imported, it is not what
+    # the script's own imports would have made; it is dropped, and its user's next ones import nothing ahead.
+    def settled():
+        for e in pool(c).get("environments", []):
+            if e.get("warm_imports_off") or (e.get("warm_imports") and e.get("waiting", 0) >= 1):
+                return True
+        return False
+    wait_until(settled, timeout=60, what="the waiting sandbox to import or fail")
+    time.sleep(1.5)
+    for i in range(2):
+        st = run(c, script, deps)
+        check("warm_imports" not in st, f"run {i}: handed a sandbox whose warm import failed: {st}")
+        _, _, age = age_of(st)
+        check(age < 0.5, f"run {i}: mcpt_warm was imported before the script: {age}")
+    envs = [e for e in pool(c).get("environments", []) if e.get("warm_imports_off")]
+    check(envs, "warm imports are off for this user and environment")
+    c.close()
+
+
+@test
+def warm_imports_are_learnt_per_user():
+    if os.geteuid() != 0:
+        skip("needs root, to be user A beside user B (uid 65534)")
+    d = daemon("--max-runs=4")
+    a = client("--max-runs=4")
+    deps = ["mcpt-warm"]
+    run(a, AGE, deps)
+    waiting_with(a, ["mcpt_warm"])
+    b = d.nobody_client()
+    # B sees the pool, not what A's scripts import.
+    for e in pool(b).get("environments", []):
+        eq(e.get("warm_imports"), [], f"B's view of an environment A taught: {e}")
+    # B's run teaches nothing (no leading imports); the sandbox kept for B's next run imports nothing either.
+    late = "print('late', end=' ')\n" + AGE
+    st = run(b, late, deps)
+    check("warm_imports" not in st, f"B's first run: {st}")
+    wait_until(lambda: sum(e.get("waiting", 0) for e in pool(b).get("environments", [])) >= 2, 60,
+               "A's and B's sandboxes to wait")
+    time.sleep(1.5)
+    st = run(b, AGE, deps)
+    check("warm_imports" not in st, f"B's sandbox imported what A's runs taught: {st}")
+    _, _, age = age_of(st)
+    check(age < 0.5, f"B's module was imported before B's script: {age}")
+    # A's own list is still A's.
+    waiting_with(a, ["mcpt_warm"])
+    eq(run(a, AGE, deps).get("warm_imports"), ["mcpt_warm"], "A's warm imports")
+    a.close()
+    b.close()
+
+
+@test
+def no_warm_imports_with_the_network_on():
+    c = client("--network")
+    run(c, AGE, ["mcpt-warm"])
+    time.sleep(2.0)
+    st = run(c, AGE, ["mcpt-warm"])
+    eq(st.get("prestarted"), True, "prestarted")
+    check("warm_imports" not in st, f"network on: {st}")
+    _, _, age = age_of(st)
+    check(age < 0.5, f"imported before the script: {age}")
+    eq(pool(c).get("warm_import_memory_max_bytes"), 0, "warm imports off, as reported")
     c.close()
 
 

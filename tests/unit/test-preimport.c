@@ -49,6 +49,12 @@ START_TEST(test_anything_else_ends_it) {
         LEADING("import numpy.\n", "");
         LEADING("from numpy import (linalg\nimport pandas\n", "");
         LEADING("", "");
+        /* Python ends a line (and a comment) at a lone carriage return too; a form feed resets the indentation. */
+        LEADING("# c\rprint(\"before\")\nimport json\n", "");
+        LEADING("import numpy # c\rprint(1)\nimport json\n", "numpy");
+        LEADING("import numpy\r\rimport json\n", "numpy json");
+        LEADING("\fimport numpy\n", "");
+        LEADING("import numpy \\\n\nimport json\n", "");
 }
 END_TEST
 
@@ -79,11 +85,37 @@ START_TEST(test_plain_enough) {
                 "m = __import__('numpy')\n",
                 "import os\nos.chdir('/tmp')\n",
                 "import gc\nprint(len(gc.get_objects()))\n",
+                /* Ways around the words, and text the parser would read otherwise than Python. */
+                "import numpy\nfrom sys import modules\nprint(len(modules))\n",
+                "import numpy, sys\nprint(len(getattr(sys, 'mod' + 'ules')))\n",
+                "import numpy, sys\nprint(len(vars(sys)['mod' 'ules']))\n",
+                "import numpy, sys\nprint(sys.__dict__)\n",
+                "import numpy\nprint(globals())\n",
+                "import numpy\neval('sys.mod' + 'ules')\n",
+                "import numpy, warnings\nprint(warnings.filters)\n",
+                "import numpy, signal\nprint(signal.getsignal(2))\n",
+                "import numpy, faulthandler\n",
+                "import numpy, atexit\n",
+                "# c\rprint(\"before\")\nimport json\n",
+                "import numpy\nprint('\xc3\xa9')\n",
+                "import numpy\n\fprint(1)\n",
+                "# -*- coding: utf-7 -*-\nimport json\n",
+                "#!/usr/bin/python\n# vim: set fileencoding=cp1252 :\nimport json\n",
+                "  # coding=utf_16\nimport json\n",
         };
         for (size_t i = 0; i < ELEMENTSOF(tells); i++)
                 ck_assert_msg(!preimport_script_plain_enough(tells[i], strlen(tells[i])), "%s", tells[i]);
         const char *fine = "import numpy as np\nimport pandas as pd\nif __name__ == '__main__':\n    print(np.pi)\n";
         ck_assert(preimport_script_plain_enough(fine, strlen(fine)));
+        static const char *const plain[] = {
+                "# -*- coding: utf-8 -*-\nimport numpy\r\nprint(1)\r\n",
+                "#!/usr/bin/python\n# vim: set fileencoding=latin-1 :\nimport numpy\n",
+                "# coding: UTF_8\nimport numpy\n",
+                "\xef\xbb\xbfimport numpy\n",
+                "import numpy\n\n\n# coding: utf-7 on the third line counts for nothing\n",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(plain); i++)
+                ck_assert_msg(preimport_script_plain_enough(plain[i], strlen(plain[i])), "%s", plain[i]);
 }
 END_TEST
 
