@@ -79,6 +79,7 @@ struct Build {
         char *venv_template;    /* what `uv venv` makes for this Python, kept to copy (uv builds); NULL: bare */
         char **names;           /* the requirements' names */
         bool offline;           /* this install resolves from the uv cache only (build_offline_first()) */
+        bool online;            /* the offline install failed: this is the build again, online */
         EnvLayout layout;       /* what the venv step made (layout.h) */
         OffLoopJob *finishing;  /* the last step (build_complete()), in a child */
         EnvWaiter *waiters;
@@ -1288,6 +1289,7 @@ static int build_snapshot(Build *b) {
 }
 
 static void build_completed(Build *b, int r, const char *why);
+static int build_start(Build *b);
 static int build_complete_child(void *userdata, char **ret_message);
 static void on_build_completed(int r, const char *message, void *userdata);
 
@@ -1303,10 +1305,15 @@ static void on_step_done(Process *p, void *userdata) {
                 _cleanup_free_ char *safe = detail ? utf8_escape_line(detail, strlen(detail)) : NULL;
                 log_debug("Environment %.12s: the uv cache alone was not enough (%s); resolving online.", b->key,
                           strempty(safe));
+                /* Not in the slot the failed uv left: it may have put some of the wheels in place, and a wheel's
+                 * data files can replace bin/python, which the next uv would start here, outside any sandbox.
+                 * The build starts over, from an emptied slot and a fresh copy of the template. */
                 b->offline = false;
-                r = build_step_install(b);
+                b->online = true;
+                b->installing = false;
+                r = build_start(b);
                 if (r < 0)
-                        build_fail(b, r, "uv could not be started");
+                        build_fail(b, r, "the environment build could not be started again");
                 return;
         }
         if (p->exit_code != 0 || p->signal) {
@@ -1420,8 +1427,13 @@ static int take_slot(EnvStore *s, const char *python, const char *python_version
                         unlock_entry(ret_lock_path, &fd);
                         return -ENOMEM;
                 }
-                /* What an interrupted build left there. */
+                /* What an interrupted build left there: gone, or the slot is not used. */
                 (void) rm_rf_untrusted(*ret_slot);
+                if (access(*ret_slot, F_OK) >= 0 || errno != ENOENT) {
+                        *ret_slot = mfree(*ret_slot);
+                        unlock_entry(ret_lock_path, &fd);
+                        continue;
+                }
                 *ret_template = TAKE_PTR(template);
                 return fd;
         }
@@ -1560,6 +1572,8 @@ static void on_slot_warm_done(Process *p, void *userdata) {
         process_free(p);
         if (ok && !s->warm_freezing) {
                 _cleanup_free_ char *py = NULL;
+                /* uv starts the slot's bin/python here, on the host: the slot holds only what `uv venv` just made
+                 * in it (take_slot() emptied it, or did not hand it out), never a package's file. */
                 if (asprintf(&py, "%s/bin/python", s->warm_slot) >= 0) {
                         char *argv[] = { s->uv, (char *) "pip", (char *) "freeze", (char *) "--no-config",
                                          (char *) "--python", py, NULL };
@@ -1681,8 +1695,17 @@ static bool build_offline_first(Build *b) {
         return true;
 }
 
+/* The slot emptied: 0 when nothing is left at path, -ENOTEMPTY when something could not be removed. */
+static int slot_empty(const char *path) {
+        (void) rm_rf_untrusted(path);
+        if (access(path, F_OK) >= 0)
+                return -ENOTEMPTY;
+        return errno == ENOENT ? 0 : -errno;
+}
+
 static int build_start(Build *b) {
         _cleanup_strv_free_ char **argv = strv_new(), **env = NULL;
+        int r;
 
         if (!b->requirements[0]) {
                 /* A bare environment: the interpreter's own venv module, no uv. */
@@ -1700,15 +1723,22 @@ static int build_start(Build *b) {
         } else {
                 if (!b->store->uv)
                         return -ENOENT;
-                b->offline = build_offline_first(b);
+                b->offline = !b->online && build_offline_first(b);
+                /* Every build with packages starts from an empty slot: nothing a failed install left there is
+                 * ever used, or started by the uv to come (it runs the slot's bin/python on the host). */
+                r = slot_empty(b->tmp);
+                if (r < 0)
+                        return r;
                 /* What `uv venv` made for this Python before, copied: one uv process less. */
                 if (venv_template_copy(b) >= 0) {
-                        int r = build_snapshot(b);
+                        r = build_snapshot(b);
                         if (r < 0)
                                 return r;
                         return build_step_install(b);
                 }
-                (void) rm_rf_untrusted(b->tmp);
+                r = slot_empty(b->tmp);
+                if (r < 0)
+                        return r;
                 env = uv_environment(b->store);
                 strv_extend(&argv, b->store->uv);
                 strv_extend(&argv, "venv");
