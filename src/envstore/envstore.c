@@ -79,6 +79,7 @@ struct Build {
         char *venv_template;    /* what `uv venv` makes for this Python, kept to copy (uv builds); NULL: bare */
         char **names;           /* the requirements' names */
         bool offline;           /* this install resolves from the uv cache only (build_offline_first()) */
+        bool online;            /* the offline install failed: this is the build again, online */
         EnvLayout layout;       /* what the venv step made (layout.h) */
         OffLoopJob *finishing;  /* the last step (build_complete()), in a child */
         EnvWaiter *waiters;
@@ -125,6 +126,7 @@ struct EnvStore {
         char **compile_queue;           /* environments whose bytecode is still to be compiled, oldest first */
         char **compile_pythons;         /* the interpreter of each */
         uid_t *compile_uids;            /* and whose call built it: the compile is charged to them */
+        uid_t compiling_uid;            /* whose the compile under way is */
         SchedTicket compile_ticket;     /* SCHED_COMPILE for the compile at the head of the queue, then running */
         SchedTicket walk_ticket;        /* SCHED_WALK, the daemon's: held while the walk runs */
         char *compiling;
@@ -913,11 +915,14 @@ static int adopt_child(void *userdata, char **ret_message) {
 /*
  * matplotlib's font list, made once per environment: what each run built again (115 ms, and a Fontconfig error on
  * stderr), since MPLCONFIGDIR is on the run's own tmpfs. After the bytecode, in the sandbox as a run (it is
- * matplotlib's code), writing only its scratch directory; the file is then copied into the environment (FONTS),
+ * matplotlib's code, and any .pth of the environment's), charged to the uid whose call built the environment, with
+ * no host directory to write to: the sandbox hands the file back on its stdout, at most ENV_FONTS_MAX bytes (what
+ * is longer is not taken). One file of the expected name is then written into the environment (FONTS),
  * read-only, and a run's boot code puts it in MPLCONFIGDIR when the script imports matplotlib.
  */
 #define FONTS ".mcp-python-sandbox-mpl"
-#define FONTS_MAX (8 * 1024 * 1024)
+/* matplotlib's own step takes a second or two; this much is a step gone wrong. */
+#define FONTS_TIMEOUT_USEC (60 * USEC_PER_SEC)
 
 static bool has_matplotlib(const char *env) {
         _cleanup_free_ char *lib = NULL;
@@ -938,55 +943,58 @@ static bool has_matplotlib(const char *env) {
         return found;
 }
 
-/* The font list the sandbox wrote, into the environment. */
-static int fonts_adopt(EnvStore *s) {
-        _cleanup_close_ int env_fd = -EBADF, fonts_fd = -EBADF;
-        DIR *d = opendir(s->compile_out);
-        struct dirent *de;
-        int r = -ENOENT;
+/* "fontlist-vV.json", V matplotlib's FontManager.__version__ ("390", "3.11.0": digits and dots): the one name
+ * adopted. */
+static bool fonts_name_valid(const char *name, size_t len) {
+        const char *prefix = "fontlist-v", *suffix = ".json";
+        size_t n = strlen(prefix), m = strlen(suffix);
 
-        if (!d)
-                return -errno;
+        if (len <= n + m || len > n + m + 16 || memcmp(name, prefix, n) != 0 || memcmp(name + len - m, suffix, m) != 0)
+                return false;
+        for (size_t i = n; i < len - m; i++)
+                if ((name[i] < '0' || name[i] > '9') && name[i] != '.')
+                        return false;
+        return true;
+}
+
+/* The font list the sandbox handed back (its whole stdout: name, newline, contents), into the environment. */
+static int fonts_adopt(EnvStore *s, Process *p) {
+        _cleanup_close_ int env_fd = -EBADF, fonts_fd = -EBADF, out = -EBADF;
+        const Capture *c = &p->out;
+        const char *nl;
+        char name[64];
+        size_t len;
+        int r;
+
+        /* All of it in the head, nothing dropped: more than ENV_FONTS_MAX is refused, not cut. */
+        if (c->total != c->head_len || c->total > ENV_FONTS_MAX)
+                return -EFBIG;
+        nl = memchr(c->head, '\n', c->head_len);
+        if (!nl || !fonts_name_valid(c->head, (size_t) (nl - c->head)))
+                return -EBADMSG;
+        len = (size_t) (nl - c->head);
+        memcpy(name, c->head, len);
+        name[len] = 0;
+
         env_fd = open(s->compiling, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (env_fd < 0) {
-                closedir(d);
+        if (env_fd < 0)
                 return -errno;
-        }
-        while ((de = readdir(d))) {
-                _cleanup_close_ int in = -EBADF, out = -EBADF;
-                _cleanup_free_ char *data = NULL;
-                struct stat st;
-                ssize_t n;
-
-                if (!startswith(de->d_name, "fontlist-v") || !endswith(de->d_name, ".json"))
-                        continue;
-                in = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-                if (in < 0 || fstat(in, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > FONTS_MAX)
-                        continue;
-                data = malloc((size_t) st.st_size + 1);
-                if (!data || (n = read(in, data, (size_t) st.st_size + 1)) != st.st_size)
-                        continue;
-                if (fonts_fd < 0) {
-                        /* The environment's root is read-only (0555): open it to us for one new directory. */
-                        if (fchmod(env_fd, 0755) < 0)
-                                return -errno;
-                        if (mkdirat(env_fd, FONTS, 0755) < 0 && errno != EEXIST)
-                                r = -errno;
-                        fonts_fd = openat(env_fd, FONTS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                        (void) fchmod(env_fd, 0555);
-                        if (fonts_fd < 0)
-                                break;
-                }
-                out = openat(fonts_fd, de->d_name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
-                if (out < 0)
-                        continue;
-                r = write_all(out, data, (size_t) n);
-                if (r < 0)
-                        (void) unlinkat(fonts_fd, de->d_name, 0);
-        }
-        closedir(d);
-        if (fonts_fd >= 0)
-                (void) fchmod(fonts_fd, 0555);
+        /* The environment's root is read-only (0555): open it to us for one new directory. */
+        if (fchmod(env_fd, 0755) < 0)
+                return -errno;
+        r = mkdirat(env_fd, FONTS, 0755) < 0 ? -errno : 0;
+        if (r >= 0)
+                fonts_fd = openat(env_fd, FONTS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        (void) fchmod(env_fd, 0555);
+        if (r < 0)
+                return r;
+        if (fonts_fd < 0)
+                return -errno;
+        out = openat(fonts_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+        r = out < 0 ? -errno : write_all(out, nl + 1, c->head_len - len - 1);
+        if (out >= 0 && r < 0)
+                (void) unlinkat(fonts_fd, name, 0);
+        (void) fchmod(fonts_fd, 0555);
         return r;
 }
 
@@ -996,14 +1004,15 @@ static void on_fonts_done(Process *p, void *userdata) {
 
         s->compile = NULL;
         if (p->exit_code == 0 && !p->signal)
-                r = fonts_adopt(s);
+                r = fonts_adopt(s, p);
         if (r < 0) {
                 _cleanup_free_ char *err = capture_text(&p->err, NULL), *safe = NULL;
                 if (err)
                         safe = utf8_escape_line(err, strlen(err));
-                log_info("Making matplotlib's font list for environment %.12s failed (%s%d)%s%s",
+                log_info("Making matplotlib's font list for environment %.12s failed (%s%d%s%s)%s%.512s",
                          strrchr(s->compiling, '/') + 1, p->signal ? "signal " : "exit ", p->signal ?: p->exit_code,
-                         safe && *safe ? ": " : ".", strempty(safe));
+                         r != -EIO ? ", " : "", r != -EIO ? strerror(-r) : "", safe && *safe ? ": " : ".",
+                         strempty(safe));
         }
         process_free(p);
         compile_clear(s);
@@ -1012,15 +1021,13 @@ static void on_fonts_done(Process *p, void *userdata) {
 
 static int fonts_start(EnvStore *s) {
         _cleanup_free_ char *marker = NULL;
+        uint64_t timeout = MIN(s->config->prepare_timeout_usec, (uint64_t) FONTS_TIMEOUT_USEC);
 
-        if (!s->compiling_python || !s->compile_out || !has_matplotlib(s->compiling) ||
+        if (!s->compiling_python || !has_matplotlib(s->compiling) ||
             asprintf(&marker, "%s/" FONTS, s->compiling) < 0 || access(marker, F_OK) >= 0)
                 return -ENOENT;
-        (void) rm_rf_untrusted(s->compile_out);
-        if (mkdir(s->compile_out, 0700) < 0)
-                return -errno;
-        return s->compile_spawn(s->compile_userdata, ENV_COMPILE_FONTS, s->compiling, s->compiling_python,
-                                s->compile_out, s->config->prepare_timeout_usec, on_fonts_done, s, &s->compile);
+        return s->compile_spawn(s->compile_userdata, ENV_COMPILE_FONTS, s->compiling, s->compiling_python, NULL,
+                                s->compiling_uid, timeout, on_fonts_done, s, &s->compile);
 }
 
 static void on_adopted(int n, const char *message, void *userdata) {
@@ -1109,6 +1116,7 @@ static void envstore_compile_next(EnvStore *s) {
                 python = s->compile_pythons[0];
                 memmove(s->compile_queue, s->compile_queue + 1, n * sizeof(char *));
                 memmove(s->compile_pythons, s->compile_pythons + 1, n * sizeof(char *));
+                s->compiling_uid = s->compile_uids[0];
                 memmove(s->compile_uids, s->compile_uids + 1, (n - 1) * sizeof(uid_t));
                 /* Not started below: the place goes back (the next entry may be another user's). */
                 k = -ECANCELED;
@@ -1131,7 +1139,7 @@ static void envstore_compile_next(EnvStore *s) {
                         unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
                         goto next;
                 }
-                k = s->compile_spawn(s->compile_userdata, ENV_COMPILE_BYTECODE, path, python, out,
+                k = s->compile_spawn(s->compile_userdata, ENV_COMPILE_BYTECODE, path, python, out, s->compiling_uid,
                                      s->config->prepare_timeout_usec, on_compile_done, s, &s->compile);
                 if (k < 0) {
                         log_warning_errno(k, "Failed to start compiling the bytecode of %s: %m", path);
@@ -1288,6 +1296,7 @@ static int build_snapshot(Build *b) {
 }
 
 static void build_completed(Build *b, int r, const char *why);
+static int build_start(Build *b);
 static int build_complete_child(void *userdata, char **ret_message);
 static void on_build_completed(int r, const char *message, void *userdata);
 
@@ -1303,10 +1312,15 @@ static void on_step_done(Process *p, void *userdata) {
                 _cleanup_free_ char *safe = detail ? utf8_escape_line(detail, strlen(detail)) : NULL;
                 log_debug("Environment %.12s: the uv cache alone was not enough (%s); resolving online.", b->key,
                           strempty(safe));
+                /* Not in the slot the failed uv left: it may have put some of the wheels in place, and a wheel's
+                 * data files can replace bin/python, which the next uv would start here, outside any sandbox.
+                 * The build starts over, from an emptied slot and a fresh copy of the template. */
                 b->offline = false;
-                r = build_step_install(b);
+                b->online = true;
+                b->installing = false;
+                r = build_start(b);
                 if (r < 0)
-                        build_fail(b, r, "uv could not be started");
+                        build_fail(b, r, "the environment build could not be started again");
                 return;
         }
         if (p->exit_code != 0 || p->signal) {
@@ -1420,8 +1434,13 @@ static int take_slot(EnvStore *s, const char *python, const char *python_version
                         unlock_entry(ret_lock_path, &fd);
                         return -ENOMEM;
                 }
-                /* What an interrupted build left there. */
+                /* What an interrupted build left there: gone, or the slot is not used. */
                 (void) rm_rf_untrusted(*ret_slot);
+                if (access(*ret_slot, F_OK) >= 0 || errno != ENOENT) {
+                        *ret_slot = mfree(*ret_slot);
+                        unlock_entry(ret_lock_path, &fd);
+                        continue;
+                }
                 *ret_template = TAKE_PTR(template);
                 return fd;
         }
@@ -1560,6 +1579,8 @@ static void on_slot_warm_done(Process *p, void *userdata) {
         process_free(p);
         if (ok && !s->warm_freezing) {
                 _cleanup_free_ char *py = NULL;
+                /* uv starts the slot's bin/python here, on the host: the slot holds only what `uv venv` just made
+                 * in it (take_slot() emptied it, or did not hand it out), never a package's file. */
                 if (asprintf(&py, "%s/bin/python", s->warm_slot) >= 0) {
                         char *argv[] = { s->uv, (char *) "pip", (char *) "freeze", (char *) "--no-config",
                                          (char *) "--python", py, NULL };
@@ -1681,8 +1702,17 @@ static bool build_offline_first(Build *b) {
         return true;
 }
 
+/* The slot emptied: 0 when nothing is left at path, -ENOTEMPTY when something could not be removed. */
+static int slot_empty(const char *path) {
+        (void) rm_rf_untrusted(path);
+        if (access(path, F_OK) >= 0)
+                return -ENOTEMPTY;
+        return errno == ENOENT ? 0 : -errno;
+}
+
 static int build_start(Build *b) {
         _cleanup_strv_free_ char **argv = strv_new(), **env = NULL;
+        int r;
 
         if (!b->requirements[0]) {
                 /* A bare environment: the interpreter's own venv module, no uv. */
@@ -1700,15 +1730,22 @@ static int build_start(Build *b) {
         } else {
                 if (!b->store->uv)
                         return -ENOENT;
-                b->offline = build_offline_first(b);
+                b->offline = !b->online && build_offline_first(b);
+                /* Every build with packages starts from an empty slot: nothing a failed install left there is
+                 * ever used, or started by the uv to come (it runs the slot's bin/python on the host). */
+                r = slot_empty(b->tmp);
+                if (r < 0)
+                        return r;
                 /* What `uv venv` made for this Python before, copied: one uv process less. */
                 if (venv_template_copy(b) >= 0) {
-                        int r = build_snapshot(b);
+                        r = build_snapshot(b);
                         if (r < 0)
                                 return r;
                         return build_step_install(b);
                 }
-                (void) rm_rf_untrusted(b->tmp);
+                r = slot_empty(b->tmp);
+                if (r < 0)
+                        return r;
                 env = uv_environment(b->store);
                 strv_extend(&argv, b->store->uv);
                 strv_extend(&argv, "venv");

@@ -44,16 +44,18 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *s
  * out_dir the only writable place of the host's. ENV_COMPILE_BYTECODE: the base interpreter python compiles the
  * environment's bytecode into out_dir (a pycache_prefix tree), running nothing of the packages.
  * ENV_COMPILE_FONTS: the environment's interpreter, as a run sees it, imports matplotlib.font_manager with
- * MPLCONFIGDIR=out_dir, which writes its font list there. Set by whoever owns the sandbox, once it can start them;
- * until then, nothing is compiled.
+ * MPLCONFIGDIR in the sandbox's own size-capped /tmp (out_dir is NULL: no host directory is writable), then writes
+ * to its stdout the font list's name, a newline and its contents, at most ENV_FONTS_MAX bytes in all; charged to
+ * uid. Set by whoever owns the sandbox, once it can start them; until then, nothing is compiled.
  */
+#define ENV_FONTS_MAX (4 * 1024 * 1024)
 typedef enum EnvCompileStep {
         ENV_COMPILE_BYTECODE,
         ENV_COMPILE_FONTS,
 } EnvCompileStep;
 typedef int (*EnvCompileFunc)(void *userdata, EnvCompileStep step, const char *env_dir, const char *python,
-                              const char *out_dir, uint64_t timeout_usec, ProcessDoneFunc done, void *done_userdata,
-                              Process **ret);
+                              const char *out_dir, uid_t uid, uint64_t timeout_usec, ProcessDoneFunc done,
+                              void *done_userdata, Process **ret);
 void envstore_set_compiler(EnvStore *s, EnvCompileFunc f, void *userdata);
 EnvStore *envstore_free(EnvStore *s);
 void envstore_set_uv_version(EnvStore *s, const char *version);

@@ -399,8 +399,8 @@ Runtime *runtime_free(Runtime *r) {
 
 static void warm_up(Runtime *r);
 static int spawn_compile(void *userdata, EnvCompileStep step, const char *env_dir, const char *python,
-                         const char *out_dir, uint64_t timeout_usec, ProcessDoneFunc done, void *done_userdata,
-                         Process **ret);
+                         const char *out_dir, uid_t uid, uint64_t timeout_usec, ProcessDoneFunc done,
+                         void *done_userdata, Process **ret);
 
 static void probe_finished(Runtime *r) {
         if (--r->pending > 0)
@@ -1478,8 +1478,8 @@ int runtime_spawn_in_bwrap(Runtime *r, const char *env_dir, char *const *ro_path
 /* envstore's EnvCompileFunc: the base interpreter of the environment compiles its sources into out_dir, in the
  * sandbox, with the run's limits and no more than a run may have. */
 static int spawn_compile(void *userdata, EnvCompileStep step, const char *env_dir, const char *python,
-                         const char *out_dir, uint64_t timeout_usec, ProcessDoneFunc done, void *done_userdata,
-                         Process **ret) {
+                         const char *out_dir, uid_t uid, uint64_t timeout_usec, ProcessDoneFunc done,
+                         void *done_userdata, Process **ret) {
         Runtime *r = userdata;
         _cleanup_free_ char *prefix_arg = NULL, *lib = NULL, *env_python = NULL;
         const Python *py = NULL;
@@ -1493,20 +1493,30 @@ static int spawn_compile(void *userdata, EnvCompileStep step, const char *env_di
         if (!py)
                 return -ENOENT;
         if (step == ENV_COMPILE_FONTS) {
-                /* matplotlib's font list: its code runs, so as a run's would, the environment where runs see it. */
+                /* matplotlib's font list: its code runs, so as a run's would, the environment where runs see it,
+                 * charged to uid, with nothing of the host to write to: the list is made in the sandbox's /tmp (a
+                 * tmpfs of tmpfs-size) and handed back on stdout, its name first; more than ENV_FONTS_MAX bytes
+                 * are not kept (envstore's fonts_adopt() refuses them). */
                 static const char fonts_code[] =
                         "import os, sys\n"
-                        "os.environ['MPLCONFIGDIR'] = sys.argv[1]\n"
-                        "import matplotlib.font_manager\n";
+                        "d = os.environ['MPLCONFIGDIR'] = '/tmp/mcp-python-sandbox-mpl'\n"
+                        "import matplotlib.font_manager as fm\n"
+                        "name = 'fontlist-v%s.json' % fm.FontManager.__version__\n"
+                        "with open(os.path.join(d, name), 'rb') as f:\n"
+                        "    data = f.read()\n"
+                        "sys.stdout.buffer.write(name.encode() + b'\\n' + data)\n";
                 char *ro_fonts[] = { streq(py->prefix, "/usr") ? NULL : py->prefix, NULL };
+                if (out_dir)
+                        return -EINVAL;   /* never a host directory to write to */
                 if (asprintf(&env_python, "%s/bin/python", env_dir) < 0)
                         return -ENOMEM;
                 char *command[] = { env_python, (char *) "-I", (char *) "-B", (char *) "-c", (char *) fonts_code,
-                                    (char *) out_dir, NULL };
+                                    NULL };
                 sandbox_limits_from_config(r->config, &limits);
-                limits.cpu_usec = 0;
-                return spawn_bwrap(r, env_dir, ro_fonts, out_dir, NULL, 0, NULL, 0, -EBADF, command, timeout_usec,
-                                   &limits, true, 4096, 4096, done, done_userdata, ret);
+                limits.cpu_usec = 0;    /* its own time limit stands */
+                limits.owner = uid;
+                return spawn_bwrap(r, env_dir, ro_fonts, NULL, NULL, 0, NULL, 0, -EBADF, command, timeout_usec,
+                                   &limits, true, ENV_FONTS_MAX + 1, 4096, done, done_userdata, ret);
         }
         if (asprintf(&prefix_arg, "pycache_prefix=%s", out_dir) < 0 || asprintf(&lib, "%s/lib", env_dir) < 0)
                 return -ENOMEM;

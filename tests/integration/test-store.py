@@ -469,6 +469,55 @@ def uv_cache_is_pruned_once_builds_go_quiet():
     shutil.rmtree(cache, ignore_errors=True)
 
 
+@test
+def an_offline_install_that_fails_part_way_leaves_nothing_for_the_online_retry():
+    """The offline-first install fails after putting a file in the slot that replaces bin/python (a wheel's data
+    file can): the online retry starts from an emptied slot and a fresh copy of the template, so uv never starts
+    that file on the host, and the build succeeds."""
+    need_pythons("3.11")
+    cache = scratch("mcptest-store-retry-")
+    # A page of uv's index cache, fresh, for the name asked for: the build resolves offline first.
+    pages = os.path.join(cache, "uv", "simple-v99", "pypi")
+    os.makedirs(pages)
+    open(os.path.join(pages, "mcpt-store-c.rkyv"), "w").close()
+    os.chmod(os.path.join(cache, "uv"), 0o700)
+    host = scratch("mcptest-store-host-")
+    marker = os.path.join(host, "ran-on-the-host")
+    failed = os.path.join(host, "offline-failed")
+    uvlog = UvLog()
+    wrapper = os.path.join(scratch("mcptest-uvpartway-"), "uv")
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\n"
+                'py=; prev=; for a in "$@"; do [ "$prev" = --python ] && py="$a"; prev="$a"; done\n'
+                'case "$*" in\n'
+                '"pip install"*--offline*)\n'
+                # Part-way: the slot's interpreter replaced by what a package brought, then a failure.
+                '  real=$(readlink -f "$py"); rm -f "$py"\n'
+                f'  printf \'#!/bin/sh\\ntouch %s\\nexec %s "$@"\\n\' \'{marker}\' "$real" > "$py"\n'
+                f'  chmod 755 "$py"; touch \'{failed}\'; echo "error: not in the cache" >&2; exit 1;;\n'
+                # Online: from the local wheels all the same.
+                f'"pip install"*) exec \'{uvlog.path}\' "$@" --no-index --find-links \'{WHEELS}\';;\n'
+                "esac\n"
+                f"exec '{uvlog.path}' \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    with Daemon(cache_dir=cache, args=[f"--uv={wrapper}"]) as d:
+        c = d.client()
+        c.initialize()
+        # The first build makes the template; the second copies it, and resolves offline first.
+        r, st = run(c, ["mcpt-store-a"], "import mcpt_store_a; print('imported')")
+        eq((r["isError"], st.get("stdout")), (False, "imported\n"), c.text(r))
+        os.utime(os.path.join(pages, "mcpt-store-c.rkyv"))
+        r, st = run(c, ["mcpt-store-c"], "import mcpt_store_c; print('imported')")
+        installs = uvlog.installs()
+        check(os.path.exists(failed), "the offline install was tried (and failed part-way)")
+        check(not os.path.exists(marker), "uv started a file a failed install left in the slot, on the host")
+        check(any("mcpt-store-c" in line for line in installs), f"the online retry ran: {installs}")
+        eq((r["isError"], st.get("stdout")), (False, "imported\n"), c.text(r))
+        eq(build_dirs(cache), [], "slots left behind")
+        c.close()
+    uvlog.close()
+
+
 if __name__ == "__main__":
     try:
         main()

@@ -339,5 +339,52 @@ def tool_results_name_no_host_path_of_the_store_or_cache():
         check(cache not in text and daemon().cache_dir not in text, f"{what}'s result names the cache: {text[:2000]}")
 
 
+def fake_matplotlib(name, extra):
+    """A wheel with a matplotlib/font_manager.py of its own, so the daemon makes the environment's font list with
+    it: package code in that step, which also runs extra."""
+    fm = ("import os, sys\n"
+          "class FontManager:\n"
+          "    __version__ = 390\n"
+          "d = os.environ['MPLCONFIGDIR']\n"
+          "os.makedirs(d, exist_ok=True)\n" + extra)
+    build_wheel(index(), name, "1.0", extra_files=[("matplotlib/__init__.py", b""),
+                                                    ("matplotlib/font_manager.py", fm.encode())])
+
+
+def fonts_made(key):
+    """The environment's font list directory once the step is over (made read-only last), or None."""
+    fonts = os.path.join(envs_dir(), key, ".mcp-python-sandbox-mpl")
+    done = lambda: os.path.isdir(fonts) and os.stat(fonts).st_mode & 0o777 == 0o555
+    wait_until(lambda: done() or f"environment {key[:12]} failed" in daemon().log(), 120, "the font list step")
+    return sorted(os.listdir(fonts)) if done() else None
+
+
+@test
+def the_font_list_step_writes_no_host_directory_and_hands_back_one_bounded_file():
+    """matplotlib's font list is made per environment by package code (matplotlib's, any .pth): it gets no host
+    directory to write to; of all it writes, one file of the expected name is adopted, and one larger than the cap
+    is not adopted at all."""
+    fake_matplotlib("mcpt-fonts-many", "for i in range(60):\n"
+                    "    open(os.path.join(d, 'fontlist-v%d.json' % (1000 + i)), 'w').write('{}')\n"
+                    "open(os.path.join(d, 'fontlist-v390.json'), 'w').write('{\"ok\": 1}')\n"
+                    "open(os.path.join(d, 'evil.pth'), 'w').write('x')\n")
+    # 5 MiB: more than the cap, less than the sandbox's /tmp.
+    fake_matplotlib("mcpt-fonts-big", "open(os.path.join(d, 'fontlist-v390.json'), 'w').write('x' * (5 << 20))\n")
+    c = client()
+    r, st = run(c, "import mcpt_fonts_many\nprint('ran')", ["mcpt-fonts-many"])
+    eq(st.get("stdout"), "ran\n", c.text(r))
+    key = st["environment"]["key"]
+    eq(fonts_made(key), ["fontlist-v390.json"], "the font lists adopted into the environment")
+    with open(os.path.join(envs_dir(), key, ".mcp-python-sandbox-mpl", "fontlist-v390.json")) as f:
+        eq(f.read(), '{"ok": 1}', "the adopted font list")
+
+    r, st = run(c, "import mcpt_fonts_big\nprint('ran')", ["mcpt-fonts-big"])
+    eq(st.get("stdout"), "ran\n", c.text(r))
+    key = st["environment"]["key"]
+    eq(fonts_made(key), None, "a font list larger than the cap, adopted")
+    check("File too large" in daemon().log(), "the log says why the font list was not adopted")
+    hello_of_another_user_is_clean()
+
+
 if __name__ == "__main__":
     main()
