@@ -576,9 +576,12 @@ int manager_new(Manager **ret, Config *config) {
         if (sandbox_cgroup_probe() > 0) {
                 /* Builds and Python installs (spawned with a nice value) go into the daemon's group of runs, at a
                  * quarter of a user's CPU weight, for as long as the daemon runs. */
-                char **bg = NULL;
-                if (sandbox_cgroup_new_run_cgroups("run-background",
-                                                   &(SandboxLimits) { .owner = SANDBOX_OWNER_DAEMON }, &bg) >= 0)
+                /* Named with the pid as every run's cgroup is: another daemon on the same cache has its own, and
+                 * removes only what is its own or a dead daemon's (sandbox_cgroup_remove_stale()). */
+                char **bg = NULL, name[64];
+                snprintf(name, sizeof(name), "run-%d-background", (int) getpid());
+                if (sandbox_cgroup_new_run_cgroups(name, &(SandboxLimits) { .owner = SANDBOX_OWNER_DAEMON },
+                                                   &bg) >= 0)
                         process_set_background_cgroups(bg);
         }
         r = runtime_new(&m->runtime, m->event, m->config);

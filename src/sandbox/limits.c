@@ -282,6 +282,25 @@ static bool is_group_name(const char *name) {
         return startswith(name, "uid-") || streq(name, "daemon");
 }
 
+/*
+ * A run's cgroup is named run-PID-... by the daemon PID that made it (runtime.c, manager.c). Two daemons may share
+ * one instance (two --stdio daemons on one cache): each removes only its own and those of daemons that are gone,
+ * never one that another daemon has just made for a child that has not entered it yet.
+ */
+static bool run_cgroup_removable(const char *name) {
+        const char *p = startswith(name, "run-");
+        char *end;
+        long pid;
+
+        if (!p)
+                return false;
+        errno = 0;
+        pid = strtol(p, &end, 10);
+        if (errno != 0 || end == p || *end != '-' || pid <= 0 || pid > INT_MAX)
+                return true;    /* not a daemon's name: a leftover of an older layout */
+        return pid == getpid() || (kill((pid_t) pid, 0) < 0 && errno == ESRCH);
+}
+
 static void remove_in(const char *dir, bool runs, bool groups) {
         DIR *d = opendir(dir);
         struct dirent *de;
@@ -292,7 +311,7 @@ static void remove_in(const char *dir, bool runs, bool groups) {
         while ((de = readdir(d))) {
                 if (de->d_type != DT_DIR)
                         continue;
-                if (runs && startswith(de->d_name, "run-"))
+                if (runs && run_cgroup_removable(de->d_name))
                         (void) unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
                 else if (groups && is_group_name(de->d_name)) {
                         char sub[PATH_MAX];

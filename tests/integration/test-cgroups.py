@@ -132,7 +132,7 @@ def run_dirs():
             try:
                 # Not the one of builds, which lives as long as the daemon.
                 found.update(os.path.join(g, n) for n in os.listdir(g)
-                             if n.startswith("run-") and n != "run-background")
+                             if n.startswith("run-") and not n.endswith("-background"))
             except FileNotFoundError:
                 pass
     return found
@@ -371,7 +371,7 @@ def builds_go_into_the_daemons_group():
     used = hierarchies() + (["cpu"] if v1() and ", cpu)" in _STATE["detail"] else [])
     mounts = mcptest.cgroup_mounts()
     for h in used:
-        check(where[h].endswith(f"/{name}/daemon/run-background"), f"{h or 'v2'}: uv is in {where[h]}")
+        check(where[h].endswith(f"/{name}/daemon/run-{d.proc.pid}-background"), f"{h or 'v2'}: uv is in {where[h]}")
     if "cpu" in used:
         eq(read(mounts["cpu"] + os.path.dirname(where["cpu"]) + "/cpu.shares"), "256", "the daemon's group's weight")
     reply = c.wait_for(rid, timeout=120)

@@ -843,6 +843,30 @@ START_TEST(test_cgroup_events_and_stale) {
         ck_assert_int_eq(stat(p, &st), 0);
         snprintf(p, sizeof(p), "%s/supervisor", d);
         ck_assert_int_eq(stat(p, &st), 0);
+
+        /* Named by their daemon's pid: this daemon's and a dead daemon's go, a live other daemon's stays (two
+         * daemons on one cache share the parent; one must not remove what the other just made for a child). */
+        {
+                char mine[64], live[64], dead[64];
+                pid_t child = fork();
+                ck_assert_int_ge(child, 0);
+                if (child == 0)
+                        _exit(0);
+                ck_assert_int_eq(waitpid(child, NULL, 0), child);
+                snprintf(mine, sizeof(mine), "run-%d-7-1", (int) getpid());
+                snprintf(live, sizeof(live), "run-%d-7-1", (int) getppid());
+                snprintf(dead, sizeof(dead), "run-%d-background", (int) child);
+                mkdir_in(d, mine);
+                mkdir_in(d, live);
+                mkdir_in(d, dead);
+                sandbox_cgroup_remove_stale(d);
+                snprintf(p, sizeof(p), "%s/%s", d, mine);
+                ck_assert_int_lt(stat(p, &st), 0);
+                snprintf(p, sizeof(p), "%s/%s", d, dead);
+                ck_assert_int_lt(stat(p, &st), 0);
+                snprintf(p, sizeof(p), "%s/%s", d, live);
+                ck_assert_int_eq(stat(p, &st), 0);
+        }
         rm_rf(d);
 }
 END_TEST
