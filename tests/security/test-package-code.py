@@ -279,6 +279,10 @@ def package_code_runs_only_inside_the_sandbox_and_environments_stay_read_only():
         check(not r.get("isError"), c.text(r))
         key = st["environment"]["key"]
         wait_until(lambda: compiled(key), 120, "the bytecode compile of the new environment")
+        # The daemon opens the root to itself (0755) for the moment it writes the marker, then closes it again: under
+        # load (the compile's end runs at idle priority) this test can look in between.
+        env = os.path.join(envs_dir(), key)
+        wait_until(lambda: not os.stat(env).st_mode & 0o222, 30, f"{env} to be read-only again after its marker")
 
     # The .pth ran in the sandbox, and both its writes were refused there.
     err = st.get("stderr") or ""
@@ -299,7 +303,6 @@ def package_code_runs_only_inside_the_sandbox_and_environments_stay_read_only():
     after = tree_digest()
     for path, v in before.items():
         eq(after.get(path), v, f"{path} (mode, owner, contents)")
-    env = os.path.join(envs_dir(), key)
     pycs = 0
     for top, dirs, files in os.walk(env):
         for name in dirs + files:
