@@ -461,7 +461,7 @@ def warm_latency(client, script, n, deps=None, warmup=WARMUP, expect=None, store
         last = client.execute_python(script, deps)
     if not result_ok(last, expect):
         raise MCPError("warm-up call failed: %s" % result_text(last)[:600])
-    wait_compiled(store, last, 60)
+    wait_env_compiled(store, last, 60)
     times, server = [], []
     for _ in range(n):
         t0 = time.monotonic()
@@ -481,7 +481,7 @@ def warm_latency(client, script, n, deps=None, warmup=WARMUP, expect=None, store
     return s
 
 
-def wait_compiled(store, result, timeout):
+def wait_env_compiled(store, result, timeout):
     """Our environment of result (store: our cache directory; None: the reference's, nothing to wait for) has its
     bytecode compiled, or timeout seconds passed. True if there was an environment to wait for."""
     key = ((result.get("structuredContent") or {}).get("environment") or {}).get("key") if store else None
@@ -503,7 +503,7 @@ def heavy_latency(client, script, deps, n, gap, expect, store=None):
         last = client.execute_python(script, deps)
     if not result_ok(last, expect):
         raise MCPError("warm-up call failed: %s" % result_text(last)[:600])
-    if wait_compiled(store, last, 120):
+    if wait_env_compiled(store, last, 120):
         client.execute_python(script, deps)   # the compiled environment's first run teaches the next sandbox
     times, warm, failures = [], 0, 0
     for _ in range(n):
