@@ -82,6 +82,7 @@ typedef struct Job {
         NetProxy *netproxy;             /* network-allow: the run's way out; its connections end with the job */
 
         uint64_t t_start, t_prepared, t_run_start;   /* the call came, the environment was ready, the run began */
+        uint64_t t_end;                 /* the result was put together: one duration for its text and fields */
         sd_event_source *progress_timer;
 } Job;
 
@@ -283,9 +284,16 @@ static const char *job_banner(const Job *j) {
  * (no signal, not timed out, empty stderr, the default timeout, limits as configured, nothing left out) is left
  * out, for every result is read by the model and paid for in every conversation.
  */
+/* The call's end, the same for every part of its result. */
+static uint64_t job_end(Job *j) {
+        if (j->t_end == 0)
+                j->t_end = now_usec();
+        return j->t_end;
+}
+
 static json_object *base_structured(Job *j, const char *failed_phase) {
         json_object *st = json_object_new_object();
-        uint64_t now = now_usec();
+        uint64_t now = job_end(j);
         uint64_t prepare_end = j->t_run_start ?: now;
 
         json_add_int(st, "duration_ms", (int64_t) ((now - j->t_start) / USEC_PER_MSEC));
@@ -374,7 +382,7 @@ static void job_fail(Job *j, Phase phase, const char *format, ...) {
         if (job_banner(j))
                 strextendf_len(&text, &len, "%s\n", job_banner(j));
         strextendf_len(&text, &len, "--- error ---\n%s\n--- phase: %s ---\n--- duration_ms: %" PRIu64 " ---\n",
-               msg ?: "failed", phase_names[phase], (now_usec() - j->t_start) / USEC_PER_MSEC);
+               msg ?: "failed", phase_names[phase], (job_end(j) - j->t_start) / USEC_PER_MSEC);
 
         RunLog l;
         job_log_begin(j, &l, "error");
@@ -922,7 +930,7 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
         append_section(&text, &len, "stdout", out_clean ?: "", ol);
         append_section(&text, &len, "stderr", err_clean ?: "", el);
         strextendf_len(&text, &len, "--- exit_code: %d ---\n", exit_code);
-        strextendf_len(&text, &len, "--- duration_ms: %" PRIu64 " ---\n", (now_usec() - j->t_start) / USEC_PER_MSEC);
+        strextendf_len(&text, &len, "--- duration_ms: %" PRIu64 " ---\n", (job_end(j) - j->t_start) / USEC_PER_MSEC);
         if (timed_out)
                 strextendf_len(&text, &len, "--- timed_out: true ---\n");
         if (j->timeout_clamped)
