@@ -3,13 +3,13 @@
 libcore_a_SOURCES += src/pep723/pep723.c src/pep723/pep723.h src/pep723/pep508.c src/pep723/pep508.h src/pep723/pep440.c src/pep723/pep440.h
 check_PROGRAMS += test-pep723 test-pep508 test-pep440
 TESTS += test-pep723 test-pep508 test-pep440
-test_pep723_SOURCES = tests/unit/test-pep723.c
+test_pep723_SOURCES = src/pep723/test-pep723.c
 test_pep723_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 test_pep723_LDADD = libcore.a libshared.a $(CHECK_LIBS)
-test_pep508_SOURCES = tests/unit/test-pep508.c
+test_pep508_SOURCES = src/pep723/test-pep508.c
 test_pep508_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 test_pep508_LDADD = libcore.a libshared.a $(CHECK_LIBS)
-test_pep440_SOURCES = tests/unit/test-pep440.c
+test_pep440_SOURCES = src/pep723/test-pep440.c
 test_pep440_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 test_pep440_LDADD = libcore.a libshared.a $(CHECK_LIBS)
 # The parser against the PEP's reference regex and uv, on a corpus of shapes. Its helper is built by

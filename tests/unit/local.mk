@@ -5,91 +5,91 @@ UNIT_LIBS = $(CORE_LIBS) $(CHECK_LIBS)
 
 check_PROGRAMS += test-framing
 TESTS += test-framing
-test_framing_SOURCES = tests/unit/test-framing.c
+test_framing_SOURCES = src/protocol/test-framing.c
 test_framing_CFLAGS = $(UNIT_CFLAGS)
 test_framing_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-fdqueue
 TESTS += test-fdqueue
-test_fdqueue_SOURCES = tests/unit/test-fdqueue.c src/shim/files.c src/shim/files.h
+test_fdqueue_SOURCES = src/protocol/test-fdqueue.c src/shim/files.c src/shim/files.h
 test_fdqueue_CFLAGS = $(UNIT_CFLAGS)
 test_fdqueue_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-jsonrpc
 TESTS += test-jsonrpc
-test_jsonrpc_SOURCES = tests/unit/test-jsonrpc.c
+test_jsonrpc_SOURCES = src/jsonrpc/test-jsonrpc.c
 test_jsonrpc_CFLAGS = $(UNIT_CFLAGS)
 test_jsonrpc_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-shared
 TESTS += test-shared
-test_shared_SOURCES = tests/unit/test-shared.c
+test_shared_SOURCES = src/shared/test-shared.c
 test_shared_CFLAGS = $(UNIT_CFLAGS)
 test_shared_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-capture
 TESTS += test-capture
-test_capture_SOURCES = tests/unit/test-capture.c
+test_capture_SOURCES = src/executor/test-capture.c
 test_capture_CFLAGS = $(UNIT_CFLAGS)
 test_capture_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-schema
 TESTS += test-schema
-test_schema_SOURCES = tests/unit/test-schema.c
+test_schema_SOURCES = src/mcp/test-schema.c
 test_schema_CFLAGS = $(UNIT_CFLAGS)
 test_schema_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-config
 TESTS += test-config
-test_config_SOURCES = tests/unit/test-config.c
+test_config_SOURCES = src/config/test-config.c
 test_config_CFLAGS = $(UNIT_CFLAGS)
 test_config_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-mcp
 TESTS += test-mcp
-test_mcp_SOURCES = tests/unit/test-mcp.c
+test_mcp_SOURCES = src/mcp/test-mcp.c
 test_mcp_CFLAGS = $(UNIT_CFLAGS)
 test_mcp_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-sandbox
 TESTS += test-sandbox
-test_sandbox_SOURCES = tests/unit/test-sandbox.c
+test_sandbox_SOURCES = src/sandbox/test-sandbox.c
 test_sandbox_CFLAGS = $(UNIT_CFLAGS)
 test_sandbox_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-outputs
 TESTS += test-outputs
-test_outputs_SOURCES = tests/unit/test-outputs.c
+test_outputs_SOURCES = src/tools/test-outputs.c
 test_outputs_CFLAGS = $(UNIT_CFLAGS)
 test_outputs_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-process
 TESTS += test-process
-test_process_SOURCES = tests/unit/test-process.c
+test_process_SOURCES = src/executor/test-process.c
 test_process_CFLAGS = $(UNIT_CFLAGS)
 test_process_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-runlog
 TESTS += test-runlog
-test_runlog_SOURCES = tests/unit/test-runlog.c
+test_runlog_SOURCES = src/tools/test-runlog.c
 test_runlog_CFLAGS = $(UNIT_CFLAGS)
 test_runlog_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-uidpool
 TESTS += test-uidpool
-test_uidpool_SOURCES = tests/unit/test-uidpool.c
+test_uidpool_SOURCES = src/sandbox/test-uidpool.c
 test_uidpool_CFLAGS = $(UNIT_CFLAGS)
 test_uidpool_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-layout
 TESTS += test-layout
-test_layout_SOURCES = tests/unit/test-layout.c
+test_layout_SOURCES = src/envstore/test-layout.c
 test_layout_CFLAGS = $(UNIT_CFLAGS)
 test_layout_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-driver-input
 TESTS += test-driver-input
-test_driver_input_SOURCES = tests/unit/test-driver-input.c
+test_driver_input_SOURCES = src/workspace/test-driver-input.c
 test_driver_input_CFLAGS = $(UNIT_CFLAGS)
 test_driver_input_LDADD = $(UNIT_LIBS)
 
@@ -108,43 +108,43 @@ CLEANFILES += *.valgrind.log
 
 check_PROGRAMS += test-offloop
 TESTS += test-offloop
-test_offloop_SOURCES = tests/unit/test-offloop.c
+test_offloop_SOURCES = src/envstore/test-offloop.c
 test_offloop_CFLAGS = $(UNIT_CFLAGS)
 test_offloop_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-storewalk
 TESTS += test-storewalk
-test_storewalk_SOURCES = tests/unit/test-storewalk.c
+test_storewalk_SOURCES = src/envstore/test-storewalk.c
 test_storewalk_CFLAGS = $(UNIT_CFLAGS)
 test_storewalk_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-charge
 TESTS += test-charge
-test_charge_SOURCES = tests/unit/test-charge.c
+test_charge_SOURCES = src/shared/test-charge.c
 test_charge_CFLAGS = $(UNIT_CFLAGS)
 test_charge_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-hints
 TESTS += test-hints
-test_hints_SOURCES = tests/unit/test-hints.c
+test_hints_SOURCES = src/tools/test-hints.c
 test_hints_CFLAGS = $(UNIT_CFLAGS)
 test_hints_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-uv-version
 TESTS += test-uv-version
-test_uv_version_SOURCES = tests/unit/test-uv-version.c
+test_uv_version_SOURCES = src/envstore/test-uv-version.c
 test_uv_version_CFLAGS = $(UNIT_CFLAGS)
 test_uv_version_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-scheduler
 TESTS += test-scheduler
-test_scheduler_SOURCES = tests/unit/test-scheduler.c
+test_scheduler_SOURCES = src/scheduler/test-scheduler.c
 test_scheduler_CFLAGS = $(UNIT_CFLAGS)
 test_scheduler_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-netproxy
 TESTS += test-netproxy
-test_netproxy_SOURCES = tests/unit/test-netproxy.c
+test_netproxy_SOURCES = src/netproxy/test-netproxy.c
 test_netproxy_CFLAGS = $(UNIT_CFLAGS)
 test_netproxy_LDADD = $(UNIT_LIBS)
 
@@ -154,13 +154,13 @@ EXTRA_DIST += tests/unit/test-includes.sh scripts/check-includes
 
 check_PROGRAMS += test-waitq
 TESTS += test-waitq
-test_waitq_SOURCES = tests/unit/test-waitq.c
+test_waitq_SOURCES = src/shared/test-waitq.c
 test_waitq_CFLAGS = $(UNIT_CFLAGS)
 test_waitq_LDADD = $(UNIT_LIBS)
 
 check_PROGRAMS += test-preimport
 TESTS += test-preimport
-test_preimport_SOURCES = tests/unit/test-preimport.c
+test_preimport_SOURCES = src/tools/test-preimport.c
 test_preimport_CFLAGS = $(UNIT_CFLAGS)
 test_preimport_LDADD = $(UNIT_LIBS)
 
