@@ -1334,9 +1334,11 @@ static int runtime_lease_uid(Runtime *r, ProcessOptions *o, char *const *own_dir
         if (!r->uids)
                 return 0;
         k = uid_pool_take(r->uids, &uid);
-        if (k == -EUSERS)
+        if (k == UID_POOL_EXHAUSTED) {
                 log_warning("All %u uids of sandbox-uid-range are in use; a sandbox cannot start.",
                             uid_pool_n_taken(r->uids));
+                return -EUSERS;   /* forwarded: the spawn fails */
+        }
         if (k < 0)
                 return k;
         l = malloc(sizeof(*l));

@@ -166,9 +166,9 @@ START_TEST(test_exhaust) {
         ck_assert_uint_eq(uid_pool_n_taken(p), 16);
 
         uid = 4242;
-        ck_assert_int_eq(uid_pool_take(p, &uid), -EUSERS);
+        ck_assert_int_eq(uid_pool_take(p, &uid), UID_POOL_EXHAUSTED);
         ck_assert_uint_eq(uid, 4242);
-        ck_assert_int_eq(uid_pool_take(p, &uid), -EUSERS);
+        ck_assert_int_eq(uid_pool_take(p, &uid), UID_POOL_EXHAUSTED);
         ck_assert_uint_eq(uid_pool_n_taken(p), 16);
 
         /* One given back makes room for one, and it is that one. */
@@ -176,7 +176,7 @@ START_TEST(test_exhaust) {
         ck_assert_uint_eq(uid_pool_n_taken(p), 15);
         ck_assert_int_eq(uid_pool_take(p, &uid), 0);
         ck_assert_uint_eq(uid, 70007);
-        ck_assert_int_eq(uid_pool_take(p, &uid), -EUSERS);
+        ck_assert_int_eq(uid_pool_take(p, &uid), UID_POOL_EXHAUSTED);
 
         /* All given back: all can be taken again. */
         for (uid_t u = 70000; u <= 70015; u++)
@@ -184,7 +184,7 @@ START_TEST(test_exhaust) {
         ck_assert_uint_eq(uid_pool_n_taken(p), 0);
         for (unsigned i = 0; i < 16; i++)
                 ck_assert_int_eq(uid_pool_take(p, &uid), 0);
-        ck_assert_int_eq(uid_pool_take(p, &uid), -EUSERS);
+        ck_assert_int_eq(uid_pool_take(p, &uid), UID_POOL_EXHAUSTED);
 }
 END_TEST
 
@@ -196,7 +196,7 @@ START_TEST(test_single_uid) {
         for (unsigned i = 0; i < 3; i++) {
                 ck_assert_int_eq(uid_pool_take(p, &uid), 0);
                 ck_assert_uint_eq(uid, 65535);
-                ck_assert_int_eq(uid_pool_take(p, &uid), -EUSERS);
+                ck_assert_int_eq(uid_pool_take(p, &uid), UID_POOL_EXHAUSTED);
                 uid_pool_release(p, 65535);
         }
 }

@@ -52,7 +52,7 @@ int uid_pool_take(UidPool *p, uid_t *ret) {
         uint64_t size = (uint64_t) p->last - p->first + 1;
 
         if (p->n_taken >= size)
-                return -EUSERS;
+                return UID_POOL_EXHAUSTED;
         if (p->n_taken == p->n_alloc) {
                 size_t n = MAX(p->n_alloc * 2, (size_t) 16);
                 uid_t *t = reallocarray(p->taken, n, sizeof(uid_t));

@@ -26,7 +26,11 @@ int uid_pool_new(UidPool **ret, uint32_t first, uint32_t last);
 UidPool *uid_pool_ref(UidPool *p);
 UidPool *uid_pool_unref(UidPool *p);
 
-/* A free uid; -EUSERS when every uid of the range is taken. */
+enum {
+        UID_POOL_EXHAUSTED = 1,         /* uid_pool_take(): every uid of the range is taken; *ret untouched */
+};
+
+/* A free uid: 0 and *ret; UID_POOL_EXHAUSTED when every uid of the range is taken; -ENOMEM. */
 int uid_pool_take(UidPool *p, uid_t *ret);
 void uid_pool_release(UidPool *p, uid_t uid);
 unsigned uid_pool_n_taken(const UidPool *p);
