@@ -17,7 +17,13 @@ libcore_a_SOURCES = \
 	src/executor/pool.c src/executor/pool.h \
 	src/daemon/manager.c src/daemon/manager.h \
 	src/scheduler/scheduler.c src/scheduler/scheduler.h \
-	src/runtime/runtime.c src/runtime/runtime.h \
+	src/runtime/runtime.c src/runtime/runtime.h src/runtime/runtime-internal.h \
+	src/runtime/probes.c \
+	src/runtime/spawn.c \
+	src/runtime/unsandboxed.c \
+	src/runtime/network.c \
+	src/runtime/metadata.c \
+	src/runtime/python-install.c \
 	src/runtime/script.c src/runtime/script.h \
 	src/tools/tools.c src/tools/tools.h \
 	src/tools/check-environment.c \

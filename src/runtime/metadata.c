@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The metadata reader: a PEP 723 block read by the interpreter's own TOML parser (tomllib) in a sandbox, one
+ * request at a time per helper place of the scheduler, with the answers cached by the block's hash and always
+ * delivered through the event loop.
+ */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs-util.h"
+#include "json-util.h"
+#include "log.h"
+#include "macro.h"
+#include "runtime-internal.h"
+#include "sha256.h"
+
+/* Reads a PEP 723 block with the interpreter's own TOML parser, inside the sandbox; the file is argv[1]. */
+static const char toml_helper[] =
+        "import json, sys, tomllib\n"
+        "try:\n"
+        "    with open(sys.argv[1], 'rb') as f:\n"
+        "        doc = tomllib.load(f)\n"
+        "except tomllib.TOMLDecodeError as e:\n"
+        "    print(json.dumps({'error': str(e)}))\n"
+        "else:\n"
+        "    print(json.dumps({'doc': doc}, default=str))\n";
+
+struct TomlRequest {
+        Runtime *runtime;
+        TomlRequest *next, *prev;
+        char hash[65];
+        Process *proc;
+        sd_event_source *defer;
+        json_object *result;
+        TomlParsedFunc cb;
+        void *userdata;
+        SchedTicket helper;             /* the metadata reader's place (SCHED_HELPER), charged to the caller */
+        char *toml;                     /* kept while it waits for that place */
+};
+
+
+/* ---- TOML ------------------------------------------------------------------ */
+
+static void toml_request_free(TomlRequest *q) {
+        Runtime *r = q->runtime;
+
+        if (q->prev)
+                q->prev->next = q->next;
+        else
+                r->toml_requests = q->next;
+        if (q->next)
+                q->next->prev = q->prev;
+        process_free(q->proc);
+        scheduler_release(&q->helper);
+        sd_event_source_disable_unref(q->defer);
+        json_object_put(q->result);
+        free(q->toml);
+        free(q);
+}
+
+void runtime_toml_cancel(TomlRequest *q) {
+        if (q)
+                toml_request_free(q);
+}
+
+static void toml_deliver(TomlRequest *q) {
+        json_object *doc = json_get(q->result, "doc", json_type_object);
+        const char *error = json_get_string(q->result, "error");
+
+        if (!doc && !error)
+                error = "the metadata could not be read";
+        q->cb(doc, error, q->userdata);
+        toml_request_free(q);
+}
+
+static int on_toml_defer(sd_event_source *s, void *userdata) {
+        toml_deliver(userdata);
+        return 0;
+}
+
+static void on_toml_done(Process *p, void *userdata) {
+        TomlRequest *q = userdata;
+        Runtime *r = q->runtime;
+        _cleanup_free_ char *out = capture_text(&p->out, NULL);
+
+        q->result = out && p->exit_code == 0 ? json_tokener_parse(out) : NULL;
+        if (!q->result) {
+                _cleanup_free_ char *err = capture_text(&p->err, NULL);
+                log_warning("The metadata reader failed (exit %d): %s", p->exit_code, strempty(err));
+                q->result = json_object_new_object();
+                json_add_string(q->result, "error", "the metadata reader failed; see the daemon's log");
+        } else {
+                /* Remember the answer: a block seen before costs no process. */
+                TomlCacheEntry *e = &r->toml_cache[r->toml_cache_next++ % TOML_CACHE_SIZE];
+                json_object_put(e->result);
+                memcpy(e->hash, q->hash, 65);
+                e->result = json_object_get(q->result);
+        }
+        q->proc = NULL;
+        process_free(p);
+        scheduler_release(&q->helper);
+        toml_deliver(q);
+}
+
+static const Python *toml_python(const Runtime *r) {
+        /* tomllib arrived in 3.11. */
+        for (size_t i = 0; i < r->pythons.n; i++)
+                if (r->pythons.items[i]->parsed.n_release >= 2 && r->pythons.items[i]->parsed.release[0] == 3 &&
+                    r->pythons.items[i]->parsed.release[1] >= 11)
+                        return r->pythons.items[i];
+        return NULL;
+}
+
+/* Through the loop: never a callback from inside runtime_parse_toml(). */
+static void toml_fail(TomlRequest *q, const char *error) {
+        json_object_put(q->result);
+        q->result = json_object_new_object();
+        json_add_string(q->result, "error", error);
+        scheduler_release(&q->helper);
+        if (sd_event_add_defer(q->runtime->event, &q->defer, on_toml_defer, q) < 0)
+                toml_deliver(q);
+}
+
+/* The reader's place is ours: start it. */
+static void on_toml_helper(SchedTicket *t, void *userdata) {
+        TomlRequest *q = userdata;
+        Runtime *r = q->runtime;
+        const Python *py = toml_python(r);
+        int k;
+
+        if (!py)
+                return toml_fail(q, "reading script metadata needs Python 3.11 or newer on the server, and there is none");
+        _cleanup_close_ int fd = memfd_with("metadata.toml", q->toml, strlen(q->toml));
+        if (fd < 0)
+                return toml_fail(q, "the metadata reader could not be started");
+        SandboxData data = { .fd = fd, .dest = SANDBOX_WORK_DIR "/metadata.toml" };
+        char *prefix[] = { py->prefix, NULL };
+        char *command[] = { py->executable, (char *) "-I",        (char *) "-S",
+                            (char *) "-c",  (char *) toml_helper, (char *) data.dest,
+                            NULL };
+        log_debug("Reading a metadata block (%.12s) with %s's tomllib %s.", q->hash, command[0],
+                  runtime_unsandboxed(r) ? "without a sandbox" : "in the sandbox");
+        k = runtime_spawn_sandboxed(r, NULL, streq(py->prefix, "/usr") ? NULL : prefix, &data, 1, command,
+                                    15 * USEC_PER_SEC, NULL, 1024 * 1024, 0, on_toml_done, q, &q->proc);
+        if (k < 0) {
+                log_warning_errno(k, "Failed to start the metadata reader: %m");
+                toml_fail(q, k == -EPERM ? "the sandbox does not work on this server"
+                                         : "the metadata reader could not be started");
+        }
+}
+
+int runtime_parse_toml(Runtime *r, uid_t uid, const char *toml, TomlParsedFunc cb, void *userdata, TomlRequest **ret) {
+        TomlRequest *q;
+        int k;
+
+        q = calloc(1, sizeof(*q));
+        if (!q)
+                return -ENOMEM;
+        *q = (TomlRequest) { .runtime = r, .cb = cb, .userdata = userdata, .next = r->toml_requests };
+        if (r->toml_requests)
+                r->toml_requests->prev = q;
+        r->toml_requests = q;
+        sha256_hex(toml, strlen(toml), q->hash);
+
+        for (size_t i = 0; i < TOML_CACHE_SIZE; i++)
+                if (r->toml_cache[i].result && streq(r->toml_cache[i].hash, q->hash)) {
+                        q->result = json_object_get(r->toml_cache[i].result);
+                        break;
+                }
+        if (!q->result && !toml_python(r)) {
+                q->result = json_object_new_object();
+                json_add_string(q->result, "error",
+                                "reading script metadata needs Python 3.11 or newer on the server, and there is none");
+        }
+        if (q->result) {
+                k = sd_event_add_defer(r->event, &q->defer, on_toml_defer, q);
+                if (k < 0) {
+                        toml_request_free(q);
+                        return k;
+                }
+                *ret = q;
+                return 0;
+        }
+
+        q->toml = strdup(toml);
+        if (!q->toml) {
+                toml_request_free(q);
+                return -ENOMEM;
+        }
+        /* One reader sandbox per block, and no more of them at once than the caps allow: a flood of distinct
+         * blocks waits here, round robin among the users who sent them. */
+        *ret = q;
+        k = scheduler_acquire(r->sched, &q->helper, SCHED_HELPER, uid, on_toml_helper, q);
+        if (k == 0)
+                on_toml_helper(&q->helper, q);   /* delivers through the loop only */
+        else if (k != SCHEDULER_QUEUED) {
+                toml_request_free(q);
+                *ret = NULL;
+                return k < 0 ? k : -ENOMEM;   /* the helper queue has no cap: not reached */
+        }
+        return 0;
+}
+
+/* The requests and the cache go with the Runtime. */
+void runtime_metadata_done(Runtime *r) {
+        /* Waiting readers first: cancelling a running one must not start them. */
+        for (TomlRequest *q = r->toml_requests; q; q = q->next)
+                if (sched_ticket_waiting(&q->helper))
+                        scheduler_release(&q->helper);
+        while (r->toml_requests)
+                runtime_toml_cancel(r->toml_requests);
+        for (size_t i = 0; i < TOML_CACHE_SIZE; i++)
+                json_object_put(r->toml_cache[i].result);
+}

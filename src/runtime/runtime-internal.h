@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The Runtime's own state and the functions its files share (runtime.c, probes.c, spawn.c, unsandboxed.c,
+ * network.c, metadata.c, python-install.c). Only src/runtime/ includes this: the tools see runtime.h alone.
+ */
+
+#include "runtime.h"
+#include "envstore/pyinstall.h"
+#include "sandbox/uidpool.h"
+
+#define TOML_CACHE_SIZE 256
+
+typedef struct TomlCacheEntry {
+        char hash[65];
+        json_object *result;    /* {"doc": ...} or {"error": ...} */
+} TomlCacheEntry;
+
+struct Runtime {
+        sd_event *event;
+        const Config *config;
+
+        char *uv_path, *uv_version, *bwrap_version;
+        char *uv_refused;               /* why uv is not used (older than the store needs), or NULL */
+        char *etc_dir;
+        char **data_binds;              /* the data-dirs entries a sandbox can read (runtime_check_data_dirs()) */
+        EnvStore *store;
+
+        /* Start-up probes */
+        Pythons pythons;
+        Process **probes;
+        size_t n_probes;
+        unsigned pending;
+        bool started, ready;
+        WaitQueue ready_waiters;
+
+        /* Sandbox self-test */
+        Process *self_test;
+        char *sandbox_error;
+        WaitQueue self_test_waiters;
+
+        /* unsafe-no-sandbox */
+        char *user;                     /* who the daemon, and then every script, runs as */
+        char *unsandboxed_banner;
+        bool unsandboxed;               /* as last announced in the log */
+        bool source_builds_announced;   /* allow-source-builds, likewise */
+
+        TomlCacheEntry toml_cache[TOML_CACHE_SIZE];
+        size_t toml_cache_next;
+        TomlRequest *toml_requests;
+
+        /* The one scheduler (scheduler/scheduler.h): runs, helpers, builds, compiles, walks, sandboxes. */
+        Scheduler *sched;
+        unsigned max_runs;
+
+        /* Sandboxes started ahead (prestart=); they count neither as running nor against idleness. */
+        Pool *pool;
+        RuntimePrestartFunc prestart;   /* starts one (execute_python's), NULL: none */
+
+        /* A root daemon's sandboxes each run as a host uid of their own (sandbox-uid-range=); NULL otherwise. */
+        UidPool *uids;
+
+        /* Pythons installed on demand (python-downloads=) into the store's pythons/; NULL without uv. */
+        PyInstaller *pyinstaller;
+        /* network-allow=: the proxy that is the runs' only way out. */
+        NetProxyContext *netproxy;
+};
+
+/* network.c */
+void runtime_configure_netproxy(Runtime *r);
+
+/* probes.c */
+void runtime_announce_unsandboxed(Runtime *r);
+int runtime_start_self_test(Runtime *r);
+
+/* spawn.c */
+int runtime_spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *limits, bool may_cgroup,
+                          ProcessDoneFunc done, void *userdata, Process **ret);
+int runtime_hold_env(Runtime *r, ProcessOptions *o, const char *env_dir);
+int runtime_lease_uid(Runtime *r, ProcessOptions *o, char *const *own_dirs);
+int runtime_spawn_compile(void *userdata, EnvCompileStep step, const char *env_dir, const char *python,
+                          const char *out_dir, uid_t uid, uint64_t timeout_usec, ProcessDoneFunc done,
+                          void *done_userdata, Process **ret);
+
+/* unsandboxed.c */
+int runtime_path_moved(const char *path, const char *from, const char *to, char **ret);
+int runtime_spawn_unsandboxed(Runtime *r, const char *env_dir, const SandboxData *data, size_t n_data,
+                              const int *pass_fds, size_t n_pass, char *const *command, uint64_t timeout_usec,
+                              const SandboxLimits *limits, size_t head_max, size_t tail_max, ProcessDoneFunc done,
+                              void *userdata, Process **ret);
+
+/* metadata.c */
+void runtime_metadata_done(Runtime *r);
+
+/* python-install.c */
+int runtime_pythons_dir_setup(Runtime *r);
+void runtime_on_python_installed(const char *version, const char *executable, const char *prefix,
+                                 void *userdata);
