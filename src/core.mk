@@ -23,6 +23,7 @@ libcore_a_SOURCES = \
 	src/runtime/unsandboxed.c \
 	src/runtime/network.c \
 	src/runtime/metadata.c \
+	src/runtime/programs.h src/runtime/metadata-reader.c src/runtime/font-list.c \
 	src/runtime/python-install.c \
 	src/runtime/script.c src/runtime/script.h \
 	src/tools/tools.c src/tools/tools.h \
@@ -69,3 +70,10 @@ EXTRA_DIST += src/workspace/driver.py src/workspace/embed-driver.py
 EXTRA_DIST += src/tools/boot.py src/tools/embed-python.py
 $(srcdir)/src/tools/boot.c: $(srcdir)/src/tools/boot.py $(srcdir)/src/tools/embed-python.py
 	$(AM_V_GEN)$(PYTHON3) $(srcdir)/src/tools/embed-python.py boot_code $(srcdir)/src/tools/boot.py $@ outputs.h boot.h
+
+# The runtime's programs likewise (src/runtime/programs.h): the metadata reader and matplotlib's font list.
+EXTRA_DIST += src/runtime/metadata-reader.py src/runtime/font-list.py
+$(srcdir)/src/runtime/metadata-reader.c: $(srcdir)/src/runtime/metadata-reader.py $(srcdir)/src/tools/embed-python.py
+	$(AM_V_GEN)$(PYTHON3) $(srcdir)/src/tools/embed-python.py metadata_reader_code $(srcdir)/src/runtime/metadata-reader.py $@ programs.h
+$(srcdir)/src/runtime/font-list.c: $(srcdir)/src/runtime/font-list.py $(srcdir)/src/tools/embed-python.py
+	$(AM_V_GEN)$(PYTHON3) $(srcdir)/src/tools/embed-python.py font_list_code $(srcdir)/src/runtime/font-list.py $@ programs.h

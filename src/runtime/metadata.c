@@ -13,19 +13,9 @@
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
+#include "programs.h"
 #include "runtime-internal.h"
 #include "sha256.h"
-
-/* Reads a PEP 723 block with the interpreter's own TOML parser, inside the sandbox; the file is argv[1]. */
-static const char toml_helper[] =
-        "import json, sys, tomllib\n"
-        "try:\n"
-        "    with open(sys.argv[1], 'rb') as f:\n"
-        "        doc = tomllib.load(f)\n"
-        "except tomllib.TOMLDecodeError as e:\n"
-        "    print(json.dumps({'error': str(e)}))\n"
-        "else:\n"
-        "    print(json.dumps({'doc': doc}, default=str))\n";
 
 struct TomlRequest {
         Runtime *runtime;
@@ -137,9 +127,8 @@ static void on_toml_helper(SchedTicket *t, void *userdata) {
                 return toml_fail(q, "the metadata reader could not be started");
         SandboxData data = { .fd = fd, .dest = SANDBOX_WORK_DIR "/metadata.toml" };
         char *prefix[] = { py->prefix, NULL };
-        char *command[] = { py->executable, (char *) "-I",        (char *) "-S",
-                            (char *) "-c",  (char *) toml_helper, (char *) data.dest,
-                            NULL };
+        char *command[] = { py->executable, (char *) "-I", (char *) "-S", (char *) "-c",
+                            (char *) metadata_reader_code, (char *) data.dest, NULL };
         log_debug("Reading a metadata block (%.12s) with %s's tomllib %s.", q->hash, command[0],
                   runtime_unsandboxed(r) ? "without a sandbox" : "in the sandbox");
         k = runtime_spawn_sandboxed(r, NULL, streq(py->prefix, "/usr") ? NULL : prefix, &data, 1, command,

@@ -16,6 +16,7 @@
 #include "fs-util.h"
 #include "log.h"
 #include "macro.h"
+#include "programs.h"
 #include "runtime-internal.h"
 #include "sandbox/seccomp.h"
 #include "strv.h"
@@ -365,20 +366,12 @@ int runtime_spawn_compile(void *userdata, EnvCompileStep step, const char *env_d
                  * charged to uid, with nothing of the host to write to: the list is made in the sandbox's /tmp (a
                  * tmpfs of tmpfs-size) and handed back on stdout, its name first; more than ENV_FONTS_MAX bytes
                  * are not kept (envstore's fonts_adopt() refuses them). */
-                static const char fonts_code[] =
-                        "import os, sys\n"
-                        "d = os.environ['MPLCONFIGDIR'] = '/tmp/mcp-python-sandbox-mpl'\n"
-                        "import matplotlib.font_manager as fm\n"
-                        "name = 'fontlist-v%s.json' % fm.FontManager.__version__\n"
-                        "with open(os.path.join(d, name), 'rb') as f:\n"
-                        "    data = f.read()\n"
-                        "sys.stdout.buffer.write(name.encode() + b'\\n' + data)\n";
                 char *ro_fonts[] = { streq(py->prefix, "/usr") ? NULL : py->prefix, NULL };
                 if (out_dir)
                         return -EINVAL;   /* never a host directory to write to */
                 if (asprintf(&env_python, "%s/bin/python", env_dir) < 0)
                         return -ENOMEM;
-                char *command[] = { env_python, (char *) "-I", (char *) "-B", (char *) "-c", (char *) fonts_code,
+                char *command[] = { env_python, (char *) "-I", (char *) "-B", (char *) "-c", (char *) font_list_code,
                                     NULL };
                 sandbox_limits_from_config(r->config, &limits);
                 limits.cpu_usec = 0;    /* its own time limit stands */

@@ -12,6 +12,8 @@ top = os.environ.get("TOP_SRCDIR") or os.path.join(os.path.dirname(os.path.abspa
 embed = os.path.join(top, "src/tools/embed-python.py")
 EMBEDDED = [
     ("boot_code", "src/tools/boot.py", "src/tools/boot.c", ["outputs.h", "boot.h"]),
+    ("metadata_reader_code", "src/runtime/metadata-reader.py", "src/runtime/metadata-reader.c", ["programs.h"]),
+    ("font_list_code", "src/runtime/font-list.py", "src/runtime/font-list.c", ["programs.h"]),
 ]
 failed = 0
 for symbol, py, c, headers in EMBEDDED:

@@ -1,0 +1,12 @@
+# SPDX-License-Identifier: MIT
+# The metadata reader (src/runtime/metadata.c): reads a PEP 723 block with the
+# interpreter's own TOML parser, inside the sandbox. The block's file is
+# argv[1]; one JSON line answers, {"doc": ...} or {"error": ...}.
+import json, sys, tomllib
+try:
+    with open(sys.argv[1], 'rb') as f:
+        doc = tomllib.load(f)
+except tomllib.TOMLDecodeError as e:
+    print(json.dumps({'error': str(e)}))
+else:
+    print(json.dumps({'doc': doc}, default=str))
