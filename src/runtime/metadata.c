@@ -133,10 +133,12 @@ static void on_toml_helper(SchedTicket *t, void *userdata) {
                   runtime_unsandboxed(r) ? "without a sandbox" : "in the sandbox");
         k = runtime_spawn_sandboxed(r, NULL, streq(py->prefix, "/usr") ? NULL : prefix, &data, 1, command,
                                     15 * USEC_PER_SEC, NULL, 1024 * 1024, 0, on_toml_done, q, &q->proc);
-        if (k < 0) {
+        if (k == RUNTIME_NO_SANDBOX) {
+                log_warning("Failed to start the metadata reader: the sandbox does not work.");
+                toml_fail(q, "the sandbox does not work on this server");
+        } else if (k < 0) {
                 log_warning_errno(k, "Failed to start the metadata reader: %m");
-                toml_fail(q, k == -EPERM ? "the sandbox does not work on this server"
-                                         : "the metadata reader could not be started");
+                toml_fail(q, "the metadata reader could not be started");
         }
 }
 

@@ -111,11 +111,16 @@ unsigned runtime_max_queued_per_user(const Runtime *r);
 unsigned runtime_n_queued(const Runtime *r);
 unsigned runtime_max_runs(const Runtime *r);
 
+enum {
+        RUNTIME_NO_SANDBOX = 1,         /* runtime_spawn_sandboxed*(): the sandbox does not work (runtime_sandbox_error()
+                                         * says why); nothing was started */
+};
+
 /*
  * Spawn a command in the run sandbox. env_dir (the virtual environment, may be
  * NULL) and ro_paths are bound read-only, data files are created from their
- * fds. Without a working sandbox this fails with -EPERM: there is no silent
- * unsandboxed fallback. limits: the run's resource limits, NULL for the
+ * fds. 0 and *ret; without a working sandbox RUNTIME_NO_SANDBOX, and nothing
+ * starts: there is no silent unsandboxed fallback; -errno. limits: the run's resource limits, NULL for the
  * configured ones (see sandbox/limits.h for what enforces them); in the
  * sandbox, the system call filter of sandbox/seccomp.h always applies.
  *

@@ -409,7 +409,7 @@ int runtime_spawn_sandboxed_with_fds(Runtime *r, const char *env_dir, char *cons
                 return runtime_spawn_unsandboxed(r, env_dir, data, n_data, pass_fds, n_pass, command, timeout_usec,
                                                  limits, head_max, tail_max, done, userdata, ret);
         if (r->sandbox_error && !self_test)
-                return -EPERM;
+                return RUNTIME_NO_SANDBOX;
         return runtime_spawn_in_bwrap(r, env_dir, ro_paths, data, n_data, pass_fds, n_pass, -EBADF, command,
                                       timeout_usec, limits, head_max, tail_max, done, userdata, ret);
 }

@@ -601,8 +601,8 @@ static int prestart_spawn(void *userdata, uid_t owner, ProcessDoneFunc done, voi
         k = runtime_spawn_sandboxed_with_fds(ps->runtime, ps->env_path, streq(ps->prefix, "/usr") ? NULL : ro, NULL,
                                              0, pass, net_fd >= 0 ? 3 : 2, wrapped ?: command, 0, &limits,
                                              ps->head_max, ps->tail_max, done, done_userdata, &ret->proc);
-        if (k < 0)
-                return k;
+        if (k != 0)
+                return k < 0 ? k : -EPERM;   /* RUNTIME_NO_SANDBOX: the pool has nothing to start */
         ret->ctl_fd = TAKE_FD(ctl);
         (void) fcntl(out_r, F_SETFL, O_NONBLOCK);
         (void) fcntl(in_w, F_SETFL, O_NONBLOCK);
@@ -1135,7 +1135,7 @@ static void job_run(Job *j) {
         k = runtime_spawn_sandboxed_with_fds(r, j->env_path, streq(prefix, "/usr") ? NULL : ro,
                                              data, 1 + j->files.n, fds, net_fd >= 0 ? 2 : 1, wrapped ?: command,
                                              j->timeout_usec, &j->limits, head, tail, on_run_done, j, &j->proc);
-        if (k == -EPERM && runtime_sandbox_error(r))
+        if (k == RUNTIME_NO_SANDBOX)
                 return job_fail(j, PHASE_RUN, "%s", strempty(runtime_sandbox_error(r)));
         if (k < 0)
                 return job_fail(j, PHASE_RUN, "the sandbox could not be started: %s", strerror(-k));
