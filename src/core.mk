@@ -22,7 +22,7 @@ libcore_a_SOURCES = \
 	src/runtime/spawn.c \
 	src/runtime/unsandboxed.c \
 	src/runtime/network.c \
-	src/runtime/metadata.c \
+	src/runtime/metadata.c src/runtime/metadata.h \
 	src/runtime/programs.h src/runtime/metadata-reader.c src/runtime/font-list.c \
 	src/runtime/python-install.c \
 	src/runtime/script.c src/runtime/script.h \

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The metadata reader: a PEP 723 block read by the interpreter's own TOML parser (tomllib) in a sandbox, one
- * request at a time per helper place of the scheduler, with the answers cached by the block's hash and always
- * delivered through the event loop.
+ * The metadata reader: a PEP 723 block read by the interpreter's own TOML parser (tomllib, metadata-reader.py)
+ * in a process the owner's spawn function starts (the Runtime's: a sandbox), one at a time per helper place of the
+ * scheduler, with the answers cached by the block's hash and always delivered through the event loop. At the end,
+ * the Runtime's reader (runtime_parse_toml()).
  */
 
 #include <errno.h>
@@ -13,12 +14,30 @@
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
+#include "metadata.h"
 #include "programs.h"
 #include "runtime-internal.h"
 #include "sha256.h"
 
+typedef struct TomlCacheEntry {
+        char hash[65];
+        json_object *result;    /* {"doc": ...} or {"error": ...} */
+} TomlCacheEntry;
+
+struct MetadataReader {
+        sd_event *event;
+        Scheduler *sched;
+        const Pythons *pythons;
+        MetadataSpawnFunc spawn;
+        void *userdata;
+
+        TomlCacheEntry toml_cache[METADATA_CACHE_SIZE];
+        size_t toml_cache_next;
+        TomlRequest *toml_requests;
+};
+
 struct TomlRequest {
-        Runtime *runtime;
+        MetadataReader *reader;
         TomlRequest *next, *prev;
         char hash[65];
         Process *proc;
@@ -30,11 +49,20 @@ struct TomlRequest {
         char *toml;                     /* kept while it waits for that place */
 };
 
+int metadata_reader_new(MetadataReader **ret, sd_event *event, Scheduler *sched, const Pythons *pythons,
+                        MetadataSpawnFunc spawn, void *userdata) {
+        MetadataReader *m = calloc(1, sizeof(*m));
 
-/* ---- TOML ------------------------------------------------------------------ */
+        if (!m)
+                return -ENOMEM;
+        *m = (MetadataReader) { .event = sd_event_ref(event), .sched = sched, .pythons = pythons, .spawn = spawn,
+                                .userdata = userdata };
+        *ret = m;
+        return 0;
+}
 
 static void toml_request_free(TomlRequest *q) {
-        Runtime *r = q->runtime;
+        MetadataReader *r = q->reader;
 
         if (q->prev)
                 q->prev->next = q->next;
@@ -48,6 +76,22 @@ static void toml_request_free(TomlRequest *q) {
         json_object_put(q->result);
         free(q->toml);
         free(q);
+}
+
+MetadataReader *metadata_reader_free(MetadataReader *r) {
+        if (!r)
+                return NULL;
+        /* Waiting readers first: cancelling a running one must not start them. */
+        for (TomlRequest *q = r->toml_requests; q; q = q->next)
+                if (sched_ticket_waiting(&q->helper))
+                        scheduler_release(&q->helper);
+        while (r->toml_requests)
+                runtime_toml_cancel(r->toml_requests);
+        for (size_t i = 0; i < METADATA_CACHE_SIZE; i++)
+                json_object_put(r->toml_cache[i].result);
+        sd_event_unref(r->event);
+        free(r);
+        return NULL;
 }
 
 void runtime_toml_cancel(TomlRequest *q) {
@@ -72,7 +116,7 @@ static int on_toml_defer(sd_event_source *s, void *userdata) {
 
 static void on_toml_done(Process *p, void *userdata) {
         TomlRequest *q = userdata;
-        Runtime *r = q->runtime;
+        MetadataReader *r = q->reader;
         _cleanup_free_ char *out = capture_text(&p->out, NULL);
 
         q->result = out && p->exit_code == 0 ? json_tokener_parse(out) : NULL;
@@ -83,7 +127,7 @@ static void on_toml_done(Process *p, void *userdata) {
                 json_add_string(q->result, "error", "the metadata reader failed; see the daemon's log");
         } else {
                 /* Remember the answer: a block seen before costs no process. */
-                TomlCacheEntry *e = &r->toml_cache[r->toml_cache_next++ % TOML_CACHE_SIZE];
+                TomlCacheEntry *e = &r->toml_cache[r->toml_cache_next++ % METADATA_CACHE_SIZE];
                 json_object_put(e->result);
                 memcpy(e->hash, q->hash, 65);
                 e->result = json_object_get(q->result);
@@ -94,29 +138,29 @@ static void on_toml_done(Process *p, void *userdata) {
         toml_deliver(q);
 }
 
-static const Python *toml_python(const Runtime *r) {
+static const Python *toml_python(const MetadataReader *r) {
         /* tomllib arrived in 3.11. */
-        for (size_t i = 0; i < r->pythons.n; i++)
-                if (r->pythons.items[i]->parsed.n_release >= 2 && r->pythons.items[i]->parsed.release[0] == 3 &&
-                    r->pythons.items[i]->parsed.release[1] >= 11)
-                        return r->pythons.items[i];
+        for (size_t i = 0; i < r->pythons->n; i++)
+                if (r->pythons->items[i]->parsed.n_release >= 2 && r->pythons->items[i]->parsed.release[0] == 3 &&
+                    r->pythons->items[i]->parsed.release[1] >= 11)
+                        return r->pythons->items[i];
         return NULL;
 }
 
-/* Through the loop: never a callback from inside runtime_parse_toml(). */
+/* Through the loop: never a callback from inside metadata_reader_parse(). */
 static void toml_fail(TomlRequest *q, const char *error) {
         json_object_put(q->result);
         q->result = json_object_new_object();
         json_add_string(q->result, "error", error);
         scheduler_release(&q->helper);
-        if (sd_event_add_defer(q->runtime->event, &q->defer, on_toml_defer, q) < 0)
+        if (sd_event_add_defer(q->reader->event, &q->defer, on_toml_defer, q) < 0)
                 toml_deliver(q);
 }
 
 /* The reader's place is ours: start it. */
 static void on_toml_helper(SchedTicket *t, void *userdata) {
         TomlRequest *q = userdata;
-        Runtime *r = q->runtime;
+        MetadataReader *r = q->reader;
         const Python *py = toml_python(r);
         int k;
 
@@ -125,14 +169,11 @@ static void on_toml_helper(SchedTicket *t, void *userdata) {
         _cleanup_close_ int fd = memfd_with("metadata.toml", q->toml, strlen(q->toml));
         if (fd < 0)
                 return toml_fail(q, "the metadata reader could not be started");
-        SandboxData data = { .fd = fd, .dest = SANDBOX_WORK_DIR "/metadata.toml" };
-        char *prefix[] = { py->prefix, NULL };
+        SandboxData data = { .fd = fd, .dest = METADATA_READER_PATH };
         char *command[] = { py->executable, (char *) "-I", (char *) "-S", (char *) "-c",
                             (char *) metadata_reader_code, (char *) data.dest, NULL };
-        log_debug("Reading a metadata block (%.12s) with %s's tomllib %s.", q->hash, command[0],
-                  runtime_unsandboxed(r) ? "without a sandbox" : "in the sandbox");
-        k = runtime_spawn_sandboxed(r, NULL, streq(py->prefix, "/usr") ? NULL : prefix, &data, 1, command,
-                                    15 * USEC_PER_SEC, NULL, 1024 * 1024, 0, on_toml_done, q, &q->proc);
+        log_debug("Reading a metadata block (%.12s) with %s's tomllib.", q->hash, command[0]);
+        k = r->spawn(r->userdata, py, &data, command, on_toml_done, q, &q->proc);
         if (k == RUNTIME_NO_SANDBOX) {
                 log_warning("Failed to start the metadata reader: the sandbox does not work.");
                 toml_fail(q, "the sandbox does not work on this server");
@@ -142,20 +183,21 @@ static void on_toml_helper(SchedTicket *t, void *userdata) {
         }
 }
 
-int runtime_parse_toml(Runtime *r, uid_t uid, const char *toml, TomlParsedFunc cb, void *userdata, TomlRequest **ret) {
+int metadata_reader_parse(MetadataReader *r, uid_t uid, const char *toml, TomlParsedFunc cb, void *userdata,
+                          TomlRequest **ret) {
         TomlRequest *q;
         int k;
 
         q = calloc(1, sizeof(*q));
         if (!q)
                 return -ENOMEM;
-        *q = (TomlRequest) { .runtime = r, .cb = cb, .userdata = userdata, .next = r->toml_requests };
+        *q = (TomlRequest) { .reader = r, .cb = cb, .userdata = userdata, .next = r->toml_requests };
         if (r->toml_requests)
                 r->toml_requests->prev = q;
         r->toml_requests = q;
         sha256_hex(toml, strlen(toml), q->hash);
 
-        for (size_t i = 0; i < TOML_CACHE_SIZE; i++)
+        for (size_t i = 0; i < METADATA_CACHE_SIZE; i++)
                 if (r->toml_cache[i].result && streq(r->toml_cache[i].hash, q->hash)) {
                         q->result = json_object_get(r->toml_cache[i].result);
                         break;
@@ -194,14 +236,21 @@ int runtime_parse_toml(Runtime *r, uid_t uid, const char *toml, TomlParsedFunc c
         return 0;
 }
 
-/* The requests and the cache go with the Runtime. */
-void runtime_metadata_done(Runtime *r) {
-        /* Waiting readers first: cancelling a running one must not start them. */
-        for (TomlRequest *q = r->toml_requests; q; q = q->next)
-                if (sched_ticket_waiting(&q->helper))
-                        scheduler_release(&q->helper);
-        while (r->toml_requests)
-                runtime_toml_cancel(r->toml_requests);
-        for (size_t i = 0; i < TOML_CACHE_SIZE; i++)
-                json_object_put(r->toml_cache[i].result);
+/* ---- the Runtime's reader: in the sandbox ------------------------------------ */
+
+static int spawn_reader(void *userdata, const Python *py, const SandboxData *data, char *const *command,
+                        ProcessDoneFunc done, void *done_userdata, Process **ret) {
+        Runtime *r = userdata;
+        char *prefix[] = { py->prefix, NULL };
+
+        return runtime_spawn_sandboxed(r, NULL, streq(py->prefix, "/usr") ? NULL : prefix, data, 1, command,
+                                       15 * USEC_PER_SEC, NULL, 1024 * 1024, 0, done, done_userdata, ret);
+}
+
+int runtime_metadata_setup(Runtime *r) {
+        return metadata_reader_new(&r->metadata, r->event, r->sched, &r->pythons, spawn_reader, r);
+}
+
+int runtime_parse_toml(Runtime *r, uid_t uid, const char *toml, TomlParsedFunc cb, void *userdata, TomlRequest **ret) {
+        return metadata_reader_parse(r->metadata, uid, toml, cb, userdata, ret);
 }

@@ -6,16 +6,10 @@
  * network.c, metadata.c, python-install.c). Only src/runtime/ includes this: the tools see runtime.h alone.
  */
 
+#include "metadata.h"
 #include "runtime.h"
 #include "envstore/pyinstall.h"
 #include "sandbox/uidpool.h"
-
-#define TOML_CACHE_SIZE 256
-
-typedef struct TomlCacheEntry {
-        char hash[65];
-        json_object *result;    /* {"doc": ...} or {"error": ...} */
-} TomlCacheEntry;
 
 struct Runtime {
         sd_event *event;
@@ -46,9 +40,7 @@ struct Runtime {
         bool unsandboxed;               /* as last announced in the log */
         bool source_builds_announced;   /* allow-source-builds, likewise */
 
-        TomlCacheEntry toml_cache[TOML_CACHE_SIZE];
-        size_t toml_cache_next;
-        TomlRequest *toml_requests;
+        MetadataReader *metadata;       /* runtime_parse_toml()'s */
 
         /* The one scheduler (scheduler/scheduler.h): runs, helpers, builds, compiles, walks, sandboxes. */
         Scheduler *sched;
@@ -91,7 +83,7 @@ int runtime_spawn_unsandboxed(Runtime *r, const char *env_dir, const SandboxData
                               void *userdata, Process **ret);
 
 /* metadata.c */
-void runtime_metadata_done(Runtime *r);
+int runtime_metadata_setup(Runtime *r);
 
 /* python-install.c */
 int runtime_pythons_dir_setup(Runtime *r);

@@ -184,6 +184,11 @@ int runtime_new(Runtime **ret, sd_event *event, const Config *config) {
                 return k;
         }
         set_sched_limits(r);
+        k = runtime_metadata_setup(r);
+        if (k < 0) {
+                runtime_free(r);
+                return k;
+        }
         if (geteuid() == 0) {
                 k = uid_pool_new(&r->uids, config->sandbox_uids.first, config->sandbox_uids.last);
                 if (k >= 0)
@@ -255,7 +260,7 @@ Runtime *runtime_free(Runtime *r) {
         /* The waiting sandboxes die with the daemon; those of answered runs, still dying, are reaped now. */
         pool_free(r->pool);
         process_free_detached();
-        runtime_metadata_done(r);
+        r->metadata = metadata_reader_free(r->metadata);
         for (size_t i = 0; i < r->n_probes; i++)
                 process_free(r->probes[i]);
         free(r->probes);

@@ -167,3 +167,9 @@ test_preimport_LDADD = $(UNIT_LIBS)
 # Embedded Python (src/tools/boot.py -> boot.c) is current.
 TESTS += tests/unit/test-embedded.py
 EXTRA_DIST += tests/unit/test-embedded.py
+
+check_PROGRAMS += test-metadata
+TESTS += test-metadata
+test_metadata_SOURCES = src/runtime/test-metadata.c
+test_metadata_CFLAGS = $(UNIT_CFLAGS)
+test_metadata_LDADD = $(UNIT_LIBS)

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/*
+ * The metadata reader, an object of its own so that it can be driven without a Runtime: requests for a PEP 723
+ * block's TOML, each answered from the cache or by one reader process (metadata-reader.py under an interpreter of
+ * 3.11 or later, which has tomllib), started by a spawn function the owner gives (the Runtime's: in the sandbox)
+ * once the scheduler grants the caller a helper place (SCHED_HELPER). The Runtime owns one
+ * (runtime_parse_toml(), runtime_toml_cancel()); unit tests give it a fake spawn.
+ */
+
+#include "runtime.h"
+
+#define METADATA_CACHE_SIZE 256
+
+/* Where the block is for the reader: a data file of its sandbox, its path the program's argument. */
+#define METADATA_READER_PATH SANDBOX_WORK_DIR "/metadata.toml"
+
+typedef struct MetadataReader MetadataReader;
+
+/* Start command (py->executable, its options, the program, METADATA_READER_PATH) with data (the block at that
+ * path). 0 and *ret, done to run when it is gone; RUNTIME_NO_SANDBOX when the sandbox does not work; -errno. */
+typedef int (*MetadataSpawnFunc)(void *userdata, const Python *py, const SandboxData *data, char *const *command,
+                                 ProcessDoneFunc done, void *done_userdata, Process **ret);
+
+/* pythons is read at each request (it may grow). */
+int metadata_reader_new(MetadataReader **ret, sd_event *event, Scheduler *sched, const Pythons *pythons,
+                        MetadataSpawnFunc spawn, void *userdata);
+/* Cancels every request: none is answered. */
+MetadataReader *metadata_reader_free(MetadataReader *m);
+/* cb always runs later, from the loop (unless the request is cancelled first with runtime_toml_cancel()). */
+int metadata_reader_parse(MetadataReader *m, uid_t uid, const char *toml, TomlParsedFunc cb, void *userdata,
+                          TomlRequest **ret);
