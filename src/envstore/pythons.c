@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: MIT */
+#include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <limits.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "json-util.h"
 #include "macro.h"
 #include "pythons.h"
+#include "strv.h"
 
 const char python_probe_code[] =
         "import json, sys; print(json.dumps({'version': '%d.%d.%d' % sys.version_info[:3], "
@@ -164,4 +169,67 @@ const Python *pythons_choose(const Pythons *p, const char *want, const char *req
         if (r < 0)
                 *ret_error = NULL;
         return NULL;
+}
+
+char **pythons_search_dirs(char *const *search_path, const char *home) {
+        _cleanup_strv_free_ char **dirs = strv_new();
+
+        for (size_t i = 0; dirs && search_path && search_path[i]; i++) {
+                const char *entry = search_path[i], *rest;
+                _cleanup_free_ char *expanded = NULL;
+                glob_t g = {};
+                int k = 0;
+
+                if ((rest = startswith(entry, "~/"))) {
+                        if (!home)
+                                continue;
+                        if (asprintf(&expanded, "%s/%s", home, rest) < 0)
+                                return NULL;
+                        entry = expanded;
+                }
+                if (!strchr(entry, '*')) {
+                        if (strv_extend(&dirs, entry) < 0)
+                                return NULL;
+                        continue;
+                }
+                if (glob(entry, GLOB_ONLYDIR, NULL, &g) == 0)
+                        for (size_t j = 0; k >= 0 && j < g.gl_pathc; j++)
+                                if (!strchr(g.gl_pathv[j], '+'))
+                                        k = strv_extend(&dirs, g.gl_pathv[j]);
+                globfree(&g);
+                if (k < 0)
+                        return NULL;
+        }
+        return TAKE_PTR(dirs);
+}
+
+int pythons_candidates(char *const *dirs, char ***ret) {
+        _cleanup_strv_free_ char **found = strv_new();
+        regex_t re;
+        int k = 0;
+
+        if (!found)
+                return -ENOMEM;
+        if (regcomp(&re, "^python3(\\.[0-9]+)?$", REG_EXTENDED | REG_NOSUB) != 0)
+                return -ENOMEM;
+        for (size_t i = 0; dirs[i]; i++) {
+                struct dirent **list = NULL;
+                int n = scandir(dirs[i], &list, NULL, alphasort);
+
+                for (int j = 0; j < n; j++) {
+                        char path[PATH_MAX], real[PATH_MAX];
+
+                        if (k >= 0 && regexec(&re, list[j]->d_name, 0, NULL, 0) == 0 &&
+                            snprintf(path, sizeof(path), "%s/%s", dirs[i], list[j]->d_name) < (int) sizeof(path) &&
+                            realpath(path, real) && access(real, X_OK) >= 0 && !strv_contains(found, real))
+                                k = strv_extend(&found, real);
+                        free(list[j]);
+                }
+                free(list);
+        }
+        regfree(&re);
+        if (k < 0)
+                return k;
+        *ret = TAKE_PTR(found);
+        return 0;
 }

@@ -46,5 +46,17 @@ const Python *pythons_choose(const Pythons *p, const char *want, const char *req
 /* "3.13.0, 3.12.1, 3.11.7" — malloc'd. */
 char *pythons_list(const Pythons *p);
 
+/*
+ * python-search-path expanded, in its order: "~/" at the start of an entry is home (the entry is left out when home
+ * is NULL); an entry with a "*" is the directories the pattern matches, sorted, but for those with a "+" in their
+ * path (uv's "+freethreaded" and "+debug" builds are not the one calls ask for). NULL when out of memory.
+ */
+char **pythons_search_dirs(char *const *search_path, const char *home);
+/*
+ * The interpreters to probe in dirs, in the order found: in each directory, python3 and python3.N, by name; each as
+ * its canonical path, once (links to one binary are one candidate), and only those we may execute. A directory
+ * that cannot be read is left out. Whether one is trusted enough to run is the caller's to decide. -ENOMEM only.
+ */
+int pythons_candidates(char *const *dirs, char ***ret);
 /* The probe each candidate runs: prints one JSON line. */
 extern const char python_probe_code[];

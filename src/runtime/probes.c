@@ -5,12 +5,8 @@
  * warm-up once they are done (environments of warmup=, a sandbox started ahead).
  */
 
-#include <dirent.h>
 #include <errno.h>
-#include <glob.h>
-#include <limits.h>
 #include <pwd.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,14 +125,9 @@ static int spawn_probe(Runtime *r, char **argv, ProcessDoneFunc done) {
 }
 
 
-/*
- * python-search-path, expanded: a "*" pattern lists the directories it matches, "~/" is the daemon's user's home.
- * A root daemon skips "~/" entries: its sandboxes could not reach root's home, and it is no place for shared
- * interpreters. Builds with a "+" in their directory's name (uv's "+freethreaded", "+debug") are not the one
- * calls ask for.
- */
+/* python-search-path's directories (envstore/pythons.h). A root daemon skips "~/" entries: its sandboxes could not
+ * reach root's home, and it is no place for shared interpreters. */
 static char **python_search_dirs(const Runtime *r) {
-        char **dirs = strv_new();
         const char *home = NULL;
         struct passwd *pw;
 
@@ -144,70 +135,33 @@ static char **python_search_dirs(const Runtime *r) {
                 pw = getpwuid(geteuid());
                 home = pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : NULL;
         }
-        for (size_t i = 0; dirs && r->config->python_search_path[i]; i++) {
-                const char *entry = r->config->python_search_path[i], *rest;
-                _cleanup_free_ char *expanded = NULL;
-                glob_t g = {};
-
-                if ((rest = startswith(entry, "~/"))) {
-                        if (!home || asprintf(&expanded, "%s/%s", home, rest) < 0)
-                                continue;
-                        entry = expanded;
-                }
-                if (!strchr(entry, '*')) {
-                        (void) strv_extend(&dirs, entry);
-                        continue;
-                }
-                if (glob(entry, GLOB_ONLYDIR, NULL, &g) == 0)
-                        for (size_t j = 0; j < g.gl_pathc; j++)
-                                if (!strchr(g.gl_pathv[j], '+'))
-                                        (void) strv_extend(&dirs, g.gl_pathv[j]);
-                globfree(&g);
-        }
-        return dirs;
+        return pythons_search_dirs(r->config->python_search_path, home);
 }
 
 static void discover_pythons(Runtime *r) {
-        _cleanup_strv_free_ char **seen = strv_new();
-        _cleanup_strv_free_ char **dirs = python_search_dirs(r);
-        regex_t re;
+        _cleanup_strv_free_ char **dirs = python_search_dirs(r), **found = NULL;
 
-        if (!dirs || regcomp(&re, "^python3(\\.[0-9]+)?$", REG_EXTENDED | REG_NOSUB) != 0)
+        if (!dirs || pythons_candidates(dirs, &found) < 0) {
+                log_oom();
                 return;
-        for (size_t i = 0; dirs[i]; i++) {
-                const char *dir = dirs[i];
-                struct dirent **list = NULL;
-                int n = scandir(dir, &list, NULL, alphasort);
-
-                for (int j = 0; j < n; j++) {
-                        char path[PATH_MAX], real[PATH_MAX];
-                        if (regexec(&re, list[j]->d_name, 0, NULL, 0) == 0) {
-                                snprintf(path, sizeof(path), "%s/%s", dir, list[j]->d_name);
-                                if (realpath(path, real) && access(real, X_OK) >= 0 && !strv_contains(seen, real)) {
-                                        char *argv[] = { real, (char *) "-I", (char *) "-S", (char *) "-c",
-                                                         (char *) python_probe_code, NULL };
-                                        strv_extend(&seen, real);
-                                        /* It runs here, on the host: only what nobody but root and we can
-                                         * change. */
-                                        if (path_held_by(real, geteuid()) <= 0)
-                                                log_warning("Skipping %s: someone other than root and the daemon's "
-                                                            "user can change it or a directory on its path.",
-                                                            real);
-                                        /* Under root, sandboxes run as uids of their own: they must reach it. */
-                                        else if (r->uids && path_reachable_by_others(real) <= 0)
-                                                log_warning("Skipping %s: the sandboxes' uids cannot reach it (a "
-                                                            "directory on its path is not searchable by others, "
-                                                            "e.g. a home directory of mode 0700).",
-                                                            real);
-                                        else if (spawn_probe(r, argv, on_python_probe) < 0)
-                                                log_warning("Failed to probe %s.", real);
-                                }
-                        }
-                        free(list[j]);
-                }
-                free(list);
         }
-        regfree(&re);
+        for (size_t i = 0; found[i]; i++) {
+                char *real = found[i];
+                char *argv[] = { real, (char *) "-I", (char *) "-S", (char *) "-c", (char *) python_probe_code, NULL };
+
+                /* It runs here, on the host: only what nobody but root and we can change. */
+                if (path_held_by(real, geteuid()) <= 0)
+                        log_warning("Skipping %s: someone other than root and the daemon's user can change it or a "
+                                    "directory on its path.",
+                                    real);
+                /* Under root, sandboxes run as uids of their own: they must reach it. */
+                else if (r->uids && path_reachable_by_others(real) <= 0)
+                        log_warning("Skipping %s: the sandboxes' uids cannot reach it (a directory on its path is not "
+                                    "searchable by others, e.g. a home directory of mode 0700).",
+                                    real);
+                else if (spawn_probe(r, argv, on_python_probe) < 0)
+                        log_warning("Failed to probe %s.", real);
+        }
 }
 
 /* ---- sandbox self-test ------------------------------------------------ */

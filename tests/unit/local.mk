@@ -173,3 +173,9 @@ TESTS += test-metadata
 test_metadata_SOURCES = src/runtime/test-metadata.c
 test_metadata_CFLAGS = $(UNIT_CFLAGS)
 test_metadata_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-pythons
+TESTS += test-pythons
+test_pythons_SOURCES = src/envstore/test-pythons.c
+test_pythons_CFLAGS = $(UNIT_CFLAGS)
+test_pythons_LDADD = $(UNIT_LIBS)
