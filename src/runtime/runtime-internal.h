@@ -59,14 +59,15 @@ struct Runtime {
         NetProxyContext *netproxy;
 };
 
-/* network.c */
+/* network.c: network-allow= as the configuration says now (at start and at each reload). */
 void runtime_configure_netproxy(Runtime *r);
 
-/* probes.c */
+/* probes.c: the warnings unsafe-no-sandbox= and allow-source-builds= call for; the sandbox self-test (again). */
 void runtime_announce_unsandboxed(Runtime *r);
 int runtime_start_self_test(Runtime *r);
 
-/* spawn.c */
+/* spawn.c: a spawn with the run's limits (its cgroup or rlimits), the store's hold on env_dir, a uid of its own;
+ * envstore's EnvCompileFunc. */
 int runtime_spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *limits, bool may_cgroup,
                           ProcessDoneFunc done, void *userdata, Process **ret);
 int runtime_hold_env(Runtime *r, ProcessOptions *o, const char *env_dir);
@@ -75,17 +76,17 @@ int runtime_spawn_compile(void *userdata, EnvCompileStep step, const char *env_d
                           const char *out_dir, uid_t uid, uint64_t timeout_usec, ProcessDoneFunc done,
                           void *done_userdata, Process **ret);
 
-/* unsandboxed.c */
+/* unsandboxed.c: a path below from moved below to; a spawn without the sandbox (unsafe-no-sandbox=yes). */
 int runtime_path_moved(const char *path, const char *from, const char *to, char **ret);
 int runtime_spawn_unsandboxed(Runtime *r, const char *env_dir, const SandboxData *data, size_t n_data,
                               const int *pass_fds, size_t n_pass, char *const *command, uint64_t timeout_usec,
                               const SandboxLimits *limits, size_t head_max, size_t tail_max, ProcessDoneFunc done,
                               void *userdata, Process **ret);
 
-/* metadata.c */
+/* metadata.c: the Runtime's metadata reader (r->metadata), which spawns in the sandbox. */
 int runtime_metadata_setup(Runtime *r);
 
-/* python-install.c */
+/* python-install.c: the store's pythons/ and its installer; an interpreter uv installed, added to the list. */
 int runtime_pythons_dir_setup(Runtime *r);
 void runtime_on_python_installed(const char *version, const char *executable, const char *prefix,
                                  void *userdata);
