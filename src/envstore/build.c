@@ -568,14 +568,15 @@ int envstore_prepare(EnvStore *s, uid_t uid, const char *key, const Python *py, 
                         return -ENOMEM;
                 }
                 if (reqs->n > 0)
-                        b->lock_fd = build_take_slot(b, py);
+                        r = build_take_slot(b, py);
                 else if (asprintf(&b->tmp, "%s/.build-%.16s-%d-%" PRIu64, s->envs, key, (int) getpid(),
                                   ++s->n_tmp) < 0)
-                        b->lock_fd = -ENOMEM;
-                else
+                        r = -ENOMEM;
+                else {
                         b->lock_fd = lock_entry(s, strrchr(b->tmp, '/') + 1, &b->lock_path);
-                if (b->lock_fd < 0) {
-                        r = b->lock_fd;
+                        r = MIN(b->lock_fd, 0);
+                }
+                if (r != 0) {   /* an error, or ENVSTORE_SLOTS_FULL */
                         build_free(b);
                         return r;
                 }

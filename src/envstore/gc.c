@@ -320,7 +320,7 @@ static int walk_start(EnvStore *s) {
         if (r != 0) {
                 log_debug("No disk walk now: max-walks is reached.");
                 sizes_notify(s, &(EnvSizes) {});
-                return r < 0 ? r : -EBUSY;
+                return r < 0 ? r : ENVSTORE_WALKS_FULL;
         }
         /* Not the one being compiled: collecting it stops its compile (on_walk_done()). */
         for (Build *b = s->builds; b; b = b->next)
@@ -387,12 +387,12 @@ int envstore_sizes(EnvStore *s, EnvSizes *ret_cached, EnvSizesFunc cb, void *use
 
         if (s->sizes_usec > 0 && now_usec() - s->sizes_usec < SIZES_FRESH_USEC) {
                 *ret_cached = s->sizes;
-                return 1;
+                return ENVSTORE_SIZES_CACHED;
         }
         /* Who asks while a walk is in flight shares it. */
         if (!s->walk) {
                 r = walk_start(s);
-                if (r < 0)
+                if (r != 0)   /* an error, or ENVSTORE_WALKS_FULL */
                         return r;
         }
         w = calloc(1, sizeof(*w));

@@ -30,8 +30,9 @@
  * build started the new environment's interpreter once more, 50-150 ms. The finished environment is renamed away
  * from the slot, which the next build makes anew.
  */
-/* The first free slot for py: its lock's fd, its path and the path of py's template. */
-static int take_slot(EnvStore *s, const char *python, const char *python_version, char **ret_lock_path,
+/* The first free slot for py: its lock's fd, its path and the path of py's template. 0; ENVSTORE_SLOTS_FULL when
+ * every slot is held (by builds of ours or of another daemon on the store); -errno. */
+static int take_slot(EnvStore *s, const char *python, const char *python_version, int *ret_fd, char **ret_lock_path,
                      char **ret_slot, char **ret_template) {
         _cleanup_free_ char *template = NULL;
         char h[65];
@@ -67,13 +68,15 @@ static int take_slot(EnvStore *s, const char *python, const char *python_version
                         continue;
                 }
                 *ret_template = TAKE_PTR(template);
-                return fd;
+                *ret_fd = fd;
+                return 0;
         }
-        return -EBUSY;
+        return ENVSTORE_SLOTS_FULL;
 }
 
 int build_take_slot(Build *b, const Python *py) {
-        return take_slot(b->store, py->executable, py->version, &b->lock_path, &b->tmp, &b->venv_template);
+        return take_slot(b->store, py->executable, py->version, &b->lock_fd, &b->lock_path, &b->tmp,
+                         &b->venv_template);
 }
 
 /* Copies the directory tree at from (directories, regular files, symbolic links) to the new directory to. */
@@ -240,14 +243,13 @@ static int slot_warm_spawn(EnvStore *s, char **argv) {
 static void on_slot_warm_turn(SchedTicket *t, void *userdata) {
         EnvStore *s = userdata;
         _cleanup_free_ char *lock_path = NULL, *slot = NULL, *template = NULL;
-        int fd;
+        int r;
 
-        fd = take_slot(s, s->warm_python, s->warm_python_version, &lock_path, &slot, &template);
-        if (fd < 0) {
+        r = take_slot(s, s->warm_python, s->warm_python_version, &s->warm_lock_fd, &lock_path, &slot, &template);
+        if (r != 0) {
                 slot_warm_clear(s);
                 return;
         }
-        s->warm_lock_fd = fd;
         s->warm_lock_path = TAKE_PTR(lock_path);
         s->warm_slot = TAKE_PTR(slot);
         s->warm_template = TAKE_PTR(template);

@@ -348,10 +348,12 @@ static bool timespec_eq(const struct timespec *a, const struct timespec *b) {
 }
 
 /*
- * Out of the store's namespace first (a lookup after this finds nothing and builds anew), then removed; -EBUSY and
- * left in place when a daemon holds it (envstore_hold() keeps a shared flock() on it: a run of any daemon on this
- * store) or a lookup touched its marker since the walk saw it (seen), before the rename or during it.
+ * Out of the store's namespace first (a lookup after this finds nothing and builds anew), then removed: 0.
+ * REMOVE_ENV_IN_USE and left in place when a daemon holds it (envstore_hold() keeps a shared flock() on it: a run of
+ * any daemon on this store) or a lookup touched its marker since the walk saw it (seen), before the rename or during
+ * it. -errno.
  */
+#define REMOVE_ENV_IN_USE 1
 static int remove_env(const char *envs, int envs_fd, const char *name, const char *marker,
                       const struct timespec *seen) {
         char trash[512], path[4096];
@@ -364,15 +366,15 @@ static int remove_env(const char *envs, int envs_fd, const char *name, const cha
         if (fd < 0)
                 return -errno;
         if (flock(fd, LOCK_EX | LOCK_NB) < 0)
-                return errno == EWOULDBLOCK ? -EBUSY : -errno;
+                return errno == EWOULDBLOCK ? REMOVE_ENV_IN_USE : -errno;
         if (marker_mtime(envs_fd, name, marker, &now) < 0 || !timespec_eq(&now, seen))
-                return -EBUSY;
+                return REMOVE_ENV_IN_USE;
         if (renameat(envs_fd, name, envs_fd, trash) < 0)
                 return -errno;
         /* Looked up between the check and the rename: it goes back, untouched. */
         if (marker_mtime(envs_fd, trash, marker, &now) < 0 || !timespec_eq(&now, seen)) {
                 if (renameat(envs_fd, trash, envs_fd, name) >= 0)
-                        return -EBUSY;
+                        return REMOVE_ENV_IN_USE;
         }
         snprintf(path, sizeof(path), "%s/%s", envs, trash);
         return rm_rf_untrusted(path);
@@ -647,7 +649,7 @@ int store_walk(const StoreWalkOptions *o, StoreWalkResult *ret, StoreWalkRemoved
                         continue;
                 }
                 /* Held by a daemon, or used since the walk saw it: it stays. */
-                if (remove_env(o->envs, envs_fd, envs[i].name, o->marker, &envs[i].used_ts) < 0)
+                if (remove_env(o->envs, envs_fd, envs[i].name, o->marker, &envs[i].used_ts) != 0)
                         continue;
                 total -= MIN(total, envs[i].exclusive);
                 res.removed_bytes += envs[i].exclusive;
