@@ -167,3 +167,9 @@ test_preimport_LDADD = $(UNIT_LIBS)
 # Embedded Python (src/tools/boot.py -> boot.c) is current.
 TESTS += tests/unit/test-embedded.py
 EXTRA_DIST += tests/unit/test-embedded.py
+
+check_PROGRAMS += test-envstore
+TESTS += test-envstore
+test_envstore_SOURCES = src/envstore/test-envstore.c
+test_envstore_CFLAGS = $(UNIT_CFLAGS)
+test_envstore_LDADD = $(UNIT_LIBS)
