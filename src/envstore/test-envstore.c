@@ -78,17 +78,33 @@ static const char fake_uv[] =
         "echo \"end $args\" >> \"$log\"\n"
         "exit 0\n";
 
+/* The fake interpreter: what `python -I -B -m venv --without-pip DIR` makes, for a bare environment. */
+static const char fake_python[] =
+        "#!/bin/sh\n"
+        "echo \"$*\" >> \"$0.log\"\n"
+        "for a; do dir=$a; done\n"
+        "mkdir -p \"$dir/bin\" \"$dir/lib/python3.99/site-packages\" || exit 1\n"
+        "printf 'home = /usr/bin\\n' > \"$dir/pyvenv.cfg\"\n"
+        "printf '#!/bin/sh\\n' > \"$dir/bin/python\" && chmod 755 \"$dir/bin/python\"\n";
+
 static char top[] = "/tmp/test-envstore-XXXXXX";
-static char uv_path[PATH_MAX], cache[PATH_MAX];
+static char uv_path[PATH_MAX], cache[PATH_MAX], python_path[PATH_MAX];
 static Config config;
 static sd_event *event;
 static Scheduler *sched;
 static EnvStore *store;
-static Python python = { .executable = (char *) "/usr/bin/python3.99", .version = (char *) "3.99.0" };
+static Python python = { .executable = python_path, .version = (char *) "3.99.0" };
+
+static void write_script(const char *path, const char *text) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write_all(fd, text, strlen(text)), 0);
+        close(fd);
+}
 
 static void setup(void) {
         sigset_t ss;
-        int fd;
 
         /* sd-event watches children through SIGCHLD: it must be blocked. */
         sigemptyset(&ss);
@@ -99,10 +115,9 @@ static void setup(void) {
         ck_assert_ptr_nonnull(mkdtemp(top));
         snprintf(uv_path, sizeof(uv_path), "%s/uv", top);
         snprintf(cache, sizeof(cache), "%s/cache", top);
-        fd = open(uv_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
-        ck_assert_int_ge(fd, 0);
-        ck_assert_int_eq(write_all(fd, fake_uv, strlen(fake_uv)), 0);
-        close(fd);
+        snprintf(python_path, sizeof(python_path), "%s/python3.99", top);
+        write_script(uv_path, fake_uv);
+        write_script(python_path, fake_python);
 
         config_init(&config);
         free(config.cache_dir);
@@ -527,6 +542,46 @@ START_TEST(test_gc_old_and_held) {
 }
 END_TEST
 
+START_TEST(test_bare_and_warm_slot) {
+        _cleanup_free_ char *log_path = NULL, *log = NULL;
+        RequirementList none = {};
+        char bare[65], key[65];
+        Heard h = {};
+
+        envstore_key(store, &python, &none, bare);
+        ck_assert_int_eq(envstore_prepare(store, 1000, bare, &python, &none, on_ready, &h, NULL), 0);
+        run_until(&h.n, 1);
+        ck_assert_int_eq(h.error, 0);
+        ck_assert(env_exists(bare));
+        /* Made by the interpreter's own venv module, no uv. */
+        ck_assert_int_ge(asprintf(&log_path, "%s.log", python_path), 0);
+        ck_assert_int_ge(read_small_file(log_path, 4096, &log), 0);
+        ck_assert_ptr_nonnull(startswith(log, "-I -B -m venv --without-pip "));
+        ck_assert_ptr_eq(strchr(log, '\n'), log + strlen(log) - 1);   /* once */
+        ck_assert_uint_eq(uv_calls("start pip install", NULL), 0);
+
+        /* The first call on the Python warmed a build slot beside it: uv venv, then uv pip freeze, in its turn. */
+        while (scheduler_held(sched, SCHED_BUILD) > 0)
+                ck_assert_int_ge(sd_event_run(event, UINT64_MAX), 0);
+        ck_assert_uint_eq(uv_calls("end venv", NULL), 1);
+        ck_assert_uint_eq(uv_calls("end pip freeze", NULL), 1);
+
+        /* Once per Python (a warm-up's build of the bare environment again, with no one waiting, finds it there); and
+         * the next build with packages copies the template that made: no uv venv of its own. */
+        ck_assert_int_eq(envstore_prepare(store, 1000, bare, &python, &none, NULL, NULL, NULL), 0);
+        build("numpy", key);
+        while (envstore_n_building(store) > 0)
+                ck_assert_int_ge(sd_event_run(event, UINT64_MAX), 0);
+        ck_assert(env_exists(bare));
+        ck_assert_uint_eq(uv_calls("start venv", NULL), 1);
+        ck_assert_uint_eq(uv_calls("start pip freeze", NULL), 1);
+        ck_assert_uint_eq(uv_calls("end pip install", "numpy"), 1);
+        ck_assert_uint_eq(envstore_n_building(store), 0);
+        ck_assert_uint_eq(leftovers(), 0);
+        heard_done(&h);
+}
+END_TEST
+
 typedef struct SizesHeard {
         unsigned n;
         EnvSizes sizes;
@@ -612,6 +667,7 @@ static Suite *envstore_suite(void) {
         tcase_add_test(tc, test_global_cap_queues);
         tcase_add_test(tc, test_per_user_cap_queues);
         tcase_add_test(tc, test_slots_full);
+        tcase_add_test(tc, test_bare_and_warm_slot);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("collection");
