@@ -52,9 +52,10 @@ libcore_a_SOURCES = \
 	src/netproxy/request.c src/netproxy/request.h \
 	src/netproxy/proxy.c src/netproxy/proxy.h \
 	src/envstore/pythons.c src/envstore/pythons.h \
-	src/envstore/envstore.c src/envstore/envstore.h \
+	src/envstore/envstore.c src/envstore/envstore.h src/envstore/envstore-internal.h \
+	src/envstore/build.c src/envstore/slot.c src/envstore/compile.c src/envstore/gc.c \
 	src/envstore/layout.c src/envstore/layout.h \
-	src/envstore/storewalk.c src/envstore/storewalk.h \
+	src/envstore/storewalk.c src/envstore/storewalk-job.c src/envstore/storewalk.h \
 	src/envstore/offloop.c src/envstore/offloop.h \
 	src/envstore/pyinstall.c src/envstore/pyinstall.h
 

@@ -33,6 +33,17 @@ typedef struct EnvResult {
 
 typedef void (*EnvReadyFunc)(const EnvResult *result, void *userdata);
 
+/* The store's documented outcomes: positive values, never errors (HACKING.md, "Errors"), each of the functions
+ * named. */
+enum {
+        ENVSTORE_SIZES_CACHED = 1,      /* envstore_sizes(): sizes from a walk that ended a few seconds ago */
+        ENVSTORE_WALKS_FULL,            /* envstore_gc(), envstore_sizes(): max-walks is reached, no walk is started
+                                         * now (the timer's next one collects); cb is not called */
+        ENVSTORE_SLOTS_FULL,            /* envstore_prepare(): every build slot of the Python is held, by builds of
+                                         * this daemon or of another one on the same store; nothing is built and cb
+                                         * is not called */
+};
+
 /* other_uids: sandboxes run as uids other than ours (a root daemon's): they pass through envs/ (0711) to their
  * environment; else envs/ is ours alone (0700). */
 /* sched: where builds (SCHED_BUILD), compiles (SCHED_COMPILE) and disk walks (SCHED_WALK) wait their turn. */
@@ -78,7 +89,8 @@ char *envstore_lookup(EnvStore *s, const char *key);
 /*
  * Build the environment unless it is being built already; either way, cb
  * runs when it is ready or failed (never from inside this call). ret_waiter
- * may be NULL (warm-up); a waiter can be cancelled.
+ * may be NULL (warm-up); a waiter can be cancelled. 0, ENVSTORE_SLOTS_FULL
+ * (cb is not called), or -errno.
  */
 int envstore_prepare(EnvStore *s, uid_t uid, const char *key, const Python *py, const RequirementList *reqs, EnvReadyFunc cb,
                      void *userdata, EnvWaiter **ret_waiter);
@@ -94,7 +106,7 @@ void envstore_cleanup(EnvStore *s);
 /*
  * Start the disk walk that measures the store and the uv cache (each inode once) and collects the least recently
  * used environments over the budget. In a child process; one at a time (a request while one runs makes one more
- * run after it).
+ * run after it). 0, ENVSTORE_WALKS_FULL, or -errno.
  */
 int envstore_gc(EnvStore *s, const char *keep_key);
 
@@ -121,8 +133,9 @@ typedef struct EnvSizes {
 typedef struct EnvSizesWaiter EnvSizesWaiter;
 typedef void (*EnvSizesFunc)(const EnvSizes *sizes, void *userdata);
 /*
- * The store's sizes: 1 and *ret_cached when a walk ended a few seconds ago; otherwise 0, and cb is called when
- * the walk in flight (started if there is none: all callers share one) ends. -errno when none can be started.
+ * The store's sizes: ENVSTORE_SIZES_CACHED and *ret_cached when a walk ended a few seconds ago; otherwise 0, and cb
+ * is called when the walk in flight (started if there is none: all callers share one) ends; ENVSTORE_WALKS_FULL or
+ * -errno when none can be started.
  */
 int envstore_sizes(EnvStore *s, EnvSizes *ret_cached, EnvSizesFunc cb, void *userdata, EnvSizesWaiter **ret_waiter);
 void envstore_sizes_cancel(EnvSizesWaiter *w);

@@ -147,6 +147,7 @@ int offloop_spawn_full(sd_event *e, const char *comm, size_t report_max, uint64_
                 int flags = fcntl(p[1], F_GETFL);
                 if (flags >= 0)
                         (void) fcntl(p[1], F_SETFL, flags & ~O_NONBLOCK);
+                free(j);   /* the parent's: the child never returns to who would free it */
                 child(comm, f, userdata, p[1]);
         }
         safe_close(p[1]);

@@ -295,7 +295,7 @@ static void on_ready(void *userdata) {
         if (c->self_test_wait)
                 c->pending++;
         k = envstore_sizes(store, &cached, on_sizes, c, &c->sizes_wait);
-        if (k > 0)
+        if (k == ENVSTORE_SIZES_CACHED)
                 take_sizes(c, &cached);
         else if (k == 0)
                 c->pending++;

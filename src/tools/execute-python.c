@@ -1218,8 +1218,9 @@ static void on_plan(ScriptPlan *plan, void *userdata) {
 
         job_set_phase(j, PHASE_PREPARE);
         k = envstore_prepare(store, j->call->uid, plan->key, plan->python, &plan->requirements, on_env_ready, j, &j->env_waiter);
-        if (k < 0)
-                job_fail(j, PHASE_PREPARE, "the environment could not be prepared: %s", strerror(-k));
+        if (k != 0)
+                job_fail(j, PHASE_PREPARE, "the environment could not be prepared: %s",
+                         k == ENVSTORE_SLOTS_FULL ? "every build slot is taken, try again later" : strerror(-k));
 }
 
 static void on_cancel(ToolCall *call, void *userdata) {

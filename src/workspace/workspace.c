@@ -1388,7 +1388,7 @@ static void on_plan(ScriptPlan *plan, void *userdata) {
         if (path)
                 return use_env(p, path);
         int k = envstore_prepare(store, p->sandbox->uid, plan->key, plan->python, &plan->requirements, on_env_ready, p, &p->env_waiter);
-        if (k < 0)
+        if (k != 0)   /* an error, or ENVSTORE_SLOTS_FULL */
                 prepare_done(p, "the environment could not be prepared");
 }
 

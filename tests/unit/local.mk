@@ -179,3 +179,9 @@ TESTS += test-pythons
 test_pythons_SOURCES = src/envstore/test-pythons.c
 test_pythons_CFLAGS = $(UNIT_CFLAGS)
 test_pythons_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-envstore
+TESTS += test-envstore
+test_envstore_SOURCES = src/envstore/test-envstore.c
+test_envstore_CFLAGS = $(UNIT_CFLAGS)
+test_envstore_LDADD = $(UNIT_LIBS)
