@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 """The C files made from embedded Python are what their .py files make now, and the .py files compile.
 
-A change to src/tools/boot.py that was not followed by make (which rewrites src/tools/boot.c) fails here,
-before a daemon runs the old program."""
+A change to src/tools/boot.py (or src/workspace/driver.py) that was not followed by make (which rewrites
+src/tools/boot.c, src/workspace/driver.c) fails here, before a daemon runs the old program."""
 import os
 import subprocess
 import sys
@@ -12,6 +12,7 @@ top = os.environ.get("TOP_SRCDIR") or os.path.join(os.path.dirname(os.path.abspa
 embed = os.path.join(top, "src/tools/embed-python.py")
 EMBEDDED = [
     ("boot_code", "src/tools/boot.py", "src/tools/boot.c", ["outputs.h", "boot.h"]),
+    ("workspace_driver_code", "src/workspace/driver.py", "src/workspace/driver.c", ["workspace.h"]),
 ]
 failed = 0
 for symbol, py, c, headers in EMBEDDED:
