@@ -34,7 +34,8 @@ libcore_a_SOURCES = \
 	src/tools/outputs.c src/tools/outputs.h \
 	src/tools/sandbox-packages.c \
 	src/tools/sandbox-files.c \
-	src/workspace/workspace.c src/workspace/workspace.h \
+	src/workspace/workspace.c src/workspace/workspace.h src/workspace/workspace-internal.h \
+	src/workspace/ops.c src/workspace/spawn.c src/workspace/wire.c src/workspace/prepare.c \
 	src/workspace/driver.c \
 	src/workspace/driver-input.c src/workspace/driver-input.h \
 	src/sandbox/sandbox.c src/sandbox/sandbox.h \
