@@ -17,7 +17,7 @@
 
 
 /* A restart is under way: the environment it switches to becomes the current one. */
-void switch_env(Workspace *sb) {
+void workspace_switch_env(Workspace *sb) {
         if (!sb->next_env)
                 return;
         free(sb->env);
@@ -44,7 +44,7 @@ static void op_unlink(WorkspaceOp *op) {
                 }
 }
 
-void op_finish(WorkspaceOp *op, const WorkspaceOpOutcome *o) {
+void workspace_op_finish(WorkspaceOp *op, const WorkspaceOpOutcome *o) {
         _cleanup_(workspace_unrefp) Workspace *sb = workspace_ref(op->sandbox);
         bool was_head = sb->ops == op;
         WorkspaceReplyFunc cb = op->cb;
@@ -59,7 +59,7 @@ void op_finish(WorkspaceOp *op, const WorkspaceOpOutcome *o) {
         op_free(op);
         if (cb)
                 cb(sb, o, ud);
-        schedule_dispatch(sb);
+        workspace_schedule_dispatch(sb);
 }
 
 static int on_op_timer(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -71,7 +71,7 @@ static int on_op_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         switch (op->phase) {
         case PHASE_SENT:
                 op->timed_out = true;
-                if (sb->out || sb->worker_pidfd < 0 || pidfd_signal(sb->worker_pidfd, SIGINT) < 0) {
+                if (sb->out || sb->worker_pidfd < 0 || workspace_pidfd_signal(sb->worker_pidfd, SIGINT) < 0) {
                         /* Not even the request got through, or no way to reach the interpreter: start afresh. */
                         process_kill(sb->proc);
                         return 0;
@@ -84,7 +84,7 @@ static int on_op_timer(sd_event_source *s, uint64_t usec, void *userdata) {
                 log_debug("Sandbox %.8s…: the interrupt did not stop it; killing the interpreter.", sb->id);
                 op->phase = PHASE_KILLING;
                 sb->ready = false;
-                if (pidfd_signal(sb->worker_pidfd, SIGKILL) < 0) {
+                if (workspace_pidfd_signal(sb->worker_pidfd, SIGKILL) < 0) {
                         process_kill(sb->proc);
                         return 0;
                 }
@@ -114,7 +114,7 @@ static int send_request(Workspace *sb, json_object *req) {
 
         /* The answer's cap, which the driver keeps to. */
         sb->input.max = streq_ptr(json_get_string(req, "op"), "snapshot") ? SNAPSHOT_MESSAGE_MAX
-                                                                         : message_max(sb->registry->config);
+                                                                         : workspace_message_max(sb->registry->config);
         json_add_int(req, "max_message", (int64_t) sb->input.max);
         s = json_to_line(req, &len);
 
@@ -125,11 +125,11 @@ static int send_request(Workspace *sb, json_object *req) {
         memcpy(sb->out, s, len);
         sb->out_len = len;
         sb->out_off = 0;
-        return send_pending(sb);
+        return workspace_send_pending(sb);
 }
 
 static void on_run_slot(SchedTicket *t, void *userdata) {
-        schedule_dispatch(userdata);   /* through the loop: this runs inside another run's release */
+        workspace_schedule_dispatch(userdata);   /* through the loop: this runs inside another run's release */
 }
 
 static void dispatch(Workspace *sb) {
@@ -139,12 +139,12 @@ static void dispatch(Workspace *sb) {
         if (!op)
                 return;
         if (sb->broken) {
-                fail_all(sb, sb->broken);
+                workspace_fail_all(sb, sb->broken);
                 return;
         }
         if (!sb->proc) {
                 if (sb->started && workspace_spawn(sb) < 0)
-                        fail_all(sb, "the sandbox could not be started");
+                        workspace_fail_all(sb, "the sandbox could not be started");
                 if (!sb->proc)
                         return;
         }
@@ -153,7 +153,7 @@ static void dispatch(Workspace *sb) {
                 (void) arm_op_timer(sb, INTERNAL_TIMEOUT_USEC);
                 if (k < 0) {
                         WorkspaceOpOutcome o = { .error = "the work directory could not be put back" };
-                        op_finish(op, &o);
+                        workspace_op_finish(op, &o);
                 }
                 return;
         }
@@ -170,13 +170,13 @@ static void dispatch(Workspace *sb) {
                 } else {
                         op->phase = PHASE_STARTING;
                         workspace_stop(sb);
-                        switch_env(sb);
+                        workspace_switch_env(sb);
                         k = workspace_spawn(sb);
                 }
                 (void) arm_op_timer(sb, INTERNAL_TIMEOUT_USEC);
                 if (k < 0) {
                         WorkspaceOpOutcome o = { .error = "the sandbox could not be restarted", .reset = true };
-                        op_finish(op, &o);
+                        workspace_op_finish(op, &o);
                 }
                 return;
         }
@@ -201,7 +201,7 @@ static void dispatch(Workspace *sb) {
                                                    "again in a little while"
                                                  : "out of memory",
                         };
-                        op_finish(op, &o);
+                        workspace_op_finish(op, &o);
                         return;
                 }
         }
@@ -211,7 +211,7 @@ static void dispatch(Workspace *sb) {
         (void) arm_op_timer(sb, op->timeout_usec);
         if (k < 0) {
                 WorkspaceOpOutcome o = { .error = "the request could not be sent to the sandbox" };
-                op_finish(op, &o);
+                workspace_op_finish(op, &o);
         }
 }
 
@@ -219,11 +219,11 @@ static int on_defer(sd_event_source *s, void *userdata) {
         _cleanup_(workspace_unrefp) Workspace *sb = workspace_ref(userdata);
 
         dispatch(sb);
-        cpu_update(sb);
+        workspace_cpu_update(sb);
         return 0;
 }
 
-void schedule_dispatch(Workspace *sb) {
+void workspace_schedule_dispatch(Workspace *sb) {
         if (sb->closed)
                 return;
         if (!sb->defer) {
@@ -233,7 +233,7 @@ void schedule_dispatch(Workspace *sb) {
         (void) sd_event_source_set_enabled(sb->defer, SD_EVENT_ONESHOT);
 }
 
-int op_queue(Workspace *sb, WorkspaceOp *op, bool front, WorkspaceOp **ret) {
+int workspace_op_queue(Workspace *sb, WorkspaceOp *op, bool front, WorkspaceOp **ret) {
         op->sandbox = sb;
         if (front && sb->ops && sb->ops->phase == PHASE_QUEUED) {
                 op->next = sb->ops;
@@ -248,7 +248,7 @@ int op_queue(Workspace *sb, WorkspaceOp *op, bool front, WorkspaceOp **ret) {
                 *p = op;
         }
         sb->used_usec = now_usec();
-        schedule_dispatch(sb);
+        workspace_schedule_dispatch(sb);
         if (ret)
                 *ret = op;
         return 0;
@@ -268,7 +268,7 @@ int workspace_request(Workspace *sb, json_object *request, uint64_t timeout_usec
                 .cb = cb,
                 .userdata = userdata,
         };
-        return op_queue(sb, op, false, ret);
+        return workspace_op_queue(sb, op, false, ret);
 }
 
 int workspace_reset(Workspace *sb, WorkspaceReplyFunc cb, void *userdata, WorkspaceOp **ret) {
@@ -284,7 +284,7 @@ int workspace_reset(Workspace *sb, WorkspaceReplyFunc cb, void *userdata, Worksp
         for (size_t i = 0; i < sb->base_reqs.n; i++)
                 (void) requirement_list_append(&sb->next_reqs, sb->base_reqs.items[i].canonical, NULL);
         *op = (WorkspaceOp) { .kind = OP_RESTART, .keep_files = false, .cb = cb, .userdata = userdata };
-        return op_queue(sb, op, false, ret);
+        return workspace_op_queue(sb, op, false, ret);
 }
 
 void workspace_op_cancel(WorkspaceOp *op) {

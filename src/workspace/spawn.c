@@ -136,7 +136,7 @@ static void on_bwrap_exit(Process *p, void *userdata) {
                 if (asprintf(&sb->broken, "the sandbox does not start: %s", err && *err ? err : "no reason given") <
                     0)
                         sb->broken = NULL;
-                fail_all(sb, sb->broken ?: "the sandbox does not start");
+                workspace_fail_all(sb, sb->broken ?: "the sandbox does not start");
                 return;
         }
 
@@ -152,12 +152,12 @@ static void on_bwrap_exit(Process *p, void *userdata) {
                         .error = why ?: "the sandbox stopped and was started afresh: variables and files in /work "
                                         "are lost",
                 };
-                op_finish(op, &o);
+                workspace_op_finish(op, &o);
                 if (sb->closed)
                         return;
         }
         if (workspace_spawn(sb) < 0)
-                fail_all(sb, "the sandbox could not be started again");
+                workspace_fail_all(sb, "the sandbox could not be started again");
 }
 
 /*
@@ -165,7 +165,7 @@ static void on_bwrap_exit(Process *p, void *userdata) {
  * IDLE_CPU_QUOTA, so that what a cell leaves running bounds no one else. Only with a cgroup of its own, which a
  * sandbox gets only with the cpu controller (see workspace_spawn()).
  */
-void cpu_update(Workspace *sb) {
+void workspace_cpu_update(Workspace *sb) {
         uint64_t quota = sb->registry->config->cpu_quota;
         int busy = !sb->ready || sb->ops || sb->prepare;
         int k;
@@ -227,7 +227,7 @@ int workspace_spawn(Workspace *sb) {
         sb->status_fd = status[0];
         status_theirs = status[1];
         (void) fcntl(sb->status_fd, F_SETFL, O_NONBLOCK);
-        sb->input.max = message_max(c);
+        sb->input.max = workspace_message_max(c);
 
         if (asprintf(&python, "%s/bin/python", sb->env) < 0) {
                 workspace_stop(sb);
@@ -266,10 +266,11 @@ int workspace_spawn(Workspace *sb) {
                 return k;
         }
         process_set_stderr_func(sb->proc, on_stderr, sb);
-        cpu_update(sb);
-        k = sd_event_add_io(sb->registry->event, &sb->io, sb->sock, EPOLLIN, on_io, sb);
+        workspace_cpu_update(sb);
+        k = sd_event_add_io(sb->registry->event, &sb->io, sb->sock, EPOLLIN, workspace_on_io, sb);
         if (k >= 0)
-                k = sd_event_add_io(sb->registry->event, &sb->status_io, sb->status_fd, EPOLLIN, on_status, sb);
+                k = sd_event_add_io(sb->registry->event, &sb->status_io, sb->status_fd, EPOLLIN, workspace_on_status,
+                                    sb);
         if (k < 0) {
                 workspace_stop(sb);
                 return k;

@@ -27,7 +27,7 @@ static int pidfd_open_(pid_t pid) {
         return (int) syscall(SYS_pidfd_open, pid, 0);
 }
 
-int pidfd_signal(int fd, int sig) {
+int workspace_pidfd_signal(int fd, int sig) {
         return syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) < 0 ? -errno : 0;
 }
 
@@ -82,7 +82,7 @@ static void status_line(Workspace *sb, const char *line) {
 
         if (j && json_get_int64(j, "child-pid", &pid) && pid > 1 && sb->init_pid == 0) {
                 sb->init_pid = (pid_t) pid;
-                /* Records wait for this (see on_io()). */
+                /* Records wait for this (see workspace_on_io()). */
                 if (sb->io && !sb->protocol_error)
                         (void) sd_event_source_set_enabled(sb->io, SD_EVENT_ON);
         }
@@ -113,7 +113,7 @@ static void status_read(Workspace *sb) {
         }
 }
 
-int on_status(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+int workspace_on_status(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         status_read(userdata);
         return 0;
 }
@@ -157,7 +157,7 @@ static void on_hello(Workspace *sb, pid_t sender) {
                                                : "the interpreter died (it may have run out of memory or exited) "
                                                  "and was started afresh",
                 };
-                op_finish(op, &o);
+                workspace_op_finish(op, &o);
         } else if (op && op->kind == OP_RESTART && op->phase == PHASE_STARTING) {
                 if (op->snapshot) {
                         op->phase = PHASE_RESTORE;
@@ -169,13 +169,13 @@ static void on_hello(Workspace *sb, pid_t sender) {
                         /* sent by dispatch() below */
                 } else {
                         WorkspaceOpOutcome o = { .reset = !op->keep_files };
-                        op_finish(op, &o);
+                        workspace_op_finish(op, &o);
                 }
         }
-        schedule_dispatch(sb);
+        workspace_schedule_dispatch(sb);
 }
 
-int send_pending(Workspace *sb) {
+int workspace_send_pending(Workspace *sb) {
         while (sb->out && sb->out_off < sb->out_len) {
                 size_t n = MIN(sb->out_len - sb->out_off, (size_t) DRIVER_RECORD_MAX - 1);
                 char kind = sb->out_off + n >= sb->out_len ? 'E' : 'C';
@@ -207,7 +207,7 @@ static void on_message(Workspace *sb, json_object *msg) {
                         .timed_out = op->timed_out,
                         .interrupted = op->phase == PHASE_INTERRUPTING,
                 };
-                return op_finish(op, &o);
+                return workspace_op_finish(op, &o);
         }
         if (op->phase == PHASE_SNAPSHOT) {
                 json_object *tar = json_get(msg, "tar", json_type_string);
@@ -218,16 +218,16 @@ static void on_message(Workspace *sb, json_object *msg) {
                                 m = NULL;
                         WorkspaceOpOutcome o = { .error = m ?: "the work directory could not be carried over" };
                         /* Nothing changed: the old environment stays. */
-                        return op_finish(op, &o);
+                        return workspace_op_finish(op, &o);
                 }
                 op->snapshot = json_object_get(tar);
                 op->phase = PHASE_STARTING;
                 workspace_stop(sb);
-                switch_env(sb);
+                workspace_switch_env(sb);
                 int k = workspace_spawn(sb);
                 if (k < 0) {
                         WorkspaceOpOutcome o = { .error = "the sandbox could not be started again", .reset = true };
-                        return op_finish(op, &o);
+                        return workspace_op_finish(op, &o);
                 }
                 return;
         }
@@ -237,11 +237,11 @@ static void on_message(Workspace *sb, json_object *msg) {
                                          ? NULL
                                          : "the work directory could not be put back",
                 };
-                op_finish(op, &o);
+                workspace_op_finish(op, &o);
         }
 }
 
-int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+int workspace_on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         _cleanup_(workspace_unrefp) Workspace *sb = workspace_ref(userdata);
         char rec[DRIVER_RECORD_MAX + 1];        /* one more: a longer record is not the driver's */
         union {
@@ -250,7 +250,7 @@ int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         } control;
 
         if (revents & EPOLLOUT) {
-                if (send_pending(sb) < 0)
+                if (workspace_send_pending(sb) < 0)
                         log_debug("Sandbox %.8s…: sending failed.", sb->id);
         }
         if (!(revents & (EPOLLIN | EPOLLHUP | EPOLLERR)))
@@ -326,7 +326,7 @@ int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
  * sizes, a listing) gets 1 MiB. A read_file reply (WORKSPACE_FILE_MAX bytes, at most 6 JSON bytes each) fits as well.
  * With the default output cap: about 15 MiB, where the message is held once and parsed once.
  */
-size_t message_max(const Config *c) {
+size_t workspace_message_max(const Config *c) {
         uint64_t m = 24 * c->output_cap + (OUTPUTS_MAX_TOTAL + 2) / 3 * 4 + (1 << 20);
         return (size_t) MIN(m, (uint64_t) DRIVER_MESSAGE_MAX);
 }

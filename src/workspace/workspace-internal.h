@@ -155,26 +155,33 @@ struct WorkspaceRegistry {
 /* The snapshot that carries /work over to a new environment: SNAPSHOT_MAX bytes of tar, base64. */
 #define SNAPSHOT_MESSAGE_MAX ((SNAPSHOT_MAX + 2) / 3 * 4 + 65536)
 
-/* workspace.c */
+/* workspace.c: a reference held while code that calls back into the tools runs (see struct Workspace). */
 Workspace *workspace_ref(Workspace *sb);
 Workspace *workspace_unref(Workspace *sb);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Workspace *, workspace_unref);
-void fail_all(Workspace *sb, const char *error);
+/* Answer every request of sb with error (their callbacks run from in here). */
+void workspace_fail_all(Workspace *sb, const char *error);
 
-/* ops.c */
-void op_finish(WorkspaceOp *op, const WorkspaceOpOutcome *o);
-void schedule_dispatch(Workspace *sb);
-void switch_env(Workspace *sb);
-int op_queue(Workspace *sb, WorkspaceOp *op, bool front, WorkspaceOp **ret);
+/* ops.c: answer op (its callback runs from in here) and forget it. */
+void workspace_op_finish(WorkspaceOp *op, const WorkspaceOpOutcome *o);
+/* Look at the queue from the loop, not from the caller. */
+void workspace_schedule_dispatch(Workspace *sb);
+/* A restart is under way: the environment it switches to becomes the current one. */
+void workspace_switch_env(Workspace *sb);
+/* Queue op (at the end, or right behind the current one with front); *ret = op. */
+int workspace_op_queue(Workspace *sb, WorkspaceOp *op, bool front, WorkspaceOp **ret);
 
-/* spawn.c */
-void workspace_stop(Workspace *sb);
+/* spawn.c: start the sandbox on sb->env (0 or -errno); stop it, freeing all that belongs to the running one. */
 int workspace_spawn(Workspace *sb);
-void cpu_update(Workspace *sb);
+void workspace_stop(Workspace *sb);
+/* Put the CPU cap that fits what it does now in place (a run's while we wait for it, else the idle one). */
+void workspace_cpu_update(Workspace *sb);
 
-/* wire.c */
-int pidfd_signal(int fd, int sig);
-int send_pending(Workspace *sb);
-size_t message_max(const Config *c);
-int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata);
-int on_status(sd_event_source *s, int fd, uint32_t revents, void *userdata);
+/* wire.c: the driver's socket and bwrap's status fd, as event handlers. */
+int workspace_on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata);
+int workspace_on_status(sd_event_source *s, int fd, uint32_t revents, void *userdata);
+/* Send what is left of sb->out (0, or -errno; EPOLLOUT is watched until it is gone). */
+int workspace_send_pending(Workspace *sb);
+/* The largest message the driver may send us (the request's "max_message"). */
+size_t workspace_message_max(const Config *c);
+int workspace_pidfd_signal(int fd, int sig);

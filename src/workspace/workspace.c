@@ -222,12 +222,12 @@ int workspace_new(WorkspaceRegistry *reg, uid_t uid, uint64_t ttl_usec, Workspac
         return 0;
 }
 
-void fail_all(Workspace *sb, const char *error) {
+void workspace_fail_all(Workspace *sb, const char *error) {
         _unused_ _cleanup_(workspace_unrefp) Workspace *ref = workspace_ref(sb);
 
         while (sb->ops) {
                 WorkspaceOpOutcome o = { .error = error };
-                op_finish(sb->ops, &o);
+                workspace_op_finish(sb->ops, &o);
         }
 }
 
@@ -256,7 +256,7 @@ void workspace_close(Workspace *sb) {
                 if (cb)
                         cb(NULL, "the sandbox was closed", ud);
         }
-        fail_all(sb, "the sandbox was closed");
+        workspace_fail_all(sb, "the sandbox was closed");
         workspace_stop(sb);
         sb->reap_timer = sd_event_source_disable_unref(sb->reap_timer);
         sb->op_timer = sd_event_source_disable_unref(sb->op_timer);
@@ -332,7 +332,7 @@ int64_t workspace_memory_kib(const Workspace *sb) {
         pid_t pid = -1;
         int k;
 
-        if (sb->worker_pidfd < 0 || pidfd_signal(sb->worker_pidfd, 0) < 0 || !sb->proc)
+        if (sb->worker_pidfd < 0 || workspace_pidfd_signal(sb->worker_pidfd, 0) < 0 || !sb->proc)
                 return -ESRCH;
         /* The pid behind our pidfd, from its fdinfo: no guessing. */
         snprintf(p, sizeof(p), "/proc/self/fdinfo/%d", sb->worker_pidfd);
