@@ -100,7 +100,7 @@ static int on_op_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 
 static int arm_op_timer(Workspace *sb, uint64_t usec) {
         if (sb->closed)
-                return -ESHUTDOWN;
+                return WORKSPACE_CLOSED;
         if (!sb->op_timer)
                 return sd_event_add_time_relative(sb->registry->event, &sb->op_timer, CLOCK_MONOTONIC, usec,
                                                   USEC_PER_SEC / 50, on_op_timer, sb);
@@ -143,7 +143,7 @@ static void dispatch(Workspace *sb) {
                 return;
         }
         if (!sb->proc) {
-                if (sb->started && workspace_spawn(sb) < 0)
+                if (sb->started && workspace_spawn(sb) != 0)
                         workspace_fail_all(sb, "the sandbox could not be started");
                 if (!sb->proc)
                         return;
@@ -174,7 +174,7 @@ static void dispatch(Workspace *sb) {
                         k = workspace_spawn(sb);
                 }
                 (void) arm_op_timer(sb, INTERNAL_TIMEOUT_USEC);
-                if (k < 0) {
+                if (k != 0) {
                         WorkspaceOpOutcome o = { .error = "the sandbox could not be restarted", .reset = true };
                         workspace_op_finish(op, &o);
                 }
@@ -257,7 +257,7 @@ int workspace_op_queue(Workspace *sb, WorkspaceOp *op, bool front, WorkspaceOp *
 int workspace_request(Workspace *sb, json_object *request, uint64_t timeout_usec, WorkspaceReplyFunc cb, void *userdata,
                       WorkspaceOp **ret) {
         if (sb->closed)
-                return -ESHUTDOWN;
+                return WORKSPACE_CLOSED;
         WorkspaceOp *op = calloc(1, sizeof(*op));
         if (!op)
                 return -ENOMEM;
@@ -273,7 +273,7 @@ int workspace_request(Workspace *sb, json_object *request, uint64_t timeout_usec
 
 int workspace_reset(Workspace *sb, WorkspaceReplyFunc cb, void *userdata, WorkspaceOp **ret) {
         if (sb->closed)
-                return -ESHUTDOWN;
+                return WORKSPACE_CLOSED;
         WorkspaceOp *op = calloc(1, sizeof(*op));
         if (!op)
                 return -ENOMEM;

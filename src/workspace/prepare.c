@@ -65,9 +65,11 @@ static void use_env(WorkspacePrepare *p, const char *path) {
                 if (!sb->base_env || !sb->env)
                         return prepare_done(p, "out of memory");
                 int k = workspace_spawn(sb);
+                if (k == WORKSPACE_NO_SANDBOX)
+                        return prepare_done(p, runtime_self_test_error(sb->registry->runtime));
                 if (k == -EPERM)
                         return prepare_done(p, runtime_self_test_error(sb->registry->runtime));
-                if (k < 0)
+                if (k != 0)
                         return prepare_done(p, "the sandbox could not be started");
                 return prepare_done(p, NULL);
         }
@@ -132,9 +134,9 @@ int workspace_prepare(Workspace *sb, json_object *requirements, const char *pyth
         int k;
 
         if (sb->closed)
-                return -ESHUTDOWN;
+                return WORKSPACE_CLOSED;
         if (sb->prepare)
-                return -EBUSY;
+                return WORKSPACE_BUSY;
         p = calloc(1, sizeof(*p));
         if (!p)
                 return -ENOMEM;

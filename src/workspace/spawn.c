@@ -156,7 +156,7 @@ static void on_bwrap_exit(Process *p, void *userdata) {
                 if (sb->closed)
                         return;
         }
-        if (workspace_spawn(sb) < 0)
+        if (workspace_spawn(sb) != 0)
                 workspace_fail_all(sb, "the sandbox could not be started again");
 }
 
@@ -198,10 +198,10 @@ int workspace_spawn(Workspace *sb) {
         int k;
 
         if (sb->closed)
-                return -ESHUTDOWN;
+                return WORKSPACE_CLOSED;
         /* Always in bwrap, also when runs go without it (unsafe-no-sandbox): what the self-test found decides. */
         if (runtime_self_test_error(r))
-                return -EPERM;
+                return WORKSPACE_NO_SANDBOX;
         /*
          * The runs' limits and system call filter, in a cgroup of its own like a run's, with memory, processes and
          * the CPU bound for the sandbox as a whole. The CPU is capped rather than counted (this interpreter lives

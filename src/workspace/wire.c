@@ -225,7 +225,7 @@ static void on_message(Workspace *sb, json_object *msg) {
                 workspace_stop(sb);
                 workspace_switch_env(sb);
                 int k = workspace_spawn(sb);
-                if (k < 0) {
+                if (k != 0) {
                         WorkspaceOpOutcome o = { .error = "the sandbox could not be started again", .reset = true };
                         return workspace_op_finish(op, &o);
                 }

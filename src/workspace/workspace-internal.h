@@ -171,7 +171,11 @@ void workspace_switch_env(Workspace *sb);
 /* Queue op (at the end, or right behind the current one with front); *ret = op. */
 int workspace_op_queue(Workspace *sb, WorkspaceOp *op, bool front, WorkspaceOp **ret);
 
-/* spawn.c: start the sandbox on sb->env (0 or -errno); stop it, freeing all that belongs to the running one. */
+/* spawn.c: start the sandbox on sb->env: 0, WORKSPACE_CLOSED, WORKSPACE_NO_SANDBOX (the sandbox self-test failed:
+ * runtime_self_test_error() says why) or -errno. Stop it, freeing all that belongs to the running one. */
+enum {
+        WORKSPACE_NO_SANDBOX = WORKSPACE_BUSY + 1,
+};
 int workspace_spawn(Workspace *sb);
 void workspace_stop(Workspace *sb);
 /* Put the CPU cap that fits what it does now in place (a run's while we wait for it, else the idle one). */
