@@ -258,7 +258,7 @@ int workspace_spawn(Workspace *sb) {
         int fds[] = { theirs, net_fd };
         /* The same sandbox as execute_python's runs (network, tmpfs size, read-only system). */
         sb->network = runtime_sandbox_policy(r).network;
-        k = runtime_spawn_in_bwrap(r, sb->env, streq(sb->python->prefix, "/usr") ? NULL : ro, data, sb->n_data,
+        k = sb->registry->spawn(r, sb->env, streq(sb->python->prefix, "/usr") ? NULL : ro, data, sb->n_data,
                                    fds, net_fd >= 0 ? 2 : 1, status_theirs, wrapped ?: command, 0, &limits, 8192,
                                    8192, on_bwrap_exit, sb, &sb->proc);
         if (k < 0) {

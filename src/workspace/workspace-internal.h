@@ -144,10 +144,18 @@ struct Workspace {
         WorkspacePrepare *prepare;      /* the preparation in progress, if any */
 };
 
+/* How a sandbox's bwrap is started: runtime_spawn_in_bwrap(), or a fake that test-workspace.c puts in its place. */
+typedef int (*WorkspaceSpawnFunc)(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
+                                  size_t n_data, const int *pass_fds, size_t n_pass, int status_fd,
+                                  char *const *command, uint64_t timeout_usec, const SandboxLimits *limits,
+                                  size_t head_max, size_t tail_max, ProcessDoneFunc done, void *userdata,
+                                  Process **ret);
+
 struct WorkspaceRegistry {
         sd_event *event;
         const Config *config;
         Runtime *runtime;
+        WorkspaceSpawnFunc spawn;
         Workspace *list;
         unsigned n;
 };

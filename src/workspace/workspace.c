@@ -66,6 +66,7 @@ int workspace_registry_new(WorkspaceRegistry **ret, Runtime *r) {
         reg->event = sd_event_ref(runtime_event(r));
         reg->config = runtime_config(r);
         reg->runtime = r;
+        reg->spawn = runtime_spawn_in_bwrap;
         *ret = reg;
         return 0;
 }

@@ -167,3 +167,9 @@ test_preimport_LDADD = $(UNIT_LIBS)
 # Embedded Python (src/tools/boot.py -> boot.c) is current.
 TESTS += tests/unit/test-embedded.py
 EXTRA_DIST += tests/unit/test-embedded.py
+
+check_PROGRAMS += test-workspace
+TESTS += test-workspace
+test_workspace_SOURCES = src/workspace/test-workspace.c
+test_workspace_CFLAGS = $(UNIT_CFLAGS) -DPYTHON3='"$(PYTHON3)"'
+test_workspace_LDADD = $(UNIT_LIBS)
