@@ -41,7 +41,8 @@ libcore_a_SOURCES = \
 	src/tools/outputs.c src/tools/outputs.h \
 	src/tools/sandbox-packages.c \
 	src/tools/sandbox-files.c \
-	src/workspace/workspace.c src/workspace/workspace.h \
+	src/workspace/workspace.c src/workspace/workspace.h src/workspace/workspace-internal.h \
+	src/workspace/ops.c src/workspace/spawn.c src/workspace/wire.c src/workspace/prepare.c \
 	src/workspace/driver.c \
 	src/workspace/driver-input.c src/workspace/driver-input.h \
 	src/sandbox/sandbox.c src/sandbox/sandbox.h \
@@ -63,8 +64,11 @@ CORE_LIBS = libcore.a libshared.a $(SYSTEMD_LIBS) $(JSONC_LIBS) $(SECCOMP_LIBS)
 
 include src/pep723/local.mk
 
-# The persistent sandboxes' driver is Python, embedded as a C string by embed-driver.py.
-EXTRA_DIST += src/workspace/driver.py src/workspace/embed-driver.py
+# The persistent sandboxes' driver is Python too: src/workspace/driver.py, made into src/workspace/driver.c by the
+# same script and rule as boot.py below (and checked by tests/unit/test-embedded.py the same way).
+EXTRA_DIST += src/workspace/driver.py
+$(srcdir)/src/workspace/driver.c: $(srcdir)/src/workspace/driver.py $(srcdir)/src/tools/embed-python.py
+	$(AM_V_GEN)$(PYTHON3) $(srcdir)/src/tools/embed-python.py workspace_driver_code $(srcdir)/src/workspace/driver.py $@ workspace.h
 
 # execute_python's boot program is Python too: src/tools/boot.py, made into src/tools/boot.c (kept in the tree, so
 # a build needs no Python) whenever boot.py is newer; tests/unit/test-embedded.py fails when the two disagree.

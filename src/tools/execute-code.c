@@ -262,9 +262,9 @@ static int execute_code_call(ToolCall *call, json_object *args) {
         json_add_int(req, "max_file_bytes", OUTPUTS_MAX_BYTES);
         json_add_int(req, "max_files_total", OUTPUTS_MAX_TOTAL);
         int k = sb_call_request(c, req, c->timeout_usec, on_cell);
-        if (k < 0) {
+        if (k != 0) {
                 sb_call_free(c);
-                return k;
+                return sb_not_started(call, k);
         }
         return 0;
 }

@@ -88,6 +88,14 @@ int sb_call_request(SbCall *c, json_object *request, uint64_t timeout_usec, SbRe
         return workspace_request(c->sandbox, request, timeout_usec, on_reply, c, &c->op);
 }
 
+int sb_not_started(ToolCall *call, int k) {
+        if (k < 0)
+                return k;
+        sb_fail(call, "%s",
+                k == WORKSPACE_CLOSED ? "the sandbox was closed" : "the sandbox could not take the request");
+        return 0;
+}
+
 const char *sb_outcome_error(const WorkspaceOpOutcome *o) {
         if (o->error)
                 return o->error;

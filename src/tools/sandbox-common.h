@@ -34,8 +34,12 @@ void sb_fail(ToolCall *call, const char *format, ...) __attribute__((format(prin
 /* A new SbCall holding a reference to call, with a cancel hook. */
 SbCall *sb_call_new(ToolCall *call, Workspace *sb);
 SbCall *sb_call_free(SbCall *c);
-/* Send request to the sandbox's driver; c->reply runs with the outcome, then c is freed. */
+/* Send request to the sandbox's driver; c->reply runs with the outcome, then c is freed. 0, or what
+ * workspace_request() returns when it starts nothing (then c->reply never runs). */
 int sb_call_request(SbCall *c, json_object *request, uint64_t timeout_usec, SbReplyFunc reply);
+/* What a tool's call returns when starting work on its sandbox gave k, not 0: -errno as it is; a documented
+ * outcome (WORKSPACE_CLOSED) is answered with isError, and 0 returned. */
+int sb_not_started(ToolCall *call, int k);
 /* A driver reply's error (ok: false) or the outcome's, else NULL. */
 const char *sb_outcome_error(const WorkspaceOpOutcome *o);
 /* {"sandbox_id": ..., "python": ..., "packages": [...]}: the summary most answers carry. */

@@ -157,9 +157,9 @@ static int file_call(ToolCall *call, json_object *args, const char *op, SbReplyF
         if (!c)
                 return -ENOMEM;
         int k = sb_call_request(c, req, FILE_OP_TIMEOUT_USEC, reply);
-        if (k < 0) {
+        if (k != 0) {
                 sb_call_free(c);
-                return k;
+                return sb_not_started(call, k);
         }
         return 0;
 }

@@ -37,8 +37,9 @@ static void on_created(Workspace *sb, const char *error, void *userdata) {
         /* Answer once the interpreter is up and says so. */
         _cleanup_json_ json_object *req = json_object_new_object();
         json_add_string(req, "op", "info");
-        if (sb_call_request(c, req, 30 * USEC_PER_SEC, on_started) < 0) {
-                sb_fail(c->call, "out of memory");
+        int k = sb_call_request(c, req, 30 * USEC_PER_SEC, on_started);
+        if (k != 0) {
+                sb_fail(c->call, "%s", k == WORKSPACE_CLOSED ? "the sandbox was closed" : "out of memory");
                 sb_call_free(c);
                 workspace_close(sb);
         }
@@ -130,10 +131,10 @@ static int create_call(ToolCall *call, json_object *args) {
         tool_call_set_cancel(call, on_create_cancel, c);
         k = workspace_prepare(sb, json_get(args, "dependencies", json_type_array),
                               json_get_string(args, "python_version"), on_created, c, &c->prepare);
-        if (k < 0) {
+        if (k != 0) {
                 sb_call_free(c);
                 workspace_close(sb);
-                return k;
+                return sb_not_started(call, k);
         }
         return 0;
 }
@@ -220,9 +221,9 @@ static int reset_call(ToolCall *call, json_object *args) {
         if (!c)
                 return -ENOMEM;
         int k = workspace_reset(sb, on_reset, c, &c->op);
-        if (k < 0) {
+        if (k != 0) {
                 sb_call_free(c);
-                return k;
+                return sb_not_started(call, k);
         }
         return 0;
 }
@@ -289,9 +290,9 @@ static int info_call(ToolCall *call, json_object *args) {
         _cleanup_json_ json_object *req = json_object_new_object();
         json_add_string(req, "op", "info");
         int k = sb_call_request(c, req, INFO_TIMEOUT_USEC, on_info);
-        if (k < 0) {
+        if (k != 0) {
                 sb_call_free(c);
-                return k;
+                return sb_not_started(call, k);
         }
         return 0;
 }

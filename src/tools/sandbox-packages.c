@@ -49,14 +49,14 @@ static int install_call(ToolCall *call, json_object *args) {
         if (!c)
                 return -ENOMEM;
         int k = workspace_prepare(sb, all, NULL, on_installed, c, &c->prepare);
-        if (k == -EBUSY) {
+        if (k == WORKSPACE_BUSY) {
                 sb_call_free(c);
                 sb_fail(call, "another install into this sandbox is under way; try again when it is done");
                 return 0;
         }
-        if (k < 0) {
+        if (k != 0) {
                 sb_call_free(c);
-                return k;
+                return sb_not_started(call, k);
         }
         return 0;
 }

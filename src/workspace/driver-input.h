@@ -9,8 +9,9 @@
  *   'C' a piece of a message         'E' the message's last piece
  * A message (a reply) is one JSON object in its pieces' payloads, at most
  * max bytes, a cap the daemon sets from what it asked for (the driver keeps to
- * it: see sandboxes.c). The sandbox controls all of it: anything else is a
- * broken protocol, and memory stays bounded whatever arrives.
+ * it: see workspace_message_max() in wire.c). The sandbox controls all of it:
+ * anything else is a broken protocol, and memory stays bounded whatever
+ * arrives.
  */
 
 #include <json-c/json.h>

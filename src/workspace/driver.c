@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Generated from driver.py by embed-driver.py: edit driver.py, then run embed-driver.py. */
+/* Generated from driver.py by embed-python.py: edit that file; make writes this one. */
 #include "workspace.h"
+
+#define EMBED_STR_(x) #x
+#define EMBED_STR(x) EMBED_STR_(x)
 
 const char workspace_driver_code[] =
         "import os\n"

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 # The persistent sandbox's driver: runs inside bwrap as `python -I -u -c DRIVER FD`.
-# src/workspace/driver.c holds this text as a C string (regenerate it with
-# src/workspace/embed-driver.py after editing).
+# src/workspace/driver.c holds this text as a C string, which make writes anew
+# (src/tools/embed-python.py) whenever this file is newer.
 #
 # FD is one end of a SOCK_SEQPACKET socket pair whose other end the daemon
 # holds. Every message is a run of records of at most 64 KiB; the first byte

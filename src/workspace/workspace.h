@@ -68,28 +68,35 @@ void workspace_set_data(Workspace *sb, int *fds, char **dests, size_t n);
 Workspace *workspace_find(WorkspaceRegistry *reg, const char *id, uid_t uid);
 /* Kill it, fail what waits for it (their callbacks run from in here), forget it. Safe from inside any of its
  * callbacks, and a second time: sb stays valid until the callback that closed it returns, but nothing new
- * starts on it (workspace_request(), workspace_reset() and workspace_prepare() return -ESHUTDOWN). */
+ * starts on it (workspace_request(), workspace_reset() and workspace_prepare() return WORKSPACE_CLOSED). */
 void workspace_close(Workspace *sb);
 /* Calls back once with each of uid's sandboxes. */
 void workspace_registry_foreach(WorkspaceRegistry *reg, uid_t uid, void (*cb)(Workspace *sb, void *userdata),
                                 void *userdata);
 unsigned workspace_registry_count(const WorkspaceRegistry *reg, uid_t uid);
 
+/* Why workspace_prepare(), workspace_request() or workspace_reset() started nothing (their callback never runs),
+ * apart from -errno for a failure: */
+enum {
+        WORKSPACE_CLOSED = WORKSPACE_UNSANDBOXED + 1,   /* workspace_close() was called: nothing new starts on it */
+        WORKSPACE_BUSY,                 /* workspace_prepare(): a preparation of this sandbox is already running */
+};
+
 /*
  * Resolve and prepare an environment: requirements (PEP 508 strings, a JSON
  * array or NULL) on python_version (NULL: newest). The first preparation
  * makes the sandbox's base environment and starts it; later ones (packages
  * added) restart it on the new environment with /work carried over. cb runs
- * once; cancel with workspace_prepare_cancel().
+ * once; cancel with workspace_prepare_cancel(). 0, WORKSPACE_CLOSED, WORKSPACE_BUSY or -errno.
  */
 int workspace_prepare(Workspace *sb, json_object *requirements, const char *python_version, WorkspacePreparedFunc cb,
                       void *userdata, WorkspacePrepare **ret);
 void workspace_prepare_cancel(WorkspacePrepare *p);
 
-/* Queue a request for the driver; cb runs once (not from inside this call). */
+/* Queue a request for the driver; cb runs once (not from inside this call). 0, WORKSPACE_CLOSED or -errno. */
 int workspace_request(Workspace *sb, json_object *request, uint64_t timeout_usec, WorkspaceReplyFunc cb,
                       void *userdata, WorkspaceOp **ret);
-/* Restart on the base environment with an empty /work (reset_sandbox). */
+/* Restart on the base environment with an empty /work (reset_sandbox). 0, WORKSPACE_CLOSED or -errno. */
 int workspace_reset(Workspace *sb, WorkspaceReplyFunc cb, void *userdata, WorkspaceOp **ret);
 /* The caller no longer waits: a running cell is interrupted, a queued request dropped. */
 void workspace_op_cancel(WorkspaceOp *op);

@@ -185,3 +185,9 @@ TESTS += test-envstore
 test_envstore_SOURCES = src/envstore/test-envstore.c
 test_envstore_CFLAGS = $(UNIT_CFLAGS)
 test_envstore_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-workspace
+TESTS += test-workspace
+test_workspace_SOURCES = src/workspace/test-workspace.c
+test_workspace_CFLAGS = $(UNIT_CFLAGS) -DPYTHON3='"$(PYTHON3)"'
+test_workspace_LDADD = $(UNIT_LIBS)

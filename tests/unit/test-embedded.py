@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 """The C files made from embedded Python are what their .py files make now, and the .py files compile.
 
-A change to src/tools/boot.py that was not followed by make (which rewrites src/tools/boot.c) fails here,
-before a daemon runs the old program."""
+A change to src/tools/boot.py (or src/workspace/driver.py) that was not followed by make (which rewrites
+src/tools/boot.c, src/workspace/driver.c) fails here, before a daemon runs the old program."""
 import os
 import subprocess
 import sys
@@ -14,6 +14,7 @@ EMBEDDED = [
     ("boot_code", "src/tools/boot.py", "src/tools/boot.c", ["outputs.h", "boot.h"]),
     ("metadata_reader_code", "src/runtime/metadata-reader.py", "src/runtime/metadata-reader.c", ["programs.h"]),
     ("font_list_code", "src/runtime/font-list.py", "src/runtime/font-list.c", ["programs.h"]),
+    ("workspace_driver_code", "src/workspace/driver.py", "src/workspace/driver.c", ["workspace.h"]),
 ]
 failed = 0
 for symbol, py, c, headers in EMBEDDED:
