@@ -167,3 +167,15 @@ test_preimport_LDADD = $(UNIT_LIBS)
 # Embedded Python (src/tools/boot.py -> boot.c) is current.
 TESTS += tests/unit/test-embedded.py
 EXTRA_DIST += tests/unit/test-embedded.py
+
+check_PROGRAMS += test-execute-render
+TESTS += test-execute-render
+test_execute_render_SOURCES = src/tools/test-execute-render.c
+test_execute_render_CFLAGS = $(UNIT_CFLAGS)
+test_execute_render_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-execute-phase
+TESTS += test-execute-phase
+test_execute_phase_SOURCES = src/tools/test-execute-phase.c
+test_execute_phase_CFLAGS = $(UNIT_CFLAGS)
+test_execute_phase_LDADD = $(UNIT_LIBS)
