@@ -29,7 +29,10 @@ libcore_a_SOURCES = \
 	src/tools/tools.c src/tools/tools.h \
 	src/tools/check-environment.c \
 	src/tools/hints.c src/tools/hints.h \
-	src/tools/execute-python.c \
+	src/tools/execute-python.c src/tools/execute-job.h \
+	src/tools/execute-phase.c src/tools/execute-phase.h \
+	src/tools/execute-prestart.c \
+	src/tools/execute-render.c src/tools/execute-render.h \
 	src/tools/boot.c src/tools/boot.h \
 	src/tools/preimport.c src/tools/preimport.h \
 	src/tools/input-files.c src/tools/input-files.h \

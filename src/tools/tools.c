@@ -72,7 +72,7 @@ char *tools_live_line(const Config *c) {
 
         size_text(c->max_memory, memory);
         size_text(c->tmpfs_size, tmpfs);
-        size_text(c->output_cap / 2, output);   /* per stream: output_caps() in execute-python.c */
+        size_text(c->output_cap / 2, output);   /* per stream: execute_output_caps() in execute-prestart.c */
         /* Without the sandbox there is neither a network policy nor a size-capped /work: the host's are used. */
         if (c->unsafe_no_sandbox)
                 snprintf(where, sizeof(where), "no sandbox, the host's network and files");

@@ -191,3 +191,15 @@ TESTS += test-workspace
 test_workspace_SOURCES = src/workspace/test-workspace.c
 test_workspace_CFLAGS = $(UNIT_CFLAGS) -DPYTHON3='"$(PYTHON3)"'
 test_workspace_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-execute-render
+TESTS += test-execute-render
+test_execute_render_SOURCES = src/tools/test-execute-render.c
+test_execute_render_CFLAGS = $(UNIT_CFLAGS)
+test_execute_render_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-execute-phase
+TESTS += test-execute-phase
+test_execute_phase_SOURCES = src/tools/test-execute-phase.c
+test_execute_phase_CFLAGS = $(UNIT_CFLAGS)
+test_execute_phase_LDADD = $(UNIT_LIBS)
