@@ -167,3 +167,9 @@ test_preimport_LDADD = $(UNIT_LIBS)
 # Embedded Python (src/tools/boot.py -> boot.c) is current.
 TESTS += tests/unit/test-embedded.py
 EXTRA_DIST += tests/unit/test-embedded.py
+
+check_PROGRAMS += test-session
+TESTS += test-session
+test_session_SOURCES = src/session/test-session.c
+test_session_CFLAGS = $(UNIT_CFLAGS)
+test_session_LDADD = $(UNIT_LIBS)
