@@ -173,3 +173,9 @@ TESTS += test-session
 test_session_SOURCES = src/session/test-session.c
 test_session_CFLAGS = $(UNIT_CFLAGS)
 test_session_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-pool
+TESTS += test-pool
+test_pool_SOURCES = src/executor/test-pool.c
+test_pool_CFLAGS = $(UNIT_CFLAGS)
+test_pool_LDADD = $(UNIT_LIBS)
