@@ -179,3 +179,9 @@ TESTS += test-pool
 test_pool_SOURCES = src/executor/test-pool.c
 test_pool_CFLAGS = $(UNIT_CFLAGS)
 test_pool_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-manager
+TESTS += test-manager
+test_manager_SOURCES = src/daemon/test-manager.c
+test_manager_CFLAGS = $(UNIT_CFLAGS)
+test_manager_LDADD = $(UNIT_LIBS)
