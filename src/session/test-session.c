@@ -31,6 +31,7 @@
 static sd_event *event;
 static Session *session;
 static int client = -EBADF;
+static int client_out = -EBADF;         /* where the client writes, when not to client (pipes) */
 static Buf inbox;                       /* what the client read and did not take yet */
 static bool client_eof;
 static bool closed;                     /* the closed callback ran */
@@ -130,6 +131,21 @@ static void start(const SessionLimits *limits) {
         ck_assert_int_eq(session_new(&session, event, 1, sv[1], sv[1], &server, limits, on_closed, &closed), 0);
 }
 
+/* As --stdio serves a client: input and output are two pipes. in_fd: the session's input, when not a pipe. */
+static void start_pipes(const SessionLimits *limits, int in_fd) {
+        int in[2] = { -EBADF, -EBADF }, out[2];
+
+        if (in_fd < 0) {
+                ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+                client_out = in[1];
+                in_fd = in[0];
+        }
+        ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
+        client = out[0];
+        ck_assert_int_eq(fcntl(client, F_SETFL, O_NONBLOCK), 0);
+        ck_assert_int_eq(session_new(&session, event, 1, in_fd, out[1], &server, limits, on_closed, &closed), 0);
+}
+
 static void setup(void) {
         ck_assert_int_ge(sd_event_new(&event), 0);
         ck_assert_int_eq(charge_registry_new(&charges), 0);
@@ -145,6 +161,7 @@ static void teardown(void) {
                 tool_call_unref(held[i]);
         n_held = 0;
         client = safe_close(client);
+        client_out = safe_close(client_out);
         buf_clear(&inbox);
         /* Every charge was given back. */
         ck_assert_uint_eq(charge_registry_n_users(charges), 0);
@@ -180,7 +197,7 @@ static void client_send(const char *text) {
         size_t n = strlen(text);
 
         while (n > 0) {
-                ssize_t k = write(client, text, n);
+                ssize_t k = write(client_out >= 0 ? client_out : client, text, n);
                 if (k < 0 && errno == EAGAIN) {
                         step(10 * USEC_PER_MSEC);
                         continue;
@@ -694,6 +711,64 @@ START_TEST(test_stop_waits_for_calls) {
 }
 END_TEST
 
+/* ---- stdio ---------------------------------------------------------------- */
+
+/* Over pipes, the end of input is the client leaving, as on a socket: what was sent is answered, what runs is
+ * cancelled. */
+START_TEST(test_pipes) {
+        SessionLimits l = default_limits();
+
+        start_pipes(&l, -EBADF);
+        initialize();
+        call(1, "now", "{\"text\":\"piped\"}");
+        _cleanup_json_ json_object *res = client_read();
+        ck_assert_str_eq(result_text(assert_result(res, 1)), "piped");
+        call(2, "never", "{}");
+        call(3, "now", "{\"text\":\"last\"}");
+        client_out = safe_close(client_out);
+        _cleanup_json_ json_object *last = client_read();
+        ck_assert_str_eq(result_text(assert_result(last, 3)), "last");
+        assert_closed();
+        ck_assert_uint_eq(n_cancelled, 1);
+}
+END_TEST
+
+/* A regular file as input (mcp-python-sandboxd --stdio < requests): its end is no client leaving, so a call still
+ * running is waited for and answered, not cancelled. */
+START_TEST(test_file_input) {
+        SessionLimits l = default_limits();
+        char path[] = "/tmp/test-session-XXXXXX";
+        int fd = mkostemp(path, O_CLOEXEC);
+        static const char requests[] =
+                "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
+                "\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"later\",\"arguments\":{}}}\n"
+                /* The last line without its newline is still a line. */
+                "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}";
+
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(unlink(path), 0);
+        ck_assert_int_eq(write(fd, requests, sizeof(requests) - 1), (ssize_t) sizeof(requests) - 1);
+        ck_assert_int_eq(lseek(fd, 0, SEEK_SET), 0);
+        start_pipes(&l, fd);
+
+        _cleanup_json_ json_object *init = client_read(), *pong = client_read();
+        assert_result(init, 0);
+        assert_result(pong, 2);
+        settle();
+        ck_assert_uint_eq(n_held, 1);
+        ck_assert_uint_eq(n_cancelled, 0);
+        ck_assert(!closed);
+
+        tool_call_finish_text(held[0], false, "answered");
+        _cleanup_json_ json_object *res = client_read();
+        ck_assert_str_eq(result_text(assert_result(res, 1)), "answered");
+        assert_closed();
+        ck_assert_uint_eq(n_cancelled, 0);
+}
+END_TEST
+
 static Suite *session_suite(void) {
         Suite *s = suite_create("session");
         TCase *tc;
@@ -725,6 +800,12 @@ static Suite *session_suite(void) {
         tcase_add_test(tc, test_close_cancels_calls);
         tcase_add_test(tc, test_half_close);
         tcase_add_test(tc, test_stop_waits_for_calls);
+        suite_add_tcase(s, tc);
+
+        tc = tcase_create("stdio");
+        tcase_add_checked_fixture(tc, setup, teardown);
+        tcase_add_test(tc, test_pipes);
+        tcase_add_test(tc, test_file_input);
         suite_add_tcase(s, tc);
         return s;
 }
