@@ -459,15 +459,24 @@ END_TEST
 
 /* ---- deadlines ----------------------------------------------------------- */
 
+/* A ping answered; then the session's deadlines are looked at again (at the end of the event that read it). */
+static void ping(int64_t id) {
+        client_sendf("{\"jsonrpc\":\"2.0\",\"id\":%lld,\"method\":\"ping\"}\n", (long long) id);
+        _cleanup_json_ json_object *pong = client_read();
+        assert_result(pong, id);
+}
+
+/* The deadlines are real time: a test that must not be closed by one before it is ready sets it short only then
+ * (session->limits), so that no pause of a loaded machine can close it early. */
 START_TEST(test_initialize_deadline) {
         SessionLimits l = default_limits();
 
-        l.initialize_timeout_usec = 100 * USEC_PER_MSEC;
+        l.initialize_timeout_usec = 60 * USEC_PER_SEC;
         start(&l);
         /* Requests that start no session do not count. */
-        client_send("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n");
-        _cleanup_json_ json_object *pong = client_read();
-        assert_result(pong, 1);
+        ping(1);
+        session->limits.initialize_timeout_usec = 100 * USEC_PER_MSEC;
+        ping(2);
         assert_closed_because("initialize-timeout");
 }
 END_TEST
@@ -475,11 +484,13 @@ END_TEST
 START_TEST(test_initialize_in_time) {
         SessionLimits l = default_limits();
 
-        l.initialize_timeout_usec = 100 * USEC_PER_MSEC;
+        l.initialize_timeout_usec = 60 * USEC_PER_SEC;
         start(&l);
         initialize();
-        /* Started in time: the deadline is gone for good. */
-        run_for(3 * l.initialize_timeout_usec);
+        /* Started: the deadline is gone for good, however short it is now. */
+        session->limits.initialize_timeout_usec = 1;
+        ping(1);
+        run_for(100 * USEC_PER_MSEC);
         assert_nothing_read();
         ck_assert(!closed);
 }
@@ -505,7 +516,7 @@ START_TEST(test_idle_deadline) {
         SessionLimits l = default_limits();
         _cleanup_json_ json_object *res = NULL;
 
-        l.idle_timeout_usec = 100 * USEC_PER_MSEC;
+        l.idle_timeout_usec = 60 * USEC_PER_SEC;
         start(&l);
         initialize();
 
@@ -513,7 +524,9 @@ START_TEST(test_idle_deadline) {
         call(1, "later", "{}");
         settle();
         ck_assert_uint_eq(n_held, 1);
-        run_for(3 * l.idle_timeout_usec);
+        session->limits.idle_timeout_usec = 100 * USEC_PER_MSEC;
+        ping(2);
+        run_for(300 * USEC_PER_MSEC);
         ck_assert(!closed);
 
         tool_call_finish_text(held[0], false, "done");
