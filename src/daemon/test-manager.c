@@ -391,6 +391,26 @@ START_TEST(test_global_cap) {
 }
 END_TEST
 
+/* allowed-users: anyone else is closed on without a word, and holds nothing. */
+START_TEST(test_allowed_users) {
+        start("allowed-users = 65534\n");
+        Client a = client_connect();
+
+        ck_assert_ptr_null(client_read(&a));
+        ck_assert_uint_eq(m->n_sessions, 0);
+        ck_assert_uint_eq(m->total_sessions, 0);
+        ck_assert_uint_eq(charge_registry_used(m->charges, geteuid(), CHARGE_CONNECTIONS), 0);
+        if (geteuid() == 0) {
+                /* The one listed is served. */
+                Client o = client_connect_as(OTHER_UID);
+                assert_served(&o, 1);
+                ck_assert_uint_eq(m->n_sessions, 1);
+                client_done(&o);
+        }
+        client_done(&a);
+}
+END_TEST
+
 /* ---- idle exit ----------------------------------------------------------- */
 
 START_TEST(test_idle_exit) {
@@ -508,6 +528,7 @@ static Suite *manager_suite(void) {
         tcase_add_test(tc, test_per_uid_cap);
         tcase_add_test(tc, test_per_uid_cap_is_per_uid);
         tcase_add_test(tc, test_global_cap);
+        tcase_add_test(tc, test_allowed_users);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("lifetime");

@@ -537,6 +537,34 @@ START_TEST(test_idle_deadline) {
 }
 END_TEST
 
+/* Bytes of unfinished lines count against the user's budget: over it, the connection is closed, with the reason. */
+START_TEST(test_input_budget) {
+        SessionLimits l = default_limits();
+        char part[1024];
+
+        charge_registry_set_limit(charges, CHARGE_INPUT_BYTES, 2000, 0);
+        start(&l);
+        initialize();
+        /* Under the budget, a line in pieces is fine, and nothing stays charged once it is whole. */
+        client_send("{\"jsonrpc\":\"2.0\",");
+        settle();
+        ck_assert_uint_gt(charge_registry_used(charges, session->uid, CHARGE_INPUT_BYTES), 0);
+        client_send("\"id\":1,\"method\":\"ping\"}\n");
+        _cleanup_json_ json_object *pong = client_read();
+        assert_result(pong, 1);
+        ck_assert_uint_eq(charge_registry_used(charges, session->uid, CHARGE_INPUT_BYTES), 0);
+
+        /* A line begun and left over the budget (though under max-message-size): closed. */
+        memset(part, ' ', sizeof(part) - 1);
+        part[sizeof(part) - 1] = 0;
+        client_send("{\"jsonrpc\":\"2.0\",");
+        client_send(part);
+        client_send(part);
+        client_send(part);
+        assert_closed_because("max-input-buffer-per-user");
+}
+END_TEST
+
 /* ---- backpressure -------------------------------------------------------- */
 
 /* Make the session's socket hold little, so that replies queue in the session rather than in the kernel. */
@@ -800,6 +828,7 @@ static Suite *session_suite(void) {
         tcase_add_test(tc, test_initialize_in_time);
         tcase_add_test(tc, test_half_sent_line);
         tcase_add_test(tc, test_idle_deadline);
+        tcase_add_test(tc, test_input_budget);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("backpressure");
