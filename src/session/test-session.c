@@ -4,7 +4,9 @@
  * serves the other on an sd-event loop the test runs step by step. The tools are fakes that answer now, later
  * (when the test says) or never (until cancelled), so what is checked is the connection itself: the handshake,
  * framing and its size cap, the deadlines, backpressure and the bound on queued replies, and what closing does
- * to calls in flight.
+ * to calls in flight; also the stdio shapes (two pipes, a regular file as input).
+ *
+ * Over 800 lines: one state machine, one suite, its cases sharing the fake client and tools above them.
  */
 #include <check.h>
 #include <errno.h>
@@ -784,7 +786,8 @@ START_TEST(test_file_input) {
                 "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
                 "\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}\n"
                 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
-                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"later\",\"arguments\":{}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"later\","
+                "\"arguments\":{}}}\n"
                 /* The last line without its newline is still a line. */
                 "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}";
 
