@@ -117,10 +117,10 @@ static int session_send(json_object *msg, void *userdata) {
 
         session_account(s);
         session_update_events(s);
-        /* This may have been the last reply a closing session waited for; look
-         * once the call that sent it has been let go. */
-        if (s->read_eof || s->stopping)
-                (void) sd_event_source_set_enabled(s->defer_source, SD_EVENT_ONESHOT);
+        /* This may have been the last call: a closing session may close now, and an open one's idle deadline
+         * (connection-idle-timeout) applies again. Look once the call that sent it has been let go: while the
+         * reply is sent, the call still counts. */
+        (void) sd_event_source_set_enabled(s->defer_source, SD_EVENT_ONESHOT);
         return 0;
 }
 

@@ -203,3 +203,21 @@ TESTS += test-execute-phase
 test_execute_phase_SOURCES = src/tools/test-execute-phase.c
 test_execute_phase_CFLAGS = $(UNIT_CFLAGS)
 test_execute_phase_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-session
+TESTS += test-session
+test_session_SOURCES = src/session/test-session.c
+test_session_CFLAGS = $(UNIT_CFLAGS)
+test_session_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-pool
+TESTS += test-pool
+test_pool_SOURCES = src/executor/test-pool.c
+test_pool_CFLAGS = $(UNIT_CFLAGS)
+test_pool_LDADD = $(UNIT_LIBS)
+
+check_PROGRAMS += test-manager
+TESTS += test-manager
+test_manager_SOURCES = src/daemon/test-manager.c
+test_manager_CFLAGS = $(UNIT_CFLAGS)
+test_manager_LDADD = $(UNIT_LIBS)
