@@ -63,6 +63,7 @@ struct TomlRequest {
 struct Runtime {
         sd_event *event;
         const Config *config;
+        SandboxSeccomp *seccomp;        /* the runs' system call filter, built at the first */
 
         char *uv_path, *uv_version, *bwrap_version;
         char *uv_refused;               /* why uv is not used (older than the store needs), or NULL */
@@ -390,6 +391,7 @@ Runtime *runtime_free(Runtime *r) {
         strv_free(r->data_binds);
         uid_pool_unref(r->uids);
         net_proxy_context_free(r->netproxy);
+        sandbox_seccomp_free(r->seccomp);
         sd_event_unref(r->event);
         free(r);
         return NULL;
@@ -1391,8 +1393,10 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
 
         if (n_data + n_pass + 3 > ELEMENTSOF(keep))
                 return -E2BIG;
-        /* No filter, no run: the sandbox never starts with less than it promises. */
-        seccomp_fd = sandbox_seccomp_export();
+        /* No filter, no run: the sandbox never starts with less than it promises. Built at the first run. */
+        if (!r->seccomp && (k = sandbox_seccomp_new(&r->seccomp)) < 0)
+                return k;
+        seccomp_fd = sandbox_seccomp_export(r->seccomp);
         if (seccomp_fd < 0)
                 return seccomp_fd;
 

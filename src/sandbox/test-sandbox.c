@@ -323,8 +323,61 @@ END_TEST
 
 /* ---- the system call filter -------------------------------------------- */
 
+/* A filter built for this test alone, exported once. */
+static int export_filter(void) {
+        _cleanup_(sandbox_seccomp_freep) SandboxSeccomp *s = NULL;
+
+        ck_assert_int_ge(sandbox_seccomp_new(&s), 0);
+        return sandbox_seccomp_export(s);
+}
+
+static char *read_fd_whole(int fd, size_t *ret_size) {
+        struct stat st;
+        char *b;
+
+        ck_assert_int_eq(fstat(fd, &st), 0);
+        b = malloc((size_t) st.st_size + 1);
+        ck_assert_ptr_nonnull(b);
+        ck_assert_int_eq(pread(fd, b, (size_t) st.st_size, 0), st.st_size);
+        *ret_size = (size_t) st.st_size;
+        return b;
+}
+
+/* The program is an object: each export is a fresh memfd of the same bytes, what is done to one export shows in
+ * no other, and two programs built apart are the same filter and need each other for nothing. */
+START_TEST(test_seccomp_program) {
+        _cleanup_(sandbox_seccomp_freep) SandboxSeccomp *a = NULL, *b = NULL;
+        _cleanup_close_ int fd1 = -EBADF, fd2 = -EBADF, fd3 = -EBADF;
+        _cleanup_free_ char *x = NULL, *y = NULL, *z = NULL;
+        size_t nx, ny, nz;
+
+        ck_assert_int_ge(sandbox_seccomp_new(&a), 0);
+        ck_assert_int_ge(sandbox_seccomp_new(&b), 0);
+        ck_assert_ptr_ne(a, b);
+        fd1 = sandbox_seccomp_export(a);
+        ck_assert_int_ge(fd1, 0);
+        x = read_fd_whole(fd1, &nx);
+        /* Spoil the first export: the next is whole. */
+        ck_assert_int_eq(ftruncate(fd1, 0), 0);
+        ck_assert_int_eq(pwrite(fd1, "junk", 4, 0), 4);
+        fd2 = sandbox_seccomp_export(a);
+        ck_assert_int_ge(fd2, 0);
+        ck_assert_int_ne(fd1, fd2);
+        y = read_fd_whole(fd2, &ny);
+        ck_assert_uint_eq(nx, ny);
+        ck_assert_int_eq(memcmp(x, y, nx), 0);
+        /* Without a: b's is the same program. */
+        a = sandbox_seccomp_free(a);
+        fd3 = sandbox_seccomp_export(b);
+        ck_assert_int_ge(fd3, 0);
+        z = read_fd_whole(fd3, &nz);
+        ck_assert_uint_eq(nx, nz);
+        ck_assert_int_eq(memcmp(x, z, nx), 0);
+}
+END_TEST
+
 START_TEST(test_seccomp_export) {
-        _cleanup_close_ int fd = sandbox_seccomp_export();
+        _cleanup_close_ int fd = export_filter();
         struct stat st;
 
         ck_assert_int_ge(fd, 0);
@@ -472,7 +525,7 @@ static int child_probe_families(int fd) {
 }
 
 START_TEST(test_seccomp_socket_families) {
-        _cleanup_close_ int fd = sandbox_seccomp_export();
+        _cleanup_close_ int fd = export_filter();
         int status;
         pid_t pid;
 
@@ -495,7 +548,7 @@ START_TEST(test_seccomp_socket_families) {
 END_TEST
 
 START_TEST(test_seccomp_filter_works) {
-        _cleanup_close_ int fd = sandbox_seccomp_export();
+        _cleanup_close_ int fd = export_filter();
         int status;
         pid_t pid;
 
@@ -1306,6 +1359,7 @@ static Suite *sandbox_suite(void) {
 
         tc = tcase_create("seccomp");
         tcase_add_test(tc, test_seccomp_export);
+        tcase_add_test(tc, test_seccomp_program);
         tcase_add_test(tc, test_seccomp_filter_works);
         tcase_add_test(tc, test_seccomp_socket_families);
         suite_add_tcase(s, tc);
