@@ -567,6 +567,9 @@ int manager_new(Manager **ret, Config *config) {
         if (r < 0)
                 return r;
 
+        r = reaper_new(&m->reaper);
+        if (r < 0)
+                return r;
         /* The cgroups a root daemon creates are named after its cache: its own, also after a restart. */
         r = sandbox_cgroup_set_instance(config->cache_dir);
         if (r < 0)
@@ -582,9 +585,9 @@ int manager_new(Manager **ret, Config *config) {
                 snprintf(name, sizeof(name), "run-%d-background", (int) getpid());
                 if (sandbox_cgroup_new_run_cgroups(name, &(SandboxLimits) { .owner = SANDBOX_OWNER_DAEMON },
                                                    &bg) >= 0)
-                        process_set_background_cgroups(bg);
+                        reaper_set_background_cgroups(m->reaper, bg);
         }
-        r = runtime_new(&m->runtime, m->event, m->config);
+        r = runtime_new(&m->runtime, m->event, m->config, m->reaper);
         if (r < 0)
                 return r;
         r = workspace_registry_new(&m->workspaces, m->runtime);
@@ -626,7 +629,7 @@ Manager *manager_free(Manager *m) {
                 manager_drop_session(m, m->sessions);
         m->workspaces = workspace_registry_free(m->workspaces);
         runtime_free(m->runtime);
-        process_set_background_cgroups(NULL);
+        m->reaper = reaper_free(m->reaper);
         /* The runs are gone: so go their cgroups, and those the daemon created to hold them. */
         sandbox_cgroup_release();
         for (size_t i = 0; i < m->n_listeners; i++)

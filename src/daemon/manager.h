@@ -13,6 +13,7 @@
 
 #include "charge.h"
 #include "config/config.h"
+#include "executor/process.h"
 #include "mcp/mcp.h"
 #include "session/session.h"
 #include "tools/tools.h"
@@ -44,6 +45,7 @@ typedef struct Manager {
         bool stdio;
         uint64_t start_usec;
 
+        Reaper *reaper;            /* what outlives the processes: detached ones, busy cgroups, background cgroups */
         Runtime *runtime;          /* script execution services (src/runtime/runtime.c) */
         WorkspaceRegistry *workspaces;     /* the persistent sandboxes */
         ToolServices services;     /* what the tools get (McpServer.userdata): the above, not the manager */

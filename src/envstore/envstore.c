@@ -100,6 +100,7 @@ struct EnvStore {
         sd_event *event;
         const Config *config;
         Scheduler *sched;
+        Reaper *reaper;
         char *uv;
         char *uv_version;
         char *uv_refused;               /* why uv is not used (too old), or NULL */
@@ -147,8 +148,8 @@ struct EnvStore {
         SchedTicket warm_ticket;        /* SCHED_BUILD, charged to whose call started it */
 };
 
-int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *sched, const char *uv_path,
-                 bool other_uids) {
+int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *sched, Reaper *reaper,
+                 const char *uv_path, bool other_uids) {
         EnvStore *s = calloc(1, sizeof(*s));
         int r;
 
@@ -157,6 +158,7 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *s
         s->event = sd_event_ref(e);
         s->config = config;
         s->sched = sched;
+        s->reaper = reaper;
         s->compile_lock_fd = -EBADF;
         s->warm_lock_fd = -EBADF;
         s->uv = uv_path ? strdup(uv_path) : NULL;
@@ -666,7 +668,7 @@ static int on_prune_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         char *argv[] = { s->uv, (char *) "cache", (char *) "prune", NULL };
         ProcessOptions o = { .argv = argv, .env = env, .cwd = s->empty, .stdin_fd = -EBADF,
                              .timeout_usec = 600 * USEC_PER_SEC, .head_max = 2048, .tail_max = 2048,
-                             .nice = BACKGROUND_NICE };
+                             .nice = BACKGROUND_NICE, .reaper = s->reaper };
 
         /* Only when no build is running: pruning waits for uv's cache lock otherwise. */
         if (s->n_building > 0 || s->prune || s->shrink || !s->uv || !env) {
@@ -1188,6 +1190,7 @@ static int build_spawn(Build *b, char **argv, char **env) {
                 .tail_max = 8192,
                 /* A new environment for one call yields the CPU to everybody's runs. */
                 .nice = BACKGROUND_NICE,
+                .reaper = b->store->reaper,
         };
         b->proc = process_free(b->proc);
         return process_spawn(b->store->event, &o, on_step_done, b, &b->proc);
@@ -1606,6 +1609,7 @@ static int slot_warm_spawn(EnvStore *s, char **argv) {
                 .head_max = 4096,
                 .tail_max = 4096,
                 .nice = BACKGROUND_NICE,
+                .reaper = s->reaper,
         };
         if (!env)
                 return -ENOMEM;

@@ -63,6 +63,7 @@ struct TomlRequest {
 struct Runtime {
         sd_event *event;
         const Config *config;
+        Reaper *reaper;                 /* the manager's */
         SandboxSeccomp *seccomp;        /* the runs' system call filter, built at the first */
 
         char *uv_path, *uv_version, *bwrap_version;
@@ -267,7 +268,7 @@ static void configure_netproxy(Runtime *r) {
                           "daemon and in " PKGLIBEXECDIR "): runs that want the network will fail.");
 }
 
-int runtime_new(Runtime **ret, sd_event *event, const Config *config) {
+int runtime_new(Runtime **ret, sd_event *event, const Config *config, Reaper *reaper) {
         Runtime *r = calloc(1, sizeof(*r));
         long ncpu;
         int k;
@@ -276,6 +277,7 @@ int runtime_new(Runtime **ret, sd_event *event, const Config *config) {
                 return -ENOMEM;
         r->event = sd_event_ref(event);
         r->config = config;
+        r->reaper = reaper;
         r->uv_path = find_in_path(config->uv_path);
         ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         /* A run slot is a sandbox and an interpreter, not a CPU: scripts that sleep or wait on I/O use none, and
@@ -340,7 +342,7 @@ int runtime_new(Runtime **ret, sd_event *event, const Config *config) {
         if (k >= 0)
                 k = sandbox_write_etc(r->etc_dir, r->uids != NULL);
         if (k >= 0)
-                k = envstore_new(&r->store, event, config, r->sched, r->uv_path, r->uids != NULL);
+                k = envstore_new(&r->store, event, config, r->sched, r->reaper, r->uv_path, r->uids != NULL);
         if (k >= 0 && r->uv_path)
                 k = pythons_dir_setup(r);
         if (k >= 0)
@@ -359,7 +361,7 @@ Runtime *runtime_free(Runtime *r) {
                 return NULL;
         /* The waiting sandboxes die with the daemon; those of answered runs, still dying, are reaped now. */
         pool_free(r->pool);
-        process_free_detached();
+        reaper_finish(r->reaper);
         /* Waiting readers first: cancelling a running one must not start them. */
         for (TomlRequest *q = r->toml_requests; q; q = q->next)
                 if (sched_ticket_waiting(&q->helper))
@@ -376,6 +378,8 @@ Runtime *runtime_free(Runtime *r) {
         waitq_clear(&r->self_test_waiters);
         pyinstaller_free(r->pyinstaller);
         envstore_free(r->store);
+        /* What the frees above kept (cgroups still busy) is released while the scheduler and the uids are here. */
+        reaper_finish(r->reaper);
         /* Its connections hold charges in the scheduler's account. */
         r->netproxy = net_proxy_context_free(r->netproxy);
         scheduler_free(r->sched);
@@ -1075,6 +1079,7 @@ static int spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *lim
         o->limits = rlimits;
         o->n_limits = sandbox_limits_rlimits(limits, cgroups != NULL, rlimits);
         o->cgroups = cgroups;
+        o->reaper = r->reaper;
         k = process_spawn(r->event, o, done, userdata, ret);
         for (size_t i = 0; k < 0 && cgroups && cgroups[i]; i++)
                 (void) rmdir(cgroups[i]);
@@ -1833,7 +1838,7 @@ static int pythons_dir_setup(Runtime *r) {
                         k = -errno;
         }
         if (k >= 0)
-                k = pyinstaller_new(&r->pyinstaller, r->event, r->config, r->sched, r->uv_path, dir);
+                k = pyinstaller_new(&r->pyinstaller, r->event, r->config, r->sched, r->reaper, r->uv_path, dir);
         return k;
 }
 

@@ -27,7 +27,9 @@
 typedef struct Runtime Runtime;
 typedef struct TomlRequest TomlRequest;
 
-int runtime_new(Runtime **ret, sd_event *event, const Config *config);
+/* reaper: what every process the runtime and its store spawn is handed to (executor/process.h); it must outlive
+ * the runtime, which finishes it (runtime_free()) before its own releases' targets go. */
+int runtime_new(Runtime **ret, sd_event *event, const Config *config, Reaper *reaper);
 Runtime *runtime_free(Runtime *r);
 /* Background work after READY: probes, warm-up. Never delays serving. */
 void runtime_start(Runtime *r);
