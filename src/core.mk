@@ -40,6 +40,7 @@ libcore_a_SOURCES = \
 	src/sandbox/sandbox.c src/sandbox/sandbox.h \
 	src/sandbox/seccomp.c src/sandbox/seccomp.h \
 	src/sandbox/limits.c src/sandbox/limits.h \
+	src/sandbox/cgroup.c src/sandbox/cgroup-mode.c src/sandbox/reason.h \
 	src/sandbox/uidpool.c src/sandbox/uidpool.h \
 	src/netproxy/allowlist.c src/netproxy/allowlist.h \
 	src/netproxy/request.c src/netproxy/request.h \

@@ -20,6 +20,9 @@
  * The cgroup functions take the directories and files to work on, so that
  * tests can point them at a fake tree; sandbox_cgroup_probe() runs them once
  * on the real one and remembers the outcome for the whole daemon.
+ *
+ * limits.c: the model, the rlimits, what hit a limit; cgroup.c: cgroups on
+ * either version; cgroup-mode.c: the daemon's mechanism.
  */
 
 #include <stdbool.h>
