@@ -12,6 +12,7 @@ libcore_a_SOURCES = \
 	src/mcp/schema.c src/mcp/schema.h \
 	src/session/session.c src/session/session.h \
 	src/config/config.c src/config/config.h \
+	src/config/values.c \
 	src/executor/capture.c src/executor/capture.h \
 	src/executor/process.c src/executor/process.h \
 	src/executor/pool.c src/executor/pool.h \
