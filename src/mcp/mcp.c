@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * One MCP session: the lines and batches it is handed, the lifecycle (initialize, versions, logging level), the tool
+ * registry's list and the tool calls with their progress, cancellation and results. Over 800 lines, one file: every
+ * part works on the private McpSession and answers through its batches, which a split would have to expose.
+ */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
