@@ -399,6 +399,118 @@ START_TEST(test_background_cgroups) {
 }
 END_TEST
 
+static void on_release(void *userdata) {
+        (*(unsigned *) userdata)++;
+}
+
+/* A cgroup that cannot be removed yet (v1: one with a child cgroup is busy), on the real cgroup v1 pids hierarchy:
+ * NULL without root or the hierarchy. */
+static char *busy_cgroup(const char *test, char child[static PATH_MAX]) {
+        _cleanup_free_ char *pids_own = v1_own("pids");
+        char *dir = NULL;
+
+        if (geteuid() != 0 || !pids_own) {
+                printf("# %s skipped: needs root and the cgroup v1 pids hierarchy\n", test);
+                return NULL;
+        }
+        ck_assert_int_ge(asprintf(&dir, "%s/test-process-busy-%d", pids_own, (int) getpid()), 0);
+        ck_assert_int_eq(mkdir(dir, 0755), 0);
+        snprintf(child, PATH_MAX, "%s/child", dir);
+        ck_assert_int_eq(mkdir(child, 0755), 0);
+        return dir;
+}
+
+/* A cgroup still busy when its process is freed is the reaper's: kept, its process's release waiting for it, and
+ * removed from a timer once it can be, then the release. */
+START_TEST(test_busy_cgroup_kept) {
+        char *argv[] = { (char *) "/bin/true", NULL }, child[PATH_MAX];
+        _cleanup_free_ char *dir = busy_cgroup("test_busy_cgroup_kept", child);
+        char *cgroups[] = { dir, NULL };
+        unsigned released = 0;
+        bool done = false;
+        Process *p = NULL;
+
+        if (!dir)
+                return;
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .cgroups = cgroups, .reaper = reaper,
+                             .release = on_release, .release_userdata = &released };
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        RUN_UNTIL(done);
+        ck_assert(done);
+        process_free(p);
+        ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 1);
+        ck_assert_int_eq(access(dir, F_OK), 0);
+        ck_assert_uint_eq(released, 0);
+        /* While it stays busy, the timer tries it again and keeps it. */
+        for (unsigned i = 0; i < 10; i++)
+                ck_assert_int_ge(sd_event_run(event, 10 * USEC_PER_MSEC), 0);
+        ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 1);
+        ck_assert_uint_eq(released, 0);
+
+        ck_assert_int_eq(rmdir(child), 0);
+        RUN_UNTIL(reaper_n_busy_cgroups(reaper) == 0);
+        ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 0);
+        ck_assert_int_lt(access(dir, F_OK), 0);
+        ck_assert_uint_eq(released, 1);
+}
+END_TEST
+
+/* At exit, what stays busy is given up on: the release goes anyway, once; the cgroup is left for the next daemon. */
+START_TEST(test_busy_cgroup_finish) {
+        char *argv[] = { (char *) "/bin/true", NULL }, child[PATH_MAX];
+        _cleanup_free_ char *dir = busy_cgroup("test_busy_cgroup_finish", child);
+        char *cgroups[] = { dir, NULL };
+        unsigned released = 0;
+        bool done = false;
+        Process *p = NULL;
+
+        if (!dir)
+                return;
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .cgroups = cgroups, .reaper = reaper,
+                             .release = on_release, .release_userdata = &released };
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        RUN_UNTIL(done);
+        ck_assert(done);
+        process_free(p);
+        ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 1);
+        ck_assert_uint_eq(released, 0);
+        reaper_finish(reaper);
+        ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 0);
+        ck_assert_uint_eq(released, 1);
+        ck_assert_int_eq(access(dir, F_OK), 0);
+        /* Finished: nothing comes back to it. */
+        reaper = reaper_free(reaper);
+        ck_assert_uint_eq(released, 1);
+        ck_assert_int_eq(rmdir(child), 0);
+        ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/* Without a reaper nothing is kept: the release goes with the free, the busy cgroup stays behind. */
+START_TEST(test_busy_cgroup_without_reaper) {
+        char *argv[] = { (char *) "/bin/true", NULL }, child[PATH_MAX];
+        _cleanup_free_ char *dir = busy_cgroup("test_busy_cgroup_without_reaper", child);
+        char *cgroups[] = { dir, NULL };
+        unsigned released = 0;
+        bool done = false;
+        Process *p = NULL;
+
+        if (!dir)
+                return;
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .cgroups = cgroups,
+                             .release = on_release, .release_userdata = &released };
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        RUN_UNTIL(done);
+        ck_assert(done);
+        process_free(p);
+        ck_assert_uint_eq(released, 1);
+        ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 0);
+        ck_assert_int_eq(access(dir, F_OK), 0);
+        ck_assert_int_eq(rmdir(child), 0);
+        ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 static Suite *process_suite(void) {
         Suite *s = suite_create("process");
         TCase *tc = tcase_create("detach");
@@ -412,6 +524,9 @@ static Suite *process_suite(void) {
         tcase_add_test(tc, test_reapers_apart);
         tcase_add_test(tc, test_detach_without_reaper);
         tcase_add_test(tc, test_background_cgroups);
+        tcase_add_test(tc, test_busy_cgroup_kept);
+        tcase_add_test(tc, test_busy_cgroup_finish);
+        tcase_add_test(tc, test_busy_cgroup_without_reaper);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("output");
