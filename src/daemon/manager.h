@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "executor/process.h"
 #include "mcp/mcp.h"
+#include "sandbox/limits.h"
 #include "session/session.h"
 #include "tools/tools.h"
 
@@ -46,6 +47,7 @@ typedef struct Manager {
         uint64_t start_usec;
 
         Reaper *reaper;            /* what outlives the processes: detached ones, busy cgroups, background cgroups */
+        SandboxCgroups *cgroups;   /* the limits mechanism: the cgroups runs get, and the groups of runs */
         Runtime *runtime;          /* script execution services (src/runtime/runtime.c) */
         WorkspaceRegistry *workspaces;     /* the persistent sandboxes */
         ToolServices services;     /* what the tools get (McpServer.userdata): the above, not the manager */

@@ -64,6 +64,7 @@ struct Runtime {
         sd_event *event;
         const Config *config;
         Reaper *reaper;                 /* the manager's */
+        SandboxCgroups *cgroups;        /* the manager's */
         SandboxSeccomp *seccomp;        /* the runs' system call filter, built at the first */
 
         char *uv_path, *uv_version, *bwrap_version;
@@ -268,7 +269,7 @@ static void configure_netproxy(Runtime *r) {
                           "daemon and in " PKGLIBEXECDIR "): runs that want the network will fail.");
 }
 
-int runtime_new(Runtime **ret, sd_event *event, const Config *config, Reaper *reaper) {
+int runtime_new(Runtime **ret, sd_event *event, const Config *config, Reaper *reaper, SandboxCgroups *cgroups) {
         Runtime *r = calloc(1, sizeof(*r));
         long ncpu;
         int k;
@@ -278,6 +279,7 @@ int runtime_new(Runtime **ret, sd_event *event, const Config *config, Reaper *re
         r->event = sd_event_ref(event);
         r->config = config;
         r->reaper = reaper;
+        r->cgroups = cgroups;
         r->uv_path = find_in_path(config->uv_path);
         ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         /* A run slot is a sandbox and an interpreter, not a CPU: scripts that sleep or wait on I/O use none, and
@@ -985,19 +987,19 @@ static void run_cgroup_name(char name[static 64]) {
         snprintf(name, 64, "run-%d-%" PRIx64 "-%llu", (int) getpid(), started, ++n_runs);
 }
 
-static char **new_run_cgroup(const SandboxLimits *limits) {
+static char **new_run_cgroup(Runtime *r, const SandboxLimits *limits) {
         static bool logged;
         char **paths = NULL, name[64];
         int k;
 
         if (!logged) {
                 logged = true;
-                log_info("Resource limits: %s.", strempty(sandbox_limits_mechanism_detail()));
+                log_info("Resource limits: %s.", strempty(sandbox_limits_mechanism_detail(r->cgroups)));
         }
-        if (sandbox_cgroup_probe() <= 0)
+        if (sandbox_cgroup_probe(r->cgroups) <= 0)
                 return NULL;
         run_cgroup_name(name);
-        k = sandbox_cgroup_new_run_cgroups(name, limits, &paths);
+        k = sandbox_cgroup_new_run_cgroups(r->cgroups, name, limits, &paths);
         if (k < 0) {
                 log_warning_errno(k, "Failed to create the cgroup %s of a run, falling back to rlimits for this run: %m",
                                   name);
@@ -1010,6 +1012,7 @@ static char **new_run_cgroup(const SandboxLimits *limits) {
 /* What a spawn in a cgroup gives back when its Process is freed (its cgroups removed by then): the group of runs
  * it was in goes once it is empty, then what was to be released. */
 typedef struct CgroupSpawnHold {
+        SandboxCgroups *cgroups;
         uid_t owner;
         ProcessReleaseFunc release;
         void *release_userdata;
@@ -1018,7 +1021,7 @@ typedef struct CgroupSpawnHold {
 static void cgroup_spawn_hold_release(void *userdata) {
         CgroupSpawnHold *x = userdata;
 
-        sandbox_cgroup_run_done(x->owner);
+        sandbox_cgroup_run_done(x->cgroups, x->owner);
         if (x->release)
                 x->release(x->release_userdata);
         free(x);
@@ -1043,7 +1046,7 @@ int runtime_move_to_owner(Runtime *r, Process *p, uid_t uid) {
         sandbox_limits_from_config(r->config, &limits);
         limits.owner = uid;
         run_cgroup_name(name);
-        k = sandbox_cgroup_move_run_cgroups(p->cgroups, x->owner, name, &limits, &paths);
+        k = sandbox_cgroup_move_run_cgroups(r->cgroups, p->cgroups, x->owner, name, &limits, &paths);
         if (k < 0)
                 return log_warning_errno(k, "Failed to move a sandbox started ahead into the cgroup group of uid "
                                          UID_FMT ", not using it: %m", uid);
@@ -1057,7 +1060,7 @@ int runtime_move_to_owner(Runtime *r, Process *p, uid_t uid) {
  * (sandbox/limits.h). */
 static int spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *limits, bool may_cgroup,
                          ProcessDoneFunc done, void *userdata, Process **ret) {
-        _cleanup_strv_free_ char **cgroups = may_cgroup ? new_run_cgroup(limits) : NULL;
+        _cleanup_strv_free_ char **cgroups = may_cgroup ? new_run_cgroup(r, limits) : NULL;
         ProcessLimit rlimits[SANDBOX_N_RLIMITS];
         int k;
 
@@ -1066,12 +1069,12 @@ static int spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *lim
                 if (!x) {
                         for (size_t i = 0; cgroups[i]; i++)
                                 (void) rmdir(cgroups[i]);
-                        sandbox_cgroup_run_done(limits->owner);
+                        sandbox_cgroup_run_done(r->cgroups, limits->owner);
                         if (o->release)
                                 o->release(o->release_userdata);   /* as process_spawn() does when it fails */
                         return -ENOMEM;
                 }
-                *x = (CgroupSpawnHold) { .owner = limits->owner, .release = o->release,
+                *x = (CgroupSpawnHold) { .cgroups = r->cgroups, .owner = limits->owner, .release = o->release,
                                          .release_userdata = o->release_userdata };
                 o->release = cgroup_spawn_hold_release;
                 o->release_userdata = x;
@@ -1725,6 +1728,10 @@ int runtime_parse_toml(Runtime *r, uid_t uid, const char *toml, TomlParsedFunc c
 }
 
 /* ---- the scheduler's caps --------------------------------------------- */
+
+SandboxCgroups *runtime_cgroups(const Runtime *r) {
+        return r->cgroups;
+}
 
 Scheduler *runtime_scheduler(const Runtime *r) {
         return r->sched;

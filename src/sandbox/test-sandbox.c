@@ -1343,6 +1343,73 @@ START_TEST(test_cgroup_v2_create) {
 }
 END_TEST
 
+/* The daemon's cgroups are an object: two of them (two instance keys) probe alike; where the daemon creates its
+ * cgroups itself (as root), each makes its runs' cgroups under directories of its own, a group of runs goes with
+ * its last run, and freeing one removes what it created while the other's stays. */
+START_TEST(test_cgroups_object) {
+        _cleanup_(sandbox_cgroups_freep) SandboxCgroups *a = NULL, *b = NULL;
+        _cleanup_strv_free_ char **pa = NULL, **pb = NULL;
+        SandboxLimits l = { .processes = 16, .owner = 4242 };
+        char key[64], name_a[64], name_b[64];
+        int ca, cb;
+
+        snprintf(key, sizeof(key), "test-sandbox-a-%d", (int) getpid());
+        ck_assert_int_ge(sandbox_cgroups_new(&a, key), 0);
+        snprintf(key, sizeof(key), "test-sandbox-b-%d", (int) getpid());
+        ck_assert_int_ge(sandbox_cgroups_new(&b, key), 0);
+        ca = sandbox_cgroup_probe(a);
+        cb = sandbox_cgroup_probe(b);
+        ck_assert_int_ge(ca, 0);
+        ck_assert_int_eq(ca, cb);
+        ck_assert_int_eq(sandbox_cgroup_mode(a), sandbox_cgroup_mode(b));
+        ck_assert_str_eq(sandbox_limits_mechanism(a), ca > 0 ? "cgroup" : "rlimit");
+        ck_assert_ptr_nonnull(sandbox_limits_mechanism_detail(a));
+
+        snprintf(name_a, sizeof(name_a), "run-%d-test-a", (int) getpid());
+        snprintf(name_b, sizeof(name_b), "run-%d-test-b", (int) getpid());
+        if (ca == 0) {
+                ck_assert_int_eq(sandbox_cgroup_new_run_cgroups(a, name_a, &l, &pa), -EOPNOTSUPP);
+                ck_assert_ptr_null(pa);
+                printf("# test_cgroups_object: rlimits only here (%s)\n", sandbox_limits_mechanism_detail(a));
+                return;
+        }
+        ck_assert_int_eq(sandbox_cgroup_new_run_cgroups(a, name_a, &l, &pa), 0);
+        ck_assert_int_eq(sandbox_cgroup_new_run_cgroups(b, name_b, &l, &pb), 0);
+        ck_assert_uint_eq(strv_length(pa), strv_length(pb));
+        for (size_t i = 0; pa[i]; i++) {
+                ck_assert_int_eq(access(pa[i], F_OK), 0);
+                ck_assert_int_eq(access(pb[i], F_OK), 0);
+                ck_assert_msg(strstr(pa[i], "/uid-4242/"), "%s", pa[i]);
+        }
+        if (sandbox_cgroup_mode(a) == SANDBOX_CGROUP_V2_DELEGATED)
+                return;   /* one delegated subtree: no directory of a's own to compare (freed below, with the runs) */
+
+        _cleanup_free_ char *group_a = strdup(pa[0]), *group_b = strdup(pb[0]);
+        ck_assert_ptr_nonnull(group_a);
+        ck_assert_ptr_nonnull(group_b);
+        *strrchr(group_a, '/') = 0;
+        *strrchr(group_b, '/') = 0;
+        ck_assert_str_ne(group_a, group_b);
+        /* The run goes, then the group of its owner with it: a's only. */
+        for (size_t i = 0; pa[i]; i++)
+                ck_assert_int_eq(rmdir(pa[i]), 0);
+        sandbox_cgroup_run_done(a, 4242);
+        ck_assert_int_lt(access(group_a, F_OK), 0);
+        ck_assert_int_eq(access(group_b, F_OK), 0);
+        /* a freed: what it created goes; b's stays. */
+        *strrchr(group_a, '/') = 0;
+        ck_assert_int_eq(access(group_a, F_OK), 0);
+        a = sandbox_cgroups_free(a);
+        ck_assert_int_lt(access(group_a, F_OK), 0);
+        for (size_t i = 0; pb[i]; i++)
+                ck_assert_int_eq(access(pb[i], F_OK), 0);
+        for (size_t i = 0; pb[i]; i++)
+                ck_assert_int_eq(rmdir(pb[i]), 0);
+        sandbox_cgroup_run_done(b, 4242);
+        ck_assert_int_lt(access(group_b, F_OK), 0);
+}
+END_TEST
+
 static Suite *sandbox_suite(void) {
         Suite *s = suite_create("sandbox");
         TCase *tc = tcase_create("argv");
@@ -1383,6 +1450,7 @@ static Suite *sandbox_suite(void) {
         tcase_add_test(tc, test_cgroup_v1_new_run);
         tcase_add_test(tc, test_cgroup_v1_events);
         tcase_add_test(tc, test_cgroup_groups);
+        tcase_add_test(tc, test_cgroups_object);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -245,7 +245,7 @@ static json_object *limits_json(const Job *j) {
                 if (j->limits_lowered & limit_args[i].bit)
                         json_object_array_add(lowered, json_object_new_string(limit_args[i].name));
         }
-        json_add_string(o, "mechanism", sandbox_limits_mechanism());
+        json_add_string(o, "mechanism", sandbox_limits_mechanism(runtime_cgroups(j->runtime)));
         json_add(o, "lowered", lowered);
         return o;
 }
