@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * The mcp module's suite: a session driven line by line through a fake sender, from initialize and the version
+ * eras to batches, tool calls, progress, cancellation and errors. Over 800 lines, one suite: many short independent
+ * cases sharing the fake session at the top, one program for one module.
+ */
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>

@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * The sandbox module's suite: the bwrap command line, the system call filter (tried in a child), the limits, and
+ * the cgroup files against fake trees (and the daemon's cgroups on the real one, where it may). Over 800 lines, one
+ * suite: many short independent cases sharing the fake-tree helpers at the top, one program for one module.
+ */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
