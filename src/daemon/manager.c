@@ -604,6 +604,9 @@ int manager_new(Manager **ret, Config *config) {
         /* Connections and their bytes are charged in the scheduler's one account, with every spawn. */
         m->charges = scheduler_charges(runtime_scheduler(m->runtime));
 
+        r = mcp_schema_cache_new(&m->schemas);
+        if (r < 0)
+                return r;
         m->server = (McpServer) {
                 .name = "mcp-python-sandbox",
                 .version = PACKAGE_VERSION,
@@ -615,6 +618,7 @@ int manager_new(Manager **ret, Config *config) {
                 .tools_ttl_ms = 300000,
                 .userdata = &m->services,
                 .describe_tool = tools_describe,
+                .schemas = m->schemas,
         };
         manager_apply_limits(m);
 
@@ -627,6 +631,7 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         while (m->sessions)
                 manager_drop_session(m, m->sessions);
+        m->schemas = mcp_schema_cache_free(m->schemas);
         m->workspaces = workspace_registry_free(m->workspaces);
         runtime_free(m->runtime);
         m->reaper = reaper_free(m->reaper);

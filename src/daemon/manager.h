@@ -26,6 +26,7 @@ typedef struct Manager {
         sd_event *event;
         Config *config;
         McpServer server;
+        McpSchemaCache *schemas;   /* the tools' schemas parsed, for the server's sessions */
 
         sd_event_source **listeners;
         size_t n_listeners;
