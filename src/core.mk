@@ -12,6 +12,7 @@ libcore_a_SOURCES = \
 	src/mcp/schema.c src/mcp/schema.h \
 	src/session/session.c src/session/session.h \
 	src/config/config.c src/config/config.h \
+	src/config/values.c \
 	src/executor/capture.c src/executor/capture.h \
 	src/executor/process.c src/executor/process.h \
 	src/executor/pool.c src/executor/pool.h \
@@ -51,6 +52,7 @@ libcore_a_SOURCES = \
 	src/sandbox/sandbox.c src/sandbox/sandbox.h \
 	src/sandbox/seccomp.c src/sandbox/seccomp.h \
 	src/sandbox/limits.c src/sandbox/limits.h \
+	src/sandbox/cgroup.c src/sandbox/cgroup-mode.c src/sandbox/reason.h \
 	src/sandbox/uidpool.c src/sandbox/uidpool.h \
 	src/netproxy/allowlist.c src/netproxy/allowlist.h \
 	src/netproxy/request.c src/netproxy/request.h \

@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * The config module's suite: every kind of setting through the file, the drop-ins and the command line, the values'
+ * parsers, the checks of the settings together, access lists and reload. Over 800 lines, one suite: many short
+ * independent cases, one program for one module.
+ */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>

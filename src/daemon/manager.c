@@ -567,24 +567,27 @@ int manager_new(Manager **ret, Config *config) {
         if (r < 0)
                 return r;
 
+        r = reaper_new(&m->reaper);
+        if (r < 0)
+                return r;
         /* The cgroups a root daemon creates are named after its cache: its own, also after a restart. */
-        r = sandbox_cgroup_set_instance(config->cache_dir);
+        r = sandbox_cgroups_new(&m->cgroups, config->cache_dir);
         if (r < 0)
                 return r;
         /* Before the first child: under systemd the daemon moves what is in its cgroup into a leaf of its own to
          * enable the controllers, which a child forking meanwhile can defeat. */
-        if (sandbox_cgroup_probe() > 0) {
+        if (sandbox_cgroup_probe(m->cgroups) > 0) {
                 /* Builds and Python installs (spawned with a nice value) go into the daemon's group of runs, at a
                  * quarter of a user's CPU weight, for as long as the daemon runs. */
                 /* Named with the pid as every run's cgroup is: another daemon on the same cache has its own, and
                  * removes only what is its own or a dead daemon's (sandbox_cgroup_remove_stale()). */
                 char **bg = NULL, name[64];
                 snprintf(name, sizeof(name), "run-%d-background", (int) getpid());
-                if (sandbox_cgroup_new_run_cgroups(name, &(SandboxLimits) { .owner = SANDBOX_OWNER_DAEMON },
-                                                   &bg) >= 0)
-                        process_set_background_cgroups(bg);
+                if (sandbox_cgroup_new_run_cgroups(m->cgroups, name,
+                                                   &(SandboxLimits) { .owner = SANDBOX_OWNER_DAEMON }, &bg) >= 0)
+                        reaper_set_background_cgroups(m->reaper, bg);
         }
-        r = runtime_new(&m->runtime, m->event, m->config);
+        r = runtime_new(&m->runtime, m->event, m->config, m->reaper, m->cgroups);
         if (r < 0)
                 return r;
         r = workspace_registry_new(&m->workspaces, m->runtime);
@@ -601,6 +604,9 @@ int manager_new(Manager **ret, Config *config) {
         /* Connections and their bytes are charged in the scheduler's one account, with every spawn. */
         m->charges = scheduler_charges(runtime_scheduler(m->runtime));
 
+        r = mcp_schema_cache_new(&m->schemas);
+        if (r < 0)
+                return r;
         m->server = (McpServer) {
                 .name = "mcp-python-sandbox",
                 .version = PACKAGE_VERSION,
@@ -612,6 +618,7 @@ int manager_new(Manager **ret, Config *config) {
                 .tools_ttl_ms = 300000,
                 .userdata = &m->services,
                 .describe_tool = tools_describe,
+                .schemas = m->schemas,
         };
         manager_apply_limits(m);
 
@@ -624,11 +631,12 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         while (m->sessions)
                 manager_drop_session(m, m->sessions);
+        m->schemas = mcp_schema_cache_free(m->schemas);
         m->workspaces = workspace_registry_free(m->workspaces);
         runtime_free(m->runtime);
-        process_set_background_cgroups(NULL);
+        m->reaper = reaper_free(m->reaper);
         /* The runs are gone: so go their cgroups, and those the daemon created to hold them. */
-        sandbox_cgroup_release();
+        m->cgroups = sandbox_cgroups_free(m->cgroups);
         for (size_t i = 0; i < m->n_listeners; i++)
                 sd_event_source_disable_unref(m->listeners[i]);
         free(m->listeners);

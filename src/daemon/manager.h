@@ -13,7 +13,9 @@
 
 #include "charge.h"
 #include "config/config.h"
+#include "executor/process.h"
 #include "mcp/mcp.h"
+#include "sandbox/limits.h"
 #include "session/session.h"
 #include "tools/tools.h"
 
@@ -24,6 +26,7 @@ typedef struct Manager {
         sd_event *event;
         Config *config;
         McpServer server;
+        McpSchemaCache *schemas;   /* the tools' schemas parsed, for the server's sessions */
 
         sd_event_source **listeners;
         size_t n_listeners;
@@ -44,6 +47,8 @@ typedef struct Manager {
         bool stdio;
         uint64_t start_usec;
 
+        Reaper *reaper;            /* what outlives the processes: detached ones, busy cgroups, background cgroups */
+        SandboxCgroups *cgroups;   /* the limits mechanism: the cgroups runs get, and the groups of runs */
         Runtime *runtime;          /* script execution services (src/runtime/runtime.c) */
         WorkspaceRegistry *workspaces;     /* the persistent sandboxes */
         ToolServices services;     /* what the tools get (McpServer.userdata): the above, not the manager */

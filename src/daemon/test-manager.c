@@ -103,7 +103,6 @@ static void setup(void) {
 
 static void teardown(void) {
         m = manager_free(m);
-        process_free_detached();
         config_done(&config);
         ck_assert_int_ge(rm_rf(dir), 0);
 }

@@ -202,6 +202,7 @@ static int build_spawn(Build *b, char **argv, char **env) {
                 .tail_max = 8192,
                 /* A new environment for one call yields the CPU to everybody's runs. */
                 .nice = BACKGROUND_NICE,
+                .reaper = b->store->reaper,
         };
         b->proc = process_free(b->proc);
         return process_spawn(b->store->event, &o, on_step_done, b, &b->proc);

@@ -85,6 +85,7 @@ struct EnvStore {
         sd_event *event;
         const Config *config;
         Scheduler *sched;
+        Reaper *reaper;
         char *uv;
         char *uv_version;
         char *uv_refused;               /* why uv is not used (too old), or NULL */

@@ -22,8 +22,8 @@
 #include "sha256.h"
 #include "strv.h"
 
-int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *sched, const char *uv_path,
-                 bool other_uids) {
+int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *sched, Reaper *reaper,
+                 const char *uv_path, bool other_uids) {
         EnvStore *s = calloc(1, sizeof(*s));
         int r;
 
@@ -32,6 +32,7 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *s
         s->event = sd_event_ref(e);
         s->config = config;
         s->sched = sched;
+        s->reaper = reaper;
         s->compile_lock_fd = -EBADF;
         s->warm_lock_fd = -EBADF;
         s->uv = uv_path ? strdup(uv_path) : NULL;

@@ -46,9 +46,10 @@ enum {
 
 /* other_uids: sandboxes run as uids other than ours (a root daemon's): they pass through envs/ (0711) to their
  * environment; else envs/ is ours alone (0700). */
-/* sched: where builds (SCHED_BUILD), compiles (SCHED_COMPILE) and disk walks (SCHED_WALK) wait their turn. */
-int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *sched, const char *uv_path,
-                 bool other_uids);
+/* sched: where builds (SCHED_BUILD), compiles (SCHED_COMPILE) and disk walks (SCHED_WALK) wait their turn;
+ * reaper: what the builds' processes are spawned with (it gives background work its cgroups). */
+int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *sched, Reaper *reaper,
+                 const char *uv_path, bool other_uids);
 
 /*
  * How the store starts an interpreter on one of its environments: in a sandbox where env_dir is read-only and

@@ -52,7 +52,7 @@ static int on_prune_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         char *argv[] = { s->uv, (char *) "cache", (char *) "prune", NULL };
         ProcessOptions o = { .argv = argv, .env = env, .cwd = s->empty, .stdin_fd = -EBADF,
                              .timeout_usec = 600 * USEC_PER_SEC, .head_max = 2048, .tail_max = 2048,
-                             .nice = BACKGROUND_NICE };
+                             .nice = BACKGROUND_NICE, .reaper = s->reaper };
 
         /* Only when no build is running: pruning waits for uv's cache lock otherwise. */
         if (s->n_building > 0 || s->prune || s->shrink || !s->uv || !env) {

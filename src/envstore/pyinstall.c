@@ -54,6 +54,7 @@ struct PyInstaller {
         sd_event *event;
         const Config *config;
         Scheduler *sched;
+        Reaper *reaper;
         char *uv;
         char *dir;
         Install *installs;              /* the first runs; the rest wait, oldest first */
@@ -247,6 +248,7 @@ static int install_start(Install *i) {
                 .head_max = 4096,
                 .tail_max = 4096,
                 .nice = BACKGROUND_NICE,
+                .reaper = p->reaper,
         };
         int r;
 
@@ -291,8 +293,8 @@ static bool request_valid(const char *s) {
         return strpbrk(s, "0123456789") != NULL;
 }
 
-int pyinstaller_new(PyInstaller **ret, sd_event *e, const Config *config, Scheduler *sched, const char *uv_path,
-                    const char *dir) {
+int pyinstaller_new(PyInstaller **ret, sd_event *e, const Config *config, Scheduler *sched, Reaper *reaper,
+                    const char *uv_path, const char *dir) {
         PyInstaller *p = calloc(1, sizeof(*p));
 
         if (!p)
@@ -300,6 +302,7 @@ int pyinstaller_new(PyInstaller **ret, sd_event *e, const Config *config, Schedu
         p->event = sd_event_ref(e);
         p->config = config;
         p->sched = sched;
+        p->reaper = reaper;
         p->uv = strdup(uv_path);
         p->dir = strdup(dir);
         if (!p->uv || !p->dir) {

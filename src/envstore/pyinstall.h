@@ -20,6 +20,7 @@
 #include <systemd/sd-event.h>
 
 #include "config/config.h"
+#include "executor/process.h"
 #include "scheduler/scheduler.h"
 
 /* Written into each installed tree before it is made read-only: its mtime is the install's time. */
@@ -34,8 +35,9 @@ typedef void (*PyInstallFunc)(const char *error, void *userdata);
 typedef void (*PyInstalledFunc)(const char *version, const char *executable, const char *prefix, void *userdata);
 
 /* dir: where the Pythons go (created by the caller). The config and uv path must outlive the installer. */
-int pyinstaller_new(PyInstaller **ret, sd_event *e, const Config *config, Scheduler *sched, const char *uv_path,
-                    const char *dir);
+/* reaper: what the installs are spawned with (it gives background work its cgroups). */
+int pyinstaller_new(PyInstaller **ret, sd_event *e, const Config *config, Scheduler *sched, Reaper *reaper,
+                    const char *uv_path, const char *dir);
 PyInstaller *pyinstaller_free(PyInstaller *p);
 const char *pyinstaller_dir(const PyInstaller *p);
 

@@ -234,6 +234,7 @@ static int slot_warm_spawn(EnvStore *s, char **argv) {
                 .head_max = 4096,
                 .tail_max = 4096,
                 .nice = BACKGROUND_NICE,
+                .reaper = s->reaper,
         };
         if (!env)
                 return -ENOMEM;

@@ -129,7 +129,7 @@ static void setup(void) {
 
         ck_assert_int_ge(sd_event_new(&event), 0);
         ck_assert_int_eq(scheduler_new(&sched), 0);
-        ck_assert_int_eq(envstore_new(&store, event, &config, sched, uv_path, false), 0);
+        ck_assert_int_eq(envstore_new(&store, event, &config, sched, NULL, uv_path, false), 0);
 }
 
 static void teardown(void) {

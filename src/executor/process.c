@@ -179,10 +179,25 @@ typedef struct BusyCgroup {
         char *path;
         BusyRelease *owner;     /* NULL: nothing waits for it */
 } BusyCgroup;
-static BusyCgroup *busy_cgroups;
-static size_t n_busy_cgroups;
-static sd_event_source *busy_timer, *busy_idle;
-static uint64_t busy_delay;
+
+struct Reaper {
+        BusyCgroup *busy_cgroups;
+        size_t n_busy_cgroups;
+        sd_event_source *busy_timer, *busy_idle;
+        uint64_t busy_delay;
+        bool removing;                  /* in remove_busy_cgroups(): a release freed a process */
+        Process *detached;              /* until they are reaped: the list keeps them reachable */
+        char **background_cgroups;
+};
+
+int reaper_new(Reaper **ret) {
+        Reaper *r = calloc(1, sizeof(*r));
+
+        if (!r)
+                return -ENOMEM;
+        *ret = r;
+        return 0;
+}
 
 /* Remove a cgroup, killing what is left in it and waiting up to about tries ms for it to go; -EBUSY if it stays. */
 static int cgroup_remove(const char *cgroup, unsigned tries) {
@@ -199,18 +214,17 @@ static int cgroup_remove(const char *cgroup, unsigned tries) {
 }
 
 /* Try the busy cgroups again; force: give up on those that stay (at exit) and release their processes anyway. */
-static void remove_busy_cgroups(unsigned tries, bool force) {
-        static bool removing;
+static void remove_busy_cgroups(Reaper *r, unsigned tries, bool force) {
         BusyRelease *done = NULL;
         size_t j = 0;
 
-        if (removing)
+        if (r->removing)
                 return;   /* a release below freed a process: the loop here goes on */
-        removing = true;
-        for (size_t i = 0; i < n_busy_cgroups; i++) {
-                BusyCgroup *b = &busy_cgroups[i];
+        r->removing = true;
+        for (size_t i = 0; i < r->n_busy_cgroups; i++) {
+                BusyCgroup *b = &r->busy_cgroups[i];
                 if (cgroup_remove(b->path, tries) == -EBUSY && !force) {
-                        busy_cgroups[j++] = *b;
+                        r->busy_cgroups[j++] = *b;
                         continue;
                 }
                 free(b->path);
@@ -219,7 +233,7 @@ static void remove_busy_cgroups(unsigned tries, bool force) {
                         done = b->owner;
                 }
         }
-        n_busy_cgroups = j;
+        r->n_busy_cgroups = j;
         /* The releases last: they may free and spawn processes, which come back here. */
         while (done) {
                 BusyRelease *x = done;
@@ -228,38 +242,44 @@ static void remove_busy_cgroups(unsigned tries, bool force) {
                         x->release(x->userdata);
                 free(x);
         }
-        removing = false;
+        r->removing = false;
 }
 
 /* Keep p's cgroups for later: all of them when later (removing a cgroup takes milliseconds under load: done when
  * the event loop has nothing else to do), else those still busy. Returns true when p's release waits for them. */
-static bool keep_busy_cgroups(Process *p, bool later) {
+static bool keep_busy_cgroups(Reaper *r, Process *p, bool later) {
         BusyRelease *x = NULL;
         size_t n = 0;
         char **left = NULL;
 
+        if (!r) {
+                /* Nothing to keep them in: a try of up to 20 ms each, what stays busy is the next daemon's. */
+                for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
+                        (void) cgroup_remove(p->cgroups[i], 20);
+                return false;
+        }
         for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
                 /* Not later (the loop is done: the daemon is exiting): given up to 20 ms, as nothing retries. */
                 if ((later || cgroup_remove(p->cgroups[i], 20) == -EBUSY) && strv_extend(&left, p->cgroups[i]) >= 0)
                         n++;
         if (n == 0)
                 return false;
-        BusyCgroup *a = realloc(busy_cgroups, (n_busy_cgroups + n) * sizeof(*a));
+        BusyCgroup *a = realloc(r->busy_cgroups, (r->n_busy_cgroups + n) * sizeof(*a));
         if (p->release)
                 x = calloc(1, sizeof(*x));
         if (!a || (p->release && !x)) {
                 /* No memory to wait: they stay for the next daemon to remove; the release goes now. */
                 if (a)
-                        busy_cgroups = a;
+                        r->busy_cgroups = a;
                 free(x);
                 strv_free(left);
                 return false;
         }
-        busy_cgroups = a;
+        r->busy_cgroups = a;
         if (x)
                 *x = (BusyRelease) { .n = (unsigned) n, .release = p->release, .userdata = p->release_userdata };
         for (size_t i = 0; i < n; i++)
-                busy_cgroups[n_busy_cgroups++] = (BusyCgroup) { .path = left[i], .owner = x };
+                r->busy_cgroups[r->n_busy_cgroups++] = (BusyCgroup) { .path = left[i], .owner = x };
         free(left);   /* the strings live on in busy_cgroups */
         return x != NULL;
 }
@@ -268,52 +288,55 @@ static int on_busy_timer(sd_event_source *s, uint64_t usec, void *userdata);
 
 /* While cgroups are kept, try them again after a while: 10 ms, then (again: from the timer, some stayed busy)
  * doubling up to a second. */
-static void retry_busy_cgroups_later(sd_event *e, bool again) {
+static void retry_busy_cgroups_later(Reaper *r, sd_event *e, bool again) {
         int enabled = SD_EVENT_OFF;
 
-        if (n_busy_cgroups == 0) {
-                busy_delay = 0;
-                if (busy_timer)
-                        (void) sd_event_source_set_enabled(busy_timer, SD_EVENT_OFF);
+        if (!r)
+                return;
+        if (r->n_busy_cgroups == 0) {
+                r->busy_delay = 0;
+                if (r->busy_timer)
+                        (void) sd_event_source_set_enabled(r->busy_timer, SD_EVENT_OFF);
                 return;
         }
         /* A timer already set is not put off by more cgroups kept: under a steady stream of them it still fires. */
-        if (!again && busy_timer && sd_event_source_get_enabled(busy_timer, &enabled) >= 0 && enabled != SD_EVENT_OFF)
+        if (!again && r->busy_timer && sd_event_source_get_enabled(r->busy_timer, &enabled) >= 0 &&
+            enabled != SD_EVENT_OFF)
                 return;
-        busy_delay = again && busy_delay ? MIN(busy_delay * 2, USEC_PER_SEC) : 10 * USEC_PER_MSEC;
-        if (!busy_timer) {
-                if (!e || sd_event_add_time_relative(e, &busy_timer, CLOCK_MONOTONIC, busy_delay, 0, on_busy_timer,
-                                                     NULL) < 0)
+        r->busy_delay = again && r->busy_delay ? MIN(r->busy_delay * 2, USEC_PER_SEC) : 10 * USEC_PER_MSEC;
+        if (!r->busy_timer) {
+                if (!e || sd_event_add_time_relative(e, &r->busy_timer, CLOCK_MONOTONIC, r->busy_delay, 0,
+                                                     on_busy_timer, r) < 0)
                         return;   /* then at the next spawn or free */
                 return;
         }
-        (void) sd_event_source_set_time_relative(busy_timer, busy_delay);
-        (void) sd_event_source_set_enabled(busy_timer, SD_EVENT_ONESHOT);
+        (void) sd_event_source_set_time_relative(r->busy_timer, r->busy_delay);
+        (void) sd_event_source_set_enabled(r->busy_timer, SD_EVENT_ONESHOT);
 }
 
 static int on_busy_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        remove_busy_cgroups(0, false);
-        retry_busy_cgroups_later(sd_event_source_get_event(s), true);
+        remove_busy_cgroups(userdata, 0, false);
+        retry_busy_cgroups_later(userdata, sd_event_source_get_event(s), true);
         return 0;
 }
 
 static int on_busy_idle(sd_event_source *s, void *userdata) {
-        remove_busy_cgroups(0, false);
-        retry_busy_cgroups_later(sd_event_source_get_event(s), false);
+        remove_busy_cgroups(userdata, 0, false);
+        retry_busy_cgroups_later(userdata, sd_event_source_get_event(s), false);
         return 0;
 }
 
 /* Remove the kept cgroups when the event loop is idle (what is still busy then: from the timer). */
-static int remove_kept_cgroups_when_idle(sd_event *e) {
+static int remove_kept_cgroups_when_idle(Reaper *reaper, sd_event *e) {
         int r;
 
-        if (!busy_idle) {
-                r = sd_event_add_defer(e, &busy_idle, on_busy_idle, NULL);
+        if (!reaper->busy_idle) {
+                r = sd_event_add_defer(e, &reaper->busy_idle, on_busy_idle, reaper);
                 if (r < 0)
                         return r;
-                (void) sd_event_source_set_priority(busy_idle, SD_EVENT_PRIORITY_IDLE);
+                (void) sd_event_source_set_priority(reaper->busy_idle, SD_EVENT_PRIORITY_IDLE);
         }
-        return sd_event_source_set_enabled(busy_idle, SD_EVENT_ONESHOT);
+        return sd_event_source_set_enabled(reaper->busy_idle, SD_EVENT_ONESHOT);
 }
 
 static void kill_group(Process *p) {
@@ -411,13 +434,13 @@ Process *process_free(Process *p) {
         /* Empty once the child is reaped: its pid namespace went with it. What is still on its way out (or, without
          * the namespace, left the process group) is killed; busy: tried again from a timer, without waiting here. */
         /* While the loop runs, the cgroups go when it is idle; when it is exiting, now. */
-        bool later = p->cgroups && p->event && sd_event_get_exit_code(p->event, NULL) == -ENODATA &&
+        bool later = p->reaper && p->cgroups && p->event && sd_event_get_exit_code(p->event, NULL) == -ENODATA &&
                      sd_event_get_state(p->event) != SD_EVENT_FINISHED;
-        bool waits = keep_busy_cgroups(p, later);
+        bool waits = keep_busy_cgroups(p->reaper, p, later);
         strv_free(p->cgroups);
-        if (later && n_busy_cgroups > 0 && remove_kept_cgroups_when_idle(p->event) < 0)
-                remove_busy_cgroups(0, false);
-        retry_busy_cgroups_later(p->event, false);
+        if (later && p->reaper->n_busy_cgroups > 0 && remove_kept_cgroups_when_idle(p->reaper, p->event) < 0)
+                remove_busy_cgroups(p->reaper, 0, false);
+        retry_busy_cgroups_later(p->reaper, p->event, false);
         if (p->remove_dir) {
                 (void) rm_rf_untrusted(p->remove_dir);
                 free(p->remove_dir);
@@ -449,21 +472,16 @@ void process_drain(Process *p, size_t max) {
         }
 }
 
-static char **background_cgroups;
-
-void process_set_background_cgroups(char **paths) {
-        strv_free(background_cgroups);
-        background_cgroups = paths;
+void reaper_set_background_cgroups(Reaper *r, char **paths) {
+        strv_free(r->background_cgroups);
+        r->background_cgroups = paths;
 }
-
-/* Detached processes until they are reaped: the list keeps them reachable, so nothing looks leaked. */
-static Process *detached;
 
 static void on_detached_done(Process *p, void *userdata) {
         if (p->detached_prev)
                 p->detached_prev->detached_next = p->detached_next;
         else
-                detached = p->detached_next;
+                p->reaper->detached = p->detached_next;
         if (p->detached_next)
                 p->detached_next->detached_prev = p->detached_prev;
         process_free(p);
@@ -472,7 +490,8 @@ static void on_detached_done(Process *p, void *userdata) {
 void process_detach(Process *p) {
         if (!p)
                 return;
-        if (p->exited) {
+        /* Nothing to hand it to: killed and reaped now. */
+        if (p->exited || !p->reaper) {
                 process_free(p);
                 return;
         }
@@ -487,33 +506,48 @@ void process_detach(Process *p) {
         p->userdata = NULL;
         p->stderr_func = NULL;
         p->detached_prev = NULL;
-        p->detached_next = detached;
-        if (detached)
-                detached->detached_prev = p;
-        detached = p;
+        p->detached_next = p->reaper->detached;
+        if (p->reaper->detached)
+                p->reaper->detached->detached_prev = p;
+        p->reaper->detached = p;
 }
 
-unsigned process_n_detached(void) {
+unsigned reaper_n_detached(const Reaper *r) {
         unsigned n = 0;
 
-        for (Process *p = detached; p; p = p->detached_next)
+        for (Process *p = r->detached; p; p = p->detached_next)
                 n++;
         return n;
 }
 
-void process_free_detached(void) {
-        while (detached) {
-                Process *p = detached;
+size_t reaper_n_busy_cgroups(const Reaper *r) {
+        return r->n_busy_cgroups;
+}
 
-                detached = p->detached_next;
+void reaper_finish(Reaper *r) {
+        if (!r)
+                return;
+        while (r->detached) {
+                Process *p = r->detached;
+
+                r->detached = p->detached_next;
                 process_free(p);   /* killed already: waits for it, then removes what it leaves */
         }
         /* A last chance, of up to a second each, for the cgroups still busy; then their processes are released. */
-        remove_busy_cgroups(1000, true);
-        busy_cgroups = mfree(busy_cgroups);
-        busy_timer = sd_event_source_disable_unref(busy_timer);
-        busy_idle = sd_event_source_disable_unref(busy_idle);
-        busy_delay = 0;
+        remove_busy_cgroups(r, 1000, true);
+        r->busy_cgroups = mfree(r->busy_cgroups);
+        r->busy_timer = sd_event_source_disable_unref(r->busy_timer);
+        r->busy_idle = sd_event_source_disable_unref(r->busy_idle);
+        r->busy_delay = 0;
+}
+
+Reaper *reaper_free(Reaper *r) {
+        if (!r)
+                return NULL;
+        reaper_finish(r);
+        strv_free(r->background_cgroups);
+        free(r);
+        return NULL;
 }
 
 _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w) {
@@ -532,8 +566,8 @@ _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w) {
                 }
         /* Background work shares the CPU with the daemon's other own work, below the users' runs. */
         if (!(o->cgroups && o->cgroups[0]) && o->nice > 0)
-                for (size_t i = 0; background_cgroups && background_cgroups[i]; i++)
-                        (void) cgroup_write(background_cgroups[i], "cgroup.procs", pid);
+                for (size_t i = 0; o->reaper && o->reaper->background_cgroups && o->reaper->background_cgroups[i]; i++)
+                        (void) cgroup_write(o->reaper->background_cgroups[i], "cgroup.procs", pid);
 
         /* The daemon blocks signals for sd-event and ignores SIGPIPE; the child must not inherit that. */
         sigemptyset(&all);
@@ -616,6 +650,7 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
         p->done = done;
         p->userdata = userdata;
         p->uid = o->uid;
+        p->reaper = o->reaper;
         p->release = o->release;
         p->release_userdata = o->release_userdata;
         if (o->remove_dir) {

@@ -17,6 +17,13 @@
 #include "capture.h"
 
 typedef struct Process Process;
+/*
+ * Reaper: what outlives the Processes of a daemon, owned by whoever owns their lifetime (the manager) and handed to
+ * each spawn in ProcessOptions: the processes detached before they exited, until they are reaped; the cgroups still
+ * busy when their process was freed, until they can be removed (from a timer, never by waiting in the event loop);
+ * and the cgroups background work joins.
+ */
+typedef struct Reaper Reaper;
 typedef void (*ProcessDoneFunc)(Process *p, void *userdata);
 typedef void (*ProcessReleaseFunc)(void *userdata);
 /* A piece of what the child wrote, as it arrives; it must not free p. */
@@ -55,6 +62,9 @@ typedef struct ProcessOptions {
         uid_t uid;                 /* the child drops every group and becomes uid:gid before it execs (only a
                                     * root daemon can); 0: it stays who we are */
         gid_t gid;
+        Reaper *reaper;            /* keeps its cgroups that are still busy at process_free(), and it once
+                                    * detached; gives background work (nice) its cgroups. NULL: busy cgroups are
+                                    * tried for 20 ms and left, a detach kills and reaps it now */
         ProcessReleaseFunc release;   /* called once: from process_free(), after the child is reaped (when
                                        * its cgroups are still busy then, once they are gone, from a timer),
                                        * or by process_spawn() when it fails; NULL: none */
@@ -71,6 +81,7 @@ struct Process {
         char **cgroups;            /* from ProcessOptions */
         char *remove_dir;          /* from ProcessOptions */
         uid_t uid;                 /* from ProcessOptions */
+        Reaper *reaper;            /* from ProcessOptions */
         ProcessReleaseFunc release;
         void *release_userdata;
 
@@ -102,16 +113,29 @@ int process_timeout(Process *p);
 Process *process_free(Process *p);
 /* Read what stdout and stderr hold now, at most max bytes each, without waiting. */
 void process_drain(Process *p, size_t max);
-/* Done with it before it exited: kill it, stop reading it; it is reaped and freed in the background. */
+/* Done with it before it exited: kill it, stop reading it; it is reaped and freed in the background, by its
+ * reaper (without one: now). */
 void process_detach(Process *p);
-/* At exit: reap and free the detached processes still dying (their cgroups and directories go with them), and
- * remove the cgroups that were still busy when their process was freed. */
-void process_free_detached(void);
+
+int reaper_new(Reaper **ret);
+/* reaper_finish(), then the rest. The processes spawned with it are gone by then. */
+Reaper *reaper_free(Reaper *r);
+static inline void reaper_freep(Reaper **r) {
+        if (*r)
+                reaper_free(*r);
+}
+/* At exit, while what the releases of its processes use is still there: reap and free the detached processes
+ * still dying (their cgroups and directories go with them), and remove the cgroups that were still busy when their
+ * process was freed, up to a second each, then release their processes whatever stayed. Again later: only what
+ * was kept since. */
+void reaper_finish(Reaper *r);
 /* Where a child with a nice value (background work: builds, Python installs) goes when it has no cgroups of its
  * own: it joins these (best effort), which are neither killed nor removed with it. Takes paths; NULL: nowhere. */
-void process_set_background_cgroups(char **paths);
-/* How many there are. */
-unsigned process_n_detached(void);
+void reaper_set_background_cgroups(Reaper *r, char **paths);
+/* How many processes are detached and not reaped yet. */
+unsigned reaper_n_detached(const Reaper *r);
+/* How many cgroups are kept, waiting to be removed. */
+size_t reaper_n_busy_cgroups(const Reaper *r);
 static inline void process_freep(Process **p) {
         if (*p)
                 process_free(*p);

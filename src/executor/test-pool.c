@@ -35,6 +35,7 @@ static uint64_t test_now_usec(void) {
 #define DAEMON SCHEDULER_DAEMON_UID
 
 static sd_event *event;
+static Reaper *reaper;                  /* where the pool's killed processes are reaped */
 static Pool *pool;
 static Scheduler *sched;
 
@@ -70,7 +71,8 @@ static int fake_spawn(void *spec, uid_t owner, ProcessDoneFunc done, void *userd
         /* Closed either way: without the byte the read end sees a hang-up, which is not "ready". */
         safe_close(p[1]);
         r = process_spawn(event,
-                          &(ProcessOptions) { .argv = argv, .stdin_fd = -EBADF, .head_max = 64, .tail_max = 64 },
+                          &(ProcessOptions) { .argv = argv, .stdin_fd = -EBADF, .head_max = 64, .tail_max = 64,
+                                              .reaper = reaper },
                           done, userdata, &ret->proc);
         if (r < 0) {
                 safe_close(p[0]);
@@ -139,8 +141,8 @@ static bool alive(pid_t pid) {
 
 /* Every process killed in the background has been reaped. */
 static void reap_detached(void) {
-        RUN_UNTIL(process_n_detached() == 0);
-        ck_assert_uint_eq(process_n_detached(), 0);
+        RUN_UNTIL(reaper_n_detached(reaper) == 0);
+        ck_assert_uint_eq(reaper_n_detached(reaper), 0);
 }
 
 static void setup_with(Scheduler *s, unsigned size) {
@@ -150,6 +152,7 @@ static void setup_with(Scheduler *s, unsigned size) {
         sigaddset(&ss, SIGCHLD);
         ck_assert_int_eq(sigprocmask(SIG_BLOCK, &ss, NULL), 0);
         ck_assert_int_ge(sd_event_new(&event), 0);
+        ck_assert_int_eq(reaper_new(&reaper), 0);
         memset(&fake, 0, sizeof(fake));
         fake.ready = true;
         fake_now = now_usec();
@@ -163,7 +166,8 @@ static void setup(void) {
 static void teardown(void) {
         pool = pool_free(pool);
         reap_detached();
-        process_free_detached();
+        reaper_finish(reaper);
+        reaper = reaper_free(reaper);
         /* Nothing the pool started outlives it. */
         for (size_t i = 0; i < fake.n_pids; i++)
                 ck_assert_msg(!alive(fake.pids[i]), "pid %d still runs", (int) fake.pids[i]);

@@ -15,8 +15,10 @@
 
 #include "executor/process.h"
 #include "macro.h"
+#include "strv.h"
 
 static sd_event *event;
+static Reaper *reaper;
 
 static void setup(void) {
         sigset_t ss;
@@ -26,10 +28,11 @@ static void setup(void) {
         sigaddset(&ss, SIGCHLD);
         ck_assert_int_eq(sigprocmask(SIG_BLOCK, &ss, NULL), 0);
         ck_assert_int_ge(sd_event_new(&event), 0);
+        ck_assert_int_ge(reaper_new(&reaper), 0);
 }
 
 static void teardown(void) {
-        process_free_detached();
+        reaper = reaper_free(reaper);
         event = sd_event_unref(event);
 }
 
@@ -62,7 +65,7 @@ START_TEST(test_drain_then_detach) {
         snprintf(script, sizeof(script),
                  "head -c 200000 /dev/zero; head -c 100000 /dev/zero >&2; echo done >&%d; exec sleep 600", sig[1]);
         ProcessOptions o = { .argv = argv, .keep_fds = &sig[1], .n_keep_fds = 1, .stdin_fd = -EBADF,
-                             .head_max = 1024, .tail_max = 1024 };
+                             .head_max = 1024, .tail_max = 1024, .reaper = reaper };
         ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
         close(sig[1]);
         pid = p->pid;
@@ -80,9 +83,9 @@ START_TEST(test_drain_then_detach) {
         ck_assert(!p->exited);
 
         process_detach(p);
-        ck_assert_uint_eq(process_n_detached(), 1);
-        RUN_UNTIL(process_n_detached() == 0);
-        ck_assert_uint_eq(process_n_detached(), 0);
+        ck_assert_uint_eq(reaper_n_detached(reaper), 1);
+        RUN_UNTIL(reaper_n_detached(reaper) == 0);
+        ck_assert_uint_eq(reaper_n_detached(reaper), 0);
         ck_assert(!alive(pid));   /* killed and reaped: not even a zombie */
         ck_assert(!done);         /* the owner's callback is not called once it let go */
         close(sig[0]);
@@ -91,7 +94,7 @@ END_TEST
 
 START_TEST(test_free_detached_at_exit) {
         char *argv[] = { (char *) "/bin/sleep", (char *) "600", NULL };
-        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 64, .tail_max = 64 };
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 64, .tail_max = 64, .reaper = reaper };
         Process *a = NULL, *b = NULL;
         pid_t pa, pb;
 
@@ -101,10 +104,10 @@ START_TEST(test_free_detached_at_exit) {
         pb = b->pid;
         process_detach(a);
         process_detach(b);
-        ck_assert_uint_eq(process_n_detached(), 2);
+        ck_assert_uint_eq(reaper_n_detached(reaper), 2);
         /* No loop iteration: the daemon is exiting. */
-        process_free_detached();
-        ck_assert_uint_eq(process_n_detached(), 0);
+        reaper_finish(reaper);
+        ck_assert_uint_eq(reaper_n_detached(reaper), 0);
         ck_assert(!alive(pa));
         ck_assert(!alive(pb));
 }
@@ -112,7 +115,7 @@ END_TEST
 
 START_TEST(test_detach_after_exit_frees_at_once) {
         char *argv[] = { (char *) "/bin/true", NULL };
-        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 64, .tail_max = 64 };
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 64, .tail_max = 64, .reaper = reaper };
         bool done = false;
         Process *p = NULL;
 
@@ -121,7 +124,7 @@ START_TEST(test_detach_after_exit_frees_at_once) {
         RUN_UNTIL(p->exited);
         ck_assert(p->exited);
         process_detach(p);
-        ck_assert_uint_eq(process_n_detached(), 0);
+        ck_assert_uint_eq(reaper_n_detached(reaper), 0);
 }
 END_TEST
 
@@ -203,7 +206,8 @@ START_TEST(test_cgroups_v1) {
         char pids[PATH_MAX], memory[PATH_MAX];
         char *cgroups[] = { pids, memory, NULL };
         char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) "setsid sleep 600 & exec sleep 600", NULL };
-        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 64, .tail_max = 64, .cgroups = cgroups };
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 64, .tail_max = 64, .cgroups = cgroups,
+                             .reaper = reaper };
         pid_t in_pids[8], in_memory[8];
         size_t n = 0, m;
         bool done = false;
@@ -300,6 +304,213 @@ START_TEST(test_nice) {
 }
 END_TEST
 
+/* Each reaper holds its own: what one keeps, the other does not see, and finishing one leaves the other's. */
+START_TEST(test_reapers_apart) {
+        char *argv[] = { (char *) "/bin/sleep", (char *) "600", NULL };
+        _cleanup_(reaper_freep) Reaper *other = NULL;
+        Process *a = NULL, *b = NULL;
+        pid_t pa, pb;
+
+        ck_assert_int_ge(reaper_new(&other), 0);
+        ck_assert_int_ge(process_spawn(event, &(ProcessOptions) { .argv = argv, .stdin_fd = -EBADF, .reaper = reaper },
+                                       NULL, NULL, &a), 0);
+        ck_assert_int_ge(process_spawn(event, &(ProcessOptions) { .argv = argv, .stdin_fd = -EBADF, .reaper = other },
+                                       NULL, NULL, &b), 0);
+        pa = a->pid;
+        pb = b->pid;
+        process_detach(a);
+        ck_assert_uint_eq(reaper_n_detached(reaper), 1);
+        ck_assert_uint_eq(reaper_n_detached(other), 0);
+        process_detach(b);
+        ck_assert_uint_eq(reaper_n_detached(reaper), 1);
+        ck_assert_uint_eq(reaper_n_detached(other), 1);
+
+        reaper_finish(other);
+        ck_assert_uint_eq(reaper_n_detached(other), 0);
+        ck_assert(!alive(pb));
+        /* Killed, but not reaped yet (a zombie at most): the other's finish did not touch it. */
+        ck_assert_uint_eq(reaper_n_detached(reaper), 1);
+        ck_assert(alive(pa));
+        RUN_UNTIL(reaper_n_detached(reaper) == 0);
+        ck_assert_uint_eq(reaper_n_detached(reaper), 0);
+        ck_assert(!alive(pa));
+        ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 0);
+}
+END_TEST
+
+/* Without a reaper, a detach is a free: killed and reaped before it returns; nothing is kept anywhere. */
+START_TEST(test_detach_without_reaper) {
+        char *argv[] = { (char *) "/bin/sleep", (char *) "600", NULL };
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 64, .tail_max = 64 };
+        bool done = false;
+        Process *p = NULL;
+        pid_t pid;
+
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        pid = p->pid;
+        ck_assert(alive(pid));
+        process_detach(p);
+        ck_assert(!alive(pid));
+        ck_assert(!done);
+        ck_assert_uint_eq(reaper_n_detached(reaper), 0);
+}
+END_TEST
+
+/* Background work (.nice, no cgroups of its own) joins its reaper's background cgroups, and only its reaper's: on the
+ * real cgroup v1 pids hierarchy, where there is one (root). */
+START_TEST(test_background_cgroups) {
+        _cleanup_free_ char *pids_own = NULL;
+        _cleanup_(reaper_freep) Reaper *other = NULL;
+        char *argv[] = { (char *) "/bin/cat", (char *) "/proc/self/cgroup", NULL };
+        char dir[PATH_MAX], name[64], **paths = NULL;
+
+        pids_own = v1_own("pids");
+        if (geteuid() != 0 || !pids_own) {
+                printf("# test_background_cgroups skipped: needs root and the cgroup v1 pids hierarchy\n");
+                return;
+        }
+        snprintf(name, sizeof(name), "test-process-bg-%d", (int) getpid());
+        snprintf(dir, sizeof(dir), "%s/%s", pids_own, name);
+        ck_assert_int_eq(mkdir(dir, 0755), 0);
+        ck_assert_int_ge(strv_extend(&paths, dir), 0);
+        reaper_set_background_cgroups(reaper, paths);
+        ck_assert_int_ge(reaper_new(&other), 0);
+
+        for (unsigned i = 0; i < 3; i++) {
+                /* Ours with a nice value: in it; the other reaper's, or ours at our niceness: not. */
+                ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 4096, .tail_max = 0,
+                                     .nice = i == 2 ? 0 : BACKGROUND_NICE, .reaper = i == 1 ? other : reaper };
+                _cleanup_free_ char *out = NULL;
+                bool done = false;
+                Process *p = NULL;
+
+                ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+                RUN_UNTIL(done);
+                ck_assert(done);
+                ck_assert_int_eq(p->exit_code, 0);
+                out = capture_text(&p->out, NULL);
+                ck_assert_msg((strstr(out, name) != NULL) == (i == 0), "%u: %s", i, out);
+                process_free(p);
+                /* Not the process's to remove: it stays. */
+                ck_assert_int_eq(access(dir, F_OK), 0);
+        }
+        reaper_set_background_cgroups(reaper, NULL);
+        ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+static void on_release(void *userdata) {
+        (*(unsigned *) userdata)++;
+}
+
+/* A cgroup that cannot be removed yet (v1: one with a child cgroup is busy), on the real cgroup v1 pids hierarchy:
+ * NULL without root or the hierarchy. */
+static char *busy_cgroup(const char *test, char child[static PATH_MAX]) {
+        _cleanup_free_ char *pids_own = v1_own("pids");
+        char *dir = NULL;
+
+        if (geteuid() != 0 || !pids_own) {
+                printf("# %s skipped: needs root and the cgroup v1 pids hierarchy\n", test);
+                return NULL;
+        }
+        ck_assert_int_ge(asprintf(&dir, "%s/test-process-busy-%d", pids_own, (int) getpid()), 0);
+        ck_assert_int_eq(mkdir(dir, 0755), 0);
+        snprintf(child, PATH_MAX, "%s/child", dir);
+        ck_assert_int_eq(mkdir(child, 0755), 0);
+        return dir;
+}
+
+/* A cgroup still busy when its process is freed is the reaper's: kept, its process's release waiting for it, and
+ * removed from a timer once it can be, then the release. */
+START_TEST(test_busy_cgroup_kept) {
+        char *argv[] = { (char *) "/bin/true", NULL }, child[PATH_MAX];
+        _cleanup_free_ char *dir = busy_cgroup("test_busy_cgroup_kept", child);
+        char *cgroups[] = { dir, NULL };
+        unsigned released = 0;
+        bool done = false;
+        Process *p = NULL;
+
+        if (!dir)
+                return;
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .cgroups = cgroups, .reaper = reaper,
+                             .release = on_release, .release_userdata = &released };
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        RUN_UNTIL(done);
+        ck_assert(done);
+        process_free(p);
+        ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 1);
+        ck_assert_int_eq(access(dir, F_OK), 0);
+        ck_assert_uint_eq(released, 0);
+        /* While it stays busy, the timer tries it again and keeps it. */
+        for (unsigned i = 0; i < 10; i++)
+                ck_assert_int_ge(sd_event_run(event, 10 * USEC_PER_MSEC), 0);
+        ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 1);
+        ck_assert_uint_eq(released, 0);
+
+        ck_assert_int_eq(rmdir(child), 0);
+        RUN_UNTIL(reaper_n_busy_cgroups(reaper) == 0);
+        ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 0);
+        ck_assert_int_lt(access(dir, F_OK), 0);
+        ck_assert_uint_eq(released, 1);
+}
+END_TEST
+
+/* At exit, what stays busy is given up on: the release goes anyway, once; the cgroup is left for the next daemon. */
+START_TEST(test_busy_cgroup_finish) {
+        char *argv[] = { (char *) "/bin/true", NULL }, child[PATH_MAX];
+        _cleanup_free_ char *dir = busy_cgroup("test_busy_cgroup_finish", child);
+        char *cgroups[] = { dir, NULL };
+        unsigned released = 0;
+        bool done = false;
+        Process *p = NULL;
+
+        if (!dir)
+                return;
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .cgroups = cgroups, .reaper = reaper,
+                             .release = on_release, .release_userdata = &released };
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        RUN_UNTIL(done);
+        ck_assert(done);
+        process_free(p);
+        ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 1);
+        ck_assert_uint_eq(released, 0);
+        reaper_finish(reaper);
+        ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 0);
+        ck_assert_uint_eq(released, 1);
+        ck_assert_int_eq(access(dir, F_OK), 0);
+        /* Finished: nothing comes back to it. */
+        reaper = reaper_free(reaper);
+        ck_assert_uint_eq(released, 1);
+        ck_assert_int_eq(rmdir(child), 0);
+        ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/* Without a reaper nothing is kept: the release goes with the free, the busy cgroup stays behind. */
+START_TEST(test_busy_cgroup_without_reaper) {
+        char *argv[] = { (char *) "/bin/true", NULL }, child[PATH_MAX];
+        _cleanup_free_ char *dir = busy_cgroup("test_busy_cgroup_without_reaper", child);
+        char *cgroups[] = { dir, NULL };
+        unsigned released = 0;
+        bool done = false;
+        Process *p = NULL;
+
+        if (!dir)
+                return;
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .cgroups = cgroups,
+                             .release = on_release, .release_userdata = &released };
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        RUN_UNTIL(done);
+        ck_assert(done);
+        process_free(p);
+        ck_assert_uint_eq(released, 1);
+        ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 0);
+        ck_assert_int_eq(access(dir, F_OK), 0);
+        ck_assert_int_eq(rmdir(child), 0);
+        ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 static Suite *process_suite(void) {
         Suite *s = suite_create("process");
         TCase *tc = tcase_create("detach");
@@ -310,6 +521,12 @@ static Suite *process_suite(void) {
         tcase_add_test(tc, test_free_detached_at_exit);
         tcase_add_test(tc, test_detach_after_exit_frees_at_once);
         tcase_add_test(tc, test_cgroups_v1);
+        tcase_add_test(tc, test_reapers_apart);
+        tcase_add_test(tc, test_detach_without_reaper);
+        tcase_add_test(tc, test_background_cgroups);
+        tcase_add_test(tc, test_busy_cgroup_kept);
+        tcase_add_test(tc, test_busy_cgroup_finish);
+        tcase_add_test(tc, test_busy_cgroup_without_reaper);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("output");

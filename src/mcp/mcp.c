@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * One MCP session: the lines and batches it is handed, the lifecycle (initialize, versions, logging level), the tool
+ * registry's list and the tool calls with their progress, cancellation and results. Over 800 lines, one file: every
+ * part works on the private McpSession and answers through its batches, which a split would have to expose.
+ */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -176,23 +181,54 @@ static void reply_result(McpSession *s, McpBatch *b, json_object *id, json_objec
 
 /* ---- tools ------------------------------------------------------------- */
 
-static json_object *tool_schema(const char *text) {
-        /* Schemas are compiled in; parse once, keep for the life of the process. */
-        static struct {
-                const char *text;
+struct McpSchemaCache {
+        struct {
+                const char *text;       /* compiled in: known by its address */
                 json_object *parsed;
-        } cache[32];
+        } *items;
+        size_t n;
+};
 
-        for (size_t i = 0; i < ELEMENTSOF(cache); i++) {
-                if (cache[i].text == text)
-                        return cache[i].parsed;
-                if (!cache[i].text) {
-                        cache[i].text = text;
-                        cache[i].parsed = json_parse_static(text);
-                        return cache[i].parsed;
-                }
-        }
-        return json_parse_static(text);   /* more tools than slots: not cached (leaks one) */
+int mcp_schema_cache_new(McpSchemaCache **ret) {
+        McpSchemaCache *c = calloc(1, sizeof(*c));
+
+        if (!c)
+                return -ENOMEM;
+        *ret = c;
+        return 0;
+}
+
+McpSchemaCache *mcp_schema_cache_free(McpSchemaCache *c) {
+        if (!c)
+                return NULL;
+        for (size_t i = 0; i < c->n; i++)
+                json_object_put(c->items[i].parsed);
+        free(c->items);
+        free(c);
+        return NULL;
+}
+
+size_t mcp_schema_cache_size(const McpSchemaCache *c) {
+        return c ? c->n : 0;
+}
+
+/* A reference to the schema text parsed: the server's cache's, where it has one (and memory to keep it in). */
+static json_object *tool_schema(const McpServer *server, const char *text) {
+        McpSchemaCache *c = server->schemas;
+        json_object *parsed;
+
+        for (size_t i = 0; c && i < c->n; i++)
+                if (c->items[i].text == text)
+                        return json_object_get(c->items[i].parsed);
+        parsed = json_parse_static(text);
+        if (!c || !parsed)
+                return parsed;
+        typeof(c->items) a = realloc(c->items, (c->n + 1) * sizeof(*a));
+        if (!a)
+                return parsed;
+        c->items = a;
+        c->items[c->n++] = (typeof(*a)) { .text = text, .parsed = parsed };
+        return json_object_get(parsed);
 }
 
 /* Annotations are hints with defaults (readOnly false, destructive true, idempotent false, openWorld true): only
@@ -228,13 +264,14 @@ static json_object *tool_to_json(const McpServer *server, const Tool *t, const c
         json_add_string(o, "description", t->description);
         /* The live configuration goes into a copy: the compiled-in schema stays what calls are checked against. */
         if (server->describe_tool) {
-                if (json_object_deep_copy(tool_schema(t->input_schema), &input, NULL) < 0)
+                _cleanup_json_ json_object *schema = tool_schema(server, t->input_schema);
+                if (json_object_deep_copy(schema, &input, NULL) < 0)
                         input = NULL;
         } else
-                input = json_object_get(tool_schema(t->input_schema));
+                input = tool_schema(server, t->input_schema);
         json_add(o, "inputSchema", input);
         if (version_at_least(version, "2025-06-18") && t->output_schema)
-                json_add(o, "outputSchema", json_object_get(tool_schema(t->output_schema)));
+                json_add(o, "outputSchema", tool_schema(server, t->output_schema));
         if (version_at_least(version, "2025-03-26")) {
                 json_object *a = annotations_json(t, version);
                 if (a)
@@ -419,6 +456,7 @@ static void handle_tools_call(McpSession *s, McpBatch *b, json_object *id, json_
                               const char *version, bool modern) {
         _cleanup_(tool_call_unrefp) ToolCall *hold = NULL;
         _cleanup_free_ char *key = NULL, *error = NULL;
+        _cleanup_json_ json_object *schema = NULL;
         json_object *args = NULL, *meta, *token = NULL;
         const Tool *tool = NULL;
         const char *name;
@@ -488,7 +526,8 @@ static void handle_tools_call(McpSession *s, McpBatch *b, json_object *id, json_
                                              s->server->max_calls);
 
         /* Argument errors are for the model to fix: a result with isError, not a protocol error. */
-        if (schema_validate(tool_schema(tool->input_schema), args, &error) < 0)
+        schema = tool_schema(s->server, tool->input_schema);
+        if (schema_validate(schema, args, &error) < 0)
                 return tool_call_finish_text(c, true, "Invalid arguments for %s: %s.", tool->name,
                                              error ?: "out of memory");
 

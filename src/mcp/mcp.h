@@ -22,6 +22,14 @@
 extern const char *const mcp_legacy_versions[];   /* NULL-terminated, oldest first */
 extern const char *const mcp_modern_versions[];
 
+/* The tools' schemas, parsed once (they are compiled in) for a server and its sessions: the tool registry's owner
+ * makes one and frees it after the sessions. */
+typedef struct McpSchemaCache McpSchemaCache;
+int mcp_schema_cache_new(McpSchemaCache **ret);
+McpSchemaCache *mcp_schema_cache_free(McpSchemaCache *c);
+/* How many schemas it holds. */
+size_t mcp_schema_cache_size(const McpSchemaCache *c);
+
 typedef struct McpServer {
         const char *name;
         const char *version;
@@ -35,6 +43,7 @@ typedef struct McpServer {
         void *userdata;                    /* handed to tool handlers */
         /* Optional: adapt a tool's tools/list entry (its own copy of inputSchema) to the live configuration. */
         void (*describe_tool)(const Tool *t, json_object *entry, void *userdata);
+        McpSchemaCache *schemas;           /* NULL: each schema parsed where it is used */
 } McpServer;
 
 /* Queue one outgoing message; steals msg. Returns 0 or -errno (the session then ends). */

@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * The mcp module's suite: a session driven line by line through a fake sender, from initialize and the version
+ * eras to batches, tool calls, progress, cancellation and errors. Over 800 lines, one suite: many short independent
+ * cases sharing the fake session at the top, one program for one module.
+ */
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -1540,6 +1545,59 @@ START_TEST(test_progress_versions) {
 }
 END_TEST
 
+/* Schemas parsed once per server, in the cache its owner gave it: as many as there are schema texts, however many
+ * lists and calls; the lists the same with it as without; arguments still checked against the cached schema. */
+START_TEST(test_schema_cache) {
+        _cleanup_json_ json_object *plain = NULL, *cached = NULL, *again = NULL, *bad = NULL, *good = NULL;
+        McpSchemaCache *cache = NULL;
+        const char *texts[2 * ELEMENTSOF(server_tools)];
+        size_t n_texts = 0;
+
+        /* Distinct by address, as the cache keys them: the compiler may merge equal literals. */
+        for (size_t i = 0; server_tools[i]; i++) {
+                const char *t[] = { server_tools[i]->input_schema, server_tools[i]->output_schema };
+                for (size_t k = 0; k < ELEMENTSOF(t); k++) {
+                        bool seen = !t[k];
+                        for (size_t j = 0; !seen && j < n_texts; j++)
+                                seen = texts[j] == t[k];
+                        if (!seen)
+                                texts[n_texts++] = t[k];
+                }
+        }
+
+        {
+                _cleanup_(mcp_session_freep) McpSession *s = session_init(MCP_LATEST_LEGACY_VERSION);
+                plain = list_tools(s, false);
+        }
+        ck_assert_int_eq(mcp_schema_cache_new(&cache), 0);
+        ck_assert_uint_eq(mcp_schema_cache_size(cache), 0);
+        server.schemas = cache;
+        {
+                _cleanup_(mcp_session_freep) McpSession *s = session_init(MCP_LATEST_LEGACY_VERSION),
+                                                        *t = session_init(MCP_LATEST_LEGACY_VERSION);
+                cached = list_tools(s, false);
+                ck_assert_uint_eq(mcp_schema_cache_size(cache), n_texts);
+                again = list_tools(t, false);
+                ck_assert_uint_eq(mcp_schema_cache_size(cache), n_texts);
+                bad = call_tool(s, "2", "echo", "{\"text\":5}");
+                ck_assert(json_object_get_boolean(jget(assert_result(bad, "2"), "isError", NULL)));
+                ck_assert_msg(strstr(first_text(assert_result(bad, "2")), "Invalid arguments"), "%s",
+                              json_object_to_json_string(bad));
+                good = call_tool(s, "3", "echo", "{\"text\":\"hi\"}");
+                ck_assert(!json_object_get_boolean(jget(assert_result(good, "3"), "isError", NULL)));
+                ck_assert_uint_eq(mcp_schema_cache_size(cache), n_texts);
+        }
+        ck_assert_str_eq(json_object_to_json_string(jget(plain, "result", NULL)),
+                         json_object_to_json_string(jget(cached, "result", NULL)));
+        ck_assert_str_eq(json_object_to_json_string(jget(cached, "result", NULL)),
+                         json_object_to_json_string(jget(again, "result", NULL)));
+        server.schemas = NULL;
+        /* The replies hold their own references: they outlive the cache. */
+        cache = mcp_schema_cache_free(cache);
+        ck_assert_ptr_nonnull(json_object_to_json_string(cached));
+}
+END_TEST
+
 static Suite *mcp_suite(void) {
         Suite *s = suite_create("mcp");
         TCase *tc;
@@ -1598,6 +1656,7 @@ static Suite *mcp_suite(void) {
         tcase_add_test(tc, test_tools_list_changed);
         tcase_add_test(tc, test_pagination);
         tcase_add_test(tc, test_pagination_invalid_cursor);
+        tcase_add_test(tc, test_schema_cache);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("calls");

@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * The network proxy's event-loop side: the context shared by all runs, each run's proxy, and their connections from
+ * the CONNECT head through the lookup (a resolver child) and the connect to the relay. Over 800 lines, one file:
+ * it is one state machine whose three private structures point at each other and whose callbacks free one another.
+ */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 # src/pep723: PEP 723 block extraction, PEP 508 requirements, PEP 440 versions.
 libcore_a_SOURCES += src/pep723/pep723.c src/pep723/pep723.h src/pep723/pep508.c src/pep723/pep508.h src/pep723/pep440.c src/pep723/pep440.h
+libcore_a_SOURCES += src/pep723/requirements.c
 check_PROGRAMS += test-pep723 test-pep508 test-pep440
 TESTS += test-pep723 test-pep508 test-pep440
 test_pep723_SOURCES = src/pep723/test-pep723.c

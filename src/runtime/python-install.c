@@ -48,7 +48,7 @@ int runtime_pythons_dir_setup(Runtime *r) {
                         k = -errno;
         }
         if (k >= 0)
-                k = pyinstaller_new(&r->pyinstaller, r->event, r->config, r->sched, r->uv_path, dir);
+                k = pyinstaller_new(&r->pyinstaller, r->event, r->config, r->sched, r->reaper, r->uv_path, dir);
         return k;
 }
 

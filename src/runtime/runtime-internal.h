@@ -9,11 +9,15 @@
 #include "metadata.h"
 #include "runtime.h"
 #include "envstore/pyinstall.h"
+#include "sandbox/seccomp.h"
 #include "sandbox/uidpool.h"
 
 struct Runtime {
         sd_event *event;
         const Config *config;
+        Reaper *reaper;                 /* the manager's */
+        SandboxCgroups *cgroups;        /* the manager's */
+        SandboxSeccomp *seccomp;        /* the runs' system call filter, built at the first */
 
         char *uv_path, *uv_version, *bwrap_version;
         char *uv_refused;               /* why uv is not used (older than the store needs), or NULL */

@@ -162,7 +162,7 @@ static int check_uid_range_unused(const UidRange *range) {
         return r;
 }
 
-int runtime_new(Runtime **ret, sd_event *event, const Config *config) {
+int runtime_new(Runtime **ret, sd_event *event, const Config *config, Reaper *reaper, SandboxCgroups *cgroups) {
         Runtime *r = calloc(1, sizeof(*r));
         long ncpu;
         int k;
@@ -171,6 +171,8 @@ int runtime_new(Runtime **ret, sd_event *event, const Config *config) {
                 return -ENOMEM;
         r->event = sd_event_ref(event);
         r->config = config;
+        r->reaper = reaper;
+        r->cgroups = cgroups;
         r->uv_path = find_in_path(config->uv_path);
         ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         /* A run slot is a sandbox and an interpreter, not a CPU: scripts that sleep or wait on I/O use none, and
@@ -240,7 +242,7 @@ int runtime_new(Runtime **ret, sd_event *event, const Config *config) {
         if (k >= 0)
                 k = sandbox_write_etc(r->etc_dir, r->uids != NULL);
         if (k >= 0)
-                k = envstore_new(&r->store, event, config, r->sched, r->uv_path, r->uids != NULL);
+                k = envstore_new(&r->store, event, config, r->sched, r->reaper, r->uv_path, r->uids != NULL);
         if (k >= 0 && r->uv_path)
                 k = runtime_pythons_dir_setup(r);
         if (k >= 0)
@@ -259,7 +261,7 @@ Runtime *runtime_free(Runtime *r) {
                 return NULL;
         /* The waiting sandboxes die with the daemon; those of answered runs, still dying, are reaped now. */
         pool_free(r->pool);
-        process_free_detached();
+        reaper_finish(r->reaper);
         r->metadata = metadata_reader_free(r->metadata);
         for (size_t i = 0; i < r->n_probes; i++)
                 process_free(r->probes[i]);
@@ -269,6 +271,8 @@ Runtime *runtime_free(Runtime *r) {
         waitq_clear(&r->self_test_waiters);
         pyinstaller_free(r->pyinstaller);
         envstore_free(r->store);
+        /* What the frees above kept (cgroups still busy) is released while the scheduler and the uids are here. */
+        reaper_finish(r->reaper);
         /* Its connections hold charges in the scheduler's account. */
         r->netproxy = net_proxy_context_free(r->netproxy);
         scheduler_free(r->sched);
@@ -284,6 +288,7 @@ Runtime *runtime_free(Runtime *r) {
         strv_free(r->data_binds);
         uid_pool_unref(r->uids);
         net_proxy_context_free(r->netproxy);
+        sandbox_seccomp_free(r->seccomp);
         sd_event_unref(r->event);
         free(r);
         return NULL;
@@ -367,6 +372,10 @@ Pool *runtime_pool(const Runtime *r) {
 }
 
 /* ---- the scheduler's caps --------------------------------------------- */
+
+SandboxCgroups *runtime_cgroups(const Runtime *r) {
+        return r->cgroups;
+}
 
 Scheduler *runtime_scheduler(const Runtime *r) {
         return r->sched;

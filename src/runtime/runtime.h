@@ -27,7 +27,10 @@
 typedef struct Runtime Runtime;
 typedef struct TomlRequest TomlRequest;
 
-int runtime_new(Runtime **ret, sd_event *event, const Config *config);
+/* reaper: what every process the runtime and its store spawn is handed to (executor/process.h); it must outlive
+ * the runtime, which finishes it (runtime_free()) before its own releases' targets go. cgroups: the daemon's
+ * (sandbox/limits.h), where runs get their cgroups; it must outlive the reaper. */
+int runtime_new(Runtime **ret, sd_event *event, const Config *config, Reaper *reaper, SandboxCgroups *cgroups);
 Runtime *runtime_free(Runtime *r);
 /* Background work after READY: probes, warm-up. Never delays serving. */
 void runtime_start(Runtime *r);
@@ -95,6 +98,8 @@ void runtime_toml_cancel(TomlRequest *req);
 
 /* The one scheduler every spawn and held process of the daemon goes through (scheduler/scheduler.h). */
 Scheduler *runtime_scheduler(const Runtime *r);
+/* The daemon's cgroups (sandbox/limits.h): the limits mechanism runs get. */
+SandboxCgroups *runtime_cgroups(const Runtime *r);
 
 /*
  * Run slots (the scheduler's SCHED_RUN): max-runs in all, max-runs-per-user for one uid, served round robin

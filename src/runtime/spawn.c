@@ -39,19 +39,19 @@ static void run_cgroup_name(char name[static 64]) {
         snprintf(name, 64, "run-%d-%" PRIx64 "-%llu", (int) getpid(), started, ++n_runs);
 }
 
-static char **new_run_cgroup(const SandboxLimits *limits) {
+static char **new_run_cgroup(Runtime *r, const SandboxLimits *limits) {
         static bool logged;
         char **paths = NULL, name[64];
         int k;
 
         if (!logged) {
                 logged = true;
-                log_info("Resource limits: %s.", strempty(sandbox_limits_mechanism_detail()));
+                log_info("Resource limits: %s.", strempty(sandbox_limits_mechanism_detail(r->cgroups)));
         }
-        if (sandbox_cgroup_probe() <= 0)
+        if (sandbox_cgroup_probe(r->cgroups) <= 0)
                 return NULL;
         run_cgroup_name(name);
-        k = sandbox_cgroup_new_run_cgroups(name, limits, &paths);
+        k = sandbox_cgroup_new_run_cgroups(r->cgroups, name, limits, &paths);
         if (k < 0) {
                 log_warning_errno(k, "Failed to create the cgroup %s of a run, falling back to rlimits for this run: %m",
                                   name);
@@ -64,6 +64,7 @@ static char **new_run_cgroup(const SandboxLimits *limits) {
 /* What a spawn in a cgroup gives back when its Process is freed (its cgroups removed by then): the group of runs
  * it was in goes once it is empty, then what was to be released. */
 typedef struct CgroupSpawnHold {
+        SandboxCgroups *cgroups;
         uid_t owner;
         ProcessReleaseFunc release;
         void *release_userdata;
@@ -72,7 +73,7 @@ typedef struct CgroupSpawnHold {
 static void cgroup_spawn_hold_release(void *userdata) {
         CgroupSpawnHold *x = userdata;
 
-        sandbox_cgroup_run_done(x->owner);
+        sandbox_cgroup_run_done(x->cgroups, x->owner);
         if (x->release)
                 x->release(x->release_userdata);
         free(x);
@@ -97,7 +98,7 @@ int runtime_move_to_owner(Runtime *r, Process *p, uid_t uid) {
         sandbox_limits_from_config(r->config, &limits);
         limits.owner = uid;
         run_cgroup_name(name);
-        k = sandbox_cgroup_move_run_cgroups(p->cgroups, x->owner, name, &limits, &paths);
+        k = sandbox_cgroup_move_run_cgroups(r->cgroups, p->cgroups, x->owner, name, &limits, &paths);
         if (k < 0)
                 return log_warning_errno(k, "Failed to move a sandbox started ahead into the cgroup group of uid "
                                          UID_FMT ", not using it: %m", uid);
@@ -111,7 +112,7 @@ int runtime_move_to_owner(Runtime *r, Process *p, uid_t uid) {
  * (sandbox/limits.h). */
 int runtime_spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *limits, bool may_cgroup,
                           ProcessDoneFunc done, void *userdata, Process **ret) {
-        _cleanup_strv_free_ char **cgroups = may_cgroup ? new_run_cgroup(limits) : NULL;
+        _cleanup_strv_free_ char **cgroups = may_cgroup ? new_run_cgroup(r, limits) : NULL;
         ProcessLimit rlimits[SANDBOX_N_RLIMITS];
         int k;
 
@@ -120,12 +121,12 @@ int runtime_spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *li
                 if (!x) {
                         for (size_t i = 0; cgroups[i]; i++)
                                 (void) rmdir(cgroups[i]);
-                        sandbox_cgroup_run_done(limits->owner);
+                        sandbox_cgroup_run_done(r->cgroups, limits->owner);
                         if (o->release)
                                 o->release(o->release_userdata);   /* as process_spawn() does when it fails */
                         return -ENOMEM;
                 }
-                *x = (CgroupSpawnHold) { .owner = limits->owner, .release = o->release,
+                *x = (CgroupSpawnHold) { .cgroups = r->cgroups, .owner = limits->owner, .release = o->release,
                                          .release_userdata = o->release_userdata };
                 o->release = cgroup_spawn_hold_release;
                 o->release_userdata = x;
@@ -133,6 +134,7 @@ int runtime_spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *li
         o->limits = rlimits;
         o->n_limits = sandbox_limits_rlimits(limits, cgroups != NULL, rlimits);
         o->cgroups = cgroups;
+        o->reaper = r->reaper;
         k = process_spawn(r->event, o, done, userdata, ret);
         for (size_t i = 0; k < 0 && cgroups && cgroups[i]; i++)
                 (void) rmdir(cgroups[i]);
@@ -260,8 +262,10 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
 
         if (n_data + n_pass + 3 > ELEMENTSOF(keep))
                 return -E2BIG;
-        /* No filter, no run: the sandbox never starts with less than it promises. */
-        seccomp_fd = sandbox_seccomp_export();
+        /* No filter, no run: the sandbox never starts with less than it promises. Built at the first run. */
+        if (!r->seccomp && (k = sandbox_seccomp_new(&r->seccomp)) < 0)
+                return k;
+        seccomp_fd = sandbox_seccomp_export(r->seccomp);
         if (seccomp_fd < 0)
                 return seccomp_fd;
 

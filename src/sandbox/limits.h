@@ -19,7 +19,10 @@
  *
  * The cgroup functions take the directories and files to work on, so that
  * tests can point them at a fake tree; sandbox_cgroup_probe() runs them once
- * on the real one and remembers the outcome for the whole daemon.
+ * on the real one and its SandboxCgroups (the manager's) remembers the outcome.
+ *
+ * limits.c: the model, the rlimits, what hit a limit; cgroup.c: cgroups on
+ * either version; cgroup-mode.c: the daemon's mechanism.
  */
 
 #include <stdbool.h>
@@ -230,47 +233,54 @@ typedef enum SandboxCgroupMode {
 } SandboxCgroupMode;
 
 /*
- * What tells this daemon's cgroups from those of another on the same host
- * (the cache directory): the cgroups a root daemon creates are named after it,
+ * The daemon's cgroups: which mechanism, where its runs' cgroups go, its groups
+ * of runs. One for the daemon, owned by the manager and handed to what spawns.
+ * key tells this daemon's cgroups from those of another on the same host (the
+ * cache directory): the cgroups a root daemon creates are named after it,
  * "mcp-python-sandbox-<hash>", the same across restarts, so that a daemon
- * finds and removes what its predecessor left. Before the first probe.
+ * finds and removes what its predecessor left (NULL: "mcp-python-sandbox").
  */
-int sandbox_cgroup_set_instance(const char *key);
+typedef struct SandboxCgroups SandboxCgroups;
+int sandbox_cgroups_new(SandboxCgroups **ret, const char *key);
+/* At exit, when the runs are gone (and their releases, sandbox_cgroup_run_done(), ran): remove the run cgroups
+ * still there, and the cgroups the daemon created. */
+SandboxCgroups *sandbox_cgroups_free(SandboxCgroups *sc);
+static inline void sandbox_cgroups_freep(SandboxCgroups **sc) {
+        if (*sc)
+                sandbox_cgroups_free(*sc);
+}
 
 /*
- * Process-wide, probed once on first use: does this daemon give runs their
- * own cgroup? In this order: a delegated cgroup v2 subtree; as root, cgroup
- * v2 below our own cgroup, then the cgroup v1 pids and memory hierarchies.
- * Returns 1 (cgroup) or 0 (rlimits only).
+ * Probed once, on first use: does this daemon give runs their own cgroup? In
+ * this order: a delegated cgroup v2 subtree; as root, cgroup v2 below our own
+ * cgroup, then the cgroup v1 pids and memory hierarchies. Returns 1 (cgroup)
+ * or 0 (rlimits only).
  */
-int sandbox_cgroup_probe(void);
-SandboxCgroupMode sandbox_cgroup_mode(void);
+int sandbox_cgroup_probe(SandboxCgroups *sc);
+SandboxCgroupMode sandbox_cgroup_mode(SandboxCgroups *sc);
 
 /*
  * The cgroups of a new run, named name, in the group of l->owner, with the
  * limits written: one directory on cgroup v2, one in each hierarchy on v1.
  * -EOPNOTSUPP in rlimit mode.
  */
-int sandbox_cgroup_new_run_cgroups(const char *name, const SandboxLimits *l, char ***ret_paths);
+int sandbox_cgroup_new_run_cgroups(SandboxCgroups *sc, const char *name, const SandboxLimits *l, char ***ret_paths);
 /*
  * A run that was started in another group (a sandbox started ahead for whoever comes first) into the group of
  * l->owner: new cgroups named name there (as sandbox_cgroup_new_run_cgroups()), every process of from moved
  * into them, from removed. Their paths in *ret_paths. On failure the processes are back in from and nothing new
  * is left.
  */
-int sandbox_cgroup_move_run_cgroups(char *const *from, uid_t from_owner, const char *name, const SandboxLimits *l,
-                                    char ***ret_paths);
+int sandbox_cgroup_move_run_cgroups(SandboxCgroups *sc, char *const *from, uid_t from_owner, const char *name,
+                                    const SandboxLimits *l, char ***ret_paths);
 /*
  * Runs of each owner that have cgroups: sandbox_cgroup_new_run_cgroups() and sandbox_cgroup_move_run_cgroups()
  * count one for l->owner (the move takes one from from_owner); call this when a run's cgroups are gone. At zero
  * the owner's group goes (if it is empty: a run whose cgroup was still busy leaves it to the next sweep).
  */
-void sandbox_cgroup_run_done(uid_t owner);
-
-/* At exit, when the runs are gone: remove the run cgroups still there, and the cgroups the daemon created. */
-void sandbox_cgroup_release(void);
+void sandbox_cgroup_run_done(SandboxCgroups *sc, uid_t owner);
 
 /* "cgroup" or "rlimit" (probes if needed). */
-const char *sandbox_limits_mechanism(void);
+const char *sandbox_limits_mechanism(SandboxCgroups *sc);
 /* One sentence for people: the mechanism, and why cgroups are not used when they are not. */
-const char *sandbox_limits_mechanism_detail(void);
+const char *sandbox_limits_mechanism_detail(SandboxCgroups *sc);

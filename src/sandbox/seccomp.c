@@ -131,13 +131,16 @@ static int build(scmp_filter_ctx ctx) {
         return 0;
 }
 
-/* The filter never changes while the daemon runs: build it once, hand each run a fresh copy. */
-static uint8_t *bpf;
-static size_t bpf_len;
+/* The filter never changes while the daemon runs: built once, each run gets a fresh copy. */
+struct SandboxSeccomp {
+        uint8_t *bpf;
+        size_t bpf_len;
+};
 
-static int build_bpf(void) {
+int sandbox_seccomp_new(SandboxSeccomp **ret) {
         _cleanup_(seccomp_releasep) scmp_filter_ctx ctx = NULL;
         _cleanup_close_ int fd = -EBADF;
+        SandboxSeccomp *s;
         struct stat st;
         int r;
 
@@ -162,25 +165,33 @@ static int build_bpf(void) {
                 free(b);
                 return -EIO;
         }
-        bpf = b;
-        bpf_len = (size_t) st.st_size;
+        s = calloc(1, sizeof(*s));
+        if (!s) {
+                free(b);
+                return -ENOMEM;
+        }
+        s->bpf = b;
+        s->bpf_len = (size_t) st.st_size;
+        *ret = s;
         return 0;
 }
 
-int sandbox_seccomp_export(void) {
-        _cleanup_close_ int fd = -EBADF;
-        int r;
+SandboxSeccomp *sandbox_seccomp_free(SandboxSeccomp *s) {
+        if (!s)
+                return NULL;
+        free(s->bpf);
+        free(s);
+        return NULL;
+}
 
-        if (!bpf) {
-                r = build_bpf();
-                if (r < 0)
-                        return r;
-        }
+int sandbox_seccomp_export(const SandboxSeccomp *s) {
+        _cleanup_close_ int fd = -EBADF;
+
         fd = memfd_create("seccomp-bpf", MFD_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        for (size_t done = 0; done < bpf_len;) {
-                ssize_t n = pwrite(fd, bpf + done, bpf_len - done, (off_t) done);
+        for (size_t done = 0; done < s->bpf_len;) {
+                ssize_t n = pwrite(fd, s->bpf + done, s->bpf_len - done, (off_t) done);
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;

@@ -29,5 +29,14 @@ extern const char *const sandbox_seccomp_denied[];
 /* The socket families socket() and socketpair() accept, in increasing order, terminated by -1. */
 extern const int sandbox_seccomp_socket_families[];
 
-/* A new memfd (O_CLOEXEC) holding the BPF program, positioned at its start; returns the fd or -errno. */
-int sandbox_seccomp_export(void);
+/* The filter, built once (libseccomp) and kept as its BPF program by whoever spawns runs (the runtime). */
+typedef struct SandboxSeccomp SandboxSeccomp;
+int sandbox_seccomp_new(SandboxSeccomp **ret);
+SandboxSeccomp *sandbox_seccomp_free(SandboxSeccomp *s);
+static inline void sandbox_seccomp_freep(SandboxSeccomp **s) {
+        if (*s)
+                sandbox_seccomp_free(*s);
+}
+/* A new memfd (O_CLOEXEC) holding the BPF program, positioned at its start, for one run's bwrap --seccomp;
+ * returns the fd or -errno. */
+int sandbox_seccomp_export(const SandboxSeccomp *s);

@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * The sandbox module's suite: the bwrap command line, the system call filter (tried in a child), the limits, and
+ * the cgroup files against fake trees (and the daemon's cgroups on the real one, where it may). Over 800 lines, one
+ * suite: many short independent cases sharing the fake-tree helpers at the top, one program for one module.
+ */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -323,8 +328,61 @@ END_TEST
 
 /* ---- the system call filter -------------------------------------------- */
 
+/* A filter built for this test alone, exported once. */
+static int export_filter(void) {
+        _cleanup_(sandbox_seccomp_freep) SandboxSeccomp *s = NULL;
+
+        ck_assert_int_ge(sandbox_seccomp_new(&s), 0);
+        return sandbox_seccomp_export(s);
+}
+
+static char *read_fd_whole(int fd, size_t *ret_size) {
+        struct stat st;
+        char *b;
+
+        ck_assert_int_eq(fstat(fd, &st), 0);
+        b = malloc((size_t) st.st_size + 1);
+        ck_assert_ptr_nonnull(b);
+        ck_assert_int_eq(pread(fd, b, (size_t) st.st_size, 0), st.st_size);
+        *ret_size = (size_t) st.st_size;
+        return b;
+}
+
+/* The program is an object: each export is a fresh memfd of the same bytes, what is done to one export shows in
+ * no other, and two programs built apart are the same filter and need each other for nothing. */
+START_TEST(test_seccomp_program) {
+        _cleanup_(sandbox_seccomp_freep) SandboxSeccomp *a = NULL, *b = NULL;
+        _cleanup_close_ int fd1 = -EBADF, fd2 = -EBADF, fd3 = -EBADF;
+        _cleanup_free_ char *x = NULL, *y = NULL, *z = NULL;
+        size_t nx, ny, nz;
+
+        ck_assert_int_ge(sandbox_seccomp_new(&a), 0);
+        ck_assert_int_ge(sandbox_seccomp_new(&b), 0);
+        ck_assert_ptr_ne(a, b);
+        fd1 = sandbox_seccomp_export(a);
+        ck_assert_int_ge(fd1, 0);
+        x = read_fd_whole(fd1, &nx);
+        /* Spoil the first export: the next is whole. */
+        ck_assert_int_eq(ftruncate(fd1, 0), 0);
+        ck_assert_int_eq(pwrite(fd1, "junk", 4, 0), 4);
+        fd2 = sandbox_seccomp_export(a);
+        ck_assert_int_ge(fd2, 0);
+        ck_assert_int_ne(fd1, fd2);
+        y = read_fd_whole(fd2, &ny);
+        ck_assert_uint_eq(nx, ny);
+        ck_assert_int_eq(memcmp(x, y, nx), 0);
+        /* Without a: b's is the same program. */
+        a = sandbox_seccomp_free(a);
+        fd3 = sandbox_seccomp_export(b);
+        ck_assert_int_ge(fd3, 0);
+        z = read_fd_whole(fd3, &nz);
+        ck_assert_uint_eq(nx, nz);
+        ck_assert_int_eq(memcmp(x, z, nx), 0);
+}
+END_TEST
+
 START_TEST(test_seccomp_export) {
-        _cleanup_close_ int fd = sandbox_seccomp_export();
+        _cleanup_close_ int fd = export_filter();
         struct stat st;
 
         ck_assert_int_ge(fd, 0);
@@ -472,7 +530,7 @@ static int child_probe_families(int fd) {
 }
 
 START_TEST(test_seccomp_socket_families) {
-        _cleanup_close_ int fd = sandbox_seccomp_export();
+        _cleanup_close_ int fd = export_filter();
         int status;
         pid_t pid;
 
@@ -495,7 +553,7 @@ START_TEST(test_seccomp_socket_families) {
 END_TEST
 
 START_TEST(test_seccomp_filter_works) {
-        _cleanup_close_ int fd = sandbox_seccomp_export();
+        _cleanup_close_ int fd = export_filter();
         int status;
         pid_t pid;
 
@@ -1290,6 +1348,73 @@ START_TEST(test_cgroup_v2_create) {
 }
 END_TEST
 
+/* The daemon's cgroups are an object: two of them (two instance keys) probe alike; where the daemon creates its
+ * cgroups itself (as root), each makes its runs' cgroups under directories of its own, a group of runs goes with
+ * its last run, and freeing one removes what it created while the other's stays. */
+START_TEST(test_cgroups_object) {
+        _cleanup_(sandbox_cgroups_freep) SandboxCgroups *a = NULL, *b = NULL;
+        _cleanup_strv_free_ char **pa = NULL, **pb = NULL;
+        SandboxLimits l = { .processes = 16, .owner = 4242 };
+        char key[64], name_a[64], name_b[64];
+        int ca, cb;
+
+        snprintf(key, sizeof(key), "test-sandbox-a-%d", (int) getpid());
+        ck_assert_int_ge(sandbox_cgroups_new(&a, key), 0);
+        snprintf(key, sizeof(key), "test-sandbox-b-%d", (int) getpid());
+        ck_assert_int_ge(sandbox_cgroups_new(&b, key), 0);
+        ca = sandbox_cgroup_probe(a);
+        cb = sandbox_cgroup_probe(b);
+        ck_assert_int_ge(ca, 0);
+        ck_assert_int_eq(ca, cb);
+        ck_assert_int_eq(sandbox_cgroup_mode(a), sandbox_cgroup_mode(b));
+        ck_assert_str_eq(sandbox_limits_mechanism(a), ca > 0 ? "cgroup" : "rlimit");
+        ck_assert_ptr_nonnull(sandbox_limits_mechanism_detail(a));
+
+        snprintf(name_a, sizeof(name_a), "run-%d-test-a", (int) getpid());
+        snprintf(name_b, sizeof(name_b), "run-%d-test-b", (int) getpid());
+        if (ca == 0) {
+                ck_assert_int_eq(sandbox_cgroup_new_run_cgroups(a, name_a, &l, &pa), -EOPNOTSUPP);
+                ck_assert_ptr_null(pa);
+                printf("# test_cgroups_object: rlimits only here (%s)\n", sandbox_limits_mechanism_detail(a));
+                return;
+        }
+        ck_assert_int_eq(sandbox_cgroup_new_run_cgroups(a, name_a, &l, &pa), 0);
+        ck_assert_int_eq(sandbox_cgroup_new_run_cgroups(b, name_b, &l, &pb), 0);
+        ck_assert_uint_eq(strv_length(pa), strv_length(pb));
+        for (size_t i = 0; pa[i]; i++) {
+                ck_assert_int_eq(access(pa[i], F_OK), 0);
+                ck_assert_int_eq(access(pb[i], F_OK), 0);
+                ck_assert_msg(strstr(pa[i], "/uid-4242/"), "%s", pa[i]);
+        }
+        if (sandbox_cgroup_mode(a) == SANDBOX_CGROUP_V2_DELEGATED)
+                return;   /* one delegated subtree: no directory of a's own to compare (freed below, with the runs) */
+
+        _cleanup_free_ char *group_a = strdup(pa[0]), *group_b = strdup(pb[0]);
+        ck_assert_ptr_nonnull(group_a);
+        ck_assert_ptr_nonnull(group_b);
+        *strrchr(group_a, '/') = 0;
+        *strrchr(group_b, '/') = 0;
+        ck_assert_str_ne(group_a, group_b);
+        /* The run goes, then the group of its owner with it: a's only. */
+        for (size_t i = 0; pa[i]; i++)
+                ck_assert_int_eq(rmdir(pa[i]), 0);
+        sandbox_cgroup_run_done(a, 4242);
+        ck_assert_int_lt(access(group_a, F_OK), 0);
+        ck_assert_int_eq(access(group_b, F_OK), 0);
+        /* a freed: what it created goes; b's stays. */
+        *strrchr(group_a, '/') = 0;
+        ck_assert_int_eq(access(group_a, F_OK), 0);
+        a = sandbox_cgroups_free(a);
+        ck_assert_int_lt(access(group_a, F_OK), 0);
+        for (size_t i = 0; pb[i]; i++)
+                ck_assert_int_eq(access(pb[i], F_OK), 0);
+        for (size_t i = 0; pb[i]; i++)
+                ck_assert_int_eq(rmdir(pb[i]), 0);
+        sandbox_cgroup_run_done(b, 4242);
+        ck_assert_int_lt(access(group_b, F_OK), 0);
+}
+END_TEST
+
 static Suite *sandbox_suite(void) {
         Suite *s = suite_create("sandbox");
         TCase *tc = tcase_create("argv");
@@ -1306,6 +1431,7 @@ static Suite *sandbox_suite(void) {
 
         tc = tcase_create("seccomp");
         tcase_add_test(tc, test_seccomp_export);
+        tcase_add_test(tc, test_seccomp_program);
         tcase_add_test(tc, test_seccomp_filter_works);
         tcase_add_test(tc, test_seccomp_socket_families);
         suite_add_tcase(s, tc);
@@ -1329,6 +1455,7 @@ static Suite *sandbox_suite(void) {
         tcase_add_test(tc, test_cgroup_v1_new_run);
         tcase_add_test(tc, test_cgroup_v1_events);
         tcase_add_test(tc, test_cgroup_groups);
+        tcase_add_test(tc, test_cgroups_object);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -202,39 +202,46 @@ int write_all(int fd, const void *data, size_t n) {
         return 0;
 }
 
-static uint64_t usage_total;
+int read_full_fd(int fd, size_t max, char **ret, size_t *ret_size) {
+        _cleanup_free_ char *buf = NULL;
+        size_t have = 0, size = 0;
 
-static int add_usage(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-        usage_total += (uint64_t) st->st_blocks * 512;
-        return 0;
-}
-
-int disk_usage(const char *path, uint64_t *ret) {
-        usage_total = 0;
-        if (nftw(path, add_usage, 32, FTW_PHYS | FTW_MOUNT) < 0)
-                return -errno;
-        *ret = usage_total;
+        max = MIN(max, SIZE_MAX / 2);
+        while (have < max) {
+                if (have + 1 >= size) {
+                        /* Doubling from 4 KiB, never past the bound (and its NUL). */
+                        size_t n = MIN(size ? size * 2 : 4096, max + 1);
+                        char *b = realloc(buf, n);
+                        if (!b)
+                                return -ENOMEM;
+                        buf = b;
+                        size = n;
+                }
+                ssize_t k = read(fd, buf + have, size - 1 - have);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        break;
+                have += (size_t) k;
+        }
+        if (!buf && !(buf = malloc(1)))
+                return -ENOMEM;
+        buf[have] = 0;
+        if (ret_size)
+                *ret_size = have;
+        *ret = TAKE_PTR(buf);
         return 0;
 }
 
 int read_small_file(const char *path, size_t max, char **ret) {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        char *buf;
-        ssize_t n;
 
         if (fd < 0)
                 return -errno;
-        buf = malloc(max + 1);
-        if (!buf)
-                return -ENOMEM;
-        n = read(fd, buf, max);
-        if (n < 0) {
-                free(buf);
-                return -errno;
-        }
-        buf[n] = 0;
-        *ret = buf;
-        return 0;
+        return read_full_fd(fd, max, ret, NULL);
 }
 
 /* Call check on what each step of path's real path is, "/" first, path itself last (last true); 1 when every

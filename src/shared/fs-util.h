@@ -15,10 +15,12 @@ int rm_rf(const char *path);
  * Returns the first error, having removed what it could. */
 #define RM_RF_MAX_DEPTH 64
 int rm_rf_untrusted(const char *path);
-/* Bytes used below path (st_blocks), not following symlinks. */
-int disk_usage(const char *path, uint64_t *ret);
 /* Write all n bytes (again after EINTR and short writes); -errno on failure. */
 int write_all(int fd, const void *data, size_t n);
+/* Read fd from where it is to its end, or its first max bytes (what follows is left unread), into a new
+ * NUL-terminated string that grows as needed; its length (without the NUL) in *ret_size, which may be NULL.
+ * Again after EINTR and short reads. */
+int read_full_fd(int fd, size_t max, char **ret, size_t *ret_size);
 /* Read a small file (up to max bytes) into a NUL-terminated string. */
 int read_small_file(const char *path, size_t max, char **ret);
 /* 1 when a user with no group in common with the owners (an "other") can reach path: every directory on the

@@ -514,6 +514,86 @@ static void check_escape_n(const char *in, size_t n, const char *want) {
 }
 #define check_escape(in, want) check_escape_n((in), sizeof(in) - 1, (want))
 
+/* A pipe holding n bytes (a pattern), its write end closed: read_full_fd() gets them in more than one read. */
+static int pipe_with(size_t n) {
+        int fds[2];
+
+        ck_assert_int_ge(pipe2(fds, O_CLOEXEC), 0);
+        for (size_t i = 0; i < n; i++) {
+                char c = (char) ('a' + i % 26);
+                ck_assert_int_eq(write(fds[1], &c, 1), 1);
+        }
+        close(fds[1]);
+        return fds[0];
+}
+
+START_TEST(test_read_full_fd) {
+        _cleanup_close_ int fd = pipe_with(10000);
+        _cleanup_free_ char *s = NULL;
+        size_t n = 0;
+
+        /* Past the first 4 KiB: it grows, and the NUL follows the last byte. */
+        ck_assert_int_eq(read_full_fd(fd, 1 << 20, &s, &n), 0);
+        ck_assert_uint_eq(n, 10000);
+        ck_assert_uint_eq(strlen(s), 10000);
+        for (size_t i = 0; i < n; i++)
+                ck_assert_int_eq(s[i], 'a' + i % 26);
+}
+END_TEST
+
+START_TEST(test_read_full_fd_bound) {
+        _cleanup_close_ int fd = pipe_with(10000);
+        _cleanup_free_ char *a = NULL, *b = NULL, *c = NULL;
+        size_t n = 0;
+
+        /* At the bound it stops, and what follows is still there to read. */
+        ck_assert_int_eq(read_full_fd(fd, 6000, &a, &n), 0);
+        ck_assert_uint_eq(n, 6000);
+        ck_assert_uint_eq(strlen(a), 6000);
+        ck_assert_int_eq(read_full_fd(fd, SIZE_MAX, &b, &n), 0);
+        ck_assert_uint_eq(n, 4000);
+        ck_assert_int_eq(b[0], 'a' + 6000 % 26);
+        /* At the end: an empty string. */
+        ck_assert_int_eq(read_full_fd(fd, 10, &c, NULL), 0);
+        ck_assert_str_eq(c, "");
+}
+END_TEST
+
+START_TEST(test_read_full_fd_zero) {
+        _cleanup_close_ int fd = pipe_with(3);
+        _cleanup_free_ char *a = NULL, *b = NULL;
+        size_t n = 1;
+
+        ck_assert_int_eq(read_full_fd(fd, 0, &a, &n), 0);
+        ck_assert_uint_eq(n, 0);
+        ck_assert_str_eq(a, "");
+        ck_assert_int_eq(read_full_fd(fd, 3, &b, &n), 0);
+        ck_assert_str_eq(b, "abc");
+        ck_assert_int_eq(read_full_fd(-EBADF, 3, &b, &n), -EBADF);
+}
+END_TEST
+
+START_TEST(test_read_small_file) {
+        char path[] = "/tmp/test-shared-XXXXXX";
+        _cleanup_close_ int fd = mkstemp(path);
+        _cleanup_free_ char *whole = NULL, *cut = NULL, *none = NULL;
+        char data[9000];
+
+        ck_assert_int_ge(fd, 0);
+        for (size_t i = 0; i < sizeof(data); i++)
+                data[i] = (char) ('0' + i % 10);
+        ck_assert_int_eq(write(fd, data, sizeof(data)), (ssize_t) sizeof(data));
+        ck_assert_int_eq(read_small_file(path, 16384, &whole), 0);
+        ck_assert_uint_eq(strlen(whole), sizeof(data));
+        ck_assert_int_eq(memcmp(whole, data, sizeof(data)), 0);
+        ck_assert_int_eq(read_small_file(path, 10, &cut), 0);
+        ck_assert_str_eq(cut, "0123456789");
+        ck_assert_int_eq(unlink(path), 0);
+        ck_assert_int_eq(read_small_file(path, 10, &none), -ENOENT);
+        ck_assert_ptr_null(none);
+}
+END_TEST
+
 START_TEST(test_escape_line) {
         check_escape("", "");
         check_escape("plain text, caf\xc3\xa9 \xe2\x82\xac", "plain text, caf\xc3\xa9 \xe2\x82\xac");
@@ -575,6 +655,10 @@ static Suite *shared_suite(void) {
         tc = tcase_create("fs-util");
         tcase_add_test(tc, test_rm_rf_untrusted);
         tcase_add_test(tc, test_rm_rf_untrusted_depth);
+        tcase_add_test(tc, test_read_full_fd);
+        tcase_add_test(tc, test_read_full_fd_bound);
+        tcase_add_test(tc, test_read_full_fd_zero);
+        tcase_add_test(tc, test_read_small_file);
         tcase_add_test(tc, test_rm_rf_untrusted_locked_top);
         suite_add_tcase(s, tc);
 

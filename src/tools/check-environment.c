@@ -119,8 +119,8 @@ static void check_env_finish(CheckEnv *c) {
                         json_object_array_add(a, json_object_new_string(cfg->network_allow[i]));
                 json_add(o, "network_allow", a);
         }
-        json_add_string(o, "limits", sandbox_limits_mechanism());
-        json_add_string(o, "limits_detail", sandbox_limits_mechanism_detail());
+        json_add_string(o, "limits", sandbox_limits_mechanism(runtime_cgroups(r)));
+        json_add_string(o, "limits_detail", sandbox_limits_mechanism_detail(runtime_cgroups(r)));
         json_add(st, "sandbox", o);
         json_add(st, "data_dirs", data_dirs_report(r, cfg, &data_text));
         /* The files argument: only where the connection can carry open files (not the --stdio fallback). */
@@ -232,10 +232,10 @@ static void check_env_finish(CheckEnv *c) {
                         cap = NULL;
                 appendf(&text, "Limits (%s): memory %" PRIu64 " MiB, %" PRIu64 " processes, files up to %" PRIu64
                         " MiB, %" PRIu64 " open files; %s",
-                        sandbox_limits_mechanism(), cfg->max_memory >> 20, cfg->max_processes,
+                        sandbox_limits_mechanism(runtime_cgroups(r)), cfg->max_memory >> 20, cfg->max_processes,
                         (cfg->max_file_size ?: cfg->tmpfs_size) >> 20, cfg->max_open_files, strempty(cap));
         }
-        appendf(&text, "Limits mechanism: %s", sandbox_limits_mechanism_detail());
+        appendf(&text, "Limits mechanism: %s", sandbox_limits_mechanism_detail(runtime_cgroups(r)));
         appendf(&text, "Package index: %s%s", cfg->index_url && *cfg->index_url ? cfg->index_url : "PyPI",
                 cfg->offline ? " (offline: cache only)" : "");
         if (c->sizes_known)

@@ -147,6 +147,7 @@ static void job_facts(Job *j, ExecuteFacts *ret) {
                 .timeout_clamped = j->timeout_clamped,
                 .limits = &j->limits,
                 .limits_lowered = j->limits_lowered,
+                .limits_mechanism = sandbox_limits_mechanism(runtime_cgroups(j->runtime)),
                 .limits_asked = j->limits_asked,
                 .plan = j->plan,
                 .prestarted = j->prestarted,

@@ -91,7 +91,7 @@ static json_object *limits_json(const ExecuteFacts *f) {
                 if (f->limits_lowered & limit_args[i].bit)
                         json_object_array_add(lowered, json_object_new_string(limit_args[i].name));
         }
-        json_add_string(o, "mechanism", sandbox_limits_mechanism());
+        json_add_string(o, "mechanism", f->limits_mechanism);
         json_add(o, "lowered", lowered);
         return o;
 }

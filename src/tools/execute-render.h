@@ -39,6 +39,7 @@ typedef struct ExecuteFacts {
         bool timeout_clamped;
         const SandboxLimits *limits;    /* in force */
         unsigned limits_lowered;        /* SANDBOX_LIMIT_* the call asked to raise: lowered to the maximum */
+        const char *limits_mechanism;   /* what binds them: sandbox_limits_mechanism() */
         bool limits_asked;              /* the call gave "limits" */
         const ScriptPlan *plan;         /* NULL: the metadata was not read */
         bool prestarted;                /* the run went to a pre-started sandbox */

@@ -68,6 +68,8 @@ static char cache_dir[] = "test-workspace.XXXXXX";
 static sd_event *event;
 static Config config;
 static Runtime *runtime;
+static Reaper *reaper;
+static SandboxCgroups *cgroups;
 static WorkspaceRegistry *registry;
 static unsigned n_spawned;
 static Python fake_python = { .prefix = (char *) "/usr", .version = (char *) "3" };
@@ -105,7 +107,9 @@ static void setup(void) {
         ck_assert_int_eq(config_set(&config, "max-sandboxes-per-user", "2", &error), 0);
         ck_assert_int_eq(config_set(&config, "max-sandboxes", "3", &error), 0);
         config.sandbox_idle_timeout_usec = 0;   /* no reaping but where a test asks for it */
-        ck_assert_int_eq(runtime_new(&runtime, event, &config), 0);
+        ck_assert_int_eq(reaper_new(&reaper), 0);
+        ck_assert_int_eq(sandbox_cgroups_new(&cgroups, cache_dir), 0);
+        ck_assert_int_eq(runtime_new(&runtime, event, &config, reaper, cgroups), 0);
         ck_assert_int_eq(workspace_registry_new(&registry, runtime), 0);
         registry->spawn = fake_spawn;
         n_spawned = 0;
@@ -114,6 +118,8 @@ static void setup(void) {
 static void teardown(void) {
         registry = workspace_registry_free(registry);
         runtime = runtime_free(runtime);
+        reaper = reaper_free(reaper);
+        cgroups = sandbox_cgroups_free(cgroups);
         config_done(&config);
         event = sd_event_unref(event);
 }

@@ -1,0 +1,371 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon's mechanism: which cgroups, if any, this daemon gives its runs (a delegated cgroup v2 subtree; as
+ * root, cgroup v2 below its own cgroup, or the v1 hierarchies), probed once, with the sentence that says why; the
+ * group of runs of each owner, counted; a run's cgroups made, moved between groups, and all of them removed at
+ * exit. An object, SandboxCgroups, that the manager owns.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "limits.h"
+#include "macro.h"
+#include "reason.h"
+#include "sha256.h"
+#include "strv.h"
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+/* ---- the daemon's mechanism ------------------------------------------- */
+
+struct SandboxCgroups {
+        bool probed;
+        SandboxCgroupMode mode;
+        char *dirs[_SANDBOX_CGROUP_V1_MAX];     /* where runs go; v2: dirs[0] */
+        char *name;                             /* of the cgroups a root daemon creates */
+        char *detail;
+        struct { uid_t owner; unsigned n; } *groups;    /* runs with cgroups, per owner */
+        size_t n_groups;
+};
+
+static void group_count(SandboxCgroups *sc, uid_t owner, int delta) {
+        char name[32];
+        size_t i;
+
+        for (i = 0; i < sc->n_groups && sc->groups[i].owner != owner; i++)
+                ;
+        if (i == sc->n_groups) {
+                if (delta < 0)
+                        return;
+                void *g = realloc(sc->groups, (sc->n_groups + 1) * sizeof(*sc->groups));
+                if (!g)
+                        return;   /* uncounted: its group goes at the next sweep or at exit */
+                sc->groups = g;
+                sc->groups[sc->n_groups++] = (typeof(*sc->groups)) { .owner = owner };
+        }
+        if (delta > 0) {
+                sc->groups[i].n++;
+                return;
+        }
+        if (--sc->groups[i].n > 0)
+                return;
+        sc->groups[i] = sc->groups[--sc->n_groups];
+        (void) sandbox_cgroup_group_name(owner, name, sizeof(name));
+        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++) {
+                char path[PATH_MAX];
+                if (sc->dirs[c] && (size_t) snprintf(path, sizeof(path), "%s/%s", sc->dirs[c], name) < sizeof(path))
+                        (void) rmdir(path);
+        }
+}
+
+void sandbox_cgroup_run_done(SandboxCgroups *sc, uid_t owner) {
+        group_count(sc, owner, -1);
+}
+
+int sandbox_cgroups_new(SandboxCgroups **ret, const char *key) {
+        _cleanup_free_ SandboxCgroups *sc = calloc(1, sizeof(*sc));
+        char hex[65];
+
+        if (!sc)
+                return -ENOMEM;
+        if (key) {
+                sha256_hex(key, strlen(key), hex);
+                if (asprintf(&sc->name, "mcp-python-sandbox-%.16s", hex) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(sc);
+        return 0;
+}
+
+static const char *instance_name(SandboxCgroups *sc) {
+        return sc->name ?: "mcp-python-sandbox";
+}
+
+static int probe_v2_delegated(SandboxCgroups *sc, char **why) {
+        _cleanup_free_ char *dir = NULL;
+        struct statfs fs;
+        int r;
+
+        if (statfs("/sys/fs/cgroup", &fs) < 0 || (uint64_t) fs.f_type != CGROUP2_SUPER_MAGIC)
+                return reason(why, -EOPNOTSUPP,
+                              "/sys/fs/cgroup is not a cgroup v2 hierarchy (cgroup v1 or a hybrid layout)");
+        r = sandbox_cgroup_find("/proc/self/cgroup", "/sys/fs/cgroup", &dir, why);
+        if (r >= 0)
+                r = sandbox_cgroup_prepare(dir, why);
+        if (r < 0)
+                return r;
+        sandbox_cgroup_remove_stale(dir);
+        sc->dirs[0] = TAKE_PTR(dir);
+        return 0;
+}
+
+static int probe_v2_own(SandboxCgroups *sc, char **why) {
+        _cleanup_free_ char *mount = NULL, *root = NULL, *dir = NULL;
+        int r;
+
+        r = sandbox_cgroup_mount("/proc/self/mountinfo", NULL, &mount, &root);
+        if (r == -ENOENT)
+                return reason(why, -EOPNOTSUPP, "no cgroup v2 hierarchy is mounted");
+        if (r < 0)
+                return reason(why, r, "/proc/self/mountinfo cannot be read: %s", strerror(-r));
+        r = sandbox_cgroup_v2_create("/proc/self/cgroup", mount, root, instance_name(sc), &dir, why);
+        if (r < 0)
+                return r;
+        sandbox_cgroup_remove_stale(dir);
+        sc->dirs[0] = TAKE_PTR(dir);
+        return 0;
+}
+
+static int probe_v1(SandboxCgroups *sc, char **why) {
+        char *dirs[_SANDBOX_CGROUP_V1_MAX] = {};
+        int r = 0;
+
+        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++) {
+                _cleanup_free_ char *ours = NULL, *cpu_why = NULL;
+                bool optional = c == SANDBOX_CGROUP_V1_CPU;
+
+                r = sandbox_cgroup_v1_find("/proc/self/mountinfo", "/proc/self/cgroup", sandbox_cgroup_v1_controller(c),
+                                           &ours, optional ? &cpu_why : why);
+                if (r >= 0)
+                        r = sandbox_cgroup_v1_create(ours, instance_name(sc), &dirs[c], optional ? &cpu_why : why);
+                if (r < 0 && optional)
+                        r = 0;
+                if (r < 0)
+                        break;
+        }
+        if (r < 0) {
+                for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++)
+                        if (dirs[c]) {
+                                (void) rmdir(dirs[c]);
+                                free(dirs[c]);
+                        }
+                return r;
+        }
+        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++) {
+                if (dirs[c])
+                        sandbox_cgroup_remove_stale(dirs[c]);
+                sc->dirs[c] = dirs[c];
+        }
+        return 0;
+}
+
+static int describe(SandboxCgroups *sc, bool root, const char *why_v2, const char *why_own, const char *why_v1) {
+        const char *pids = sc->dirs[SANDBOX_CGROUP_V1_PIDS], *memory = sc->dirs[SANDBOX_CGROUP_V1_MEMORY],
+                   *cpu = sc->dirs[SANDBOX_CGROUP_V1_CPU];
+        static const char rest[] = "plus rlimits for CPU time, file size, open files and core dumps";
+        char memsw[PATH_MAX];
+
+        switch (sc->mode) {
+        case SANDBOX_CGROUP_V2_DELEGATED:
+                return asprintf(&sc->detail,
+                                "cgroup v2: every run gets a cgroup of its own under %s, in a group per user "
+                                "that shares the CPUs among users (memory.max, pids.max, cpu.max), %s",
+                                sc->dirs[0], rest);
+        case SANDBOX_CGROUP_V2_OWN:
+                return asprintf(&sc->detail,
+                                "cgroup v2, created by the daemon as root: every run gets a cgroup of its own under "
+                                "%s, in a group per user that shares the CPUs among users (memory.max, pids.max, "
+                                "cpu.max), %s",
+                                sc->dirs[0], rest);
+        case SANDBOX_CGROUP_V1_OWN:
+                snprintf(memsw, sizeof(memsw), "%s/memory.memsw.limit_in_bytes", memory);
+                return asprintf(&sc->detail,
+                                "cgroup v1 (pids, memory%s), created by the daemon as root: every run gets a cgroup "
+                                "of its own in each hierarchy, under %s%s%s and %s, in a group per user%s (pids.max, "
+                                "memory.limit_in_bytes%s%s), %s",
+                                cpu ? ", cpu" : "", pids, cpu ? ", " : "", cpu ? memory : "", cpu ?: memory,
+                                cpu ? " that shares the CPUs among users" : "",
+                                access(memsw, F_OK) >= 0 ? " with swap in memory.memsw.limit_in_bytes"
+                                                         : " with swappiness 0, as this kernel does not account swap",
+                                cpu ? ", cpu.cfs_quota_us" : "", rest);
+        case SANDBOX_CGROUP_NONE:
+                break;
+        }
+        if (!root)
+                return asprintf(&sc->detail,
+                                "rlimits on the sandbox (RLIMIT_AS per process, RLIMIT_NPROC per user, RLIMIT_CPU, "
+                                "RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CORE); no cgroup of its own for each run "
+                                "because %s, and only a daemon running as root creates cgroups itself",
+                                why_v2 ?: "cgroup v2 could not be used");
+        return asprintf(&sc->detail,
+                        "rlimits on the sandbox (RLIMIT_AS per process, RLIMIT_NPROC per user, RLIMIT_CPU, "
+                        "RLIMIT_FSIZE, RLIMIT_NOFILE, RLIMIT_CORE); no cgroup of its own for each run because %s; "
+                        "and as root the daemon could not create cgroups itself: on cgroup v2, %s; on cgroup v1, %s",
+                        why_v2 ?: "cgroup v2 could not be used", why_own ?: "it could not",
+                        why_v1 ?: "it could not");
+}
+
+int sandbox_cgroup_probe(SandboxCgroups *sc) {
+        _cleanup_free_ char *why_v2 = NULL, *why_own = NULL, *why_v1 = NULL;
+
+        if (sc->probed)
+                return sc->mode != SANDBOX_CGROUP_NONE;
+        sc->probed = true;
+
+        if (probe_v2_delegated(sc, &why_v2) >= 0)
+                sc->mode = SANDBOX_CGROUP_V2_DELEGATED;
+        else if (geteuid() == 0) {
+                if (probe_v2_own(sc, &why_own) >= 0)
+                        sc->mode = SANDBOX_CGROUP_V2_OWN;
+                else if (probe_v1(sc, &why_v1) >= 0)
+                        sc->mode = SANDBOX_CGROUP_V1_OWN;
+        }
+        if (describe(sc, geteuid() == 0, why_v2, why_own, why_v1) < 0)
+                sc->detail = NULL;
+        return sc->mode != SANDBOX_CGROUP_NONE;
+}
+
+SandboxCgroupMode sandbox_cgroup_mode(SandboxCgroups *sc) {
+        (void) sandbox_cgroup_probe(sc);
+        return sc->mode;
+}
+
+static bool group_counted(SandboxCgroups *sc, uid_t owner) {
+        for (size_t i = 0; i < sc->n_groups; i++)
+                if (sc->groups[i].owner == owner)
+                        return true;
+        return false;
+}
+
+/* The group of owner in each hierarchy (NULL where there is none), made if needed: not while it has runs. */
+static int new_groups(SandboxCgroups *sc, uid_t owner, char *ret[static _SANDBOX_CGROUP_V1_MAX]) {
+        bool made = group_counted(sc, owner);
+        char name[32];
+        int r = 0;
+
+        (void) sandbox_cgroup_group_name(owner, name, sizeof(name));
+        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++) {
+                ret[c] = NULL;
+                if (!sc->dirs[c] || r < 0)
+                        continue;
+                if (made) {
+                        if (asprintf(&ret[c], "%s/%s", sc->dirs[c], name) < 0) {
+                                ret[c] = NULL;
+                                r = -ENOMEM;
+                        }
+                } else
+                        r = sandbox_cgroup_new_group(sc->dirs[c], name,
+                                                     owner == SANDBOX_OWNER_DAEMON ? SANDBOX_CGROUP_DAEMON_WEIGHT : 100,
+                                                     &ret[c]);
+        }
+        if (r < 0)
+                for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++)
+                        ret[c] = mfree(ret[c]);
+        return r;
+}
+
+static void free_groups(char *groups[static _SANDBOX_CGROUP_V1_MAX]) {
+        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++)
+                groups[c] = mfree(groups[c]);
+}
+
+int sandbox_cgroup_new_run_cgroups(SandboxCgroups *sc, const char *name, const SandboxLimits *l,
+                                   char ***ret_paths) {
+        _cleanup_strv_free_ char **paths = NULL;
+        _cleanup_free_ char *path = NULL;
+        char *groups[_SANDBOX_CGROUP_V1_MAX];
+        int r;
+
+        if (sandbox_cgroup_mode(sc) == SANDBOX_CGROUP_NONE)
+                return -EOPNOTSUPP;
+        r = new_groups(sc, l->owner, groups);
+        if (r < 0)
+                return r;
+
+        switch (sandbox_cgroup_mode(sc)) {
+        case SANDBOX_CGROUP_V2_DELEGATED:
+        case SANDBOX_CGROUP_V2_OWN:
+                r = sandbox_cgroup_new_run(groups[0], name, l, &path);
+                free_groups(groups);
+                if (r < 0)
+                        return r;
+                if (strv_extend(&paths, path) < 0) {
+                        (void) rmdir(path);
+                        return -ENOMEM;
+                }
+                *ret_paths = TAKE_PTR(paths);
+                group_count(sc, l->owner, +1);
+                return 0;
+        case SANDBOX_CGROUP_V1_OWN:
+                r = sandbox_cgroup_v1_new_run(groups, name, l, ret_paths);
+                free_groups(groups);
+                if (r >= 0)
+                        group_count(sc, l->owner, +1);
+                return r;
+        case SANDBOX_CGROUP_NONE:
+                break;
+        }
+        free_groups(groups);
+        return -EOPNOTSUPP;
+}
+
+int sandbox_cgroup_move_run_cgroups(SandboxCgroups *sc, char *const *from, uid_t from_owner, const char *name,
+                                    const SandboxLimits *l, char ***ret_paths) {
+        _cleanup_strv_free_ char **paths = NULL;
+        size_t n = strv_length((char **) from), i;
+        int r;
+
+        r = sandbox_cgroup_new_run_cgroups(sc, name, l, &paths);
+        if (r < 0)
+                return r;
+        /* Made from the same hierarchies in the same order: one for one. */
+        if (strv_length(paths) != n)
+                r = -EINVAL;
+        for (i = 0; r >= 0 && i < n; i++) {
+                r = sandbox_cgroup_move_procs(from[i], paths[i]);
+                /* Once more, for a child forked meanwhile (a sandbox waiting for its script forks nothing). */
+                if (r >= 0)
+                        r = sandbox_cgroup_move_procs(from[i], paths[i]);
+        }
+        if (r < 0) {
+                for (size_t j = 0; j <= i && j < n; j++)
+                        (void) sandbox_cgroup_move_procs(paths[j], from[j]);
+                for (size_t j = 0; paths && paths[j]; j++)
+                        (void) rmdir(paths[j]);
+                group_count(sc, l->owner, -1);
+                return r;
+        }
+        for (i = 0; i < n; i++)
+                (void) rmdir(from[i]);
+        group_count(sc, from_owner, -1);
+        *ret_paths = TAKE_PTR(paths);
+        return 0;
+}
+
+
+SandboxCgroups *sandbox_cgroups_free(SandboxCgroups *sc) {
+        if (!sc)
+                return NULL;
+        bool own = sc->mode == SANDBOX_CGROUP_V2_OWN || sc->mode == SANDBOX_CGROUP_V1_OWN;
+
+        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++) {
+                if (!sc->dirs[c])
+                        continue;
+                sandbox_cgroup_remove_stale(sc->dirs[c]);
+                /* Ours to remove unless systemd delegated it; busy (a run still going): left for the next daemon. */
+                if (own)
+                        (void) rmdir(sc->dirs[c]);
+                free(sc->dirs[c]);
+        }
+        free(sc->name);
+        free(sc->detail);
+        free(sc->groups);
+        free(sc);
+        return NULL;
+}
+
+const char *sandbox_limits_mechanism(SandboxCgroups *sc) {
+        return sandbox_cgroup_probe(sc) > 0 ? "cgroup" : "rlimit";
+}
+
+const char *sandbox_limits_mechanism_detail(SandboxCgroups *sc) {
+        (void) sandbox_cgroup_probe(sc);
+        return sc->detail ?: sandbox_limits_mechanism(sc);
+}
