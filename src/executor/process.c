@@ -434,7 +434,9 @@ Process *process_free(Process *p) {
         /* Empty once the child is reaped: its pid namespace went with it. What is still on its way out (or, without
          * the namespace, left the process group) is killed; busy: tried again from a timer, without waiting here. */
         /* While the loop runs, the cgroups go when it is idle; when it is exiting, now. */
-        bool later = p->reaper && p->cgroups && p->event && sd_event_get_exit_code(p->event, NULL) == -ENODATA &&
+        int exit_code;
+        bool later = p->reaper && p->cgroups && p->event &&
+                     sd_event_get_exit_code(p->event, &exit_code) == -ENODATA &&   /* no exit requested */
                      sd_event_get_state(p->event) != SD_EVENT_FINISHED;
         bool waits = keep_busy_cgroups(p->reaper, p, later);
         strv_free(p->cgroups);
