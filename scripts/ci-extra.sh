@@ -22,9 +22,11 @@ echo "== the whole suite under ASan + UBSan"
 # freed blocks ASan holds back.
 mkdir -p build-asan
 (cd build-asan && { [ -f Makefile ] || ../configure --enable-werror --enable-sanitizers --quiet; } &&
-        ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:quarantine_size_mb=16 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-        make -j"$jobs" --no-print-directory check >/dev/null 2>&1 ||
-        { cat test-suite.log; exit 1; })
+        export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:quarantine_size_mb=16 &&
+        export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 &&
+        { make -j"$jobs" --no-print-directory check >/dev/null 2>&1 || { cat test-suite.log; exit 1; }; } &&
+        { make -j"$jobs" --no-print-directory check-integration >/dev/null 2>&1 ||
+          { cat test-suite-integration.log; exit 1; }; })
 grep -h '^:test-result:' $(find build-asan -name '*.trs') | sort | uniq -c
 
 echo "== fuzz targets, ${FUZZ_SECONDS:=20}s each"

@@ -1,8 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# Set up, build and run the whole test suite (unit, integration, units,
-# man pages: make check), then the Debian package test (make check-packages). Under CI=true every test must run: a skip is a failure.
+# Set up, build and run the whole test suite: the everyday loop (unit suites,
+# units and man pages, the quick integration and escape tests: make check),
+# the rest of the integration and escape tests (make check-integration), then
+# the Debian package test (make check-packages). Under CI=true every test must run: a skip is a failure.
 #
 # Usage: scripts/test.sh [BUILD_DIR]     (default: build/)
 set -eu
@@ -33,6 +35,7 @@ fi
 
 status=0
 make -j"$(nproc)" --no-print-directory check || status=$?
+make -j"$(nproc)" --no-print-directory check-integration || status=$?
 
 # The Debian package on a clean Debian 12 (root, network; a minute or more):
 # its own target, so that make check stays quick.
@@ -59,7 +62,7 @@ if [ "$status" -ne 0 ]; then
                 grep -E '^not ok' "${t%.trs}.log" >&2 || true
                 tail -n 60 "${t%.trs}.log" >&2
         done
-        echo "Failed tests: see $build/test-suite.log and $build/test-packages.log" >&2
+        echo "Failed tests: see $build/test-suite.log, $build/test-suite-integration.log and $build/test-packages.log" >&2
         exit "$status"
 fi
 if [ "${CI:-}" = true ] && [ "$skip" -ne 0 ]; then
