@@ -83,42 +83,40 @@ static bool needs_quotes(const char *v) {
 }
 
 /* A value as one shell-like word: bare if it can be, else in double quotes with C escapes. */
-static void print_value(FILE *f, const char *v) {
-        if (!needs_quotes(v)) {
-                fputs(v, f);
-                return;
-        }
-        fputc('"', f);
-        for (const unsigned char *p = (const unsigned char *) v; *p; p++) {
+static int append_value(char **s, size_t *len, const char *v) {
+        int k;
+
+        if (!needs_quotes(v))
+                return strextendf_len(s, len, "%s", v);
+        k = strextendf_len(s, len, "\"");
+        for (const unsigned char *p = (const unsigned char *) v; k >= 0 && *p; p++) {
                 if (*p == '"' || *p == '\\')
-                        fprintf(f, "\\%c", *p);
+                        k = strextendf_len(s, len, "\\%c", *p);
                 else if (*p == '\n')
-                        fputs("\\n", f);
+                        k = strextendf_len(s, len, "\\n");
                 else if (*p == '\t')
-                        fputs("\\t", f);
+                        k = strextendf_len(s, len, "\\t");
                 else if (*p < 0x20 || *p == 0x7f)
-                        fprintf(f, "\\%03o", *p);   /* octal: three digits at most, unlike \x */
+                        k = strextendf_len(s, len, "\\%03o", *p);   /* octal: three digits at most, unlike \x */
                 else
-                        fputc(*p, f);
+                        k = strextendf_len(s, len, "%c", *p);
         }
-        fputc('"', f);
+        return k < 0 ? k : strextendf_len(s, len, "\"");
 }
 
 static void emit_stderr(const char *message, char **fields) {
         _cleanup_free_ char *line = NULL;
         size_t size = 0;
-        FILE *f = open_memstream(&line, &size);
+        int k;
 
-        if (!f)
-                return;
-        fprintf(f, "<%d>%s", LOG_INFO, message);
-        for (char **i = fields; i && *i; i++) {
+        k = strextendf_len(&line, &size, "<%d>%s", LOG_INFO, message);
+        for (char **i = fields; k >= 0 && i && *i; i++) {
                 const char *eq = strchr(*i, '=');
-                fprintf(f, " %.*s=", (int) (eq - *i), *i);
-                print_value(f, eq + 1);
+                k = strextendf_len(&line, &size, " %.*s=", (int) (eq - *i), *i);
+                if (k >= 0)
+                        k = append_value(&line, &size, eq + 1);
         }
-        fputc('\n', f);
-        if (fclose(f) < 0)
+        if (k < 0 || strextendf_len(&line, &size, "\n") < 0)
                 return;
         /* One write where it can be, so that lines of other writers (the daemon's children) do not cut into it. */
         log_write_line(line, size);

@@ -11,6 +11,7 @@
 
 #include "json-util.h"
 #include "macro.h"
+#include "strv.h"
 #include "sandbox-common.h"
 #include "tools.h"
 
@@ -25,24 +26,21 @@ static void on_list(SbCall *c, const WorkspaceOpOutcome *o) {
         json_object *entries = json_get(o->reply, "entries", json_type_array);
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
-        FILE *f = open_memstream(&text, &len);
+        size_t n = entries ? json_object_array_length(entries) : 0;
 
         json_add_string(st, "sandbox_id", workspace_id(c->sandbox));
         json_add(st, "entries", json_object_get(entries) ?: json_object_new_array());
         json_add_bool(st, "truncated", json_object_get_boolean(json_get(o->reply, "truncated", json_type_boolean)));
-        if (f) {
-                size_t n = entries ? json_object_array_length(entries) : 0;
-                fprintf(f, "%zu entr%s in /work%s\n", n, n == 1 ? "y" : "ies",
-                        json_object_get_boolean(json_get(o->reply, "truncated", json_type_boolean)) ? " (truncated)" : "");
-                for (size_t i = 0; i < n; i++) {
-                        json_object *x = json_object_array_get_idx(entries, i);
-                        int64_t size = 0;
-                        (void) json_get_int64(x, "size", &size);
-                        fprintf(f, "%-9s %10lld  %s%s%s\n", strempty(json_get_string(x, "type")), (long long) size,
-                                strempty(json_get_string(x, "path")), json_get_string(x, "target") ? " -> " : "",
-                                strempty(json_get_string(x, "target")));
-                }
-                fclose(f);
+        int k = strextendf_len(&text, &len, "%zu entr%s in /work%s\n", n, n == 1 ? "y" : "ies",
+                               json_object_get_boolean(json_get(o->reply, "truncated", json_type_boolean)) ?
+                               " (truncated)" : "");
+        for (size_t i = 0; k >= 0 && i < n; i++) {
+                json_object *x = json_object_array_get_idx(entries, i);
+                int64_t size = 0;
+                (void) json_get_int64(x, "size", &size);
+                k = strextendf_len(&text, &len, "%-9s %10lld  %s%s%s\n", strempty(json_get_string(x, "type")),
+                                   (long long) size, strempty(json_get_string(x, "path")),
+                                   json_get_string(x, "target") ? " -> " : "", strempty(json_get_string(x, "target")));
         }
         json_object *content = json_object_new_array();
         json_object_array_add(content, content_text_new(text ?: ""));
