@@ -180,7 +180,8 @@ static void on_toml_helper(SchedTicket *t, void *userdata) {
         } else if (k < 0) {
                 log_warning_errno(k, "Failed to start the metadata reader: %m");
                 toml_fail(q, "the metadata reader could not be started");
-        }
+        } else if (k > 0)
+                toml_fail(q, "the metadata reader could not be started");   /* no other outcome is documented */
 }
 
 int metadata_reader_parse(MetadataReader *r, uid_t uid, const char *toml, TomlParsedFunc cb, void *userdata,

@@ -163,10 +163,13 @@ static int check_uid_range_unused(const UidRange *range) {
 }
 
 int runtime_new(Runtime **ret, sd_event *event, const Config *config, Reaper *reaper, SandboxCgroups *cgroups) {
-        Runtime *r = calloc(1, sizeof(*r));
+        Runtime *r;
         long ncpu;
         int k;
 
+        if (!cgroups)
+                return -EINVAL;   /* every spawn asks it where runs go */
+        r = calloc(1, sizeof(*r));
         if (!r)
                 return -ENOMEM;
         r->event = sd_event_ref(event);

@@ -331,12 +331,17 @@ static int on_out(sd_event_source *src, int fd, uint32_t revents, void *userdata
         return 0;
 }
 
+static bool session_reading(const Session *s) {
+        return !s->read_eof && !s->stopping && !s->dead && buf_size(&s->out) <= s->limits.output_high_water;
+}
+
 static int on_defer(sd_event_source *src, void *userdata) {
         Session *s = userdata;
 
         if (!s->dead) {
-                /* Non-pollable input (a regular file): read a chunk per loop iteration. */
-                if (!s->in_pollable && !s->read_eof && !s->stopping && session_read(s) < 0)
+                /* Non-pollable input (a regular file): read a chunk per loop iteration, unless replies wait to be
+                 * read (the defer source also runs after each reply, for the idle deadline). */
+                if (!s->in_pollable && session_reading(s) && session_read(s) < 0)
                         session_close_later(s);
                 session_update_events(s);
                 session_check_done(s);
@@ -345,10 +350,6 @@ static int on_defer(sd_event_source *src, void *userdata) {
         if (s->closed)
                 s->closed(s, s->userdata);   /* the owner frees us */
         return 0;
-}
-
-static bool session_reading(const Session *s) {
-        return !s->read_eof && !s->stopping && !s->dead && buf_size(&s->out) <= s->limits.output_high_water;
 }
 
 /* The earliest deadline that applies now, and which one; UINT64_MAX: none. */

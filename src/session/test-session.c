@@ -813,6 +813,50 @@ START_TEST(test_file_input) {
 }
 END_TEST
 
+/* A regular file as input to a client that does not read its replies: the file is read no further than the
+ * replies let it (the defer source that reads it also runs after each reply), and the session stays open. */
+START_TEST(test_file_input_backpressure) {
+        SessionLimits l = default_limits();
+        char path[] = "/tmp/test-session-XXXXXX";
+        int fd = mkostemp(path, O_CLOEXEC);
+        _cleanup_free_ char *requests = NULL;
+        size_t len = 0;
+        off_t pos;
+
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(unlink(path), 0);
+        ck_assert_int_ge(strextendf_len(&requests, &len,
+                                        "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":"
+                                        "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":"
+                                        "{\"name\":\"t\",\"version\":\"1\"}}}\n"
+                                        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"),
+                         0);
+        for (int i = 0; i < 6000; i++)
+                ck_assert_int_ge(strextendf_len(&requests, &len,
+                                                "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\","
+                                                "\"params\":{\"name\":\"big\",\"arguments\":{\"bytes\":4000}}}\n",
+                                                100 + i),
+                                 0);
+        ck_assert_uint_gt(len, 512 * 1024);
+        ck_assert_int_eq(write(fd, requests, len), (ssize_t) len);
+        ck_assert_int_eq(lseek(fd, 0, SEEK_SET), 0);
+        l.output_high_water = 8 * 1024;
+        l.max_reply_buffer = 32 * 1024;
+        start_pipes(&l, fd);
+        /* The write end as a socket's is: full means wait, not block the loop. */
+        ck_assert_int_eq(fcntl(session->out_fd, F_SETFL, O_NONBLOCK), 0);
+
+        settle();
+        run_for(50 * USEC_PER_MSEC);
+        pos = lseek(fd, 0, SEEK_CUR);
+        ck_assert_int_ge(pos, 0);
+        ck_assert_msg((size_t) pos < len / 2, "read %lld of %zu bytes of requests for a client that reads nothing",
+                      (long long) pos, len);
+        ck_assert(session->held_back);
+        ck_assert(!closed);
+}
+END_TEST
+
 static Suite *session_suite(void) {
         Suite *s = suite_create("session");
         TCase *tc;
@@ -851,6 +895,7 @@ static Suite *session_suite(void) {
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_pipes);
         tcase_add_test(tc, test_file_input);
+        tcase_add_test(tc, test_file_input_backpressure);
         suite_add_tcase(s, tc);
         return s;
 }
