@@ -82,8 +82,3 @@ json_object *outputs_files_json(const Outputs *o);
 unsigned outputs_n_included(const Outputs *o);
 /* Items not even listed, past OUTPUTS_MAX_LISTED. */
 uint64_t outputs_n_unlisted(const Outputs *o);
-
-/* For tests and the driver: the MIME type a name suggests, or NULL. */
-const char *outputs_mime_type(const char *name);
-/* Standard base64 of n bytes, NUL-terminated. */
-char *outputs_base64(const void *p, size_t n);
