@@ -142,5 +142,3 @@ int envstore_sizes(EnvStore *s, EnvSizes *ret_cached, EnvSizesFunc cb, void *use
 void envstore_sizes_cancel(EnvSizesWaiter *w);
 /* Disk walks in flight: 0 or 1. */
 unsigned envstore_n_walks(const EnvStore *s);
-const char *envstore_root(const EnvStore *s);
-const char *envstore_uv_cache(const EnvStore *s);

@@ -336,13 +336,6 @@ const char *pyinstaller_dir(const PyInstaller *p) {
         return p->dir;
 }
 
-unsigned pyinstaller_n_pending(const PyInstaller *p) {
-        unsigned n = 0;
-        for (Install *i = p->installs; i; i = i->next)
-                n++;
-        return n;
-}
-
 int pyinstaller_install(PyInstaller *p, uid_t uid, const char *request, PyInstallFunc cb, void *userdata,
                         PyInstallWaiter **ret) {
         Install *i, **tail;

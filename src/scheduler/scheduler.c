@@ -114,10 +114,6 @@ static unsigned concrete(unsigned v) {
         return v == 0 ? SCHEDULER_UNLIMITED : v;
 }
 
-SchedLimits scheduler_get_limits(const Scheduler *s, SchedKind kind) {
-        return s->k[kind].limits;
-}
-
 static SchedUser *user_find(const Scheduler *s, uid_t uid) {
         for (SchedUser *u = s->users; u; u = u->next)
                 if (u->uid == uid)
@@ -365,11 +361,6 @@ void scheduler_release(SchedTicket *t) {
         *t = (SchedTicket) {};
         user_unref(u);
         dispatch(s, kind);
-}
-
-void scheduler_move(SchedTicket *dst, SchedTicket *src) {
-        *dst = *src;
-        *src = (SchedTicket) {};
 }
 
 unsigned scheduler_held(const Scheduler *s, SchedKind kind) {

@@ -270,18 +270,6 @@ static void add_item(Outputs *o, OutputKind kind, const char *name, size_t name_
         o->items[o->n_items++] = it;
 }
 
-void outputs_add(Outputs *o, OutputKind kind, const char *name, size_t name_len, uint64_t size, const void *data) {
-        char *copy = NULL;
-
-        if (data && !admit(o, kind, size)) {
-                copy = malloc((size_t) size + 1);
-                if (!copy)
-                        return;
-                memcpy(copy, data, (size_t) size);
-        }
-        add_item(o, kind, name, name_len, size, copy);
-}
-
 void outputs_add_base64(Outputs *o, OutputKind kind, const char *name, uint64_t size, const char *b64) {
         char *data = NULL;
         size_t n = 0;

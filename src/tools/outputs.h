@@ -57,9 +57,8 @@ static inline void outputs_freep(Outputs **o) {
 /* Stream records from the sandbox (format above). Bounded memory whatever arrives. */
 void outputs_feed(Outputs *o, const void *p, size_t n);
 
-/* One item. data NULL: the sender left it out (size is what it would have been). */
-void outputs_add(Outputs *o, OutputKind kind, const char *name, size_t name_len, uint64_t size, const void *data);
-/* Same, with the data as base64 (the persistent sandbox's JSON replies). */
+/* One item, with the data as base64 (the persistent sandbox's JSON replies); b64 NULL: the sender left it out
+ * (size is what it would have been). */
 void outputs_add_base64(Outputs *o, OutputKind kind, const char *name, uint64_t size, const char *b64);
 
 /* The last 'P' record: the modules the sandbox imported ahead (NULL: none) and the KiB it held then. */

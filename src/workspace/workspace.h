@@ -107,7 +107,6 @@ void workspace_touch(Workspace *sb);
 const char *workspace_id(const Workspace *sb);
 /* network-allow: the hosts the proxy refused since the last call (a strv the caller frees); NULL without a proxy. */
 char **workspace_network_refused_take(Workspace *sb);
-uid_t workspace_uid(const Workspace *sb);
 const char *workspace_python_version(const Workspace *sb);
 const char *workspace_env_path(const Workspace *sb);
 const RequirementList *workspace_requirements(const Workspace *sb);
