@@ -32,48 +32,6 @@ struct Scheduler {
         SchedKindState k[_SCHED_KIND_MAX];
 };
 
-static const char *const kind_names[_SCHED_KIND_MAX] = {
-        [SCHED_RUN] = "run",
-        [SCHED_HELPER] = "metadata reader",
-        [SCHED_BUILD] = "environment build",
-        [SCHED_COMPILE] = "bytecode compile",
-        [SCHED_WALK] = "disk walk",
-        [SCHED_SANDBOX] = "persistent sandbox",
-        [SCHED_PRESTART] = "sandbox started ahead",
-};
-
-static const char *const kind_settings[_SCHED_KIND_MAX] = {
-        [SCHED_RUN] = "max-runs",
-        [SCHED_HELPER] = "max-helpers",
-        [SCHED_BUILD] = "max-builds",
-        [SCHED_COMPILE] = "max-compiles",
-        [SCHED_WALK] = "max-walks",
-        [SCHED_SANDBOX] = "max-sandboxes",
-        [SCHED_PRESTART] = "prestart",
-};
-
-static const char *const kind_settings_per_user[_SCHED_KIND_MAX] = {
-        [SCHED_RUN] = "max-runs-per-user",
-        [SCHED_HELPER] = "max-helpers-per-user",
-        [SCHED_BUILD] = "max-builds-per-user",
-        [SCHED_COMPILE] = "max-compiles-per-user",
-        [SCHED_WALK] = "max-walks-per-user",
-        [SCHED_SANDBOX] = "max-sandboxes-per-user",
-        [SCHED_PRESTART] = "prestart",
-};
-
-const char *sched_kind_to_string(SchedKind kind) {
-        return kind < _SCHED_KIND_MAX ? kind_names[kind] : NULL;
-}
-
-const char *sched_kind_setting(SchedKind kind) {
-        return kind < _SCHED_KIND_MAX ? kind_settings[kind] : NULL;
-}
-
-const char *sched_kind_setting_per_user(SchedKind kind) {
-        return kind < _SCHED_KIND_MAX ? kind_settings_per_user[kind] : NULL;
-}
-
 int scheduler_new(Scheduler **ret) {
         Scheduler *s = calloc(1, sizeof(*s));
 

@@ -111,8 +111,3 @@ unsigned scheduler_waiting(const Scheduler *s, SchedKind kind);
 unsigned scheduler_waiting_for(const Scheduler *s, SchedKind kind, uid_t uid);
 /* The most ever held at once (since scheduler_new()), for tests and check_environment. */
 unsigned scheduler_peak(const Scheduler *s, SchedKind kind);
-
-/* What a kind is called in messages, and the settings that cap it (global, per uid). */
-const char *sched_kind_to_string(SchedKind kind);
-const char *sched_kind_setting(SchedKind kind);
-const char *sched_kind_setting_per_user(SchedKind kind);

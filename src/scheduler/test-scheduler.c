@@ -221,17 +221,6 @@ START_TEST(test_no_jumping_own_queue) {
 }
 END_TEST
 
-START_TEST(test_names) {
-        for (SchedKind k = 0; k < _SCHED_KIND_MAX; k++) {
-                ck_assert_ptr_nonnull(sched_kind_to_string(k));
-                ck_assert_ptr_nonnull(sched_kind_setting(k));
-                ck_assert_ptr_nonnull(sched_kind_setting_per_user(k));
-        }
-        ck_assert_str_eq(sched_kind_setting(SCHED_BUILD), "max-builds");
-        ck_assert_ptr_null(sched_kind_setting(_SCHED_KIND_MAX));
-}
-END_TEST
-
 /* Amounts (connections, queued bytes, proxy connections) are charged in the scheduler's one account, each kind
  * against its own caps. */
 START_TEST(test_one_account_for_amounts) {
@@ -265,7 +254,6 @@ static Suite *scheduler_suite(void) {
         tcase_add_test(tc, test_queue_caps);
         tcase_add_test(tc, test_reentrant_release_and_raise);
         tcase_add_test(tc, test_no_jumping_own_queue);
-        tcase_add_test(tc, test_names);
         suite_add_tcase(s, tc);
         return s;
 }
