@@ -52,7 +52,7 @@ int pep440_version_compare(const Pep440Version *a, const Pep440Version *b);
 
 bool pep440_version_is_prerelease(const Pep440Version *v);
 
-/* The normalized spelling, e.g. "1!2.0rc1.post2.dev3+ubuntu.1". */
+/* For tests: the normalized spelling, e.g. "1!2.0rc1.post2.dev3+ubuntu.1". */
 int pep440_version_to_string(const Pep440Version *v, char **ret);
 
 typedef enum Pep440Operator {

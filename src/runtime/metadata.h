@@ -23,7 +23,8 @@ typedef struct MetadataReader MetadataReader;
 typedef int (*MetadataSpawnFunc)(void *userdata, const Python *py, const SandboxData *data, char *const *command,
                                  ProcessDoneFunc done, void *done_userdata, Process **ret);
 
-/* pythons is read at each request (it may grow). */
+/* pythons is read at each request (it may grow). The runtime makes one with a spawn function that starts the
+ * reader in the sandbox; for tests, with a fake one. */
 int metadata_reader_new(MetadataReader **ret, sd_event *event, Scheduler *sched, const Pythons *pythons,
                         MetadataSpawnFunc spawn, void *userdata);
 /* Cancels every request: none is answered. */

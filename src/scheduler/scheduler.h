@@ -103,11 +103,12 @@ static inline bool sched_ticket_held(const SchedTicket *t) {
 static inline bool sched_ticket_waiting(const SchedTicket *t) {
         return t->user && !t->held;
 }
+/* For tests: whose ticket it is. */
 uid_t sched_ticket_uid(const SchedTicket *t);
 
 unsigned scheduler_held(const Scheduler *s, SchedKind kind);
 unsigned scheduler_held_by(const Scheduler *s, SchedKind kind, uid_t uid);
 unsigned scheduler_waiting(const Scheduler *s, SchedKind kind);
 unsigned scheduler_waiting_for(const Scheduler *s, SchedKind kind, uid_t uid);
-/* The most ever held at once (since scheduler_new()), for tests and check_environment. */
+/* For tests: the most ever held at once (since scheduler_new()), to prove a cap held. */
 unsigned scheduler_peak(const Scheduler *s, SchedKind kind);

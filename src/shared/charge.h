@@ -52,6 +52,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(ChargeRegistry *, charge_registry_free);
 void charge_registry_set_limit(ChargeRegistry *r, ChargeSlot slot, uint64_t per_user, uint64_t total);
 /* What one uid, or everybody, holds in a slot. */
 uint64_t charge_registry_used(const ChargeRegistry *r, uid_t uid, ChargeSlot slot);
+/* For tests: what everybody holds, and how many uids have an entry (they go when they hold nothing). */
 uint64_t charge_registry_total(const ChargeRegistry *r, ChargeSlot slot);
 unsigned charge_registry_n_users(const ChargeRegistry *r);
 

@@ -38,7 +38,8 @@ typedef struct ExecuteMachine {
         void *userdata;
 } ExecuteMachine;
 
-/* A failure's failed_phase: waiting for a slot counts as part of the run. */
+/* A failure's failed_phase: waiting for a slot counts as part of the run. For tests, as are the two below: the
+ * table read back. */
 const char *execute_phase_name(ExecutePhase p);
 /* The run log's: "queue" for waiting for a slot. */
 const char *execute_phase_log_name(ExecutePhase p);
