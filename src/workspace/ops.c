@@ -233,20 +233,13 @@ void workspace_schedule_dispatch(Workspace *sb) {
         (void) sd_event_source_set_enabled(sb->defer, SD_EVENT_ONESHOT);
 }
 
-int workspace_op_queue(Workspace *sb, WorkspaceOp *op, bool front, WorkspaceOp **ret) {
+int workspace_op_queue(Workspace *sb, WorkspaceOp *op, WorkspaceOp **ret) {
+        WorkspaceOp **p = &sb->ops;
+
         op->sandbox = sb;
-        if (front && sb->ops && sb->ops->phase == PHASE_QUEUED) {
-                op->next = sb->ops;
-                sb->ops = op;
-        } else if (front && sb->ops) {
-                op->next = sb->ops->next;
-                sb->ops->next = op;
-        } else {
-                WorkspaceOp **p = &sb->ops;
-                while (*p)
-                        p = &(*p)->next;
-                *p = op;
-        }
+        while (*p)
+                p = &(*p)->next;
+        *p = op;
         sb->used_usec = now_usec();
         workspace_schedule_dispatch(sb);
         if (ret)
@@ -268,7 +261,7 @@ int workspace_request(Workspace *sb, json_object *request, uint64_t timeout_usec
                 .cb = cb,
                 .userdata = userdata,
         };
-        return workspace_op_queue(sb, op, false, ret);
+        return workspace_op_queue(sb, op, ret);
 }
 
 int workspace_reset(Workspace *sb, WorkspaceReplyFunc cb, void *userdata, WorkspaceOp **ret) {
@@ -284,7 +277,7 @@ int workspace_reset(Workspace *sb, WorkspaceReplyFunc cb, void *userdata, Worksp
         for (size_t i = 0; i < sb->base_reqs.n; i++)
                 (void) requirement_list_append(&sb->next_reqs, sb->base_reqs.items[i].canonical, NULL);
         *op = (WorkspaceOp) { .kind = OP_RESTART, .keep_files = false, .cb = cb, .userdata = userdata };
-        return workspace_op_queue(sb, op, false, ret);
+        return workspace_op_queue(sb, op, ret);
 }
 
 void workspace_op_cancel(WorkspaceOp *op) {

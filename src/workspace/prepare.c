@@ -88,7 +88,7 @@ static void use_env(WorkspacePrepare *p, const char *path) {
         }
         *op = (WorkspaceOp) { .kind = OP_RESTART, .keep_files = true, .cb = on_restarted, .userdata = p };
         p->restart = op;
-        (void) workspace_op_queue(sb, op, false, NULL);
+        (void) workspace_op_queue(sb, op, NULL);
 }
 
 static void on_env_ready(const EnvResult *res, void *userdata) {
