@@ -265,17 +265,25 @@ int workspace_request(Workspace *sb, json_object *request, uint64_t timeout_usec
 }
 
 int workspace_reset(Workspace *sb, WorkspaceReplyFunc cb, void *userdata, WorkspaceOp **ret) {
+        RequirementList reqs = {};
+
         if (sb->closed)
                 return WORKSPACE_CLOSED;
         WorkspaceOp *op = calloc(1, sizeof(*op));
         if (!op)
                 return -ENOMEM;
+        /* All of the base requirements or no reset: a restart on fewer would be another environment. */
+        for (size_t i = 0; i < sb->base_reqs.n; i++)
+                if (requirement_list_append(&reqs, sb->base_reqs.items[i].canonical, NULL) < 0) {
+                        requirement_list_done(&reqs);
+                        free(op);
+                        return -ENOMEM;
+                }
         free(sb->next_env);
         sb->next_env = strdup(sb->base_env);
         sb->next_hold = envstore_hold_release(sb->next_hold);   /* the base one is held as long as the sandbox */
         requirement_list_done(&sb->next_reqs);
-        for (size_t i = 0; i < sb->base_reqs.n; i++)
-                (void) requirement_list_append(&sb->next_reqs, sb->base_reqs.items[i].canonical, NULL);
+        sb->next_reqs = reqs;
         *op = (WorkspaceOp) { .kind = OP_RESTART, .keep_files = false, .cb = cb, .userdata = userdata };
         return workspace_op_queue(sb, op, ret);
 }

@@ -61,7 +61,8 @@ static void use_env(WorkspacePrepare *p, const char *path) {
                 sb->base_reqs = plan->requirements;
                 plan->requirements = (RequirementList) {};
                 for (size_t i = 0; i < sb->base_reqs.n; i++)
-                        (void) requirement_list_append(&sb->reqs, sb->base_reqs.items[i].canonical, NULL);
+                        if (requirement_list_append(&sb->reqs, sb->base_reqs.items[i].canonical, NULL) < 0)
+                                return prepare_done(p, "out of memory");
                 if (!sb->base_env || !sb->env)
                         return prepare_done(p, "out of memory");
                 int k = workspace_spawn(sb);
