@@ -150,7 +150,7 @@ START_TEST(test_buf_trim) {
         _cleanup_close_ int r = -EBADF, w = -EBADF;
         int fds[2];
         Buf b = BUF_INIT;
-        char *p, sink[4096];
+        char *p, sink[4096] = {};
 
         ck_assert_int_eq(pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0);
         r = fds[0];
