@@ -29,6 +29,7 @@ int metadata_reader_new(MetadataReader **ret, sd_event *event, Scheduler *sched,
                         MetadataSpawnFunc spawn, void *userdata);
 /* Cancels every request: none is answered. */
 MetadataReader *metadata_reader_free(MetadataReader *m);
-/* cb always runs later, from the loop (unless the request is cancelled first with runtime_toml_cancel()). */
+/* cb always runs later, from the loop (unless the request is cancelled first with runtime_toml_cancel()). The
+ * runtime's runtime_parse_toml() calls it; for tests, directly. */
 int metadata_reader_parse(MetadataReader *m, uid_t uid, const char *toml, TomlParsedFunc cb, void *userdata,
                           TomlRequest **ret);
