@@ -122,9 +122,11 @@ int config_parse_file(Config *c, const char *path, FILE *f);
 int config_load(Config *c, const char *path);
 /* Print the effective values as a configuration file would hold them. */
 void config_dump(const Config *c, FILE *out);
-/* Set one key from text (used by both parsers). -EINVAL: unknown key or bad value, reason in *ret_error. */
+/* Set one key from text (used by both parsers; for tests: one setting without a file). -EINVAL: unknown key or
+ * bad value, reason in *ret_error. */
 int config_set(Config *c, const char *key, const char *value, char **ret_error);
 
+/* What --help prints (for tests: that every setting is there). */
 void config_help(FILE *out, const char *program);
 /* SIGHUP: take over what changed and can change while running; warn about the rest. Returns how many changed. */
 int config_apply_reload(Config *live, Config *fresh);

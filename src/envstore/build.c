@@ -168,24 +168,23 @@ char **uv_environment(const EnvStore *s) {
         const Config *c = s->config;
         char **env = strv_new();
 
-        strv_extend(&env, "PATH=/usr/local/bin:/usr/bin:/bin");
-        strv_extend(&env, "LANG=C.UTF-8");
-        strv_extendf(&env, "HOME=%s", s->root);
-        strv_extendf(&env, "UV_CACHE_DIR=%s", s->uv_cache);
-        strv_extend(&env, "UV_NO_CONFIG=1");
-        strv_extend(&env, "UV_PYTHON_DOWNLOADS=never");
-        strv_extend(&env, "UV_NO_PROGRESS=1");
-        strv_extend(&env, "NO_COLOR=1");
-        strv_extend(&env, "UV_LINK_MODE=hardlink");
-        strv_extend(&env, "UV_LOCK_TIMEOUT=120");
-        /* uv starts the interpreter to learn about it: it must not write bytecode into a shared Python. */
-        strv_extend(&env, "PYTHONDONTWRITEBYTECODE=1");
-        if (c->system_certs)
-                strv_extend(&env, "UV_SYSTEM_CERTS=1");
-        if (!c->allow_source_builds)
-                strv_extend(&env, "UV_NO_BUILD=1");
-        if (c->offline)
-                strv_extend(&env, "UV_OFFLINE=1");
+        if (!env ||
+            strv_extend(&env, "PATH=/usr/local/bin:/usr/bin:/bin") < 0 ||
+            strv_extend(&env, "LANG=C.UTF-8") < 0 ||
+            strv_extendf(&env, "HOME=%s", s->root) < 0 ||
+            strv_extendf(&env, "UV_CACHE_DIR=%s", s->uv_cache) < 0 ||
+            strv_extend(&env, "UV_NO_CONFIG=1") < 0 ||
+            strv_extend(&env, "UV_PYTHON_DOWNLOADS=never") < 0 ||
+            strv_extend(&env, "UV_NO_PROGRESS=1") < 0 ||
+            strv_extend(&env, "NO_COLOR=1") < 0 ||
+            strv_extend(&env, "UV_LINK_MODE=hardlink") < 0 ||
+            strv_extend(&env, "UV_LOCK_TIMEOUT=120") < 0 ||
+            /* uv starts the interpreter to learn about it: it must not write bytecode into a shared Python. */
+            strv_extend(&env, "PYTHONDONTWRITEBYTECODE=1") < 0 ||
+            (c->system_certs && strv_extend(&env, "UV_SYSTEM_CERTS=1") < 0) ||
+            (!c->allow_source_builds && strv_extend(&env, "UV_NO_BUILD=1") < 0) ||
+            (c->offline && strv_extend(&env, "UV_OFFLINE=1") < 0))
+                return strv_free(env);
         return env;
 }
 
@@ -213,33 +212,27 @@ static int build_step_install(Build *b) {
         _cleanup_strv_free_ char **argv = strv_new(), **env = uv_environment(b->store);
         _cleanup_free_ char *py = NULL;
 
-        if (asprintf(&py, "%s/bin/python", b->tmp) < 0)
+        if (!argv || !env || asprintf(&py, "%s/bin/python", b->tmp) < 0)
                 return -ENOMEM;
-        strv_extend(&argv, b->store->uv);
-        strv_extend(&argv, "pip");
-        strv_extend(&argv, "install");
-        strv_extend(&argv, "--no-config");
-        strv_extend(&argv, "--python");
-        strv_extend(&argv, py);
-        if (!c->allow_source_builds)
-                strv_extend(&argv, "--no-build");
-        if (c->offline || b->offline)
-                strv_extend(&argv, "--offline");
-        if (c->index_url && *c->index_url) {
-                strv_extend(&argv, "--default-index");
-                strv_extend(&argv, c->index_url);
-        }
-        for (size_t i = 0; c->extra_index_urls[i]; i++) {
-                strv_extend(&argv, "--index");
-                strv_extend(&argv, c->extra_index_urls[i]);
-        }
-        for (size_t i = 0; c->find_links[i]; i++) {
-                strv_extend(&argv, "--find-links");
-                strv_extend(&argv, c->find_links[i]);
-        }
+        if (strv_extend(&argv, b->store->uv) < 0 ||
+            strv_extend(&argv, "pip") < 0 ||
+            strv_extend(&argv, "install") < 0 ||
+            strv_extend(&argv, "--no-config") < 0 ||
+            strv_extend(&argv, "--python") < 0 ||
+            strv_extend(&argv, py) < 0 ||
+            (!c->allow_source_builds && strv_extend(&argv, "--no-build") < 0) ||
+            ((c->offline || b->offline) && strv_extend(&argv, "--offline") < 0) ||
+            (c->index_url && *c->index_url &&
+             (strv_extend(&argv, "--default-index") < 0 || strv_extend(&argv, c->index_url) < 0)))
+                return -ENOMEM;
+        for (size_t i = 0; c->extra_index_urls[i]; i++)
+                if (strv_extend(&argv, "--index") < 0 || strv_extend(&argv, c->extra_index_urls[i]) < 0)
+                        return -ENOMEM;
+        for (size_t i = 0; c->find_links[i]; i++)
+                if (strv_extend(&argv, "--find-links") < 0 || strv_extend(&argv, c->find_links[i]) < 0)
+                        return -ENOMEM;
         /* Sanitized PEP 508 strings: none starts with "-". */
-        strv_extend_strv(&argv, b->requirements);
-        if (!argv || !env)
+        if (strv_extend_strv(&argv, b->requirements) < 0)
                 return -ENOMEM;
         b->installing = true;
         return build_spawn(b, argv, env);
@@ -475,17 +468,17 @@ static int build_start(Build *b) {
 
         if (!b->requirements[0]) {
                 /* A bare environment: the interpreter's own venv module, no uv. */
-                env = strv_new();
-                strv_extend(&env, "PATH=/usr/local/bin:/usr/bin:/bin");
-                strv_extend(&env, "LANG=C.UTF-8");
-                strv_extend(&argv, b->python);
-                strv_extend(&argv, "-I");
-                /* No bytecode of its own modules written into a Python every environment shares. */
-                strv_extend(&argv, "-B");
-                strv_extend(&argv, "-m");
-                strv_extend(&argv, "venv");
-                strv_extend(&argv, "--without-pip");
-                strv_extend(&argv, b->tmp);
+                if (strv_extend(&env, "PATH=/usr/local/bin:/usr/bin:/bin") < 0 ||
+                    strv_extend(&env, "LANG=C.UTF-8") < 0 ||
+                    strv_extend(&argv, b->python) < 0 ||
+                    strv_extend(&argv, "-I") < 0 ||
+                    /* No bytecode of its own modules written into a Python every environment shares. */
+                    strv_extend(&argv, "-B") < 0 ||
+                    strv_extend(&argv, "-m") < 0 ||
+                    strv_extend(&argv, "venv") < 0 ||
+                    strv_extend(&argv, "--without-pip") < 0 ||
+                    strv_extend(&argv, b->tmp) < 0)
+                        return -ENOMEM;
         } else {
                 if (!b->store->uv)
                         return -ENOENT;
@@ -506,16 +499,16 @@ static int build_start(Build *b) {
                 if (r < 0)
                         return r;
                 env = uv_environment(b->store);
-                strv_extend(&argv, b->store->uv);
-                strv_extend(&argv, "venv");
-                strv_extend(&argv, "--no-config");
-                strv_extend(&argv, "--relocatable");
-                strv_extend(&argv, "--python");
-                strv_extend(&argv, b->python);
-                strv_extend(&argv, b->tmp);
+                if (!env ||
+                    strv_extend(&argv, b->store->uv) < 0 ||
+                    strv_extend(&argv, "venv") < 0 ||
+                    strv_extend(&argv, "--no-config") < 0 ||
+                    strv_extend(&argv, "--relocatable") < 0 ||
+                    strv_extend(&argv, "--python") < 0 ||
+                    strv_extend(&argv, b->python) < 0 ||
+                    strv_extend(&argv, b->tmp) < 0)
+                        return -ENOMEM;
         }
-        if (!argv || !env)
-                return -ENOMEM;
         return build_spawn(b, argv, env);
 }
 
@@ -559,12 +552,12 @@ int envstore_prepare(EnvStore *s, uid_t uid, const char *key, const Python *py, 
                 b->start_usec = now_usec();
                 b->python = strdup(py->executable);
                 b->requirements = strv_new();
-                for (size_t i = 0; i < reqs->n; i++)
-                        strv_extend(&b->requirements, reqs->items[i].canonical);
-                for (size_t i = 0; i < reqs->n; i++)
-                        strv_extend(&b->names, reqs->items[i].name);
-                if (asprintf(&b->final, "%s/%s", s->envs, key) < 0 || !b->python || !b->requirements ||
-                    (reqs->n > 0 && !b->names)) {
+                r = 0;
+                for (size_t i = 0; r >= 0 && i < reqs->n; i++)
+                        r = strv_extend(&b->requirements, reqs->items[i].canonical);
+                for (size_t i = 0; r >= 0 && i < reqs->n; i++)
+                        r = strv_extend(&b->names, reqs->items[i].name);
+                if (r < 0 || asprintf(&b->final, "%s/%s", s->envs, key) < 0 || !b->python || !b->requirements) {
                         build_free(b);
                         return -ENOMEM;
                 }

@@ -37,7 +37,7 @@
  * The compile starts an interpreter on the environment, so it runs in the sandbox (envstore_set_compiler()),
  * where the environment is read-only and the only writable place is a scratch directory: the base interpreter,
  * with -I -S (no .pth file, no sitecustomize) and -X pycache_prefix, writes the .pyc files there, and the daemon
- * then moves those of the environment's own sources into its __pycache__ directories (env_adopt_bytecode()).
+ * then moves those of the environment's own sources into its __pycache__ directories (env_adopt_bytecode_shared()).
  * Runs that start meanwhile see each .pyc complete or not at all (renamed into place). Once done, COMPILED marks
  * it; an interrupted compile is taken up again at the next start.
  */

@@ -282,14 +282,6 @@ void envstore_set_uv_version(EnvStore *s, const char *version) {
         s->uv_version = version ? strdup(version) : NULL;
 }
 
-const char *envstore_root(const EnvStore *s) {
-        return s->envs;
-}
-
-const char *envstore_uv_cache(const EnvStore *s) {
-        return s->uv_cache;
-}
-
 void hash_str(Sha256 *h, const char *label, const char *value) {
         sha256_update(h, label, strlen(label) + 1);
         sha256_update(h, strempty(value), strlen(strempty(value)) + 1);

@@ -122,7 +122,7 @@ EnvHold *envstore_hold_release(EnvHold *h);
 static inline void envstore_hold_releasep(EnvHold **h) {
         *h = envstore_hold_release(*h);
 }
-/* Whether the environment of key is held. */
+/* Whether the environment of key is held (for tests: a hold keeps it from the collector). */
 bool envstore_held(const EnvStore *s, const char *key);
 
 typedef struct EnvSizes {
@@ -140,7 +140,5 @@ typedef void (*EnvSizesFunc)(const EnvSizes *sizes, void *userdata);
  */
 int envstore_sizes(EnvStore *s, EnvSizes *ret_cached, EnvSizesFunc cb, void *userdata, EnvSizesWaiter **ret_waiter);
 void envstore_sizes_cancel(EnvSizesWaiter *w);
-/* Disk walks in flight: 0 or 1. */
+/* For tests: disk walks in flight, 0 or 1. */
 unsigned envstore_n_walks(const EnvStore *s);
-const char *envstore_root(const EnvStore *s);
-const char *envstore_uv_cache(const EnvStore *s);

@@ -273,8 +273,9 @@ static void on_walk_done(const StoreWalkResult *res, char **removed, void *userd
                         s->n_shrinks++;
                         strv_free(s->shrink_packages);
                         s->shrink_packages = NULL;
-                        if (!res->cache_clean_all)
-                                (void) strv_extend_strv(&s->shrink_packages, res->cache_clean);
+                        /* The packages go on uv's command line: all of them, or no clean this time. */
+                        if (!res->cache_clean_all && strv_extend_strv(&s->shrink_packages, res->cache_clean) < 0)
+                                s->shrink_packages = strv_free(s->shrink_packages);
                         s->shrink_all = res->cache_clean_all;
                         s->shrink_pending = s->shrink_all || s->shrink_packages;
                         shrink_start(s);
@@ -322,14 +323,16 @@ static int walk_start(EnvStore *s) {
                 sizes_notify(s, &(EnvSizes) {});
                 return r < 0 ? r : ENVSTORE_WALKS_FULL;
         }
-        /* Not the one being compiled: collecting it stops its compile (on_walk_done()). */
-        for (Build *b = s->builds; b; b = b->next)
-                (void) strv_extend(&keep, b->key);
+        /* Not the one being compiled: collecting it stops its compile (on_walk_done()). A keep list that lacks one
+         * would let the walk remove it: no walk then. */
+        r = keep ? 0 : -ENOMEM;
+        for (Build *b = s->builds; r >= 0 && b; b = b->next)
+                r = strv_extend(&keep, b->key);
         /* What runs, waits to run or stands ready on an environment holds it. */
-        for (EnvHold *h = s->holds->first; h; h = h->next)
+        for (EnvHold *h = s->holds->first; r >= 0 && h; h = h->next)
                 if (!strv_contains(keep, h->name))
-                        (void) strv_extend(&keep, h->name);
-        if (!keep) {
+                        r = strv_extend(&keep, h->name);
+        if (r < 0) {
                 scheduler_release(&s->walk_ticket);
                 sizes_notify(s, &(EnvSizes) {});
                 return -ENOMEM;

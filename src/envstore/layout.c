@@ -520,10 +520,6 @@ static int adopt_one(int dirfd, const char *name, const char *path, const struct
         return 0;
 }
 
-int env_adopt_bytecode(int env_dirfd, const char *env_path, const char *site_packages, int out_dirfd) {
-        return env_adopt_bytecode_shared(env_dirfd, env_path, site_packages, out_dirfd, NULL, 0);
-}
-
 int env_adopt_bytecode_shared(int env_dirfd, const char *env_path, const char *site_packages, int out_dirfd,
                               const int *share_fds, size_t n_share) {
         _cleanup_close_ int top = -EBADF;

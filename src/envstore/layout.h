@@ -21,7 +21,7 @@
  * Then the whole tree is made read-only on disk (env_make_readonly()).
  *
  * Bytecode is compiled in a sandbox that can write only a scratch directory
- * (python -X pycache_prefix); env_adopt_bytecode() moves the .pyc files it
+ * (python -X pycache_prefix); env_adopt_bytecode_shared() moves the .pyc files it
  * made for the environment's own sources into their __pycache__ directories.
  *
  * Every step works relative to open directories and never follows a symlink.
@@ -64,9 +64,9 @@ int env_make_readonly(int dirfd);
  * of the environment at env_dirfd, next to their sources. Only plain files
  * named NAME.TAG.pyc or NAME.TAG.opt-N.pyc for which NAME.py exists, below
  * site_packages; each becomes ours, 0444. Returns how many were moved.
+ * Each .pyc whose source is a hard link of a file in one of share_fds (the unpacked wheels in uv's cache the
+ * environment was installed from, opened by the caller; none when n_share is 0) is linked into that wheel's
+ * __pycache__ too.
  */
-int env_adopt_bytecode(int env_dirfd, const char *env_path, const char *site_packages, int out_dirfd);
-/* The same, and each .pyc whose source is a hard link of a file in one of share_fds (the unpacked wheels in uv's
- * cache the environment was installed from, opened by the caller) is linked into that wheel's __pycache__ too. */
 int env_adopt_bytecode_shared(int env_dirfd, const char *env_path, const char *site_packages, int out_dirfd,
                               const int *share_fds, size_t n_share);

@@ -252,21 +252,20 @@ static int install_start(Install *i) {
         };
         int r;
 
-        strv_extend(&env, "PATH=/usr/local/bin:/usr/bin:/bin");
-        strv_extend(&env, "LANG=C.UTF-8");
-        strv_extendf(&env, "HOME=%s", p->dir);
-        strv_extendf(&env, "UV_PYTHON_INSTALL_DIR=%s", p->dir);
-        strv_extendf(&env, "UV_CACHE_DIR=%s/.uv-cache", p->dir);
-        strv_extend(&env, "UV_NO_CONFIG=1");
-        strv_extend(&env, "UV_NO_PROGRESS=1");
-        strv_extend(&env, "NO_COLOR=1");
-        if (c->system_certs)
-                strv_extend(&env, "UV_SYSTEM_CERTS=1");
-        if (c->python_install_mirror && *c->python_install_mirror)
-                strv_extendf(&env, "UV_PYTHON_INSTALL_MIRROR=%s", c->python_install_mirror);
-        if (c->python_downloads_json_url && *c->python_downloads_json_url)
-                strv_extendf(&env, "UV_PYTHON_DOWNLOADS_JSON_URL=%s", c->python_downloads_json_url);
-        if (!env)
+        if (!env ||
+            strv_extend(&env, "PATH=/usr/local/bin:/usr/bin:/bin") < 0 ||
+            strv_extend(&env, "LANG=C.UTF-8") < 0 ||
+            strv_extendf(&env, "HOME=%s", p->dir) < 0 ||
+            strv_extendf(&env, "UV_PYTHON_INSTALL_DIR=%s", p->dir) < 0 ||
+            strv_extendf(&env, "UV_CACHE_DIR=%s/.uv-cache", p->dir) < 0 ||
+            strv_extend(&env, "UV_NO_CONFIG=1") < 0 ||
+            strv_extend(&env, "UV_NO_PROGRESS=1") < 0 ||
+            strv_extend(&env, "NO_COLOR=1") < 0 ||
+            (c->system_certs && strv_extend(&env, "UV_SYSTEM_CERTS=1") < 0) ||
+            (c->python_install_mirror && *c->python_install_mirror &&
+             strv_extendf(&env, "UV_PYTHON_INSTALL_MIRROR=%s", c->python_install_mirror) < 0) ||
+            (c->python_downloads_json_url && *c->python_downloads_json_url &&
+             strv_extendf(&env, "UV_PYTHON_DOWNLOADS_JSON_URL=%s", c->python_downloads_json_url) < 0))
                 return -ENOMEM;
         o.env = env;
 
@@ -334,13 +333,6 @@ PyInstaller *pyinstaller_free(PyInstaller *p) {
 
 const char *pyinstaller_dir(const PyInstaller *p) {
         return p->dir;
-}
-
-unsigned pyinstaller_n_pending(const PyInstaller *p) {
-        unsigned n = 0;
-        for (Install *i = p->installs; i; i = i->next)
-                n++;
-        return n;
 }
 
 int pyinstaller_install(PyInstaller *p, uid_t uid, const char *request, PyInstallFunc cb, void *userdata,

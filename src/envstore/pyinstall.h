@@ -48,8 +48,6 @@ const char *pyinstaller_dir(const PyInstaller *p);
 int pyinstaller_install(PyInstaller *p, uid_t uid, const char *request, PyInstallFunc cb, void *userdata,
                         PyInstallWaiter **ret);
 void pyinstall_waiter_cancel(PyInstallWaiter *w);
-/* Installs running or waiting. */
-unsigned pyinstaller_n_pending(const PyInstaller *p);
 
 /* The Pythons installed in dir: plain directories named cpython-VERSION-linux-..., with their interpreter. */
 int pyinstall_scan(const char *dir, PyInstalledFunc found, void *userdata);

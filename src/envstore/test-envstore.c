@@ -20,7 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alloc-fail.h"
 #include "config/config.h"
+#include "envstore/envstore-internal.h"
 #include "envstore/envstore.h"
 #include "fs-util.h"
 #include "macro.h"
@@ -652,6 +654,37 @@ START_TEST(test_walks_full) {
 }
 END_TEST
 
+/* uv's environment comes back whole or not at all: one short of UV_NO_BUILD=1 would let uv build (run) a source
+ * package. Each of its appends fails in turn. */
+START_TEST(test_uv_environment_whole_or_none) {
+        _cleanup_strv_free_ char **full = NULL;
+        unsigned n;
+
+        alloc_fail_nth(0);
+        full = uv_environment(store);
+        n = alloc_fail_calls();
+        ck_assert_ptr_nonnull(full);
+        ck_assert(strv_contains(full, "UV_NO_BUILD=1"));
+        ck_assert_uint_ge(n, 5);
+        for (unsigned i = 1; i <= n + 1; i++) {
+                _cleanup_strv_free_ char **l = NULL;
+
+                alloc_fail_nth(i);
+                l = uv_environment(store);
+                alloc_fail_nth(0);
+                if (i <= n) {
+                        ck_assert_msg(!l, "with allocation %u of %u failed, %zu variables of %zu", i, n,
+                                      strv_length(l), strv_length(full));
+                        continue;
+                }
+                ck_assert_ptr_nonnull(l);
+                ck_assert_uint_eq(strv_length(l), strv_length(full));
+                for (size_t k = 0; full[k]; k++)
+                        ck_assert_str_eq(l[k], full[k]);
+        }
+}
+END_TEST
+
 static Suite *envstore_suite(void) {
         Suite *s = suite_create("envstore");
         TCase *tc = tcase_create("builds");
@@ -659,6 +692,7 @@ static Suite *envstore_suite(void) {
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, test_two_requests_one_build);
+        tcase_add_test(tc, test_uv_environment_whole_or_none);
         tcase_add_test(tc, test_found_without_build);
         tcase_add_test(tc, test_failed_build_leaves_nothing);
         tcase_add_test(tc, test_refused_layout_leaves_nothing);

@@ -541,7 +541,7 @@ START_TEST(test_adopt_bytecode) {
         put(mirror, SP "/pkg/mod..pyc", "", 0644);
         put(mirror, SP "/pkg/.pyc", "", 0644);
 
-        ck_assert_int_eq(env_adopt_bytecode(env_fd, env_path, SP, out), 3);
+        ck_assert_int_eq(env_adopt_bytecode_shared(env_fd, env_path, SP, out, NULL, 0), 3);
 
         assert_file(env_fd, SP "/pkg/__pycache__/mod.cpython-311.pyc", "bytecode of mod");
         assert_file(env_fd, SP "/pkg/__pycache__/__init__.cpython-311.opt-1.pyc", "bytecode of __init__");
@@ -580,10 +580,10 @@ START_TEST(test_adopt_bytecode) {
 
         /* Again, after an interrupted compile: into the __pycache__ that is there. */
         put(mirror, SP "/pkg/mod.cpython-311.opt-2.pyc", "bytecode of mod, -OO", 0644);
-        ck_assert_int_eq(env_adopt_bytecode(env_fd, env_path, SP, out), 1);
+        ck_assert_int_eq(env_adopt_bytecode_shared(env_fd, env_path, SP, out, NULL, 0), 1);
         assert_file(env_fd, SP "/pkg/__pycache__/mod.cpython-311.opt-2.pyc", "bytecode of mod, -OO");
         ck_assert_uint_eq(mode_of(env_fd, SP "/pkg/__pycache__") & 07777, 0555);
-        ck_assert_int_eq(env_adopt_bytecode(env_fd, env_path, SP, out), 0);
+        ck_assert_int_eq(env_adopt_bytecode_shared(env_fd, env_path, SP, out, NULL, 0), 0);
 }
 END_TEST
 
@@ -596,9 +596,9 @@ START_TEST(test_adopt_bytecode_errors) {
         out = open_out();
 
         /* The tree mirrors absolute paths. */
-        ck_assert_int_eq(env_adopt_bytecode(env_fd, "env", SP, out), -EINVAL);
+        ck_assert_int_eq(env_adopt_bytecode_shared(env_fd, "env", SP, out, NULL, 0), -EINVAL);
         /* Nothing was compiled for this environment: nothing to move. */
-        ck_assert_int_eq(env_adopt_bytecode(env_fd, env_path, SP, out), 0);
+        ck_assert_int_eq(env_adopt_bytecode_shared(env_fd, env_path, SP, out, NULL, 0), 0);
 }
 END_TEST
 

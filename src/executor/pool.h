@@ -103,6 +103,7 @@ bool pool_in_burst(const Pool *p, const char *key, uid_t uid);
 void pool_flush(Pool *p);
 /* Waiting processes, all targets together. */
 unsigned pool_n_ready(const Pool *p);
+/* For tests: how many targets it keeps (unused ones go after a while). */
 unsigned pool_n_targets(const Pool *p);
 /* The depth of each target's deepest user now, all targets together (each user's processes are refilled to their
  * own depth). */

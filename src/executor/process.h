@@ -132,9 +132,9 @@ void reaper_finish(Reaper *r);
 /* Where a child with a nice value (background work: builds, Python installs) goes when it has no cgroups of its
  * own: it joins these (best effort), which are neither killed nor removed with it. Takes paths; NULL: nowhere. */
 void reaper_set_background_cgroups(Reaper *r, char **paths);
-/* How many processes are detached and not reaped yet. */
+/* For tests: how many processes are detached and not reaped yet. */
 unsigned reaper_n_detached(const Reaper *r);
-/* How many cgroups are kept, waiting to be removed. */
+/* For tests: how many cgroups are kept, waiting to be removed. */
 size_t reaper_n_busy_cgroups(const Reaper *r);
 static inline void process_freep(Process **p) {
         if (*p)

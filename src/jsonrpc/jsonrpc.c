@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -249,16 +248,6 @@ fail:
         json_object_put(e);
         json_object_put(r);
         return NULL;
-}
-
-json_object *jsonrpc_errorf_new(json_object *id, int code, const char *format, ...) {
-        char buf[1024];
-        va_list ap;
-
-        va_start(ap, format);
-        (void) vsnprintf(buf, sizeof(buf), format, ap);
-        va_end(ap);
-        return jsonrpc_error_new(id, code, buf, NULL);
 }
 
 json_object *jsonrpc_notification_new(const char *method, json_object *params) {

@@ -57,6 +57,4 @@ char *jsonrpc_id_key(json_object *id);
  * and result are stolen. */
 json_object *jsonrpc_result_new(json_object *id, json_object *result);
 json_object *jsonrpc_error_new(json_object *id, int code, const char *message, json_object *data);
-json_object *jsonrpc_errorf_new(json_object *id, int code, const char *format, ...)
-        __attribute__((format(printf, 3, 4)));
 json_object *jsonrpc_notification_new(const char *method, json_object *params);

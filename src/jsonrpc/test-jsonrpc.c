@@ -463,9 +463,9 @@ START_TEST(test_error_new) {
         e2 = jsonrpc_error_new(NULL, JSONRPC_PARSE_ERROR, "Parse error: not valid JSON", NULL);
         assert_line(e2, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32700,\"message\":\"Parse error: not valid JSON\"}}");
 
-        e3 = jsonrpc_errorf_new(id, JSONRPC_METHOD_NOT_FOUND, "Method not found: %s (%d)", "foo/bar", 3);
+        e3 = jsonrpc_error_new(id, JSONRPC_METHOD_NOT_FOUND, "Method not found: foo/bar", NULL);
         assert_line(e3, "{\"jsonrpc\":\"2.0\",\"id\":12,\"error\":{\"code\":-32601,\"message\":\"Method not found: "
-                        "foo/bar (3)\"}}");
+                        "foo/bar\"}}");
 
         /* Messages with quotes, newlines and slashes stay one line, slashes unescaped. */
         e4 = jsonrpc_error_new(id, JSONRPC_INTERNAL_ERROR, "a \"b\"\nc/d", NULL);

@@ -27,7 +27,7 @@ extern const char *const mcp_modern_versions[];
 typedef struct McpSchemaCache McpSchemaCache;
 int mcp_schema_cache_new(McpSchemaCache **ret);
 McpSchemaCache *mcp_schema_cache_free(McpSchemaCache *c);
-/* How many schemas it holds. */
+/* For tests: how many schemas it holds (each parsed once). */
 size_t mcp_schema_cache_size(const McpSchemaCache *c);
 
 typedef struct McpServer {
@@ -68,11 +68,12 @@ void mcp_session_cancel_all(McpSession *s);
 unsigned mcp_session_n_calls(const McpSession *s);
 /* A session was started: initialize answered, or a valid request of the stateless era seen. */
 bool mcp_session_is_established(const McpSession *s);
-/* The negotiated legacy version, or NULL before initialize. */
+/* For tests: the negotiated legacy version, or NULL before initialize. */
 const char *mcp_session_version(const McpSession *s);
 /* The tool list changed (a reload): tell an initialized legacy session (notifications/tools/list_changed). */
 void mcp_session_tools_changed(McpSession *s);
 
-/* Is this one of ours? Returns the canonical static string or NULL. */
+/* For tests, as is the next: is this one of ours? Returns the canonical static string or NULL. */
 const char *mcp_legacy_version_find(const char *v);
+/* The version initialize answers with: the one requested if ours, else the newest. */
 const char *mcp_negotiate_legacy(const char *requested);

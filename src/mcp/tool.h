@@ -81,7 +81,8 @@ static inline void tool_call_unrefp(ToolCall **c) {
 /* The client is still waiting for this call. */
 bool tool_call_is_live(const ToolCall *c);
 void tool_call_set_cancel(ToolCall *c, ToolCallCancelFunc cancel, void *userdata);
-/* Whether the negotiated version has this feature (e.g. "2025-06-18" for structuredContent). */
+/* Whether the negotiated version has this feature (e.g. "2025-06-18" for structuredContent). For tests (no tool
+ * asks yet), as is tool_call_fail(). */
 bool tool_call_version_at_least(const ToolCall *c, const char *version);
 
 /*

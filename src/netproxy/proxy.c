@@ -172,10 +172,6 @@ const char *net_proxy_context_bridge(const NetProxyContext *c) {
         return c->bridge;
 }
 
-unsigned net_proxy_context_n_connections(const NetProxyContext *c, uid_t uid) {
-        return (unsigned) charge_registry_used(c->charges, uid, CHARGE_PROXY_CONNECTIONS);
-}
-
 /* ---- connections ----------------------------------------------------------- */
 
 /* A resolver child exited and is reaped: forget it. */

@@ -45,8 +45,6 @@ void net_proxy_context_configure(NetProxyContext *c, NetAllowlist *l, bool allow
 bool net_proxy_context_enabled(const NetProxyContext *c);
 /* The host path of the bridge program, NULL if it was not found. */
 const char *net_proxy_context_bridge(const NetProxyContext *c);
-/* Open proxy connections of uid (for tests and check_environment). */
-unsigned net_proxy_context_n_connections(const NetProxyContext *c, uid_t uid);
 
 /* A proxy for one run of uid; *ret_sandbox_fd (O_CLOEXEC) is the end for the sandbox's bridge. */
 int net_proxy_new(NetProxyContext *c, uid_t uid, NetProxy **ret, int *ret_sandbox_fd);

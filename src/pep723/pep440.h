@@ -50,9 +50,10 @@ int pep440_version_parse(const char *s, Pep440Version *ret);
 /* Returns <0, 0 or >0 as a sorts before, equal to or after b (1.0 == 1.0.0). */
 int pep440_version_compare(const Pep440Version *a, const Pep440Version *b);
 
+/* For tests (the matching checks it where PEP 440 says to): whether v is a pre-release. */
 bool pep440_version_is_prerelease(const Pep440Version *v);
 
-/* The normalized spelling, e.g. "1!2.0rc1.post2.dev3+ubuntu.1". */
+/* For tests: the normalized spelling, e.g. "1!2.0rc1.post2.dev3+ubuntu.1". */
 int pep440_version_to_string(const Pep440Version *v, char **ret);
 
 typedef enum Pep440Operator {

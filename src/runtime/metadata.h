@@ -23,11 +23,13 @@ typedef struct MetadataReader MetadataReader;
 typedef int (*MetadataSpawnFunc)(void *userdata, const Python *py, const SandboxData *data, char *const *command,
                                  ProcessDoneFunc done, void *done_userdata, Process **ret);
 
-/* pythons is read at each request (it may grow). */
+/* pythons is read at each request (it may grow). The runtime makes one with a spawn function that starts the
+ * reader in the sandbox; for tests, with a fake one. */
 int metadata_reader_new(MetadataReader **ret, sd_event *event, Scheduler *sched, const Pythons *pythons,
                         MetadataSpawnFunc spawn, void *userdata);
 /* Cancels every request: none is answered. */
 MetadataReader *metadata_reader_free(MetadataReader *m);
-/* cb always runs later, from the loop (unless the request is cancelled first with runtime_toml_cancel()). */
+/* cb always runs later, from the loop (unless the request is cancelled first with runtime_toml_cancel()). The
+ * runtime's runtime_parse_toml() calls it; for tests, directly. */
 int metadata_reader_parse(MetadataReader *m, uid_t uid, const char *toml, TomlParsedFunc cb, void *userdata,
                           TomlRequest **ret);

@@ -141,13 +141,8 @@ enum {
 int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data, size_t n_data,
                             char *const *command, uint64_t timeout_usec, const SandboxLimits *limits, size_t head_max,
                             size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret);
-/* The same, and pass_fd (unless negative) stays open in the sandbox at the same number: a pipe the command
- * writes results to. */
-int runtime_spawn_sandboxed_with_fd(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
-                                    size_t n_data, int pass_fd, char *const *command, uint64_t timeout_usec,
-                                    const SandboxLimits *limits, size_t head_max, size_t tail_max,
-                                    ProcessDoneFunc done, void *userdata, Process **ret);
-/* The same with several such fds. */
+/* The same, and each of pass_fds stays open in the sandbox at the same number: pipes the command writes
+ * results to. */
 int runtime_spawn_sandboxed_with_fds(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
                                      size_t n_data, const int *pass_fds, size_t n_pass, char *const *command,
                                      uint64_t timeout_usec, const SandboxLimits *limits, size_t head_max,

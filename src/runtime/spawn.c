@@ -232,17 +232,8 @@ int runtime_lease_uid(Runtime *r, ProcessOptions *o, char *const *own_dirs) {
 int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
                             size_t n_data, char *const *command, uint64_t timeout_usec, const SandboxLimits *limits,
                             size_t head_max, size_t tail_max, ProcessDoneFunc done, void *userdata, Process **ret) {
-        return runtime_spawn_sandboxed_with_fd(r, env_dir, ro_paths, data, n_data, -EBADF, command, timeout_usec,
-                                               limits, head_max, tail_max, done, userdata, ret);
-}
-
-int runtime_spawn_sandboxed_with_fd(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,
-                                    size_t n_data, int pass_fd, char *const *command, uint64_t timeout_usec,
-                                    const SandboxLimits *limits, size_t head_max, size_t tail_max,
-                                    ProcessDoneFunc done, void *userdata, Process **ret) {
-        return runtime_spawn_sandboxed_with_fds(r, env_dir, ro_paths, data, n_data, &pass_fd, pass_fd >= 0 ? 1 : 0,
-                                                command, timeout_usec, limits, head_max, tail_max, done, userdata,
-                                                ret);
+        return runtime_spawn_sandboxed_with_fds(r, env_dir, ro_paths, data, n_data, NULL, 0, command, timeout_usec,
+                                                limits, head_max, tail_max, done, userdata, ret);
 }
 
 /* runtime_spawn_in_bwrap(), and rw_dir (unless NULL) writable at its own path: it becomes the sandbox's. */

@@ -186,7 +186,7 @@ int sandbox_cgroup_new_run(const char *dir, const char *name, const SandboxLimit
  * cpu.cfs_quota_us on v1. -ENOENT when none of them has the cpu controller.
  */
 int sandbox_cgroup_set_cpu_quota(char *const *paths, uint64_t quota);
-/* Move pid (0: the caller) into the cgroup at path. */
+/* Move pid (0: the caller) into the cgroup at path (for tests: a process in a run's group). */
 int sandbox_cgroup_attach(const char *path, pid_t pid);
 
 /* ---- cgroup v1 ---------------------------------------------------------- */
@@ -257,6 +257,7 @@ static inline void sandbox_cgroups_freep(SandboxCgroups **sc) {
  * or 0 (rlimits only).
  */
 int sandbox_cgroup_probe(SandboxCgroups *sc);
+/* For tests: the mode, probed if it was not yet. */
 SandboxCgroupMode sandbox_cgroup_mode(SandboxCgroups *sc);
 
 /*

@@ -63,16 +63,17 @@ static int add_tmpfs(char ***argv, const char *path, uint64_t size) {
 char **sandbox_run_env(const char *env_dir) {
         char **env = strv_new();
 
-        strv_extendf(&env, "PATH=%s%s/usr/local/bin:/usr/bin:/bin", strempty(env_dir), env_dir ? "/bin:" : "");
-        strv_extend(&env, "HOME=" SANDBOX_WORK_DIR);
-        strv_extend(&env, "TMPDIR=/tmp");
-        strv_extend(&env, "USER=nobody");
-        strv_extend(&env, "LANG=C.UTF-8");
-        strv_extend(&env, "PYTHONDONTWRITEBYTECODE=1");
-        strv_extend(&env, "MPLBACKEND=Agg");
-        strv_extend(&env, "MPLCONFIGDIR=/tmp/.matplotlib");
-        if (env_dir)
-                strv_extendf(&env, "VIRTUAL_ENV=%s", env_dir);
+        if (!env ||
+            strv_extendf(&env, "PATH=%s%s/usr/local/bin:/usr/bin:/bin", strempty(env_dir), env_dir ? "/bin:" : "") < 0 ||
+            strv_extend(&env, "HOME=" SANDBOX_WORK_DIR) < 0 ||
+            strv_extend(&env, "TMPDIR=/tmp") < 0 ||
+            strv_extend(&env, "USER=nobody") < 0 ||
+            strv_extend(&env, "LANG=C.UTF-8") < 0 ||
+            strv_extend(&env, "PYTHONDONTWRITEBYTECODE=1") < 0 ||
+            strv_extend(&env, "MPLBACKEND=Agg") < 0 ||
+            strv_extend(&env, "MPLCONFIGDIR=/tmp/.matplotlib") < 0 ||
+            (env_dir && strv_extendf(&env, "VIRTUAL_ENV=%s", env_dir) < 0))
+                return strv_free(env);
         return env;
 }
 

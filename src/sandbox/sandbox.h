@@ -49,7 +49,7 @@ typedef struct SandboxPolicy {
  * SANDBOX_ENV_DIR in the sandbox) may be NULL. A strv. */
 char **sandbox_run_env(const char *env_dir);
 
-/* Build the bwrap argv (a strv): bwrap, its options, "--" and the command. */
+/* For tests: the bwrap argv (a strv) with the options inline: bwrap, its options, "--" and the command. */
 int sandbox_build_argv(const SandboxPolicy *p, char ***ret);
 
 /* The same command line with the options out of sight: *ret_args_fd a new memfd (O_CLOEXEC) holding them

@@ -27,6 +27,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "alloc-fail.h"
 #include "config/config.h"
 #include "macro.h"
 #include "sandbox/limits.h"
@@ -323,6 +324,36 @@ START_TEST(test_argv_bad_env) {
 
         ck_assert_int_eq(sandbox_build_argv(&p, &argv), -EINVAL);
         ck_assert_ptr_null(argv);
+}
+END_TEST
+
+/* The run's environment comes back whole or not at all: a list short of one variable (HOME, VIRTUAL_ENV) would
+ * start the script somewhere else. Each of its appends fails in turn. */
+START_TEST(test_run_env_whole_or_none) {
+        _cleanup_strv_free_ char **full = NULL;
+        unsigned n;
+
+        alloc_fail_nth(0);
+        full = sandbox_run_env("/env");
+        n = alloc_fail_calls();
+        ck_assert_ptr_nonnull(full);
+        ck_assert_uint_ge(n, 5);
+        for (unsigned i = 1; i <= n + 1; i++) {
+                _cleanup_strv_free_ char **l = NULL;
+
+                alloc_fail_nth(i);
+                l = sandbox_run_env("/env");
+                alloc_fail_nth(0);
+                if (i <= n) {
+                        ck_assert_msg(!l, "with allocation %u of %u failed, %zu variables of %zu", i, n,
+                                      strv_length(l), strv_length(full));
+                        continue;
+                }
+                ck_assert_ptr_nonnull(l);
+                ck_assert_uint_eq(strv_length(l), strv_length(full));
+                for (size_t k = 0; full[k]; k++)
+                        ck_assert_str_eq(l[k], full[k]);
+        }
 }
 END_TEST
 
@@ -1427,6 +1458,7 @@ static Suite *sandbox_suite(void) {
         tcase_add_test(tc, test_argv_data_dirs);
         tcase_add_test(tc, test_args_fd);
         tcase_add_test(tc, test_argv_bad_env);
+        tcase_add_test(tc, test_run_env_whole_or_none);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("seccomp");

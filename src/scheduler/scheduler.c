@@ -32,48 +32,6 @@ struct Scheduler {
         SchedKindState k[_SCHED_KIND_MAX];
 };
 
-static const char *const kind_names[_SCHED_KIND_MAX] = {
-        [SCHED_RUN] = "run",
-        [SCHED_HELPER] = "metadata reader",
-        [SCHED_BUILD] = "environment build",
-        [SCHED_COMPILE] = "bytecode compile",
-        [SCHED_WALK] = "disk walk",
-        [SCHED_SANDBOX] = "persistent sandbox",
-        [SCHED_PRESTART] = "sandbox started ahead",
-};
-
-static const char *const kind_settings[_SCHED_KIND_MAX] = {
-        [SCHED_RUN] = "max-runs",
-        [SCHED_HELPER] = "max-helpers",
-        [SCHED_BUILD] = "max-builds",
-        [SCHED_COMPILE] = "max-compiles",
-        [SCHED_WALK] = "max-walks",
-        [SCHED_SANDBOX] = "max-sandboxes",
-        [SCHED_PRESTART] = "prestart",
-};
-
-static const char *const kind_settings_per_user[_SCHED_KIND_MAX] = {
-        [SCHED_RUN] = "max-runs-per-user",
-        [SCHED_HELPER] = "max-helpers-per-user",
-        [SCHED_BUILD] = "max-builds-per-user",
-        [SCHED_COMPILE] = "max-compiles-per-user",
-        [SCHED_WALK] = "max-walks-per-user",
-        [SCHED_SANDBOX] = "max-sandboxes-per-user",
-        [SCHED_PRESTART] = "prestart",
-};
-
-const char *sched_kind_to_string(SchedKind kind) {
-        return kind < _SCHED_KIND_MAX ? kind_names[kind] : NULL;
-}
-
-const char *sched_kind_setting(SchedKind kind) {
-        return kind < _SCHED_KIND_MAX ? kind_settings[kind] : NULL;
-}
-
-const char *sched_kind_setting_per_user(SchedKind kind) {
-        return kind < _SCHED_KIND_MAX ? kind_settings_per_user[kind] : NULL;
-}
-
 int scheduler_new(Scheduler **ret) {
         Scheduler *s = calloc(1, sizeof(*s));
 
@@ -112,10 +70,6 @@ Scheduler *scheduler_free(Scheduler *s) {
 
 static unsigned concrete(unsigned v) {
         return v == 0 ? SCHEDULER_UNLIMITED : v;
-}
-
-SchedLimits scheduler_get_limits(const Scheduler *s, SchedKind kind) {
-        return s->k[kind].limits;
 }
 
 static SchedUser *user_find(const Scheduler *s, uid_t uid) {
@@ -365,11 +319,6 @@ void scheduler_release(SchedTicket *t) {
         *t = (SchedTicket) {};
         user_unref(u);
         dispatch(s, kind);
-}
-
-void scheduler_move(SchedTicket *dst, SchedTicket *src) {
-        *dst = *src;
-        *src = (SchedTicket) {};
 }
 
 unsigned scheduler_held(const Scheduler *s, SchedKind kind) {

@@ -87,8 +87,6 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Scheduler *, scheduler_free);
 
 /* Raising a cap grants waiters at once; holdings over a lowered cap stay. */
 void scheduler_set_limits(Scheduler *s, SchedKind kind, const SchedLimits *l);
-/* With 0 made concrete (SCHEDULER_UNLIMITED), per_user never above total. */
-SchedLimits scheduler_get_limits(const Scheduler *s, SchedKind kind);
 
 /* t must be empty. 0: held now; SCHEDULER_QUEUED: cb runs later with it held; SCHEDULER_QUEUE_FULL or
  * SCHEDULER_USER_QUEUE_FULL (t stays empty); -ENOMEM. A uid gets a slot at once only when no other ticket of its
@@ -98,8 +96,6 @@ int scheduler_acquire(Scheduler *s, SchedTicket *t, SchedKind kind, uid_t uid, S
 int scheduler_try_acquire(Scheduler *s, SchedTicket *t, SchedKind kind, uid_t uid);
 /* Give back a held slot (and hand it on) or stop waiting. An empty t is fine. */
 void scheduler_release(SchedTicket *t);
-/* Move a ticket that is held (not waiting) from src to dst, which must be empty. */
-void scheduler_move(SchedTicket *dst, SchedTicket *src);
 
 static inline bool sched_ticket_held(const SchedTicket *t) {
         return t->user && t->held;
@@ -107,16 +103,12 @@ static inline bool sched_ticket_held(const SchedTicket *t) {
 static inline bool sched_ticket_waiting(const SchedTicket *t) {
         return t->user && !t->held;
 }
+/* For tests: whose ticket it is. */
 uid_t sched_ticket_uid(const SchedTicket *t);
 
 unsigned scheduler_held(const Scheduler *s, SchedKind kind);
 unsigned scheduler_held_by(const Scheduler *s, SchedKind kind, uid_t uid);
 unsigned scheduler_waiting(const Scheduler *s, SchedKind kind);
 unsigned scheduler_waiting_for(const Scheduler *s, SchedKind kind, uid_t uid);
-/* The most ever held at once (since scheduler_new()), for tests and check_environment. */
+/* For tests: the most ever held at once (since scheduler_new()), to prove a cap held. */
 unsigned scheduler_peak(const Scheduler *s, SchedKind kind);
-
-/* What a kind is called in messages, and the settings that cap it (global, per uid). */
-const char *sched_kind_to_string(SchedKind kind);
-const char *sched_kind_setting(SchedKind kind);
-const char *sched_kind_setting_per_user(SchedKind kind);

@@ -69,4 +69,5 @@ int session_new(Session **ret, sd_event *e, uint64_t id, int in_fd, int out_fd, 
 Session *session_free(Session *s);
 /* Stop reading; close once in-flight calls are answered and output is flushed. */
 void session_stop(Session *s);
+/* No call in flight and nothing queued to send (for tests: what the idle timeout waits for). */
 bool session_is_idle(const Session *s);

@@ -70,7 +70,8 @@ void buf_consume(Buf *b, size_t n) {
         b->start += MIN(n, buf_size(b));
 }
 
-void buf_trim(Buf *b) {
+/* Give memory back once empty, after a burst. */
+static void buf_trim(Buf *b) {
         if (buf_size(b) == 0 && b->allocated > 256 * 1024) {
                 free(b->data);
                 *b = BUF_INIT;

@@ -30,7 +30,6 @@ int buf_append(Buf *b, const void *p, size_t n);
 int buf_reserve(Buf *b, size_t n, char **ret);
 void buf_commit(Buf *b, size_t n);
 void buf_consume(Buf *b, size_t n);
-/* Give memory back once empty, after a burst. */
-void buf_trim(Buf *b);
-/* Write as much as the fd takes; returns bytes written, 0 if it would block, or -errno. */
+/* Write as much as the fd takes; returns bytes written, 0 if it would block, or -errno. Once empty, a large
+ * buffer gives its memory back (after a burst). */
 ssize_t buf_flush_fd(Buf *b, int fd);

@@ -50,10 +50,6 @@ void charge_registry_set_limit(ChargeRegistry *r, ChargeSlot slot, uint64_t per_
         r->limit_total[slot] = total == 0 ? CHARGE_UNLIMITED : total;
 }
 
-uint64_t charge_registry_get_limit(const ChargeRegistry *r, ChargeSlot slot) {
-        return r->per_user[slot];
-}
-
 static ChargeUser *user_find(const ChargeRegistry *r, uid_t uid) {
         for (ChargeUser *u = r->users; u; u = u->next)
                 if (u->uid == uid)

@@ -6,7 +6,7 @@
 
 /* mkdir -p with a mode for the directories it creates. */
 int mkdir_p(const char *path, mode_t mode);
-/* rm -rf without following symlinks or crossing mounts. */
+/* rm -rf without following symlinks or crossing mounts (for tests: their scratch trees). */
 int rm_rf(const char *path);
 /* rm -rf of a tree an untrusted process filled, and may still be filling: every step is relative to an open
  * directory, so a symlink is removed, never followed, whenever it appears; mounts are not crossed; directories

@@ -13,10 +13,10 @@
 #include "log.h"
 
 static int max_level = LOG_INFO;
-static bool with_prefix = true;
 /* Where log lines go: stderr itself, or, when stderr is a pipe, a non-blocking descriptor of our own for it. */
 static int log_fd = -EBADF;
 static bool log_fd_opened;
+/* Log lines dropped because stderr (a pipe) was full, since the last one that got through. */
 static uint64_t n_dropped;
 
 static const char *const level_names[] = {
@@ -31,10 +31,6 @@ int log_get_max_level(void) {
 
 void log_set_max_level(int level) {
         max_level = level;
-}
-
-void log_set_prefix(bool on) {
-        with_prefix = on;
 }
 
 int log_level_from_string(const char *s) {
@@ -96,10 +92,6 @@ static int write_all_blocking(int fd, const char *p, size_t n) {
         return 0;
 }
 
-uint64_t log_get_dropped(void) {
-        return n_dropped;
-}
-
 void log_write_line(const char *line, size_t n) {
         int fd = log_target();
         ssize_t k;
@@ -122,8 +114,8 @@ void log_write_line(const char *line, size_t n) {
 
         if (n_dropped > 0 && fd != STDERR_FILENO) {
                 char note[128];
-                int m = snprintf(note, sizeof(note), "%s%" PRIu64 " log messages were dropped: stderr was full.\n",
-                                 with_prefix ? "<4>" : "", n_dropped);
+                int m = snprintf(note, sizeof(note), "<4>%" PRIu64 " log messages were dropped: stderr was full.\n",
+                                 n_dropped);
                 do
                         k = write(fd, note, (size_t) m);
                 while (k < 0 && errno == EINTR);
@@ -155,10 +147,7 @@ int log_internal(int level, int error, const char *func, const char *format, ...
                 va_start(ap, format);
                 (void) vsnprintf(buf, sizeof(buf), format, ap);
                 va_end(ap);
-                if (with_prefix)
-                        n = snprintf(line, sizeof(line), "<%d>%s\n", level, buf);
-                else
-                        n = snprintf(line, sizeof(line), "%s\n", buf);
+                n = snprintf(line, sizeof(line), "<%d>%s\n", level, buf);
                 if (n >= (int) sizeof(line)) {
                         n = (int) sizeof(line) - 1;
                         line[n - 1] = '\n';

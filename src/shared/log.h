@@ -18,11 +18,7 @@ void log_set_max_level(int level);
 /* Parse "debug", "info", ... or a number 0..7; returns the level or -EINVAL. */
 int log_level_from_string(const char *s);
 const char *log_level_to_string(int level);
-/* Without the "<N>" prefix (interactive use of --help style tools). */
-void log_set_prefix(bool on);
 
-/* Log lines dropped because stderr (a pipe) was full, since the last one that got through. */
-uint64_t log_get_dropped(void);
 /* One whole line (ending in a newline) where log lines go: never blocks when that is a pipe (see log.c). */
 void log_write_line(const char *line, size_t n);
 int log_internal(int level, int error, const char *func, const char *format, ...) _printf_(4, 5);

@@ -69,7 +69,7 @@ void sha256_update(Sha256 *s, const void *data, size_t n) {
         }
 }
 
-void sha256_final(Sha256 *s, uint8_t ret[32]) {
+static void sha256_final(Sha256 *s, uint8_t ret[32]) {
         uint64_t bits = s->length * 8;
         uint8_t pad = 0x80, zero = 0, len[8];
 

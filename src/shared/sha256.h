@@ -15,7 +15,6 @@ typedef struct Sha256 {
 
 void sha256_init(Sha256 *s);
 void sha256_update(Sha256 *s, const void *data, size_t n);
-void sha256_final(Sha256 *s, uint8_t ret[32]);
 /* Lower-case hex of the digest of data; ret must hold 65 bytes. */
 void sha256_hex(const void *data, size_t n, char ret[65]);
 void sha256_final_hex(Sha256 *s, char ret[65]);

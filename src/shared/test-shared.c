@@ -30,7 +30,7 @@ START_TEST(test_buf_empty) {
         ck_assert_uint_eq(buf_size(&b), 0);
         ck_assert_int_eq(buf_append(&b, "x", 0), 0);
         ck_assert_ptr_null(b.data);
-        buf_trim(&b);
+        ck_assert_int_eq(buf_flush_fd(&b, -EBADF), 0);     /* nothing to write: the fd is not touched */
         buf_clear(&b);
         buf_clear(&b);
 }
@@ -147,22 +147,36 @@ START_TEST(test_buf_consume_keeps_memory) {
 END_TEST
 
 START_TEST(test_buf_trim) {
+        _cleanup_close_ int r = -EBADF, w = -EBADF;
+        int fds[2];
         Buf b = BUF_INIT;
-        char *p;
+        char *p, sink[4096] = {};
 
-        /* Small buffers are kept. */
+        ck_assert_int_eq(pipe2(fds, O_CLOEXEC | O_NONBLOCK), 0);
+        r = fds[0];
+        w = fds[1];
+
+        /* A flush that empties a small buffer keeps it. */
         ck_assert_int_eq(buf_append(&b, "x", 1), 0);
-        buf_consume(&b, 1);
-        buf_trim(&b);
+        ck_assert_int_eq(buf_flush_fd(&b, w), 1);
+        ck_assert_ptr_nonnull(b.data);
+        ck_assert_int_eq(read(r, sink, sizeof(sink)), 1);
+
+        /* A large one is not given back while it holds data (the pipe is full) ... */
+        while (write(w, sink, sizeof(sink)) > 0)
+                ;
+        ck_assert_int_eq(errno, EAGAIN);
+        ck_assert_int_eq(buf_reserve(&b, 1 << 20, &p), 0);
+        memset(p, 'q', 10);
+        buf_commit(&b, 10);
+        ck_assert_int_eq(buf_flush_fd(&b, w), 0);
+        ck_assert_uint_eq(buf_size(&b), 10);
         ck_assert_ptr_nonnull(b.data);
 
-        /* Large ones are given back once empty ... */
-        ck_assert_int_eq(buf_reserve(&b, 1 << 20, &p), 0);
-        buf_commit(&b, 10);
-        buf_trim(&b);
-        ck_assert_ptr_nonnull(b.data);      /* ... but not while they hold data */
-        buf_consume(&b, 10);
-        buf_trim(&b);
+        /* ... and is once a flush empties it. */
+        while (read(r, sink, sizeof(sink)) > 0)
+                ;
+        ck_assert_int_eq(buf_flush_fd(&b, w), 10);
         ck_assert_ptr_null(b.data);
         ck_assert_uint_eq(b.allocated, 0);
         buf_clear(&b);

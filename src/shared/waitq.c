@@ -39,7 +39,8 @@ void waitq_cancel(WaitEntry *e) {
         free(e);
 }
 
-void waitq_call(WaitEntry *e) {
+/* Take e out and call it. */
+static void waitq_call(WaitEntry *e) {
         WaitFunc cb = e->cb;
         void *ud = e->userdata;
 
@@ -48,7 +49,8 @@ void waitq_call(WaitEntry *e) {
         cb(ud);
 }
 
-int waitq_pop_call(WaitQueue *q) {
+/* Call and drop the oldest entry; returns whether there was one. */
+static int waitq_pop_call(WaitQueue *q) {
         if (!q->head)
                 return 0;
         waitq_call(q->head);

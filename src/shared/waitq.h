@@ -13,7 +13,6 @@ typedef struct WaitEntry {
         WaitQueue *queue;
         WaitFunc cb;
         void *userdata;
-        unsigned long tag;      /* the owner's, to choose whom to call: waitq_call() */
 } WaitEntry;
 
 struct WaitQueue {
@@ -24,10 +23,6 @@ struct WaitQueue {
 WaitEntry *waitq_push(WaitQueue *q, WaitFunc cb, void *userdata);
 /* Take an entry out without calling it (cancellation). NULL is fine. */
 void waitq_cancel(WaitEntry *e);
-/* Call and drop the oldest entry; returns whether there was one. */
-int waitq_pop_call(WaitQueue *q);
-/* Take e out and call it. */
-void waitq_call(WaitEntry *e);
 /* Call and drop every entry, including ones added by the callbacks. */
 void waitq_call_all(WaitQueue *q);
 void waitq_clear(WaitQueue *q);

@@ -38,13 +38,13 @@ typedef struct ExecuteMachine {
         void *userdata;
 } ExecuteMachine;
 
-/* A failure's failed_phase: waiting for a slot counts as part of the run. */
+/* A failure's failed_phase: waiting for a slot counts as part of the run (for tests: the table read back). */
 const char *execute_phase_name(ExecutePhase p);
-/* The run log's: "queue" for waiting for a slot. */
+/* The run log's: "queue" for waiting for a slot (for tests: the table read back). */
 const char *execute_phase_log_name(ExecutePhase p);
 /* What the progress notifications say while in it. */
 const char *execute_phase_progress(ExecutePhase p);
-/* Whether the table lets a call go from one phase to the other. */
+/* Whether the table lets a call go from one phase to the other (for tests: the table read back). */
 bool execute_phase_may_go(ExecutePhase from, ExecutePhase to);
 
 /* In validate, whose work the call function starts itself. */

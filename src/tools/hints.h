@@ -16,7 +16,7 @@
 #include "pep723/pep508.h"
 
 /* The distribution that provides a top-level module whose name differs from it ("sklearn" -> "scikit-learn"),
- * or NULL. */
+ * or NULL. For tests: the table behind the hints. */
 const char *hint_distribution_for_module(const char *module);
 
 /* After a failed run: stderr (or the traceback) as the model sees it; network_off: the administrator turned the

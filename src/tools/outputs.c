@@ -88,7 +88,8 @@ Outputs *outputs_free(Outputs *o) {
 
 static const char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-char *outputs_base64(const void *p, size_t n) {
+/* Standard base64 of n bytes, NUL-terminated. */
+static char *outputs_base64(const void *p, size_t n) {
         const uint8_t *s = p;
         char *out = malloc((n + 2) / 3 * 4 + 1), *d = out;
 
@@ -177,7 +178,8 @@ static bool png_size(const char *p, size_t n, unsigned *ret_w, unsigned *ret_h) 
         return *ret_w > 0 && *ret_h > 0;
 }
 
-const char *outputs_mime_type(const char *name) {
+/* The MIME type a name suggests, or NULL. */
+static const char *outputs_mime_type(const char *name) {
         static const struct {
                 const char *ext, *mime;
         } table[] = {
@@ -266,18 +268,6 @@ static void add_item(Outputs *o, OutputKind kind, const char *name, size_t name_
         else
                 it.mime = "image/png";
         o->items[o->n_items++] = it;
-}
-
-void outputs_add(Outputs *o, OutputKind kind, const char *name, size_t name_len, uint64_t size, const void *data) {
-        char *copy = NULL;
-
-        if (data && !admit(o, kind, size)) {
-                copy = malloc((size_t) size + 1);
-                if (!copy)
-                        return;
-                memcpy(copy, data, (size_t) size);
-        }
-        add_item(o, kind, name, name_len, size, copy);
 }
 
 void outputs_add_base64(Outputs *o, OutputKind kind, const char *name, uint64_t size, const char *b64) {

@@ -57,9 +57,8 @@ static inline void outputs_freep(Outputs **o) {
 /* Stream records from the sandbox (format above). Bounded memory whatever arrives. */
 void outputs_feed(Outputs *o, const void *p, size_t n);
 
-/* One item. data NULL: the sender left it out (size is what it would have been). */
-void outputs_add(Outputs *o, OutputKind kind, const char *name, size_t name_len, uint64_t size, const void *data);
-/* Same, with the data as base64 (the persistent sandbox's JSON replies). */
+/* One item, with the data as base64 (the persistent sandbox's JSON replies); b64 NULL: the sender left it out
+ * (size is what it would have been). */
 void outputs_add_base64(Outputs *o, OutputKind kind, const char *name, uint64_t size, const char *b64);
 
 /* The last 'P' record: the modules the sandbox imported ahead (NULL: none) and the KiB it held then. */
@@ -82,8 +81,3 @@ json_object *outputs_files_json(const Outputs *o);
 unsigned outputs_n_included(const Outputs *o);
 /* Items not even listed, past OUTPUTS_MAX_LISTED. */
 uint64_t outputs_n_unlisted(const Outputs *o);
-
-/* For tests and the driver: the MIME type a name suggests, or NULL. */
-const char *outputs_mime_type(const char *name);
-/* Standard base64 of n bytes, NUL-terminated. */
-char *outputs_base64(const void *p, size_t n);

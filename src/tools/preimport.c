@@ -28,26 +28,6 @@ static bool id_char(char c) {
         return id_start(c) || (c >= '0' && c <= '9');
 }
 
-bool preimport_name_valid(const char *name) {
-        size_t n = strlen(name);
-
-        if (n == 0 || n > PREIMPORT_MAX_NAME)
-                return false;
-        for (const char *p = name; *p;) {
-                if (!id_start(*p))
-                        return false;
-                while (id_char(*p))
-                        p++;
-                if (*p == '.')
-                        p++;
-                else if (*p)
-                        return false;
-                if (*p == 0 && p[-1] == '.')
-                        return false;
-        }
-        return true;
-}
-
 typedef struct Cursor {
         const char *p, *end;
 } Cursor;

@@ -44,6 +44,3 @@ bool preimport_is_prefix(char *const *pre, char *const *script);
  * top-level packages the run loaded from site-packages, separated by spaces). An empty strv when none is;
  * NULL: out of memory. */
 char **preimport_learn(char *const *script, const char *loaded);
-
-/* A module name as the boot program takes it: dotted ASCII identifiers, at most PREIMPORT_MAX_NAME bytes. */
-bool preimport_name_valid(const char *name);

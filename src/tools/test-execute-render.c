@@ -254,6 +254,21 @@ END_TEST
 static const char png[24] = { (char) 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13,
                               'I', 'H', 'D', 'R', 0, 0, 0, 2, 0, 0, 0, 3 };
 
+/* One record of the stream the sandbox writes (outputs.h): data NULL for one it left out ('f', 'o'). */
+static void feed_record(Outputs *o, char kind, const char *name, uint64_t size, const void *data) {
+        uint8_t h[13] = { (uint8_t) kind };
+        size_t n = strlen(name);
+
+        for (unsigned i = 0; i < 4; i++)
+                h[1 + i] = (uint8_t) (n >> (24 - 8 * i));
+        for (unsigned i = 0; i < 8; i++)
+                h[5 + i] = (uint8_t) (size >> (56 - 8 * i));
+        outputs_feed(o, h, sizeof(h));
+        outputs_feed(o, name, n);
+        if (data)
+                outputs_feed(o, data, (size_t) size);
+}
+
 START_TEST(test_figures_and_files) {
         _cleanup_(outputs_freep) Outputs *out = NULL;
         ExecuteFacts f = facts();
@@ -261,8 +276,8 @@ START_TEST(test_figures_and_files) {
         Rendered r;
 
         ck_assert_int_ge(outputs_new(&out), 0);
-        outputs_add(out, OUTPUT_FIGURE, "figure-1.png", strlen("figure-1.png"), sizeof(png), png);
-        outputs_add(out, OUTPUT_FILE, "result.csv", strlen("result.csv"), 4, "a,b\n");
+        feed_record(out, 'F', "figure-1.png", sizeof(png), png);
+        feed_record(out, 'O', "result.csv", 4, "a,b\n");
         f.outputs = out;
         outcome_text(&o, "plotted\n", NULL);
         run(&f, &o, &r);
@@ -293,7 +308,7 @@ START_TEST(test_files_left_out_are_listed) {
 
         /* Nothing comes in content[]: the structured fields say what was left out. */
         ck_assert_int_ge(outputs_new(&out), 0);
-        outputs_add(out, OUTPUT_FILE, "huge.bin", strlen("huge.bin"), 1ull << 32, NULL);
+        feed_record(out, 'o', "huge.bin", 1ull << 32, NULL);
         f.outputs = out;
         run(&f, &o, &r);
         ck_assert_ptr_nonnull(r.st);

@@ -145,20 +145,6 @@ START_TEST(test_prefix_and_learn) {
 }
 END_TEST
 
-START_TEST(test_name_valid) {
-        ck_assert(preimport_name_valid("numpy"));
-        ck_assert(preimport_name_valid("matplotlib.pyplot"));
-        ck_assert(preimport_name_valid("_a1.b_2"));
-        ck_assert(!preimport_name_valid(""));
-        ck_assert(!preimport_name_valid("a..b"));
-        ck_assert(!preimport_name_valid("a."));
-        ck_assert(!preimport_name_valid(".a"));
-        ck_assert(!preimport_name_valid("1a"));
-        ck_assert(!preimport_name_valid("a,b"));
-        ck_assert(!preimport_name_valid("a b"));
-}
-END_TEST
-
 static Suite *preimport_suite(void) {
         Suite *s = suite_create("preimport");
         TCase *tc = tcase_create("core");
@@ -168,7 +154,6 @@ static Suite *preimport_suite(void) {
         tcase_add_test(tc, test_cap);
         tcase_add_test(tc, test_plain_enough);
         tcase_add_test(tc, test_prefix_and_learn);
-        tcase_add_test(tc, test_name_valid);
         suite_add_tcase(s, tc);
         return s;
 }

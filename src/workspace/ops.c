@@ -233,20 +233,13 @@ void workspace_schedule_dispatch(Workspace *sb) {
         (void) sd_event_source_set_enabled(sb->defer, SD_EVENT_ONESHOT);
 }
 
-int workspace_op_queue(Workspace *sb, WorkspaceOp *op, bool front, WorkspaceOp **ret) {
+int workspace_op_queue(Workspace *sb, WorkspaceOp *op, WorkspaceOp **ret) {
+        WorkspaceOp **p = &sb->ops;
+
         op->sandbox = sb;
-        if (front && sb->ops && sb->ops->phase == PHASE_QUEUED) {
-                op->next = sb->ops;
-                sb->ops = op;
-        } else if (front && sb->ops) {
-                op->next = sb->ops->next;
-                sb->ops->next = op;
-        } else {
-                WorkspaceOp **p = &sb->ops;
-                while (*p)
-                        p = &(*p)->next;
-                *p = op;
-        }
+        while (*p)
+                p = &(*p)->next;
+        *p = op;
         sb->used_usec = now_usec();
         workspace_schedule_dispatch(sb);
         if (ret)
@@ -268,23 +261,31 @@ int workspace_request(Workspace *sb, json_object *request, uint64_t timeout_usec
                 .cb = cb,
                 .userdata = userdata,
         };
-        return workspace_op_queue(sb, op, false, ret);
+        return workspace_op_queue(sb, op, ret);
 }
 
 int workspace_reset(Workspace *sb, WorkspaceReplyFunc cb, void *userdata, WorkspaceOp **ret) {
+        RequirementList reqs = {};
+
         if (sb->closed)
                 return WORKSPACE_CLOSED;
         WorkspaceOp *op = calloc(1, sizeof(*op));
         if (!op)
                 return -ENOMEM;
+        /* All of the base requirements or no reset: a restart on fewer would be another environment. */
+        for (size_t i = 0; i < sb->base_reqs.n; i++)
+                if (requirement_list_append(&reqs, sb->base_reqs.items[i].canonical, NULL) < 0) {
+                        requirement_list_done(&reqs);
+                        free(op);
+                        return -ENOMEM;
+                }
         free(sb->next_env);
         sb->next_env = strdup(sb->base_env);
         sb->next_hold = envstore_hold_release(sb->next_hold);   /* the base one is held as long as the sandbox */
         requirement_list_done(&sb->next_reqs);
-        for (size_t i = 0; i < sb->base_reqs.n; i++)
-                (void) requirement_list_append(&sb->next_reqs, sb->base_reqs.items[i].canonical, NULL);
+        sb->next_reqs = reqs;
         *op = (WorkspaceOp) { .kind = OP_RESTART, .keep_files = false, .cb = cb, .userdata = userdata };
-        return workspace_op_queue(sb, op, false, ret);
+        return workspace_op_queue(sb, op, ret);
 }
 
 void workspace_op_cancel(WorkspaceOp *op) {

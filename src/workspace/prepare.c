@@ -61,7 +61,8 @@ static void use_env(WorkspacePrepare *p, const char *path) {
                 sb->base_reqs = plan->requirements;
                 plan->requirements = (RequirementList) {};
                 for (size_t i = 0; i < sb->base_reqs.n; i++)
-                        (void) requirement_list_append(&sb->reqs, sb->base_reqs.items[i].canonical, NULL);
+                        if (requirement_list_append(&sb->reqs, sb->base_reqs.items[i].canonical, NULL) < 0)
+                                return prepare_done(p, "out of memory");
                 if (!sb->base_env || !sb->env)
                         return prepare_done(p, "out of memory");
                 int k = workspace_spawn(sb);
@@ -88,7 +89,7 @@ static void use_env(WorkspacePrepare *p, const char *path) {
         }
         *op = (WorkspaceOp) { .kind = OP_RESTART, .keep_files = true, .cb = on_restarted, .userdata = p };
         p->restart = op;
-        (void) workspace_op_queue(sb, op, false, NULL);
+        (void) workspace_op_queue(sb, op, NULL);
 }
 
 static void on_env_ready(const EnvResult *res, void *userdata) {

@@ -19,7 +19,6 @@
 #include "runtime/script.h"
 #include "workspace.h"
 
-#define HELLO_TIMEOUT_USEC (30 * USEC_PER_SEC)
 #define INTERRUPT_GRACE_USEC (2 * USEC_PER_SEC)
 #define RESTART_WAIT_USEC (10 * USEC_PER_SEC)
 #define INTERNAL_TIMEOUT_USEC (60 * USEC_PER_SEC)
@@ -176,8 +175,8 @@ void workspace_op_finish(WorkspaceOp *op, const WorkspaceOpOutcome *o);
 void workspace_schedule_dispatch(Workspace *sb);
 /* A restart is under way: the environment it switches to becomes the current one. */
 void workspace_switch_env(Workspace *sb);
-/* Queue op (at the end, or right behind the current one with front); *ret = op. */
-int workspace_op_queue(Workspace *sb, WorkspaceOp *op, bool front, WorkspaceOp **ret);
+/* Queue op at the end; *ret = op. */
+int workspace_op_queue(Workspace *sb, WorkspaceOp *op, WorkspaceOp **ret);
 
 /* spawn.c: start the sandbox on sb->env: 0, WORKSPACE_CLOSED, WORKSPACE_NO_SANDBOX (the sandbox self-test failed:
  * runtime_self_test_error() says why) or -errno. Stop it, freeing all that belongs to the running one. */

@@ -276,9 +276,6 @@ char **workspace_network_refused_take(Workspace *sb) {
 const char *workspace_id(const Workspace *sb) {
         return sb->id;
 }
-uid_t workspace_uid(const Workspace *sb) {
-        return sb->uid;
-}
 const char *workspace_python_version(const Workspace *sb) {
         return sb->python ? sb->python->version : NULL;
 }

@@ -73,6 +73,7 @@ void workspace_close(Workspace *sb);
 /* Calls back once with each of uid's sandboxes. */
 void workspace_registry_foreach(WorkspaceRegistry *reg, uid_t uid, void (*cb)(Workspace *sb, void *userdata),
                                 void *userdata);
+/* For tests: how many sandboxes uid has. */
 unsigned workspace_registry_count(const WorkspaceRegistry *reg, uid_t uid);
 
 /* Why workspace_prepare(), workspace_request() or workspace_reset() started nothing (their callback never runs),
@@ -107,8 +108,8 @@ void workspace_touch(Workspace *sb);
 const char *workspace_id(const Workspace *sb);
 /* network-allow: the hosts the proxy refused since the last call (a strv the caller frees); NULL without a proxy. */
 char **workspace_network_refused_take(Workspace *sb);
-uid_t workspace_uid(const Workspace *sb);
 const char *workspace_python_version(const Workspace *sb);
+/* For tests: the environment it runs on (kept across a restart of its driver). */
 const char *workspace_env_path(const Workspace *sb);
 const RequirementList *workspace_requirements(const Workspace *sb);
 bool workspace_network(const Workspace *sb);

@@ -221,3 +221,6 @@ TESTS += test-manager
 test_manager_SOURCES = src/daemon/test-manager.c
 test_manager_CFLAGS = $(UNIT_CFLAGS)
 test_manager_LDADD = $(UNIT_LIBS)
+
+# For unit suites: strdup() that fails on demand (src/shared/alloc-fail.h says how).
+EXTRA_DIST += src/shared/alloc-fail.h
