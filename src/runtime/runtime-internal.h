@@ -18,6 +18,9 @@ struct Runtime {
         Reaper *reaper;                 /* the manager's */
         SandboxCgroups *cgroups;        /* the manager's */
         SandboxSeccomp *seccomp;        /* the runs' system call filter, built at the first */
+        uint64_t run_cgroups_started;   /* wall clock (ns) at the first run cgroup: names unique across restarts */
+        unsigned long long n_run_cgroups;
+        bool limits_logged;             /* "Resource limits: ..." said once */
 
         char *uv_path, *uv_version, *bwrap_version;
         char *uv_refused;               /* why uv is not used (older than the store needs), or NULL */

@@ -27,30 +27,26 @@
  * only. */
 /* A new run cgroup's name: unique across restarts too, so that a busy cgroup an earlier daemon left is never
  * joined. */
-static void run_cgroup_name(char name[static 64]) {
-        static unsigned long long n_runs;
-        static uint64_t started;
-
-        if (!started) {
+static void run_cgroup_name(Runtime *r, char name[static 64]) {
+        if (!r->run_cgroups_started) {
                 struct timespec ts;
                 clock_gettime(CLOCK_REALTIME, &ts);
-                started = (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+                r->run_cgroups_started = (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
         }
-        snprintf(name, 64, "run-%d-%" PRIx64 "-%llu", (int) getpid(), started, ++n_runs);
+        snprintf(name, 64, "run-%d-%" PRIx64 "-%llu", (int) getpid(), r->run_cgroups_started, ++r->n_run_cgroups);
 }
 
 static char **new_run_cgroup(Runtime *r, const SandboxLimits *limits) {
-        static bool logged;
         char **paths = NULL, name[64];
         int k;
 
-        if (!logged) {
-                logged = true;
+        if (!r->limits_logged) {
+                r->limits_logged = true;
                 log_info("Resource limits: %s.", strempty(sandbox_limits_mechanism_detail(r->cgroups)));
         }
         if (sandbox_cgroup_probe(r->cgroups) <= 0)
                 return NULL;
-        run_cgroup_name(name);
+        run_cgroup_name(r, name);
         k = sandbox_cgroup_new_run_cgroups(r->cgroups, name, limits, &paths);
         if (k < 0) {
                 log_warning_errno(k, "Failed to create the cgroup %s of a run, falling back to rlimits for this run: %m",
@@ -97,7 +93,7 @@ int runtime_move_to_owner(Runtime *r, Process *p, uid_t uid) {
         /* Sandboxes started ahead have the configured limits: the new cgroups get the same. */
         sandbox_limits_from_config(r->config, &limits);
         limits.owner = uid;
-        run_cgroup_name(name);
+        run_cgroup_name(r, name);
         k = sandbox_cgroup_move_run_cgroups(r->cgroups, p->cgroups, x->owner, name, &limits, &paths);
         if (k < 0)
                 return log_warning_errno(k, "Failed to move a sandbox started ahead into the cgroup group of uid "
