@@ -10,30 +10,14 @@
 #define JSON_DEPTH_MAX 64
 
 void driver_input_done(DriverInput *in) {
-        free(in->buf);
+        if (in->tok)
+                json_tokener_free(in->tok);
+        json_object_put(in->done);
         *in = (DriverInput) { .max = in->max };
 }
 
 static size_t message_max(const DriverInput *in) {
         return MIN(in->max ?: (size_t) DRIVER_RECORD_MAX - 1, (size_t) DRIVER_MESSAGE_MAX);
-}
-
-/* Room for need bytes (at most the cap): doubling, so a long message costs few copies, but never past the cap. */
-static int grow(DriverInput *in, size_t need) {
-        size_t a = MAX(in->allocated, (size_t) DRIVER_RECORD_MAX);
-        char *b;
-
-        if (need <= in->allocated)
-                return 0;
-        while (a < need)
-                a *= 2;
-        a = MAX(MIN(a, message_max(in)), need);
-        b = realloc(in->buf, a);
-        if (!b)
-                return -ENOMEM;
-        in->buf = b;
-        in->allocated = a;
-        return 0;
 }
 
 /* One JSON object from s (n bytes, not NUL-terminated); NULL if it is anything else. */
@@ -75,22 +59,37 @@ DriverRecord driver_input_feed(DriverInput *in, const char *rec, size_t n, json_
                 return DRIVER_RECORD_HELLO;
         }
 
-        if (in->len + (n - 1) > message_max(in) || grow(in, in->len + (n - 1)) < 0) {
+        if (in->len + (n - 1) > message_max(in)) {
                 driver_input_done(in);
                 return DRIVER_RECORD_INVALID;
         }
-        if (n > 1) {
-                memcpy(in->buf + in->len, rec + 1, n - 1);
-                in->len += n - 1;
+        in->len += n - 1;
+        if (n > 1 && !in->done) {
+                if (!in->tok) {
+                        in->tok = json_tokener_new_ex(JSON_DEPTH_MAX);
+                        if (!in->tok) {
+                                driver_input_done(in);
+                                return DRIVER_RECORD_INVALID;
+                        }
+                }
+                j = json_tokener_parse_ex(in->tok, rec + 1, (int) (n - 1));
+                if (j)
+                        in->done = j;
+                else if (json_tokener_get_error(in->tok) != json_tokener_continue) {
+                        driver_input_done(in);
+                        return DRIVER_RECORD_INVALID;
+                }
         }
         if (rec[0] == 'C')
                 return DRIVER_RECORD_NONE;
 
         /* 'E': the message is complete. */
-        j = parse_object(in->buf, in->len);
+        j = TAKE_PTR(in->done);
         driver_input_done(in);
-        if (!j)
+        if (!j || !json_object_is_type(j, json_type_object)) {
+                json_object_put(j);
                 return DRIVER_RECORD_INVALID;
+        }
         *ret = j;
         return DRIVER_RECORD_MESSAGE;
 }

@@ -7,8 +7,9 @@
  * is a kind byte and a payload:
  *   'H' hello: one JSON object, {"hello": PID, "python": VERSION}
  *   'C' a piece of a message         'E' the message's last piece
- * A message (a reply) is one JSON object in its pieces' payloads, at most
- * max bytes, a cap the daemon sets from what it asked for (the driver keeps to
+ * A message (a reply) is one JSON object in its pieces' payloads, parsed as
+ * each piece arrives (a long reply costs the event loop one piece at a time,
+ * never the whole message at once), at most max bytes, a cap the daemon sets from what it asked for (the driver keeps to
  * it: see workspace_message_max() in wire.c). The sandbox controls all of it:
  * anything else is a broken protocol, and memory stays bounded whatever
  * arrives.
@@ -23,8 +24,9 @@
 
 typedef struct DriverInput {
         size_t max;                     /* bytes a message may have; 0: one record's payload */
-        char *buf;                      /* the message being assembled */
-        size_t len, allocated;
+        json_tokener *tok;              /* the message being parsed, piece by piece as it arrives */
+        json_object *done;              /* its object, once complete (what follows it up to 'E' is ignored) */
+        size_t len;                     /* bytes of it so far */
 } DriverInput;
 
 typedef enum DriverRecord {

@@ -85,11 +85,11 @@ START_TEST(test_message_too_long) {
                 r = driver_input_feed(&in, piece, sizeof(piece), &j);
                 sent += sizeof(piece) - 1;
                 ck_assert_uint_le(in.len, in.max);
-                ck_assert_uint_le(in.allocated, in.max);
         }
         ck_assert_int_eq(r, DRIVER_RECORD_INVALID);
         ck_assert_uint_le(sent, in.max + sizeof(piece));
-        ck_assert_ptr_null(in.buf);
+        ck_assert_ptr_null(in.tok);
+        ck_assert_ptr_null(in.done);
         ck_assert_uint_eq(in.max, 4 * DRIVER_RECORD_MAX);
 
         /* One of the cap's size is whole. */
@@ -107,6 +107,38 @@ START_TEST(test_message_too_long) {
 }
 END_TEST
 
+/* A message is parsed piece by piece as it arrives: pieces may cut anywhere, even inside an escape; what is not
+ * JSON is refused at the piece that shows it, not only at the end. */
+START_TEST(test_pieces) {
+        DriverInput in = { .max = 4 * DRIVER_RECORD_MAX };
+        json_object *j = NULL;
+
+        ck_assert_int_eq(feed(&in, "C{\"a\":\"x\\", &j), DRIVER_RECORD_NONE);
+        ck_assert_ptr_nonnull(in.tok);
+        ck_assert_int_eq(feed(&in, "Cu00", &j), DRIVER_RECORD_NONE);
+        ck_assert_int_eq(feed(&in, "C41\", \"n\": [1, 2", &j), DRIVER_RECORD_NONE);
+        ck_assert_int_eq(feed(&in, "E]}", &j), DRIVER_RECORD_MESSAGE);
+        ck_assert_str_eq(json_object_get_string(json_object_object_get(j, "a")), "xA");
+        ck_assert_int_eq(json_object_array_length(json_object_object_get(j, "n")), 2);
+        json_object_put(j);
+        ck_assert_ptr_null(in.tok);
+        ck_assert_uint_eq(in.len, 0);
+
+        /* Broken JSON: refused at once, nothing held. */
+        ck_assert_int_eq(feed(&in, "C{\"a\": tru", &j), DRIVER_RECORD_NONE);
+        ck_assert_int_eq(feed(&in, "Cx}", &j), DRIVER_RECORD_INVALID);
+        ck_assert_ptr_null(in.tok);
+
+        /* A complete value that is not an object, and an object that never closes: refused at the end. */
+        ck_assert_int_eq(feed(&in, "C[1]", &j), DRIVER_RECORD_NONE);
+        ck_assert_int_eq(feed(&in, "E", &j), DRIVER_RECORD_INVALID);
+        ck_assert_int_eq(feed(&in, "C{\"a\": 1", &j), DRIVER_RECORD_NONE);
+        ck_assert_int_eq(feed(&in, "E", &j), DRIVER_RECORD_INVALID);
+        ck_assert_ptr_null(in.tok);
+        driver_input_done(&in);
+}
+END_TEST
+
 static Suite *driver_input_suite(void) {
         Suite *s = suite_create("driver-input");
         TCase *tc = tcase_create("records");
@@ -115,6 +147,7 @@ static Suite *driver_input_suite(void) {
         tcase_add_test(tc, test_hello_and_message);
         tcase_add_test(tc, test_what_is_not_the_drivers);
         tcase_add_test(tc, test_message_too_long);
+        tcase_add_test(tc, test_pieces);
         suite_add_tcase(s, tc);
         return s;
 }

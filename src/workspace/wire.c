@@ -262,7 +262,8 @@ int workspace_on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata
                 (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
                 return 0;
         }
-        for (int i = 0; i < 64 && sb->sock >= 0 && !sb->protocol_error; i++) {
+        /* A few records at a time (each parsed as it comes): a long reply shares the loop with everyone else. */
+        for (int i = 0; i < 16 && sb->sock >= 0 && !sb->protocol_error; i++) {
                 struct iovec iov = { rec, sizeof(rec) };
                 struct msghdr mh = {
                         .msg_iov = &iov,
