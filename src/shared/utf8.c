@@ -6,12 +6,14 @@
 #include "utf8.h"
 
 /* Length of the valid UTF-8 sequence at s, or 0 if it is not valid. */
-static size_t valid_sequence(const unsigned char *s, size_t n) {
+static size_t valid_sequence(const unsigned char *s, size_t n, uint32_t *ret_cp) {
         uint32_t cp;
         size_t len;
 
-        if (s[0] < 0x80)
+        if (s[0] < 0x80) {
+                *ret_cp = s[0];
                 return 1;
+        }
         if (s[0] >= 0xc2 && s[0] <= 0xdf)
                 len = 2, cp = s[0] & 0x1f;
         else if (s[0] >= 0xe0 && s[0] <= 0xef)
@@ -31,6 +33,7 @@ static size_t valid_sequence(const unsigned char *s, size_t n) {
         if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
             (cp >= 0xd800 && cp <= 0xdfff))
                 return 0;
+        *ret_cp = cp;
         return len;
 }
 
@@ -41,7 +44,7 @@ char *utf8_sanitize(const char *s, size_t n, size_t *ret_len) {
         if (!out)
                 return NULL;
         for (size_t i = 0; i < n;) {
-                size_t l = valid_sequence(p + i, n - i);
+                size_t l = valid_sequence(p + i, n - i, &(uint32_t) { 0 });
                 if (l == 0) {
                         memcpy(o, "\xef\xbf\xbd", 3);
                         o += 3;
@@ -69,7 +72,7 @@ char *utf8_escape_line(const char *s, size_t n) {
         if (!out)
                 return NULL;
         for (size_t i = 0; i < n;) {
-                size_t l = valid_sequence(p + i, n - i);
+                size_t l = valid_sequence(p + i, n - i, &(uint32_t) { 0 });
                 /* C1 controls, U+0080 to U+009F: some terminals take U+009B for an escape sequence. */
                 bool c1 = l == 2 && p[i] == 0xc2 && p[i + 1] < 0xa0;
                 bool plain = l > 1 ? !c1
@@ -93,6 +96,10 @@ char *utf8_escape_line(const char *s, size_t n) {
         return out;
 }
 
+size_t utf8_decode(const char *s, size_t n, uint32_t *ret_cp) {
+        return n == 0 ? 0 : valid_sequence((const unsigned char *) s, n, ret_cp);
+}
+
 bool utf8_is_valid(const char *s, size_t n) {
         const unsigned char *p = (const unsigned char *) s;
 
@@ -101,7 +108,7 @@ bool utf8_is_valid(const char *s, size_t n) {
                         i++;
                         continue;
                 }
-                size_t l = valid_sequence(p + i, n - i);
+                size_t l = valid_sequence(p + i, n - i, &(uint32_t) { 0 });
                 if (l == 0)
                         return false;
                 i += l;

@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /*
  * Make text safe for JSON: invalid UTF-8 sequences (including a character
@@ -19,6 +20,9 @@ char *utf8_sanitize(const char *s, size_t n, size_t *ret_len);
  * Returns a malloc'd string (at most 4n + 1 bytes), NULL when out of memory.
  */
 char *utf8_escape_line(const char *s, size_t n);
+
+/* The strict UTF-8 sequence (or ASCII byte) at s: its length and *ret_cp, its code point; 0 when s holds none. */
+size_t utf8_decode(const char *s, size_t n, uint32_t *ret_cp);
 
 /* Strict UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF. */
 bool utf8_is_valid(const char *s, size_t n);

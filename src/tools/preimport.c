@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "macro.h"
 #include "preimport.h"
 #include "strv.h"
+#include "utf8.h"
 
 /* Loaded by every interpreter before the first line of any program (python -I -S included): importing one of
  * these again only binds a name. */
@@ -274,11 +276,13 @@ char **preimport_leading_modules(const char *script, size_t len) {
 }
 
 /* A PEP 263 declaration on line: "^[ \t\f]*#.*?coding[:=][ \t]*([-_.a-zA-Z0-9]+)". False when there is one that
- * names anything but UTF-8, ASCII or Latin-1 (under which the ASCII-only text reads as the parser reads it). */
-static bool coding_plain(const char *line, const char *end) {
+ * names anything but UTF-8, ASCII or Latin-1 (under which ASCII text reads as the parser reads it); with text
+ * beyond ASCII (!ascii), anything but UTF-8. */
+static bool coding_plain(const char *line, const char *end, bool ascii) {
         static const char *const plain[] = {
                 "utf-8", "utf8", "ascii", "us-ascii", "latin-1", "latin1", "iso-8859-1", "iso8859-1", "iso-latin-1",
         };
+        const size_t n_plain = ascii ? ELEMENTSOF(plain) : 2;   /* text beyond ASCII: UTF-8 only */
         const char *p = line;
 
         while (p < end && (*p == ' ' || *p == '\t' || *p == '\f'))
@@ -303,12 +307,33 @@ static bool coding_plain(const char *line, const char *end) {
                 for (; v < q; v++)
                         buf[n++] = *v == '_' ? '-' : (char) ((*v >= 'A' && *v <= 'Z') ? *v - 'A' + 'a' : *v);
                 buf[n] = 0;
-                for (size_t i = 0; i < ELEMENTSOF(plain); i++)
+                for (size_t i = 0; i < n_plain; i++)
                         if (streq(plain[i], buf))
                                 return true;
                 return false;
         }
         return true;
+}
+
+/* Characters people put in comments and strings (±, °, ×, —, “”, …, →, ≤, box drawing, ✓, emoji) that can be no
+ * part of a Python identifier (none is XID_Continue; checked against Python's str.isidentifier()): outside a
+ * comment or a string they are a syntax error, so with them a script can spell no name in another way (an
+ * identifier is NFKC-normalised: a fullwidth or mathematical letter reads as an ASCII one). Line and paragraph
+ * separators, bidirectional controls and zero-width characters are not among them. */
+static bool outside_identifiers(uint32_t cp) {
+        static const struct {
+                uint32_t first, last;
+        } symbols[] = {
+                { 0x00a0, 0x00a9 }, { 0x00ab, 0x00b4 }, { 0x00b6, 0x00b6 }, { 0x00b8, 0x00b9 },
+                { 0x00bb, 0x00bf }, { 0x00d7, 0x00d7 }, { 0x00f7, 0x00f7 }, { 0x2010, 0x2027 },
+                { 0x2030, 0x203e }, { 0x2041, 0x2053 }, { 0x2055, 0x205e }, { 0x2190, 0x23ff },
+                { 0x2500, 0x27bf }, { 0x2b00, 0x2bff }, { 0x1f300, 0x1faff },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(symbols); i++)
+                if (cp >= symbols[i].first && cp <= symbols[i].last)
+                        return true;
+        return false;
 }
 
 bool preimport_script_plain_enough(const char *script, size_t len) {
@@ -324,19 +349,33 @@ bool preimport_script_plain_enough(const char *script, size_t len) {
                 "atexit", "__loader__", "__spec__", "settrace", "setprofile", "addaudithook",
         };
         const char *end = script + len, *line = script;
+        bool ascii = true;
 
         if (len >= 3 && memcmp(script, "\xef\xbb\xbf", 3) == 0)
                 script += 3, len -= 3, line = script;
-        for (size_t i = 0; i < len; i++) {
+        for (size_t i = 0; i < len;) {
                 unsigned char b = (unsigned char) script[i];
-                /* Not ASCII (other encodings, other line ends), NUL, a form feed, a lone carriage return. */
-                if (b >= 0x80 || b == 0 || b == '\f' || (b == '\r' && (i + 1 >= len || script[i + 1] != '\n')))
+                uint32_t cp;
+                size_t n;
+
+                /* NUL, a form feed, a lone carriage return (other line ends). */
+                if (b == 0 || b == '\f' || (b == '\r' && (i + 1 >= len || script[i + 1] != '\n')))
                         return false;
+                if (b < 0x80) {
+                        i++;
+                        continue;
+                }
+                /* Beyond ASCII: UTF-8 (other encodings) and only characters that are no part of a name. */
+                n = utf8_decode(script + i, len - i, &cp);
+                if (n == 0 || !outside_identifiers(cp))
+                        return false;
+                ascii = false;
+                i += n;
         }
-        /* An encoding declaration counts on either of the first two lines. */
+        /* An encoding declaration counts on either of the first two lines; with text beyond ASCII, only UTF-8's. */
         for (int n = 0; n < 2 && line < end; n++) {
                 const char *nl = memchr(line, '\n', (size_t) (end - line));
-                if (!coding_plain(line, nl ?: end))
+                if (!coding_plain(line, nl ?: end, ascii))
                         return false;
                 if (!nl)
                         break;

@@ -31,9 +31,11 @@ char **preimport_leading_modules(const char *script, size_t len);
 /* False when the script names something through which it could tell what was imported ahead (sys.modules,
  * sys.path, the import machinery, frames, getattr/vars/globals/eval, warnings, signal, faulthandler, atexit)
  * or change what an import does (the environment, the working directory), or when Python could read its text
- * otherwise than preimport_leading_modules() does: a byte that is not ASCII (a UTF-8 BOM at the start aside),
- * a NUL, a form feed, a carriage return not followed by a newline, or an encoding declaration (PEP 263, on
- * either of the first two lines) naming anything but UTF-8, ASCII or Latin-1. It is then handed no sandbox
+ * otherwise than preimport_leading_modules() does: text that is not UTF-8, a character beyond ASCII that could
+ * be part of a name (only symbols such as ±, °, —, “”, →, ✓ and emoji may be there: outside comments and strings
+ * they are syntax errors; a UTF-8 BOM at the start aside), a NUL, a form feed, a carriage return not followed by
+ * a newline, or an encoding declaration (PEP 263, on either of the first two lines) naming anything but UTF-8,
+ * ASCII or Latin-1 (only UTF-8 with text beyond ASCII). It is then handed no sandbox
  * that imported anything. Conservative: the text anywhere, comments and strings included. */
 bool preimport_script_plain_enough(const char *script, size_t len);
 

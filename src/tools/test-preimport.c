@@ -102,6 +102,19 @@ START_TEST(test_plain_enough) {
                 "# -*- coding: utf-7 -*-\nimport json\n",
                 "#!/usr/bin/python\n# vim: set fileencoding=cp1252 :\nimport json\n",
                 "  # coding=utf_16\nimport json\n",
+                /* Beyond ASCII: letters and digits that NFKC reads as ASCII, letters at all, separators, controls. */
+                "import numpy, sys\nprint(len(sys.\xef\xbd\x8dodules))\n",            /* fullwidth m */
+                "import numpy\nx = \xf0\x9d\x90\xa0" "etattr\n",                           /* mathematical bold g */
+                "import numpy\nprint('\xc2\xb5s')\n",                                 /* micro sign: a letter */
+                "import numpy\nprint('a\xc2\xb7" "b')\n",                                /* middle dot: in names */
+                "import numpy\nprint('\xc2\xaa')\n",                                  /* feminine ordinal: NFKC a */
+                "import numpy\nx = 1\xe2\x80\xa8import os\n",                         /* line separator */
+                "import numpy\n# \xe2\x80\xae reversed\n",                            /* bidi override */
+                "import numpy\nprint('a\xe2\x80\x8b" "b')\n",                            /* zero-width space */
+                "import numpy\nprint('\xb1')\n",                                       /* not UTF-8 */
+                "import numpy\nprint('\xe2\x80')\n",                                  /* cut short */
+                "import numpy\nprint('\xc0\xaf')\n",                                  /* overlong */
+                "# -*- coding: latin-1 -*-\nimport numpy\n# \xc2\xb1 1\n",           /* read as two letters */
         };
         for (size_t i = 0; i < ELEMENTSOF(tells); i++)
                 ck_assert_msg(!preimport_script_plain_enough(tells[i], strlen(tells[i])), "%s", tells[i]);
@@ -113,6 +126,11 @@ START_TEST(test_plain_enough) {
                 "# coding: UTF_8\nimport numpy\n",
                 "\xef\xbb\xbfimport numpy\n",
                 "import numpy\n\n\n# coding: utf-7 on the third line counts for nothing\n",
+                /* Symbols in comments and strings, as real scripts have them. */
+                "import numpy as np\n# fit within \xc2\xb1 2 \xc2\xb0" "C \xe2\x80\x94 roughly\n"
+                "print(f\"{np.pi:.2f} \xc3\x97 2 \xe2\x86\x92 \xe2\x80\x9cok\xe2\x80\x9d \xe2\x80\xa6\")\n",
+                "import numpy\nprint('\xe2\x9c\x93 done \xf0\x9f\x8e\x89', '\xe2\x94\x80' * 3, '\xe2\x89\xa4 1')\n",
+                "\xef\xbb\xbf# -*- coding: utf-8 -*-\nimport numpy\n# \xc2\xb1\n",
         };
         for (size_t i = 0; i < ELEMENTSOF(plain); i++)
                 ck_assert_msg(preimport_script_plain_enough(plain[i], strlen(plain[i])), "%s", plain[i]);

@@ -170,7 +170,12 @@ FRESH = {
                 "print(mcpt_warm.FLAG, mcpt_warm.TOKEN, time.time() - mcpt_warm.IMPORTED_AT)\n",
     "sys.modules": "import mcpt_warm\nimport sys, time\nassert 'mcpt_warm' in sys.modules\n"
                    "print(mcpt_warm.FLAG, mcpt_warm.TOKEN, time.time() - mcpt_warm.IMPORTED_AT)\n",
+    # A letter beyond ASCII that Python reads as an ASCII one in a name (fullwidth x is x).
+    "fullwidth letter": AGE + "\uff58 = 1\n",
 }
+# Symbols beyond ASCII in comments and strings, as real scripts have them: nothing Python could read as a name.
+SYMBOLS = ("import mcpt_warm  # within \u00b1 2 \u00b0C \u2014 roughly\nimport time\n"
+           "print(mcpt_warm.FLAG, mcpt_warm.TOKEN, time.time() - mcpt_warm.IMPORTED_AT)  # \u201cdone\u201d \u2192 \u2713\n")
 
 
 @test
@@ -186,6 +191,11 @@ def scripts_that_could_tell_get_a_fresh_interpreter():
         check(age < 0.5, f"{name}: imported when the script did: {age}")
         if name == "environ":
             eq(flag, "set", "the import-time code sees the variable the script set")
+    waiting_with(c, ["mcpt_warm"])
+    st = run(c, SYMBOLS, deps)
+    eq(st.get("warm_imports"), ["mcpt_warm"], "warm_imports of a script with symbols in its comments")
+    _, _, age = age_of(st)
+    check(age >= 1.0, f"with symbols in comments, imported in the waiting sandbox: {age}")
     c.close()
 
 
