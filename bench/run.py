@@ -1229,6 +1229,11 @@ def cleanup_rows(R):
         L.append("| that cleanup: all %d out of the store's namespace / the walk done (s) | %s / %s | – | | |" % (
             run["envs"], "%.1f" % run["renamed_s"] if run.get("renamed_s") is not None else "—",
             "%.1f" % run["walk_s"] if run.get("walk_s") is not None else "—"))
+        dq, dd = run.get("daemon_quiet"), run.get("daemon_during")
+        if dq and dd:
+            L.append("| the daemon process during that cleanup: on a CPU / waiting for one (ms; last column: the "
+                     "12 s quiet) | %.1f / %.1f | – | %.1f / %.1f | |" % (dd["cpu_ms"], dd["runqueue_wait_ms"],
+                                                                          dq["cpu_ms"], dq["runqueue_wait_ms"]))
     return L
 
 
