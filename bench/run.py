@@ -2454,17 +2454,21 @@ def main_only(args, R, ours, ours_work, cache, ref, do_ref):
             old = json.load(f)
     except (OSError, ValueError):
         old = {}
-    setup_keep = [x for x in old.get("setup", []) if not x.startswith(("First run with new dependencies",
-                                                                        "Print-heavy loop", "Ping during"))]
+    # The setup lines and notes of the parts measured now are replaced; those of the others stay.
+    drop_setup = tuple(x for part, x in (("first_runs", "First run with new dependencies"),
+                                         ("print_loop", "Print-heavy loop"), ("cleanup", "Ping during")) if part in ONLY)
+    drop_notes = tuple(x for part, xs in (("first_runs", ("first run (",)), ("print_loop", ("print loop",)),
+                                          ("corpus", ("corpus",)), ("cleanup", ("cleanup of",)))
+                       if part in ONLY for x in xs)
+    setup_keep = [x for x in old.get("setup", []) if not (drop_setup and x.startswith(drop_setup))]
     for k, v in old.items():
         if k not in ("date", "notes", "setup", "loadavg_start", "loadavg_end", "machine", "versions", "quick"):
             R.setdefault(k, v)
     for k, v in old.get("versions", {}).items():
         R["versions"].setdefault(k, v)
     R["setup"] = setup_keep
-    notes.extend("(from the run of %s) %s" % (old.get("date", "an earlier run"), n) for n in old.get("notes", [])
-                 if "BENCH_ONLY" not in n and "print loop" not in n and "first run (" not in n
-                 and "corpus" not in n and "cleanup of" not in n)
+    notes.extend(n if n.startswith("(from the run of ") else "(from the run of %s) %s" % (old.get("date", "an earlier run"), n)
+                 for n in old.get("notes", []) if "BENCH_ONLY" not in n and not any(x in n for x in drop_notes))
     note("this run measured only %s (BENCH_ONLY); the other rows are from the run of %s"
          % (", ".join(sorted(ONLY)), old.get("date", "an earlier run")))
     ref_ok = False
