@@ -1007,6 +1007,19 @@ def corpus_lines(R):
         L.append("| %s%s | %s | %s | %s | %s |" % (name, " (failed)" if s.get("errors") else "", ", ".join(s["deps"]),
                                                    " | ".join(cells), o.get("warm_imports", "—"),
                                                    "%.0f" % o["first_prepare_ms"] if "first_prepare_ms" in o else "—"))
+    cold = []
+    for name, s in C["scripts"].items():
+        if str((s.get("ours") or {}).get("warm_imports", "")).startswith("0 of"):
+            try:
+                with open(os.path.join(CORPUS_DIR, name), encoding="utf-8") as f:
+                    odd = sorted(set(ch for ch in f.read() if ord(ch) > 127))
+            except OSError:
+                odd = []
+            cold.append("%s%s" % (name, " (has %s)" % " ".join(odd) if odd else ""))
+    if cold:
+        L += ["", "Our runs of %s never got warm imports: a sandbox that imported ahead is handed only a plain ASCII "
+                  "script (src/tools/preimport.h), so these ran in a plain sandbox, importing everything each time."
+              % ", ".join(cold)]
     L += ["", "| measurement (median over the corpus of reference ÷ ours) | ratio | goal | met |", "|---|---:|---:|---|"]
     for m, label, want in CORPUS_GOALS:
         x = C["summary"].get(m)
