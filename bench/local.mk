@@ -34,3 +34,14 @@ bench-noisy: mcp-python-sandboxd$(EXEEXT) mcp-python-sandbox$(EXEEXT)
 .PHONY: bench bench-noisy bench-model-cost bench-clean
 
 EXTRA_DIST += bench/run.py bench/mcpclient.py bench/noisy.py bench/model-cost.py bench/README.md
+EXTRA_DIST += \
+	bench/corpus/classifier.py \
+	bench/corpus/curve_fit.py \
+	bench/corpus/disk_report.py \
+	bench/corpus/polars_lazy.py \
+	bench/corpus/release_notes.py \
+	bench/corpus/sales_report.py \
+	bench/corpus/symbolic.py \
+	bench/corpus/temperature_chart.py \
+	bench/corpus/tune.py \
+	bench/corpus/validate_orders.py

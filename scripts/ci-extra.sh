@@ -61,10 +61,14 @@ for k, v in (R.get("warm_hello") or {}).items():
         missing.append("warm_hello.%s: %d failed calls" % (k, v["failures"]))
 if [t["clients"] for t in R.get("throughput", {}).get("ours", [])] != [1, 4, 16]:
     missing.append("throughput.ours for 1, 4 and 16 clients")
+runs = (R.get("cleanup") or {}).get("runs") or []
+if not runs or not all((x.get("during") or {}).get("n") and (x.get("quiet") or {}).get("n") for x in runs):
+    missing.append("cleanup: pings quiet and during a store cleanup")
 have = [g.get("goal", "") for g in R.get("goals", [])]
 for want in ("warm hello world within", "on warm hello world (calls at an agent's pace)", "on cold start",
              "daemon idle RSS", "warm numpy run", "warm pandas run", "warm matplotlib run", "back to back",
-             "throughput at 16 clients", "print-heavy loop", "throughput scales with cores"):
+             "throughput at 16 clients", "print-heavy loop", "throughput scales with cores",
+             "ping during a store cleanup"):
     if not any(want in g for g in have):
         missing.append("the goal '%s'" % want)
 for f in ("RESULTS.md", "results/latest.svg"):
