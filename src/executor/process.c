@@ -213,16 +213,28 @@ static int cgroup_remove(const char *cgroup, unsigned tries) {
         }
 }
 
-/* Try the busy cgroups again; force: give up on those that stay (at exit) and release their processes anyway. */
-static void remove_busy_cgroups(Reaper *r, unsigned tries, bool force) {
+/* What the loop gives the kept cgroups in one turn: a cgroup v1 rmdir can take milliseconds (the kernel waits for
+ * RCU), and dozens at once would hold up every client. The rest wait for the next idle turn. */
+#define BUSY_CGROUPS_BUDGET_USEC (2 * USEC_PER_MSEC)
+
+/* Try the busy cgroups again; force: give up on those that stay (at exit) and release their processes anyway.
+ * budget_usec: stop trying once that is spent (0: no bound); returns true when it cut the round short. */
+static bool remove_busy_cgroups(Reaper *r, unsigned tries, bool force, uint64_t budget_usec) {
+        uint64_t end = budget_usec > 0 ? now_usec() + budget_usec : UINT64_MAX;
         BusyRelease *done = NULL;
+        bool cut = false;
         size_t j = 0;
 
         if (r->removing)
-                return;   /* a release below freed a process: the loop here goes on */
+                return false;   /* a release below freed a process: the loop here goes on */
         r->removing = true;
         for (size_t i = 0; i < r->n_busy_cgroups; i++) {
                 BusyCgroup *b = &r->busy_cgroups[i];
+                if (!force && i > 0 && now_usec() >= end) {
+                        cut = true;
+                        r->busy_cgroups[j++] = *b;
+                        continue;
+                }
                 if (cgroup_remove(b->path, tries) == -EBUSY && !force) {
                         r->busy_cgroups[j++] = *b;
                         continue;
@@ -243,10 +255,12 @@ static void remove_busy_cgroups(Reaper *r, unsigned tries, bool force) {
                 free(x);
         }
         r->removing = false;
+        return cut;
 }
 
-/* Keep p's cgroups for later: all of them when later (removing a cgroup takes milliseconds under load: done when
- * the event loop has nothing else to do), else those still busy. Returns true when p's release waits for them. */
+/* Keep p's cgroups that are still busy for later (later: the loop runs, and they are tried once without waiting;
+ * the rest go when the event loop has nothing else to do, or from the timer). Returns true when p's release waits
+ * for them: most often it does not, and what the run held (its uid, its slot) is free at once. */
 static bool keep_busy_cgroups(Reaper *r, Process *p, bool later) {
         BusyRelease *x = NULL;
         size_t n = 0;
@@ -259,8 +273,9 @@ static bool keep_busy_cgroups(Reaper *r, Process *p, bool later) {
                 return false;
         }
         for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
-                /* Not later (the loop is done: the daemon is exiting): given up to 20 ms, as nothing retries. */
-                if ((later || cgroup_remove(p->cgroups[i], 20) == -EBUSY) && strv_extend(&left, p->cgroups[i]) >= 0)
+                /* Later (the loop runs): one try now, without waiting, which is enough once the sandbox's processes
+                 * are gone; busy: kept. Else (the daemon is exiting) given up to 20 ms, as nothing retries. */
+                if (cgroup_remove(p->cgroups[i], later ? 0 : 20) == -EBUSY && strv_extend(&left, p->cgroups[i]) >= 0)
                         n++;
         if (n == 0)
                 return false;
@@ -314,14 +329,19 @@ static void retry_busy_cgroups_later(Reaper *r, sd_event *e, bool again) {
         (void) sd_event_source_set_enabled(r->busy_timer, SD_EVENT_ONESHOT);
 }
 
+static int remove_kept_cgroups_when_idle(Reaper *reaper, sd_event *e);
+
 static int on_busy_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        remove_busy_cgroups(userdata, 0, false);
+        if (remove_busy_cgroups(userdata, 0, false, BUSY_CGROUPS_BUDGET_USEC))
+                (void) remove_kept_cgroups_when_idle(userdata, sd_event_source_get_event(s));
         retry_busy_cgroups_later(userdata, sd_event_source_get_event(s), true);
         return 0;
 }
 
 static int on_busy_idle(sd_event_source *s, void *userdata) {
-        remove_busy_cgroups(userdata, 0, false);
+        /* Cut short: the rest at the next idle turn; what stays busy: from the timer. */
+        if (remove_busy_cgroups(userdata, 0, false, BUSY_CGROUPS_BUDGET_USEC))
+                (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
         retry_busy_cgroups_later(userdata, sd_event_source_get_event(s), false);
         return 0;
 }
@@ -441,7 +461,7 @@ Process *process_free(Process *p) {
         bool waits = keep_busy_cgroups(p->reaper, p, later);
         strv_free(p->cgroups);
         if (later && p->reaper->n_busy_cgroups > 0 && remove_kept_cgroups_when_idle(p->reaper, p->event) < 0)
-                remove_busy_cgroups(p->reaper, 0, false);
+                (void) remove_busy_cgroups(p->reaper, 0, false, BUSY_CGROUPS_BUDGET_USEC);
         retry_busy_cgroups_later(p->reaper, p->event, false);
         if (p->remove_dir) {
                 (void) rm_rf_untrusted(p->remove_dir);
@@ -536,7 +556,7 @@ void reaper_finish(Reaper *r) {
                 process_free(p);   /* killed already: waits for it, then removes what it leaves */
         }
         /* A last chance, of up to a second each, for the cgroups still busy; then their processes are released. */
-        remove_busy_cgroups(r, 1000, true);
+        (void) remove_busy_cgroups(r, 1000, true, 0);
         r->busy_cgroups = mfree(r->busy_cgroups);
         r->busy_timer = sd_event_source_disable_unref(r->busy_timer);
         r->busy_idle = sd_event_source_disable_unref(r->busy_idle);
