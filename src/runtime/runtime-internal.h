@@ -77,8 +77,9 @@ int runtime_start_self_test(Runtime *r);
  * envstore's EnvCompileFunc. */
 int runtime_spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *limits, bool may_cgroup,
                           ProcessDoneFunc done, void *userdata, Process **ret);
-int runtime_hold_env(Runtime *r, ProcessOptions *o, const char *env_dir);
-int runtime_lease_uid(Runtime *r, ProcessOptions *o, char *const *own_dirs);
+int runtime_spawn_leased(Runtime *r, ProcessOptions *o, char *const *own_dirs, const char *env_dir,
+                         const SandboxLimits *limits, bool may_cgroup, ProcessDoneFunc done, void *userdata,
+                         Process **ret);
 int runtime_spawn_compile(void *userdata, EnvCompileStep step, const char *env_dir, const char *python,
                           const char *out_dir, uid_t uid, uint64_t timeout_usec, ProcessDoneFunc done,
                           void *done_userdata, Process **ret);

@@ -154,7 +154,7 @@ static void env_spawn_hold_release(void *userdata) {
 }
 
 /* The store never collects env_dir while o's process lives (envstore_hold()). */
-int runtime_hold_env(Runtime *r, ProcessOptions *o, const char *env_dir) {
+static int runtime_hold_env(Runtime *r, ProcessOptions *o, const char *env_dir) {
         EnvSpawnHold *x;
 
         if (!env_dir || !r->store)
@@ -191,7 +191,7 @@ static void uid_lease_release(void *userdata) {
 
 /* Under a root daemon: o runs as a host uid of its own, given back when the Process is freed, and the directories
  * own_dirs (NULL-terminated, may be NULL) become that uid's: they are where it may write. */
-int runtime_lease_uid(Runtime *r, ProcessOptions *o, char *const *own_dirs) {
+static int runtime_lease_uid(Runtime *r, ProcessOptions *o, char *const *own_dirs) {
         UidLease *l;
         uid_t uid;
         int k;
@@ -233,6 +233,25 @@ int runtime_spawn_sandboxed(Runtime *r, const char *env_dir, char *const *ro_pat
 }
 
 /* runtime_spawn_in_bwrap(), and rw_dir (unless NULL) writable at its own path: it becomes the sandbox's. */
+/* A spawn as a uid of its own (owning own_dirs), holding env_dir while it runs, with limits: what every sandbox
+ * and every unsandboxed run goes through. */
+int runtime_spawn_leased(Runtime *r, ProcessOptions *o, char *const *own_dirs, const char *env_dir,
+                         const SandboxLimits *limits, bool may_cgroup, ProcessDoneFunc done, void *userdata,
+                         Process **ret) {
+        int k;
+
+        k = runtime_lease_uid(r, o, own_dirs);
+        if (k < 0)
+                return k;
+        k = runtime_hold_env(r, o, env_dir);
+        if (k < 0) {
+                if (o->release)
+                        o->release(o->release_userdata);
+                return k;
+        }
+        return runtime_spawn_limited(r, o, limits, may_cgroup, done, userdata, ret);
+}
+
 static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, const char *rw_dir,
                        const SandboxData *data, size_t n_data, const int *pass_fds, size_t n_pass, int status_fd,
                        char *const *command, uint64_t timeout_usec, const SandboxLimits *limits, bool may_cgroup,
@@ -315,16 +334,7 @@ static int spawn_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, c
                 /* The bytecode compile, the one sandbox with a directory to write to: it never slows a run. */
                 .idle = rw_dir != NULL,
         };
-        k = runtime_lease_uid(r, &o, rw_dir ? rw : NULL);
-        if (k < 0)
-                return k;
-        k = runtime_hold_env(r, &o, env_dir);
-        if (k < 0) {
-                if (o.release)
-                        o.release(o.release_userdata);
-                return k;
-        }
-        return runtime_spawn_limited(r, &o, limits, may_cgroup, done, userdata, ret);
+        return runtime_spawn_leased(r, &o, rw_dir ? rw : NULL, env_dir, limits, may_cgroup, done, userdata, ret);
 }
 
 int runtime_spawn_in_bwrap(Runtime *r, const char *env_dir, char *const *ro_paths, const SandboxData *data,

@@ -180,16 +180,7 @@ static int spawn_in_run_dir(Runtime *r, const char *top, const char *work, const
         };
         /* Without a sandbox too, never as root: a uid of its own, which owns the run's directory. */
         char *own[] = { (char *) top, (char *) work, (char *) tmp, NULL };
-        k = runtime_lease_uid(r, &o, own);
-        if (k < 0)
-                return k;
-        k = runtime_hold_env(r, &o, env_dir);
-        if (k < 0) {
-                if (o.release)
-                        o.release(o.release_userdata);
-                return k;
-        }
-        return runtime_spawn_limited(r, &o, limits, true, done, userdata, ret);
+        return runtime_spawn_leased(r, &o, own, env_dir, limits, true, done, userdata, ret);
 }
 
 int runtime_spawn_unsandboxed(Runtime *r, const char *env_dir, const SandboxData *data, size_t n_data,
