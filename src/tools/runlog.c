@@ -89,17 +89,26 @@ static int append_value(char **s, size_t *len, const char *v) {
         if (!needs_quotes(v))
                 return strextendf_len(s, len, "%s", v);
         k = strextendf_len(s, len, "\"");
-        for (const unsigned char *p = (const unsigned char *) v; k >= 0 && *p; p++) {
+        for (const unsigned char *p = (const unsigned char *) v; k >= 0 && *p;) {
+                const unsigned char *q = p;
+
+                /* What needs no escape goes in one piece. */
+                while (*q && *q != '"' && *q != '\\' && *q >= 0x20 && *q != 0x7f)
+                        q++;
+                if (q > p) {
+                        k = strextendf_len(s, len, "%.*s", (int) (q - p), (const char *) p);
+                        p = q;
+                        continue;
+                }
                 if (*p == '"' || *p == '\\')
                         k = strextendf_len(s, len, "\\%c", *p);
                 else if (*p == '\n')
                         k = strextendf_len(s, len, "\\n");
                 else if (*p == '\t')
                         k = strextendf_len(s, len, "\\t");
-                else if (*p < 0x20 || *p == 0x7f)
-                        k = strextendf_len(s, len, "\\%03o", *p);   /* octal: three digits at most, unlike \x */
                 else
-                        k = strextendf_len(s, len, "%c", *p);
+                        k = strextendf_len(s, len, "\\%03o", *p);   /* octal: three digits at most, unlike \x */
+                p++;
         }
         return k < 0 ? k : strextendf_len(s, len, "\"");
 }
