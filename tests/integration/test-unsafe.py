@@ -377,8 +377,10 @@ def a_run_started_in_the_sandbox_stays_sandboxed_across_a_reload():
         rid = c.new_id()
         c.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
                 "params": {"name": "execute_python",
-                           "arguments": {"script": "import os, time\ntime.sleep(2)\nprint(os.getcwd())\n"}}})
-        time.sleep(0.5)
+                           "arguments": {"script": "import os, time\ntime.sleep(3)\nprint(os.getcwd())\n"}}})
+        # Its Python is running (its environment may take a while to build on a busy machine): the switch comes after.
+        wait_until(lambda: any(b"/work/script.py" in _cmdline(p) for p in children(d.proc.pid)), 30,
+                   "the run's Python")
         with open(conf, "w") as f:
             f.write("unsafe-no-sandbox = yes\n")
         d.proc.send_signal(signal.SIGHUP)
