@@ -338,7 +338,7 @@ static void on_adopted(int n, const char *message, void *userdata) {
                 log_debug("Compiled the bytecode of environment %.12s in %" PRIu64 " ms (%d files)%s.",
                           strrchr(s->compiling, '/') + 1, s->compile_usec / USEC_PER_MSEC, n,
                           s->compile_partial ? "; some files are not valid Python for it" : "");
-        if (fonts_start(s) >= 0)
+        if (fonts_start(s) == 0)
                 return;
         compile_clear(s);
         envstore_compile_next(s);
@@ -438,8 +438,12 @@ void envstore_compile_next(EnvStore *s) {
                 }
                 k = s->compile_spawn(s->compile_userdata, ENV_COMPILE_BYTECODE, path, python, out, s->compiling_uid,
                                      s->config->prepare_timeout_usec, on_compile_done, s, &s->compile);
-                if (k < 0) {
-                        log_warning_errno(k, "Failed to start compiling the bytecode of %s: %m", path);
+                if (k != 0) {
+                        if (k == ENV_COMPILE_NO_SANDBOX)
+                                log_debug("Not compiling the bytecode of environment %.12s: there is no working "
+                                          "sandbox to compile it in.", strrchr(path, '/') + 1);
+                        else
+                                log_warning_errno(k, "Failed to start compiling the bytecode of %s: %m", path);
                         (void) rm_rf_untrusted(out);
                         unlock_entry(&s->compile_lock_path, &s->compile_lock_fd);
                         goto next;

@@ -58,9 +58,12 @@ int envstore_new(EnvStore **ret, sd_event *e, const Config *config, Scheduler *s
  * ENV_COMPILE_FONTS: the environment's interpreter, as a run sees it, imports matplotlib.font_manager with
  * MPLCONFIGDIR in the sandbox's own size-capped /tmp (out_dir is NULL: no host directory is writable), then writes
  * to its stdout the font list's name, a newline and its contents, at most ENV_FONTS_MAX bytes in all; charged to
- * uid. Set by whoever owns the sandbox, once it can start them; until then, nothing is compiled.
+ * uid. Set by whoever owns the sandbox, once it can start them; until then, nothing is compiled. Returns 0 when
+ * started, ENV_COMPILE_NO_SANDBOX when there is no working sandbox to start it in (nothing runs outside one), or
+ * -errno.
  */
 #define ENV_FONTS_MAX (4 * 1024 * 1024)
+#define ENV_COMPILE_NO_SANDBOX 1
 typedef enum EnvCompileStep {
         ENV_COMPILE_BYTECODE,
         ENV_COMPILE_FONTS,

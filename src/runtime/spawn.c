@@ -356,7 +356,7 @@ int runtime_spawn_compile(void *userdata, EnvCompileStep step, const char *env_d
         SandboxLimits limits;
 
         if (runtime_sandbox_error(r) || runtime_unsandboxed(r))
-                return -EPERM;   /* never outside the sandbox */
+                return ENV_COMPILE_NO_SANDBOX;   /* never outside the sandbox */
         for (size_t i = 0; i < r->pythons.n && !py; i++)
                 if (streq(r->pythons.items[i]->executable, python))
                         py = r->pythons.items[i];
