@@ -73,7 +73,7 @@ def tool_list_states_the_live_configuration_and_follows_a_reload():
     tools offered, is announced to initialized clients (notifications/tools/list_changed), and only then."""
     need_pythons("3.11")
     conf = tempfile.NamedTemporaryFile("w", suffix=".conf", delete=False)
-    conf.write("[Daemon]\nnetwork = no\nmax-timeout = 300\n")
+    conf.write("[Daemon]\nnetwork = no\nmax-timeout = 300\nmax-memory = 512M\noutput-cap = 16K\n")
     conf.close()
     try:
         with Daemon(args=[f"--config={conf.name}"]) as d:
@@ -85,15 +85,17 @@ def tool_list_states_the_live_configuration_and_follows_a_reload():
                 eq(sorted(tools), ["check_environment", "execute_python", "validate_script"],
                    "one-shot tools only by default")
                 ep = tools["execute_python"]
-                check("This server: network off; /work and /tmp 128 MiB each; timeout 30 s by default, 300 s at "
-                      "most;" in ep["description"], ep["description"])
-                check("packages from wheels only (no source builds)" in ep["description"], ep["description"])
+                # The whole line: every part of it is the live configuration.
+                eq(ep["description"].splitlines()[-1],
+                   "This server: network off; /work and /tmp 128 MiB each; timeout 30 s by default, 300 s at most; "
+                   "memory 512 MiB; output: 8 KiB per stream kept (beginning and end); packages from wheels only "
+                   "(no source builds).", "the live line")
                 eq(ep["inputSchema"]["properties"]["timeout_seconds"]["maximum"], 300, "the timeout's maximum")
             c.expect_silence(0.5)
 
             with open(conf.name, "w") as f:
                 f.write("[Daemon]\nnetwork = yes\nmax-timeout = 60\npersistent-sandboxes = yes\n"
-                        "allow-source-builds = yes\n")
+                        "allow-source-builds = yes\nmax-memory = 2G\noutput-cap = 64K\ntmpfs-size = 64M\n")
             d.proc.send_signal(signal.SIGHUP)
             wait_log(d, "Reloaded: ")
             eq(c.read_message(10), {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"},
@@ -102,16 +104,16 @@ def tool_list_states_the_live_configuration_and_follows_a_reload():
             check("create_sandbox" in tools and "execute_code" in tools, f"persistent sandboxes: {sorted(tools)}")
             for name in ("execute_python", "execute_code"):
                 t = tools[name]
-                check("This server: network on; /work and /tmp 128 MiB each; timeout 30 s by default, 60 s at most;"
-                      in t["description"],
-                      f"{name}: {t['description']}")
-                check("packages from wheels or built from source" in t["description"], t["description"])
+                eq(t["description"].splitlines()[-1],
+                   "This server: network on; /work and /tmp 64 MiB each; timeout 30 s by default, 60 s at most; "
+                   "memory 2 GiB; output: 32 KiB per stream kept (beginning and end); packages from wheels or "
+                   "built from source.", f"{name}: the live line")
                 eq(t["inputSchema"]["properties"]["timeout_seconds"]["maximum"], 60, f"{name}: the timeout's maximum")
 
             # max-sandboxes = 0 withdraws them, whatever persistent-sandboxes says.
             with open(conf.name, "w") as f:
                 f.write("[Daemon]\nnetwork = yes\nmax-timeout = 60\npersistent-sandboxes = yes\n"
-                        "allow-source-builds = yes\nmax-sandboxes = 0\n")
+                        "allow-source-builds = yes\nmax-memory = 2G\noutput-cap = 64K\ntmpfs-size = 64M\nmax-sandboxes = 0\n")
             d.proc.send_signal(signal.SIGHUP)
             wait_log(d, "Reloaded: 1 setting changed")
             eq(c.read_message(10).get("method"), "notifications/tools/list_changed", "announced again")
@@ -122,7 +124,7 @@ def tool_list_states_the_live_configuration_and_follows_a_reload():
             n = d.log().count("Reloaded: ")
             with open(conf.name, "w") as f:
                 f.write("[Daemon]\nnetwork = yes\nmax-timeout = 60\npersistent-sandboxes = yes\n"
-                        "allow-source-builds = yes\nmax-sandboxes = 0\nmax-queue = 7\n")
+                        "allow-source-builds = yes\nmax-memory = 2G\noutput-cap = 64K\ntmpfs-size = 64M\nmax-sandboxes = 0\nmax-queue = 7\n")
             d.proc.send_signal(signal.SIGHUP)
             deadline = time.monotonic() + 10
             while d.log().count("Reloaded: ") == n and time.monotonic() < deadline:
