@@ -163,6 +163,10 @@ print(urllib.request.urlopen("http://{there}:{port}/some/path?q=1", timeout=20).
     r = c.call_tool("check_environment", {}, timeout=60)
     check(f"{there}:{port}" in (r["structuredContent"]["sandbox"].get("network_allow") or []), r["structuredContent"])
     check(f"Network allowlist (through the proxy at http://127.0.0.1:3128): {there}:{port}" in c.text(r), c.text(r))
+    # So does the run tools' description, in its live line.
+    ep = {t["name"]: t for t in c.result("tools/list")["tools"]}["execute_python"]
+    check("This server: network only to listed hosts, through HTTP_PROXY (check_environment lists them); "
+          in ep["description"], ep["description"])
 
 
 @test
