@@ -237,5 +237,41 @@ def versions_that_cannot_be_had_fail_clearly():
         d.close()
 
 
+# The prefix of the URLs in uv's own download list, which python-install-mirror replaces.
+DEFAULT_DOWNLOADS = "https://github.com/astral-sh/python-build-standalone/releases/download"
+
+
+@test
+def an_administrators_mirror_serves_the_install():
+    """python-install-mirror: the download list names the usual public URL, which nothing here can reach; the
+    install comes from the mirror the administrator named instead."""
+    url, full, minor = build_site()
+    site = os.path.dirname(url[len("file://"):])
+    with open(os.path.join(site, "downloads.json")) as f:
+        listing = json.load(f)
+    mirror = scratch("mcptest-pymirror-")
+    for entry in listing.values():
+        name = os.path.basename(entry["url"])
+        os.makedirs(os.path.join(mirror, "20990101"), exist_ok=True)
+        os.link(entry["url"][len("file://"):], os.path.join(mirror, "20990101", name))
+        entry["url"] = f"{DEFAULT_DOWNLOADS}/20990101/{name}"
+    public = os.path.join(mirror, "downloads.json")
+    with open(public, "w") as f:
+        json.dump(listing, f)
+
+    # Without the mirror the public URL is tried and fails (no internet here, or a test that proves nothing).
+    d, c, uv = daemon(args=["--python-downloads-json-url=file://" + public])
+    refused(c, "", "the public URL without a mirror", ["uv could not install it"], python_version=minor)
+    c.close()
+    d.close()
+
+    d, c, uv = daemon(args=["--python-downloads-json-url=file://" + public, "--python-install-mirror=file://" + mirror])
+    r, text = run(c, PROBE, python_version=minor)
+    check(r.get("isError") is False and f"VERSION {full} /venv" in text, f"the run through the mirror: {text[:3000]}")
+    eq(len(python_installs(uv)), 1, f"uv python install runs: {uv.lines()}")
+    c.close()
+    d.close()
+
+
 if __name__ == "__main__":
     main()
