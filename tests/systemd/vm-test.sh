@@ -370,6 +370,53 @@ t_cgroups() {
         [ "$l" != cgroup ] || die "runs still get cgroups"
 }
 step left-off-loses-cgroups:ProtectControlGroups=yes t_cgroups
+t_resources() {
+        with_setting SystemCallFilter=~@resources
+        r=$(run alice 'print("ran")')
+        active=$(systemctl is-active $unit)
+        without_setting
+        echo "note: SystemCallFilter=~@resources: $(field "$r" "r.get('result', {}).get('content', [{}])[0].get('text', r)" | grep -m1 -i 'limit' | cut -c1-200)"
+        [ "$active" = active ] || die "the daemon did not stay up under SystemCallFilter=~@resources"
+        [ "$(st "$r" stdout)" != ran ] || die "a run got its resource limits under SystemCallFilter=~@resources"
+        r=$(run alice 'print("ran")')
+        [ "$(st "$r" stdout)" = ran ] || die "no run without it: $r"
+}
+step left-off-breaks-run-limits:SystemCallFilter=~@resources t_resources
+# uv reaches the package index from the service: an index on this machine's
+# loopback, which PrivateNetwork= (like IPAddressDeny=) takes from the service.
+t_private_network() {
+        mkdir -p "$W/idx/simple/mcpvm-dep"
+        for f in "$S"/wheels/mcpvm_dep-*.whl; do
+                cp "$f" "$W/idx/"
+                echo "<a href=\"/$(basename "$f")\">$(basename "$f")</a>" >"$W/idx/simple/mcpvm-dep/index.html"
+        done
+        python3 -m http.server --bind 127.0.0.1 --directory "$W/idx" 8765 >"$W/http.log" 2>&1 &
+        hp=$!
+        mv "$confd/60-vm-test.conf" "$W/60-vm-test.conf.saved"
+        printf '[Daemon]\nindex-url = http://127.0.0.1:8765/simple/\nmax-runs = 2\npersistent-sandboxes = yes\n' \
+                >"$confd/60-vm-test.conf"
+        systemctl restart $unit
+        wait_for 20 python3 -c 'import urllib.request; urllib.request.urlopen("http://127.0.0.1:8765/simple/mcpvm-dep/")'
+        dep='import mcpvm_dep
+print(mcpvm_dep.answer())'
+        ok=$(run alice "# /// script
+# dependencies = [\"mcpvm-dep>=1.0\"]
+# ///
+$dep")
+        with_setting PrivateNetwork=yes
+        r=$(run alice "# /// script
+# dependencies = [\"mcpvm-dep>=1.1\"]
+# ///
+$dep")
+        without_setting
+        kill $hp
+        mv "$W/60-vm-test.conf.saved" "$confd/60-vm-test.conf"
+        systemctl restart $unit
+        [ "$(st "$ok" stdout)" = 42 ] || die "no install from the index on the loopback: $ok"
+        echo "note: PrivateNetwork=yes: $(field "$r" "r.get('result', {}).get('content', [{}])[0].get('text', r)" | head -3 | tr '\n' ' ' | cut -c1-200)"
+        [ "$(st "$r" stdout)" != 42 ] || die "uv reached the index under PrivateNetwork=yes"
+}
+step left-off-cuts-uv-from-the-index:PrivateNetwork=yes t_private_network
 
 # Finding 5: an upgrade lets the running daemon finish its work.
 t_upgrade() {
