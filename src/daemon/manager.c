@@ -505,6 +505,8 @@ static void manager_reload(Manager *m) {
         log_info("Reloaded: %d setting%s changed.", n, n == 1 ? "" : "s");
         /* The sandbox may work now, or not any more. */
         runtime_reload(m->runtime);
+        /* The caps may have outgrown the unit's TasksMax= and MemoryMax=. */
+        (void) runtime_check_service_limits(m->runtime);
         m->server.instructions = manager_instructions(m);
         m->server.tools = manager_tools(m);
         /* Tools come and go, and their descriptions state the configuration: tell the clients when either changed. */
@@ -590,6 +592,7 @@ int manager_new(Manager **ret, Config *config) {
         r = runtime_new(&m->runtime, m->event, m->config, m->reaper, m->cgroups);
         if (r < 0)
                 return r;
+        (void) runtime_check_service_limits(m->runtime);
         r = workspace_registry_new(&m->workspaces, m->runtime);
         if (r < 0)
                 return r;

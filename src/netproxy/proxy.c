@@ -27,7 +27,8 @@
 
 #define RELAY_BUF (64 * 1024)
 #define ADDRS_MAX 16
-#define LOOKUPS_MAX 32                  /* resolver children at once, all runs together */
+#define LOOKUPS_MAX 32                  /* resolver children at once, all users together */
+#define LOOKUPS_PER_USER_MAX 8          /* and of one user's runs */
 #define LOOKUP_TIMEOUT_USEC (10ULL * 1000000ULL)
 #define HEAD_TIMEOUT_USEC (30ULL * 1000000ULL)
 #define CONNECTIONS_TOTAL_MAX 4096
@@ -40,7 +41,7 @@ struct NetProxyContext {
         /* The hook for the daemon's scheduler: a registry of our own, so that proxy connections and their buffers
          * count against their own limits, never against the session limits of the manager's registry. */
         ChargeRegistry *charges;
-        unsigned n_lookups;
+        unsigned lookups_per_user;
         /* The resolver children not yet reaped, whether their connection still waits or is gone. */
         sd_event_source *children[LOOKUPS_MAX * 2];
         size_t n_children;
@@ -74,6 +75,7 @@ struct Conn {
 
         /* The lookup: a child writes the addresses to a pipe. */
         pid_t resolver;
+        Charge charge_lookup;           /* CHARGE_PROXY_LOOKUPS, held while the resolver runs */
         int resolver_fd;
         sd_event_source *resolver_source;
         uint8_t rbuf[ADDRS_MAX * sizeof(Addr)];
@@ -158,6 +160,10 @@ void net_proxy_context_configure(NetProxyContext *c, NetAllowlist *l, bool allow
         if (max_per_user == 0)
                 max_per_user = 64;
         charge_registry_set_limit(c->charges, CHARGE_PROXY_CONNECTIONS, max_per_user, CONNECTIONS_TOTAL_MAX);
+        /* A lookup is a process: a few of them per user, whatever the connections, so that one user's slow names
+         * cannot take every resolver. */
+        c->lookups_per_user = MIN(max_per_user, LOOKUPS_PER_USER_MAX);
+        charge_registry_set_limit(c->charges, CHARGE_PROXY_LOOKUPS, c->lookups_per_user, LOOKUPS_MAX);
         /* Each connection buffers at most two relay buffers and a request head. */
         charge_registry_set_limit(c->charges, CHARGE_PROXY_BYTES,
                                   (uint64_t) max_per_user * (2 * RELAY_BUF + NET_REQUEST_HEAD_MAX),
@@ -207,8 +213,8 @@ static void conn_stop_lookup(Conn *c, bool kill_child) {
                 if (kill_child && child_running(ctx, c->resolver))
                         (void) kill(c->resolver, SIGKILL);
                 c->resolver = 0;
-                ctx->n_lookups--;
         }
+        charge_release(&c->charge_lookup);
 }
 
 static Conn *conn_free(Conn *c) {
@@ -564,15 +570,32 @@ static void conn_resolve(Conn *c) {
         int fds[2];
         pid_t pid;
 
-        if (ctx->n_lookups >= LOOKUPS_MAX || ctx->n_children >= ELEMENTSOF(ctx->children))
+        /* The children not reaped yet are bounded too: an abandoned lookup's child is killed, but reaped later. */
+        if (ctx->n_children >= ELEMENTSOF(ctx->children))
                 return conn_reply_close(c, 503, "Service Unavailable",
                                         "the proxy is looking up too many names at once; try again\n");
-        if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0)
+        switch (charge_take(ctx->charges, &c->charge_lookup, c->proxy->uid, CHARGE_PROXY_LOOKUPS, 1)) {
+        case 0:
+                break;
+        case CHARGE_QUOTA:
+                return conn_reply_close(c, 503, "Service Unavailable",
+                                        charge_registry_used(ctx->charges, c->proxy->uid, CHARGE_PROXY_LOOKUPS) <
+                                                                ctx->lookups_per_user
+                                                ? "the proxy is looking up too many names at once; try again\n"
+                                                : "too many name lookups of this user at once; try again when one "
+                                                  "is done\n");
+        default:
                 return conn_reply_close(c, 502, "Bad Gateway", "the proxy could not look the name up\n");
+        }
+        if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
+                charge_release(&c->charge_lookup);
+                return conn_reply_close(c, 502, "Bad Gateway", "the proxy could not look the name up\n");
+        }
         pid = fork();
         if (pid < 0) {
                 safe_close(fds[0]);
                 safe_close(fds[1]);
+                charge_release(&c->charge_lookup);
                 return conn_reply_close(c, 502, "Bad Gateway", "the proxy could not look the name up\n");
         }
         if (pid == 0) {
@@ -583,13 +606,11 @@ static void conn_resolve(Conn *c) {
         safe_close(fds[1]);
         c->resolver = pid;
         c->resolver_fd = fds[0];
-        ctx->n_lookups++;
         c->state = CONN_RESOLVING;
         if (sd_event_add_child(ctx->event, &ctx->children[ctx->n_children], pid, WEXITED, on_resolver_exit, ctx) < 0) {
                 (void) kill(pid, SIGKILL);
                 (void) waitpid(pid, NULL, 0);
                 c->resolver = 0;
-                ctx->n_lookups--;
                 return (void) conn_free(c);
         }
         ctx->n_children++;

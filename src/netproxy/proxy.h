@@ -19,8 +19,9 @@
  *
  * Connections and the bytes they buffer are charged to the run's caller uid
  * (in the scheduler's account: CHARGE_PROXY_CONNECTIONS counts proxy
- * connections, CHARGE_PROXY_BYTES their buffers). Freeing a NetProxy closes
- * all its connections.
+ * connections, CHARGE_PROXY_BYTES their buffers, CHARGE_PROXY_LOOKUPS their
+ * resolver children: at most 8 of one uid and 32 of all at once, the rest are
+ * answered 503 at once). Freeing a NetProxy closes all its connections.
  */
 
 #include <stdbool.h>

@@ -24,6 +24,7 @@ struct Runtime {
 
         char *uv_path, *uv_version, *bwrap_version;
         char *uv_refused;               /* why uv is not used (older than the store needs), or NULL */
+        char *service_limits;           /* runtime_check_service_limits()'s finding, for check_environment */
         char *etc_dir;
         char **data_binds;              /* the data-dirs entries a sandbox can read (runtime_check_data_dirs()) */
         EnvStore *store;

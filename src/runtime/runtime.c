@@ -283,6 +283,7 @@ Runtime *runtime_free(Runtime *r) {
         free(r->uv_path);
         free(r->uv_version);
         free(r->uv_refused);
+        free(r->service_limits);
         free(r->bwrap_version);
         free(r->sandbox_error);
         free(r->user);
@@ -329,6 +330,90 @@ void runtime_reload(Runtime *r) {
         set_sched_limits(r);
         log_debug("Re-running the sandbox self-test.");
         (void) runtime_start_self_test(r);
+}
+
+/* A memory size as MemoryMax= takes it: mebibytes, rounded up. */
+static void format_mib(char *buf, size_t size, uint64_t v) {
+        if (v == SANDBOX_SERVICE_UNLIMITED)
+                snprintf(buf, size, "infinity");
+        else
+                snprintf(buf, size, "%" PRIu64 "M", v / (1024 * 1024) + (v % (1024 * 1024) != 0));
+}
+
+static void format_count(char *buf, size_t size, uint64_t v) {
+        if (v == SANDBOX_SERVICE_UNLIMITED)
+                snprintf(buf, size, "infinity");
+        else
+                snprintf(buf, size, "%" PRIu64, v);
+}
+
+bool runtime_check_service_limits(Runtime *r) {
+        const Config *c = r->config;
+        uint64_t sandboxes = c->persistent_sandboxes ? c->max_sandboxes : 0, scripts = r->max_runs + sandboxes;
+        long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+        _cleanup_free_ char *why = NULL, *field = NULL;
+        SandboxServiceLimits have, need;
+        size_t why_len = 0, field_len = 0;
+        char h[32], n[32];
+        int k;
+
+        r->service_limits = mfree(r->service_limits);
+        k = sandbox_cgroup_service_limits("/proc/self/mountinfo", "/proc/self/cgroup", &have);
+        if (k < 0) {
+                log_debug_errno(k, "Cannot read the limits of the daemon's cgroup: %m");
+                r->service_limits = strdup("unknown: the daemon's cgroup cannot be read");
+                return true;
+        }
+        sandbox_service_need(scripts, c->max_processes, c->max_memory,
+                             pages > 0 && page_size > 0 ? (uint64_t) pages * (uint64_t) page_size : 0, &need);
+
+        if (need.tasks > have.tasks) {
+                format_count(h, sizeof(h), have.tasks);
+                format_count(n, sizeof(n), need.tasks);
+                strextendf_len(&why, &why_len,
+                               "TasksMax= (pids.max) is %s, and (max-runs %u + max-sandboxes %" PRIu64
+                               ") x max-processes %" PRIu64 " + %u for the daemon is %s: raise it ",
+                               h, r->max_runs, sandboxes, c->max_processes, SANDBOX_SERVICE_TASKS_MARGIN, n);
+                if (need.tasks == SANDBOX_SERVICE_UNLIMITED)
+                        strextendf_len(&why, &why_len, "to infinity");
+                else
+                        strextendf_len(&why, &why_len, "by %" PRIu64, need.tasks - have.tasks);
+                strextendf_len(&field, &field_len, "TasksMax= %s, %s needed", h, n);
+        }
+        /* Less than a mebibyte short is rounding: systemd takes MemoryMax=80% in whole pages. */
+        if (need.memory > have.memory && need.memory - have.memory >= 1024 * 1024) {
+                format_mib(h, sizeof(h), have.memory);
+                format_mib(n, sizeof(n), need.memory);
+                strextendf_len(&why, &why_len,
+                               "%sMemoryMax= is %s, and (max-runs %u + max-sandboxes %" PRIu64
+                               ") x max-memory, at most %u%% of the machine's memory, is %s: raise it ",
+                               why ? "; " : "", h, r->max_runs, sandboxes, SANDBOX_SERVICE_MEMORY_SHARE, n);
+                if (need.memory == SANDBOX_SERVICE_UNLIMITED)
+                        strextendf_len(&why, &why_len, "to infinity");
+                else
+                        strextendf_len(&why, &why_len, "by %" PRIu64 "M",
+                                       (need.memory - have.memory + 1024 * 1024 - 1) / (1024 * 1024));
+                strextendf_len(&field, &field_len, "%sMemoryMax= %s, %s needed", field ? "; " : "", h, n);
+        }
+        if (why) {
+                log_warning("The service's own limits are below what the configuration's caps let it hold: %s "
+                            "(systemctl edit mcp-python-sandboxd.service), or lower the caps.", why);
+                if (asprintf(&r->service_limits, "too small: %s", field) < 0)
+                        r->service_limits = NULL;
+                return false;
+        }
+        format_count(h, sizeof(h), have.tasks);
+        format_count(n, sizeof(n), need.tasks);
+        strextendf_len(&field, &field_len, "enough: TasksMax= %s, %s needed", h, n);
+        format_mib(h, sizeof(h), have.memory);
+        format_mib(n, sizeof(n), need.memory);
+        strextendf_len(&field, &field_len, "; MemoryMax= %s, %s needed", h, n);
+        r->service_limits = TAKE_PTR(field);
+        return true;
+}
+
+const char *runtime_service_limits(const Runtime *r) {
+        return r->service_limits;
 }
 
 const char *runtime_uv_path(const Runtime *r) {

@@ -47,6 +47,14 @@ const char *runtime_uv_path(const Runtime *r);
 const char *runtime_uv_version(const Runtime *r);
 /* Why uv is not used although it was found (older than ENVSTORE_UV_VERSION_MIN), or NULL. */
 const char *runtime_uv_refused(const Runtime *r);
+/*
+ * At start and at each reload: do the limits of the cgroup the daemon runs in (the unit's TasksMax= and
+ * MemoryMax=) hold what the configuration's caps let the service hold (sandbox_service_need())? Logs one warning
+ * naming the setting to raise and by how much when not. Returns whether they do.
+ */
+bool runtime_check_service_limits(Runtime *r);
+/* Its finding in a few words ("enough: ...", "too small: ..."), NULL before the first check. */
+const char *runtime_service_limits(const Runtime *r);
 const char *runtime_bwrap_version(const Runtime *r);
 /* NULL when scripts can run: the sandbox works, or runs go without it (unsafe-no-sandbox); else the cause and
  * the fix. */

@@ -338,6 +338,72 @@ static int cgroup_dir(const char *mount, const char *root, const char *path, cha
         return asprintf(ret, "%s%s", mount, rest) < 0 ? -ENOMEM : 0;
 }
 
+/* The smallest value of file in dir and its ancestors up to mount (v1 memory's "unlimited" is a number near 2^63);
+ * SANDBOX_SERVICE_UNLIMITED when none has one. */
+static uint64_t smallest_up_to(const char *mount, char *dir, const char *file) {
+        uint64_t found = SANDBOX_SERVICE_UNLIMITED;
+        size_t top = strlen(mount);
+
+        for (;;) {
+                char buf[64];
+                uint64_t v;
+
+                if (read_at(dir, file, buf, sizeof(buf)) > 0 && sscanf(buf, "%" SCNu64, &v) == 1 &&
+                    v < (UINT64_C(1) << 62))
+                        found = MIN(found, v);
+                char *slash = strrchr(dir, '/');
+                if (strlen(dir) <= top || !slash || (size_t) (slash - dir) < top)
+                        return found;
+                *slash = 0;
+        }
+}
+
+/* The smallest limit in file over our cgroup and its ancestors in the v1 hierarchy of controller, else in the v2
+ * one (file2 there). */
+static int service_limit(const char *mountinfo, const char *proc_cgroup, const char *controller, const char *file,
+                         const char *file2, uint64_t *ret) {
+        _cleanup_free_ char *mount = NULL, *root = NULL, *path = NULL, *dir = NULL;
+        int r;
+
+        *ret = SANDBOX_SERVICE_UNLIMITED;
+        r = sandbox_cgroup_mount(mountinfo, controller, &mount, &root);
+        if (r == -ENOENT) {
+                file = file2;
+                controller = NULL;
+                r = sandbox_cgroup_mount(mountinfo, NULL, &mount, &root);
+        }
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return r;
+        r = own_cgroup(proc_cgroup, controller, &path);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return r;
+        r = cgroup_dir(mount, root, path, &dir);
+        if (r == -EXDEV)
+                return 0;
+        if (r < 0)
+                return r;
+        *ret = smallest_up_to(mount, dir, file);
+        return 0;
+}
+
+int sandbox_cgroup_service_limits(const char *mountinfo, const char *proc_cgroup, SandboxServiceLimits *ret) {
+        SandboxServiceLimits l;
+        int r;
+
+        r = service_limit(mountinfo, proc_cgroup, "pids", "pids.max", "pids.max", &l.tasks);
+        if (r < 0)
+                return r;
+        r = service_limit(mountinfo, proc_cgroup, "memory", "memory.limit_in_bytes", "memory.max", &l.memory);
+        if (r < 0)
+                return r;
+        *ret = l;
+        return 0;
+}
+
 /* ---- cgroup v2 ---------------------------------------------------------- */
 
 static bool has_file(const char *dir, const char *name);

@@ -25,6 +25,28 @@ void sandbox_limits_from_config(const Config *c, SandboxLimits *ret) {
         };
 }
 
+static uint64_t mul_sat(uint64_t a, uint64_t b) {
+        return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b) {
+        return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+void sandbox_service_need(uint64_t scripts, uint64_t processes, uint64_t memory, uint64_t mem_total,
+                          SandboxServiceLimits *ret) {
+        uint64_t share = mem_total > 0 ? mul_sat(mem_total, SANDBOX_SERVICE_MEMORY_SHARE) / 100
+                                       : SANDBOX_SERVICE_UNLIMITED;
+
+        *ret = (SandboxServiceLimits) {
+                .tasks = processes == 0 ? SANDBOX_SERVICE_UNLIMITED
+                                        : add_sat(mul_sat(scripts, processes), SANDBOX_SERVICE_TASKS_MARGIN),
+                .memory = MIN(memory == 0 ? SANDBOX_SERVICE_UNLIMITED
+                                          : add_sat(mul_sat(scripts, memory), SANDBOX_SERVICE_MEMORY_MARGIN),
+                              share),
+        };
+}
+
 static uint64_t lower_one(uint64_t max, uint64_t want, unsigned bit, unsigned *raised) {
         if (want == 0)
                 return max;

@@ -78,6 +78,42 @@ bool sandbox_limits_equal(const SandboxLimits *a, const SandboxLimits *b);
 /* The rlimits to set on bwrap; with a cgroup, memory and processes are left to it. Returns how many. */
 size_t sandbox_limits_rlimits(const SandboxLimits *l, bool cgroup, ProcessLimit ret[static SANDBOX_N_RLIMITS]);
 
+/* ---- the service's own limits ------------------------------------------ */
+
+/*
+ * The whole service's last line of defence, under which the per-run cgroups do the real work: systemd's TasksMax=
+ * and MemoryMax= of the unit, pids.max and the memory limit of the cgroup the daemon runs in and its ancestors.
+ * They must hold what the configuration's caps let the service hold: every script that can run at once (max-runs
+ * and max-sandboxes) at its max-processes, and SANDBOX_SERVICE_TASKS_MARGIN more for the daemon, uv and the
+ * sandboxes' bwrap and driver processes; likewise memory at max-memory each and SANDBOX_SERVICE_MEMORY_MARGIN more,
+ * but never more than SANDBOX_SERVICE_MEMORY_SHARE percent of the machine's memory (the unit's MemoryMax=80%: the
+ * sum at the defaults is more than a machine has).
+ */
+#define SANDBOX_SERVICE_TASKS_MARGIN 768
+#define SANDBOX_SERVICE_MEMORY_MARGIN (512ULL * 1024 * 1024)
+#define SANDBOX_SERVICE_MEMORY_SHARE 80
+#define SANDBOX_SERVICE_UNLIMITED UINT64_MAX
+
+typedef struct SandboxServiceLimits {
+        uint64_t tasks;         /* processes and threads; SANDBOX_SERVICE_UNLIMITED: none */
+        uint64_t memory;        /* bytes; SANDBOX_SERVICE_UNLIMITED: none */
+} SandboxServiceLimits;
+
+/*
+ * What the caps need: scripts (max-runs + max-sandboxes) of processes and memory each (0: a run's own is not
+ * capped, so no limit is enough), mem_total the machine's memory (0: unknown).
+ */
+void sandbox_service_need(uint64_t scripts, uint64_t processes, uint64_t memory, uint64_t mem_total,
+                          SandboxServiceLimits *ret);
+
+/*
+ * The limits the daemon's cgroup lives under: the smallest pids.max and memory limit of its own cgroup and every
+ * ancestor up to the hierarchy's root (v1: the pids and memory hierarchies, memory.limit_in_bytes; v2: pids.max
+ * and memory.max), from mountinfo and proc_cgroup (/proc/self/...). SANDBOX_SERVICE_UNLIMITED where none is set
+ * or the hierarchy is not there.
+ */
+int sandbox_cgroup_service_limits(const char *mountinfo, const char *proc_cgroup, SandboxServiceLimits *ret);
+
 /* ---- what hit a limit --------------------------------------------------- */
 
 /* bwrap, the sandbox's init, passes on the script's death by signal N as exit status 128+N: N, else 0. */

@@ -1200,6 +1200,103 @@ START_TEST(test_cgroup_v1_find_and_create) {
 }
 END_TEST
 
+START_TEST(test_service_need) {
+        SandboxServiceLimits n;
+        const uint64_t G = 1024ULL * 1024 * 1024, M = 1024ULL * 1024;
+
+        /* The defaults on 2 CPUs (max-runs 8, max-sandboxes 64, 256 processes, 2G each) and 24G of memory: the sum
+         * of memory is more than the machine has, so 80% of it. */
+        sandbox_service_need(8 + 64, 256, 2 * G, 24 * G, &n);
+        ck_assert_uint_eq(n.tasks, 72 * 256 + SANDBOX_SERVICE_TASKS_MARGIN);
+        ck_assert_uint_eq(n.memory, 24 * G * 80 / 100);
+        /* Few and small runs on a big machine: the sum and the margin. */
+        sandbox_service_need(4, 64, 256 * M, 64 * G, &n);
+        ck_assert_uint_eq(n.tasks, 4 * 64 + 768);
+        ck_assert_uint_eq(n.memory, 4 * 256 * M + SANDBOX_SERVICE_MEMORY_MARGIN);
+        /* The machine's memory unknown: the sum. */
+        sandbox_service_need(4, 64, 256 * M, 0, &n);
+        ck_assert_uint_eq(n.memory, 4 * 256 * M + SANDBOX_SERVICE_MEMORY_MARGIN);
+        /* A run's processes or memory not capped: no service limit is enough for processes; memory is the share. */
+        sandbox_service_need(4, 0, 0, 10 * G, &n);
+        ck_assert_uint_eq(n.tasks, SANDBOX_SERVICE_UNLIMITED);
+        ck_assert_uint_eq(n.memory, 8 * G);
+        sandbox_service_need(4, 0, 0, 0, &n);
+        ck_assert_uint_eq(n.memory, SANDBOX_SERVICE_UNLIMITED);
+        /* Huge caps saturate rather than wrap around. */
+        sandbox_service_need(UINT64_MAX / 2, 4, UINT64_MAX / 2, 0, &n);
+        ck_assert_uint_eq(n.tasks, SANDBOX_SERVICE_UNLIMITED);
+        ck_assert_uint_eq(n.memory, SANDBOX_SERVICE_UNLIMITED);
+        /* Nothing can run: the margin alone. */
+        sandbox_service_need(0, 256, 2 * G, 24 * G, &n);
+        ck_assert_uint_eq(n.tasks, SANDBOX_SERVICE_TASKS_MARGIN);
+        ck_assert_uint_eq(n.memory, SANDBOX_SERVICE_MEMORY_MARGIN);
+}
+END_TEST
+
+START_TEST(test_cgroup_service_limits) {
+        char *d = tmpdir_new(), mi[PATH_MAX], proc[PATH_MAX], info[2 * PATH_MAX];
+        SandboxServiceLimits l;
+
+        snprintf(mi, sizeof(mi), "%s/mountinfo", d);
+        snprintf(proc, sizeof(proc), "%s/self-cgroup", d);
+
+        /* cgroup v1: the smallest pids.max of our cgroup and its ancestors ("max" is none); the memory hierarchy
+         * mounted from a container's cgroup, whose "unlimited" is a number near 2^63. */
+        mkdir_in(d, "pids");
+        mkdir_in(d, "pids/a");
+        mkdir_in(d, "pids/a/b");
+        mkdir_in(d, "memory");
+        mkdir_in(d, "memory/svc");
+        put(d, "pids/pids.max", "7\n");                /* the root has none; this one is above nothing of ours */
+        put(d, "pids/a/pids.max", "500\n");
+        put(d, "pids/a/b/pids.max", "max\n");
+        put(d, "memory/memory.limit_in_bytes", "9223372036854771712\n");
+        put(d, "memory/svc/memory.limit_in_bytes", "9223372036854771712\n");
+        snprintf(info, sizeof(info),
+                 "39 31 0:36 / %s/pids rw,relatime - cgroup cgroup rw,pids\n"
+                 "35 31 0:32 /lxc/c1 %s/memory rw,relatime - cgroup cgroup rw,memory\n",
+                 d, d);
+        put(d, "mountinfo", info);
+        put(d, "self-cgroup", "8:pids:/a/b\n4:memory:/lxc/c1/svc\n0::/\n");
+        ck_assert_int_eq(sandbox_cgroup_service_limits(mi, proc, &l), 0);
+        ck_assert_uint_eq(l.tasks, 7);          /* the mount point is the hierarchy's root: read too */
+        ck_assert_uint_eq(l.memory, SANDBOX_SERVICE_UNLIMITED);
+        unlink_in(d, "pids/pids.max");
+        put(d, "memory/memory.limit_in_bytes", "1073741824\n");
+        ck_assert_int_eq(sandbox_cgroup_service_limits(mi, proc, &l), 0);
+        ck_assert_uint_eq(l.tasks, 500);
+        ck_assert_uint_eq(l.memory, 1073741824);
+        /* Ours is not below what is mounted, or not listed: nothing known, no limit. */
+        put(d, "self-cgroup", "8:pids:/a/b\n4:memory:/lxc/c2\n");
+        ck_assert_int_eq(sandbox_cgroup_service_limits(mi, proc, &l), 0);
+        ck_assert_uint_eq(l.tasks, 500);
+        ck_assert_uint_eq(l.memory, SANDBOX_SERVICE_UNLIMITED);
+
+        /* cgroup v2 (no v1 hierarchy of either): pids.max and memory.max up to the root. */
+        mkdir_in(d, "unified");
+        mkdir_in(d, "unified/system.slice");
+        mkdir_in(d, "unified/system.slice/svc.service");
+        mkdir_in(d, "unified/system.slice/svc.service/supervisor");
+        put(d, "unified/system.slice/pids.max", "max\n");
+        put(d, "unified/system.slice/memory.max", "2147483648\n");
+        put(d, "unified/system.slice/svc.service/pids.max", "33536\n");
+        put(d, "unified/system.slice/svc.service/memory.max", "max\n");
+        snprintf(info, sizeof(info), "41 31 0:38 / %s/unified rw,relatime - cgroup2 cgroup2 rw\n", d);
+        put(d, "mountinfo", info);
+        put(d, "self-cgroup", "0::/system.slice/svc.service/supervisor\n");
+        ck_assert_int_eq(sandbox_cgroup_service_limits(mi, proc, &l), 0);
+        ck_assert_uint_eq(l.tasks, 33536);
+        ck_assert_uint_eq(l.memory, 2147483648ULL);
+
+        /* No cgroup file system at all. */
+        put(d, "mountinfo", "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n");
+        ck_assert_int_eq(sandbox_cgroup_service_limits(mi, proc, &l), 0);
+        ck_assert_uint_eq(l.tasks, SANDBOX_SERVICE_UNLIMITED);
+        ck_assert_uint_eq(l.memory, SANDBOX_SERVICE_UNLIMITED);
+        rm_rf(d);
+}
+END_TEST
+
 /* A fake v1 hierarchy's run cgroup, with the files cgroupfs would give it. */
 static void fake_v1_run(const char *dir, const char *const *files) {
         char run[PATH_MAX];
@@ -1473,6 +1570,7 @@ static Suite *sandbox_suite(void) {
         tcase_add_test(tc, test_limits_lower_only);
         tcase_add_test(tc, test_limits_rlimits);
         tcase_add_test(tc, test_limit_hit);
+        tcase_add_test(tc, test_service_need);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("cgroup");
@@ -1484,6 +1582,7 @@ static Suite *sandbox_suite(void) {
         tcase_add_test(tc, test_cgroup_v2_create);
         tcase_add_test(tc, test_cgroup_mount);
         tcase_add_test(tc, test_cgroup_v1_find_and_create);
+        tcase_add_test(tc, test_cgroup_service_limits);
         tcase_add_test(tc, test_cgroup_v1_new_run);
         tcase_add_test(tc, test_cgroup_v1_events);
         tcase_add_test(tc, test_cgroup_groups);

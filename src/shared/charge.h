@@ -25,6 +25,7 @@ typedef enum ChargeSlot {
         CHARGE_INPUT_BYTES,
         CHARGE_PROXY_CONNECTIONS,       /* network-allow: connections through the daemon's proxy */
         CHARGE_PROXY_BYTES,             /* and the bytes they buffer */
+        CHARGE_PROXY_LOOKUPS,           /* and their name lookups: resolver children at once */
         _CHARGE_SLOT_MAX,
 } ChargeSlot;
 

@@ -121,6 +121,9 @@ static void check_env_finish(CheckEnv *c) {
         }
         json_add_string(o, "limits", sandbox_limits_mechanism(runtime_cgroups(r)));
         json_add_string(o, "limits_detail", sandbox_limits_mechanism_detail(runtime_cgroups(r)));
+        /* The service's own TasksMax= and MemoryMax= against what the caps need (too small: a warning at start). */
+        if (runtime_service_limits(r))
+                json_add_string(o, "service_limits", runtime_service_limits(r));
         json_add(st, "sandbox", o);
         json_add(st, "data_dirs", data_dirs_report(r, cfg, &data_text));
         /* The files argument: only where the connection can carry open files (not the --stdio fallback). */
@@ -236,6 +239,8 @@ static void check_env_finish(CheckEnv *c) {
                         (cfg->max_file_size ?: cfg->tmpfs_size) >> 20, cfg->max_open_files, strempty(cap));
         }
         appendf(&text, "Limits mechanism: %s", sandbox_limits_mechanism_detail(runtime_cgroups(r)));
+        if (runtime_service_limits(r))
+                appendf(&text, "Service limits: %s", runtime_service_limits(r));
         appendf(&text, "Package index: %s%s", cfg->index_url && *cfg->index_url ? cfg->index_url : "PyPI",
                 cfg->offline ? " (offline: cache only)" : "");
         if (c->sizes_known)

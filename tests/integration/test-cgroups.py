@@ -12,7 +12,10 @@ tmpfs (/tmp, /work, /dev/shm: their pages are charged to the writer's memory
 cgroup), at its memory limit, each reported as that limit from the cgroup's
 events alone (the scripts leave nothing on stderr to go by); the daemon
 answers the next call at once; no run cgroup is left behind, and the daemon's
-own cgroups go when it stops.
+own cgroups go when it stops. A daemon started in a pids cgroup smaller than
+its caps need (the unit's TasksMax=) warns once, naming by how much to raise
+it, and check_environment says so; at reload it checks again; in one large
+enough it does not warn.
 
 The daemon runs inside a pids cgroup of this program's with pids.max 3000
 (mcptest.pids_safety_net()): a fork bomb that got past its run's limit would
@@ -26,6 +29,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import time
 import uuid
 
@@ -490,6 +494,89 @@ def no_cgroup_is_left_when_the_daemon_stops():
     left = [p for p in parents if os.path.exists(p)]
     eq(left, [], "the daemon's cgroups after it stopped")
     _STATE.pop("d", None)
+
+
+def pids_group(pids_max):
+    """A pids cgroup of this test's, below this program's own, with pids.max; a command prefix that starts a
+    program in it. Skips where there is none to be made (cgroup v1 pids, or v2 with pids at its root)."""
+    if os.geteuid() != 0:
+        skip("needs root to make a pids cgroup")
+    mounts, ours = mcptest.cgroup_mounts(), mcptest.own_cgroups()
+    if "pids" in mounts and "pids" in ours:
+        home = mounts["pids"] + ours["pids"].rstrip("/")
+    elif "" in mounts and "" in ours:
+        home = mounts[""] + ours[""].rstrip("/")
+        try:
+            with open(os.path.join(home, "cgroup.subtree_control")) as f:
+                if "pids" not in f.read().split():
+                    skip("the pids controller is not enabled below this program's cgroup")
+        except OSError:
+            skip("this program's cgroup v2 cannot have children here")
+    else:
+        skip("no pids cgroup hierarchy")
+    group = os.path.join(home, f"mcptest-tasksmax-{os.getpid()}-{pids_max}")
+    os.mkdir(group)
+    mcptest.at_exit(lambda: os.rmdir(group))
+    with open(os.path.join(group, "pids.max"), "w") as f:
+        f.write(str(pids_max))
+    return ["sh", "-c", f'echo $$ > {group}/cgroup.procs && exec "$@"', "sh"]
+
+
+# (max-runs 4 + max-sandboxes 10) x max-processes 100 + 768 for the daemon; in a file, which a reload reads again
+# (the command line's settings would stay).
+CAPS = "[Daemon]\nmax-runs = 4\nmax-sandboxes = 10\nmax-processes = 100\npersistent-sandboxes = yes\n"
+NEED = (4 + 10) * 100 + 768
+SHORT = "The service's own limits are below what the configuration's caps let it hold"
+
+
+def caps_file(text):
+    path = os.path.join(mcptest.scratch("mcptest-tasksmax-"), "d.conf")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def service_limits(d):
+    c = d.client()
+    c.initialize()
+    st = c.call_tool("check_environment", {}, timeout=60)
+    c.close()
+    return st["structuredContent"]["sandbox"].get("service_limits", ""), c.text(st)
+
+
+@test
+def a_service_cgroup_too_small_for_the_caps_is_reported():
+    # The daemon's cgroup (the unit's TasksMax=, here a pids.max of ours) holds 1000 processes; the caps need more.
+    conf = caps_file(CAPS)
+    d = Daemon(args=[f"--config={conf}"], wrap=pids_group(1000))
+    mcptest.at_exit(d.close)
+    field, text = service_limits(d)
+    eq(field, f"too small: TasksMax= 1000, {NEED} needed", "check_environment's sandbox.service_limits")
+    check(f"Service limits: too small: TasksMax= 1000, {NEED} needed" in text, text)
+    log = d.log()
+    eq(log.count(SHORT), 1, f"warnings in the log: {log[-3000:]}")
+    check(f"TasksMax= (pids.max) is 1000, and (max-runs 4 + max-sandboxes 10) x max-processes 100 + 768 for the "
+          f"daemon is {NEED}: raise it by {NEED - 1000} (systemctl edit mcp-python-sandboxd.service)" in log,
+          log[-3000:])
+    # A reload checks again: with caps that fit, the field says so and no new warning comes.
+    with open(conf, "w") as f:
+        f.write(CAPS.replace("max-sandboxes = 10", "max-sandboxes = 0").replace("= 100", "= 10"))
+    d.proc.send_signal(signal.SIGHUP)
+    mcptest.wait_until(lambda: "Reloaded: " in d.log(), what="the reload")
+    field, _ = service_limits(d)
+    check(field.startswith(f"enough: TasksMax= 1000, {4 * 10 + 768} needed"), field)
+    eq(d.log().count(SHORT), 1, "warnings after a reload to caps that fit")
+    d.close()
+
+
+@test
+def a_service_cgroup_large_enough_for_the_caps_is_not_reported():
+    d = Daemon(args=[f"--config={caps_file(CAPS)}"], wrap=pids_group(NEED + 100))
+    mcptest.at_exit(d.close)
+    field, _ = service_limits(d)
+    check(field.startswith(f"enough: TasksMax= {NEED + 100}, {NEED} needed; MemoryMax= "), field)
+    check(SHORT not in d.log(), d.log()[-3000:])
+    d.close()
 
 
 if __name__ == "__main__":

@@ -22,8 +22,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from mcptest import Daemon, at_exit, check, eq, fd_count, initialized, main, need_uv, newest_python, sandbox_daemon
-from mcptest import scratch, skip, test, wait_until
+from mcptest import Daemon, at_exit, check, eq, fd_count, initialized, main, need_uv, newest_python, proc_stat
+from mcptest import proc_table, sandbox_daemon, scratch, skip, test, wait_until
 
 MARK = "hello-from-the-test-internet"
 SECRET = "host-loopback-secret-4711"
@@ -406,9 +406,32 @@ except urllib.error.HTTPError as e:
     check(prestarted, "no run used a pre-started sandbox")
 
 
-def names_daemon(*args):
+def silent_nameserver():
+    """The address of a DNS server that reads every query and answers none (a UDP socket of this test's)."""
+    if "dns" in _STATE:
+        return _STATE["dns"]
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.bind(("127.77.0.53", 53))
+    except OSError as e:
+        skip(f"no UDP port 53 for a silent name server: {e}")
+    at_exit(s.close)
+
+    def swallow():
+        while True:
+            try:
+                s.recv(4096)
+            except OSError:
+                return
+    threading.Thread(target=swallow, daemon=True).start()
+    _STATE["dns"] = "127.77.0.53"
+    return _STATE["dns"]
+
+
+def names_daemon(*args, allow=None):
     """A daemon whose resolver reads a hosts file of the test's (a private mount namespace): internal.test is the
-    test internet's server, rebind.test the host's 127.0.0.1, metadata.test the cloud metadata address."""
+    test internet's server, rebind.test the host's 127.0.0.1, metadata.test the cloud metadata address; any other
+    name waits for a name server that never answers (seconds, then "could not be resolved")."""
     if not shutil.which("unshare"):
         skip("unshare is not installed")
     there, port = test_internet()
@@ -416,14 +439,18 @@ def names_daemon(*args):
     hosts = os.path.join(d, "hosts")
     with open(hosts, "w") as f:
         f.write(f"{there} internal.test\n127.0.0.1 rebind.test\n169.254.169.254 metadata.test\n")
+    resolv = os.path.join(d, "resolv.conf")
+    with open(resolv, "w") as f:
+        f.write(f"nameserver {silent_nameserver()}\noptions timeout:6 attempts:1\n")
     wrapper = os.path.join(d, "in-ns")
     with open(wrapper, "w") as f:
-        f.write(f"#!/bin/sh\nset -e\nmount --bind {shlex.quote(hosts)} /etc/hosts\nexec \"$@\"\n")
+        f.write(f"#!/bin/sh\nset -e\nmount --bind {shlex.quote(hosts)} /etc/hosts\n"
+                f"mount --bind {shlex.quote(resolv)} /etc/resolv.conf\nexec \"$@\"\n")
     os.chmod(wrapper, 0o755)
     need_uv()
     newest_python()
     lo = loopback_secret()
-    allow = f"internal.test:{port},rebind.test:{lo},metadata.test"
+    allow = allow or f"internal.test:{port},rebind.test:{lo},metadata.test"
     dm = Daemon("listen", args=["--offline", "--tmpfs-size=32M", f"--network-allow={allow}", *args],
                 wrap=["unshare", "--mount", "--propagation=private", wrapper])
     at_exit(dm.close)
@@ -466,6 +493,67 @@ def network_allow_private_lets_names_reach_private_addresses_only():
     check(f"BODY {MARK} /byname host=internal.test:{port}" in text, text)
     check(SECRET not in text, text)
     check("403 host rebind.test resolves to 127.0.0.1" in text and "403 host metadata.test" in text, text)
+
+
+def resolvers(daemon_pid):
+    """The daemon's resolver children: its own children that are the daemon still (forked, nothing executed)."""
+    comm = proc_stat(daemon_pid)[0]
+    return [p for p, (pp, name) in proc_table().items() if pp == daemon_pid and name == comm]
+
+
+@test
+def name_lookups_are_capped_per_user():
+    d, c = names_daemon(allow="*.slow.test:443")
+    most, stop = [0], threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            most[0] = max(most[0], len(resolvers(d.proc.pid)))
+            time.sleep(0.01)
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        # Twenty CONNECTs at once, each to a name the silent name server keeps waiting: eight lookups (one user's
+        # share) run, the other twelve are answered at once.
+        r, st, text = run_script(c, """
+import socket, time
+held = []
+for i in range(20):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    s.sendall(b"CONNECT n%d.slow.test:443 HTTP/1.1\\r\\nHost: n%d.slow.test:443\\r\\n\\r\\n" % (i, i))
+    held.append(s)
+time.sleep(2)
+answers = {}
+for s in held:
+    s.settimeout(0.2)
+    try:
+        data = s.recv(4096).decode(errors="replace")
+    except socket.timeout:
+        data = "waiting"
+    key = data.split("\\r\\n")[0] + " | " + data.rsplit("\\r\\n", 1)[-1].strip() if data != "waiting" else data
+    answers[key] = answers.get(key, 0) + 1
+for k, n in sorted(answers.items()):
+    print("ANSWER", n, k)
+""")
+    finally:
+        stop.set()
+        watcher.join()
+    eq(st.get("exit_code"), 0, f"exit code ({text})")
+    check("ANSWER 8 waiting" in text, text)
+    check("ANSWER 12 HTTP/1.1 503 Service Unavailable | too many name lookups of this user at once; try again when "
+          "one is done" in text, text)
+    eq(most[0], 8, "resolver children at once")
+    # The run is over: its lookups were abandoned, their children killed and reaped.
+    wait_until(lambda: not resolvers(d.proc.pid), timeout=10, what="no resolver children left")
+    # And the user's lookups are free again: the next one is looked up (and fails when the name server stays silent),
+    # not refused.
+    r, st, text = run_script(c, """
+import socket
+s = socket.create_connection(("127.0.0.1", 3128), timeout=40)
+s.sendall(b"CONNECT a.slow.test:443 HTTP/1.1\\r\\n\\r\\n")
+print("FIRST", s.recv(4096).decode(errors="replace").split("\\r\\n")[0])
+""")
+    check("FIRST HTTP/1.1 502" in text or "FIRST HTTP/1.1 504" in text, text)
 
 
 @test

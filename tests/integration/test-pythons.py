@@ -10,9 +10,13 @@ names it by a file:// URL. The daemon is given only an older Python. Then, throu
   and a restarted daemon use it without installing again (uv is wrapped to count its runs);
 - validate_script says it would be installed, and installs nothing;
 - a version the site does not have, an unreachable site, python-downloads = no and offline = yes each fail in
-  the validate phase with a sentence that says why, and nothing runs.
+  the validate phase with a sentence that says why, and nothing runs;
+- two users who each ask for a Python the site has (3.12 and 3.13) get both, one build at a time under
+  max-builds=1: an install is a build for the scheduler, beside the environment builds (watched in the process
+  list).
 
-Needs root or not, bubblewrap, uv and two pyenv Pythons (3.11 and 3.12+). Exit 77 when they are missing.
+Needs root or not, bubblewrap, uv and two pyenv Pythons (3.11 and 3.12+; the two users' test: root, and two of
+3.12+). Exit 77 when they are missing.
 """
 
 import hashlib
@@ -21,9 +25,12 @@ import json
 import os
 import stat
 import tarfile
+import threading
+import time
 import uuid
 
-from mcptest import Daemon, UvLog, at_exit, check, eq, main, need_uv, scratch, skip, test, test_pythons
+from mcptest import Daemon, UvLog, at_exit, check, descendants, eq, main, need_uv, proc_table, scratch, skip, test
+from mcptest import test_pythons
 
 _STATE = {}
 
@@ -41,10 +48,42 @@ def build_site():
     """(json_url, version "3.12.1", minor "3.12"): a download site for the newer Python, in a scratch dir."""
     if "site" in _STATE:
         return _STATE["site"]
-    have, _, minor = versions()
+    _, _, minor = versions()
+    site = scratch("mcptest-pysite-")
+    full, key, entry = site_entry(site, minor)
+    path = os.path.join(site, "downloads.json")
+    with open(path, "w") as f:
+        json.dump({key: entry}, f)
+    _STATE["site"] = ("file://" + path, full, minor)
+    return _STATE["site"]
+
+
+def build_site2():
+    """(json_url, [(version, minor), ...]): a download site for two Pythons newer than 3.11, or a skip."""
+    if "site2" in _STATE:
+        return _STATE["site2"]
+    have, _, _ = versions()
+    minors = sorted((v for v in have if tuple(map(int, v.split("."))) >= (3, 12)), key=lambda v: tuple(map(int, v.split("."))))
+    if len(minors) < 2:
+        skip("needs two pyenv Pythons of 3.12 or newer")
+    site = scratch("mcptest-pysite-")
+    listing, got = {}, []
+    for minor in minors[:2]:
+        full, key, entry = site_entry(site, minor)
+        listing[key] = entry
+        got.append((full, minor))
+    path = os.path.join(site, "downloads.json")
+    with open(path, "w") as f:
+        json.dump(listing, f)
+    _STATE["site2"] = ("file://" + path, got)
+    return _STATE["site2"]
+
+
+def site_entry(site, minor):
+    """(version, key, download list entry) of an archive of pyenv's Python minor, written into site."""
+    have = test_pythons()
     prefix = os.path.dirname(have[minor])
     full = os.path.basename(prefix)
-    site = scratch("mcptest-pysite-")
     archive = os.path.join(site, f"cpython-{full}-test-install_only.tar.gz")
     skip_dirs = {"test", "idlelib", "tkinter", "ensurepip", "lib2to3", "__pycache__", "site-packages", "turtledemo"}
     libdir = os.path.join(prefix, "lib").encode()
@@ -77,21 +116,16 @@ def build_site():
     sha = hashlib.sha256(open(archive, "rb").read()).hexdigest()
     major, mi, patch = (int(x) for x in full.split("."))
     key = f"cpython-{full}-linux-x86_64-gnu"
-    listing = {key: {"name": "cpython", "arch": {"family": "x86_64", "variant": None}, "os": "linux", "libc": "gnu",
-                     "major": major, "minor": mi, "patch": patch, "prerelease": "", "url": "file://" + archive,
-                     "sha256": sha, "variant": None, "build": "20990101"}}
-    path = os.path.join(site, "downloads.json")
-    with open(path, "w") as f:
-        json.dump(listing, f)
-    _STATE["site"] = ("file://" + path, full, minor)
-    return _STATE["site"]
+    return full, key, {"name": "cpython", "arch": {"family": "x86_64", "variant": None}, "os": "linux", "libc": "gnu",
+                       "major": major, "minor": mi, "patch": patch, "prerelease": "", "url": "file://" + archive,
+                       "sha256": sha, "variant": None, "build": "20990101"}
 
 
-def daemon(cache=None, args=(), uv=None):
-    """A daemon with only Python 3.11 of its own, the private download site, and its uv counted."""
+def daemon(cache=None, args=(), uv=None, url=None):
+    """A daemon with only Python 3.11 of its own, the private download site (or url), and its uv counted."""
     need_uv()
     have, old, _ = versions()
-    url, _, _ = build_site()
+    url = url or build_site()[0]
     uv = uv or UvLog()
     d = Daemon(args=["--python-search-path=", "--python-search-path=" + have[old], "--python-downloads-json-url=" + url, "--uv=" + uv.path,
                      *args], cache_dir=cache)
@@ -190,6 +224,70 @@ def validate_script_installs_nothing():
     check(not any(n.startswith("cpython-") for n in os.listdir(os.path.join(cache, "pythons"))),
           "validate_script installed a Python")
     c.close()
+    d.close()
+
+
+def build_pids(daemon_pid):
+    """{pid: "python install" | "venv" | "pip"}: the daemon's descendants that are uv at work for a build (the
+    wrapper script, then uv itself, by the same pid; not uv's own children, forked to start a program)."""
+    table = proc_table()
+    found = {}
+    for pid in descendants(daemon_pid, table):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        for k in range(len(argv) - 2):
+            if os.path.basename(argv[k]) == b"uv" and argv[k + 1] in (b"python", b"venv", b"pip"):
+                found[pid] = "python install" if argv[k + 1:k + 3] == [b"python", b"install"] else argv[k + 1].decode()
+                break
+    return {p: k for p, k in found.items() if table[p][0] not in found}
+
+
+@test
+def two_users_installs_are_builds_one_at_a_time():
+    url, got = build_site2()
+    (full_a, minor_a), (full_b, minor_b) = got
+    # Each install waits a while before uv starts, so that two of them would overlap if nothing held one back.
+    uv = UvLog(delay=2, delay_on="python install")
+    d, root, _ = daemon(args=["--max-builds=1"], uv=uv, url=url)
+    nobody = d.nobody_client()
+    seen, most, stop = {}, [0, None], threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            now = build_pids(d.proc.pid)
+            if len(now) > most[0]:
+                most[:] = [len(now), sorted(now.values())]
+            seen.update(now)
+            time.sleep(0.02)
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        calls = []
+        for c, minor in ((root, minor_a), (nobody, minor_b)):
+            rid = c.new_id()
+            c.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                    "params": {"name": "execute_python", "arguments": {"script": PROBE, "python_version": minor}}})
+            calls.append((c, rid))
+        results = [c.wait_for(rid, timeout=300) for c, rid in calls]
+    finally:
+        stop.set()
+        watcher.join()
+    for (full, minor), r in zip(got, results):
+        res = r.get("result") or {}
+        text = text_of(res)
+        check(res.get("isError") is False and f"VERSION {full}" in text,
+              f"the run on Python {minor} failed: {r}\n{d.log()[-3000:]}")
+    # Both installs ran, each as a build of its caller's: never two at once under max-builds=1, nor one beside the
+    # other user's environment build (uv venv) that waits for the same scheduler.
+    eq(sorted(line.split()[-1] for line in python_installs(uv)), sorted([minor_a, minor_b]), "uv python install runs")
+    kinds = sorted(seen.values())
+    check(kinds.count("python install") >= 2 and "venv" in kinds, f"the watcher saw only {kinds}; uv ran: {uv.lines()}")
+    eq(most[0], 1, f"builds at once (at the most: {most[1]})")
+    nobody.close()
+    root.close()
     d.close()
 
 
