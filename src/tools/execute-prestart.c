@@ -192,7 +192,7 @@ static int prestart_spawn(void *userdata, uid_t owner, ProcessDoneFunc done, voi
         ret->ctl_fd = TAKE_FD(ctl);
         (void) fcntl(out_r, F_SETFL, O_NONBLOCK);
         (void) fcntl(in_w, F_SETFL, O_NONBLOCK);
-        /* A line of at most PREIMPORT_MAX_MODULES names: far less than the pipe holds. */
+        /* A line of at most PREIMPORT_MAX_LINE bytes: far less than the pipe holds. */
         size_t n = strlen(imports);
         imports[n] = '\n';
         if (write(in_w, imports, n + 1) != (ssize_t) (n + 1))
