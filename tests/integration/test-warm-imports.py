@@ -33,7 +33,8 @@ random token:
   module __getattr__ loads a submodule on that access has loaded it before
   the script came; a script that takes other names, or the same in another
   order, gets a fresh interpreter; a name that does not exist makes the
-  waiting sandbox exit unused, and the script fails as in a fresh one.
+  waiting sandbox exit unused, and the script fails as in a fresh one; once
+  a run teaches another list (the script put right), it is imported ahead.
 
 Needs $DAEMON and $SHIM, bubblewrap and uv. Exit status: 0 pass, 1 fail, 77 skip.
 """
@@ -401,6 +402,16 @@ def a_from_import_of_a_missing_name_spoils_the_sandbox():
     eq(st.get("exit_code"), 1, "exit code")
     eq(st.get("stdout"), first.get("stdout"), "stdout as a fresh run's")
     eq(st.get("stderr"), first.get("stderr"), "the ImportError as a fresh run's")
+    check(any(e.get("warm_imports_off") for e in pool(c).get("environments", [])), "warm imports off after it")
+    # The script put right: its first run is fresh and teaches another list, which is tried again.
+    fixed = "from mcpt_lazy import Model\nimport time\nprint(Model.TOKEN, time.time() - Model.LOADED_AT, 0)\n"
+    st = run(c, fixed, deps)
+    check("warm_imports" not in st, f"the first run of the script put right: {st}")
+    waiting_with(c, ["mcpt_lazy:Model"])
+    st = run(c, fixed, deps)
+    eq(st.get("warm_imports"), ["mcpt_lazy:Model"], "warm imports again, for the list the script now teaches")
+    _, model, _ = lazy_ages(st)
+    check(model >= 1.0, f"Model was loaded in the waiting sandbox: {model}")
     c.close()
 
 
