@@ -18,7 +18,8 @@
  * waiting sandbox performs as Python's from-import does, binding nothing: __import__("a.b", fromlist=("x", "z"))
  * (which imports a.b.x, a.b.z where a.b has no such attribute), then getattr() of each name in order. A package
  * whose module __getattr__() loads its code on that access (pydantic, scipy) has then done so before the hand-over;
- * when the script's statement runs, it repeats lookups that are done. Items compare exactly: a sandbox that did
+ * when the script's statement runs, it repeats lookups that are done (a module __getattr__ that keeps nothing runs
+ * again: README.md says so). Items compare exactly: a sandbox that did
  * "a.b:x:z" goes only to a script whose statement at that place takes the same names in the same order. If an
  * item fails (no such module or name), the sandbox exits unused, as the script would have failed there. "from a
  * import *" gives "a", as "import a"; a relative import ends L (no package for __main__); "from __future__" gives
