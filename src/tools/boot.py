@@ -44,8 +44,9 @@
 # changes its own throwaway copy) and goes on exactly as a fresh run reads the
 # file bound there: same __file__, compile() under the same path, tracebacks
 # with the script's lines, and code that reads its own source finds it. Before
-# it blocks, it reads a first line from IN, MODULES (comma-separated), and
-# imports them in order, at most until it holds CAP KiB: its warm imports,
+# it blocks, it reads a first line from IN, MODULES (comma-separated items,
+# "X" for `import X`, "X:a:b" for `from X import a, b`), and does those
+# imports in order, at most until it holds CAP KiB: its warm imports,
 # which the daemon hands only to a script that would import them first itself
 # (src/tools/preimport.h). They come on the pipe rather than the command line,
 # which every local user can read.
@@ -147,7 +148,7 @@ def _boot():
     if src:
         compile(b"pass\n", path, "exec", dont_inherit=True)
         src = int(src)
-        # First on IN: a line of modules to import ahead (comma-separated; empty for none).
+        # First on IN: a line of items to import ahead (comma-separated; empty for none).
         chunks = [b""]
         while b"\n" not in chunks[0]:
             b = os.read(src, 4096)
@@ -164,18 +165,24 @@ def _boot():
         if mods:
             done = []
             cap = int(cap or 0)
-            for m in mods.split(","):
+            for item in mods.split(","):
+                # "X" is `import X`; "X:a:b" is `from X import a, b` done as Python does it, binding nothing: the
+                # import with a fromlist (which imports X.a where X has no attribute a), then each name looked up
+                # in order (a module's __getattr__ loads what it loads lazily now, not in the script).
+                m, *names = item.split(":")
                 try:
-                    __import__(m)
+                    m = __import__(m, fromlist=tuple(names))
+                    for attr in names:
+                        getattr(m, attr)
                 except BaseException:
                     os._exit(1)
-                done.append(m)
+                done.append(item)
                 if cap and rss_kib() > cap:
                     break
             flush()
             if done:
                 record(b"P", " ".join(done), rss_kib())
-            del done, m
+            del done, item, m, names
         del mods, cap
         record(b"R", "-", 0)
         while True:

@@ -36,7 +36,8 @@
 typedef struct PrestartUser {
         uid_t uid;
         char **imports;                 /* learnt from this user's last run in the environment (preimport.h) */
-        bool imports_failed;            /* a sandbox that imported them went unused: none for this user any more */
+        bool imports_failed;            /* a sandbox that imported them went unused: none for this user, until */
+        char *failed;                   /* ... a run teaches a list other than this one (NULL: any) */
         uint64_t imports_kib;           /* the memory the last one used held once it had imported them ('P') */
         uint64_t used;                  /* when last learnt from: the least recent goes when the table is full */
 } PrestartUser;
@@ -62,8 +63,10 @@ static void prestart_free(void *userdata) {
         free(ps->env_path);
         free(ps->python);
         free(ps->prefix);
-        for (size_t i = 0; i < ps->n_users; i++)
+        for (size_t i = 0; i < ps->n_users; i++) {
                 strv_free(ps->users[i].imports);
+                free(ps->users[i].failed);
+        }
         free(ps);
 }
 
@@ -86,6 +89,7 @@ static PrestartUser *prestart_user(Prestart *ps, uid_t uid, bool create) {
                         if (ps->users[i].used < ps->users[oldest].used)
                                 oldest = i;
         strv_free(ps->users[oldest].imports);
+        free(ps->users[oldest].failed);
         ps->users[oldest] = (PrestartUser) { .uid = uid, .used = now_usec() };
         return &ps->users[oldest];
 }
@@ -114,6 +118,15 @@ static void prestart_update(void *userdata, void *new_userdata) {
         if (!n->learnt)
                 return;
         u->used = n->users[0].used;
+        /* A list other than the one that failed (the script was changed: a name that was missing is not asked for
+         * any more) is tried: one sandbox for each run that teaches one. */
+        if (u->imports_failed && u->failed && n->users[0].imports && n->users[0].imports[0]) {
+                _cleanup_free_ char *now = strv_join(n->users[0].imports, ",");
+                if (now && !streq(now, u->failed)) {
+                        u->imports_failed = false;
+                        u->failed = mfree(u->failed);
+                }
+        }
         strv_free(u->imports);
         u->imports = TAKE_PTR(n->users[0].imports);
 }
@@ -126,7 +139,7 @@ static bool prestart_keep(void *userdata, const PoolItem *it) {
 }
 
 /* One that imported modules ended or printed before use: most likely their doing (boot.py exits when an import
- * fails); its owner's import nothing from now on. */
+ * fails); its owner's import nothing from now on, until a run teaches another list. */
 static void prestart_dropped(void *userdata, const PoolItem *it) {
         Prestart *ps = userdata;
         PrestartUser *u;
@@ -135,8 +148,10 @@ static void prestart_dropped(void *userdata, const PoolItem *it) {
                 return;
         if (!u->imports_failed)
                 log_info("A pre-started sandbox of %s for uid " UID_FMT " went unused after importing %s; its next "
-                         "ones import nothing ahead.", ps->env_path, it->owner, it->tag);
+                         "ones import nothing ahead until a run imports otherwise.", ps->env_path, it->owner, it->tag);
         u->imports_failed = true;
+        free(u->failed);
+        u->failed = strdup(it->tag);   /* NULL: no list is tried again */
 }
 
 /* The environment it binds is still the one in the store (not collected, not rebuilt). */
@@ -192,7 +207,7 @@ static int prestart_spawn(void *userdata, uid_t owner, ProcessDoneFunc done, voi
         ret->ctl_fd = TAKE_FD(ctl);
         (void) fcntl(out_r, F_SETFL, O_NONBLOCK);
         (void) fcntl(in_w, F_SETFL, O_NONBLOCK);
-        /* A line of at most PREIMPORT_MAX_MODULES names: far less than the pipe holds. */
+        /* A line of at most PREIMPORT_MAX_LINE bytes: far less than the pipe holds. */
         size_t n = strlen(imports);
         imports[n] = '\n';
         if (write(in_w, imports, n + 1) != (ssize_t) (n + 1))

@@ -120,10 +120,17 @@ static bool alias(Cursor *c, bool in_brackets) {
         return name(c, false, buf);
 }
 
-static int add_module(char ***l, const char *m) {
-        if (is_always_loaded(m) || strv_contains(*l, m))
+/* Each item once: a statement run again does nothing new. */
+static int add_item(char ***l, const char *item) {
+        if (strv_contains(*l, item))
                 return 0;
-        return strv_extend(l, m);
+        return strv_extend(l, item);
+}
+
+static int add_module(char ***l, const char *m) {
+        if (is_always_loaded(m))
+                return 0;
+        return add_item(l, m);
 }
 
 /* One statement "import a.b as c, d": its modules added, only if all of it is of that form. */
@@ -155,30 +162,45 @@ static bool import_statement(Cursor *c, char ***l, int *error) {
         }
 }
 
-/* "from a.b import x as y, z", "from a import (x,\n y)", "from a import *". */
+/* "from a.b import x as y, z" (also "from a import (x,\n y)", a comma before the bracket): one item, "a.b:x:z",
+ * the module and the names it takes in order (preimport.h), never left out; "from a.b import *": the module, as
+ * "import a.b" (a package's __all__ is imported by the script). "from __future__ import ...": nothing. A relative
+ * import is not taken (no package for __main__), nor an item longer than PREIMPORT_MAX_ITEM. */
 static bool from_statement(Cursor *c, char ***l, int *error) {
-        char buf[PREIMPORT_MAX_NAME + 1], item[PREIMPORT_MAX_NAME + 1];
-        bool brackets = false, future;
+        char buf[PREIMPORT_MAX_NAME + 1], name_buf[PREIMPORT_MAX_NAME + 1], item[PREIMPORT_MAX_ITEM + 1];
+        bool brackets = false, future, star = false;
+        size_t n;
 
         skip_blank(c, false);
-        if (!name(c, true, buf))   /* relative imports too: no package for __main__ */
+        if (!name(c, true, buf))
                 return false;
         future = streq(buf, "__future__");
+        n = strlen(buf);
+        memcpy(item, buf, n + 1);
         skip_blank(c, false);
         if (!keyword(c, "import"))
                 return false;
         skip_blank(c, false);
         if (c->p < c->end && *c->p == '*') {
                 c->p++;
+                star = true;
         } else {
                 if (c->p < c->end && *c->p == '(') {
                         brackets = true;
                         c->p++;
                 }
                 for (;;) {
+                        size_t k;
+
                         skip_blank(c, brackets);
-                        if (!name(c, false, item) || !alias(c, brackets))
+                        if (!name(c, false, name_buf) || !alias(c, brackets))
                                 return false;
+                        k = strlen(name_buf);
+                        if (n + 1 + k > PREIMPORT_MAX_ITEM)
+                                return false;
+                        item[n++] = PREIMPORT_NAMES_SEPARATOR;
+                        memcpy(item + n, name_buf, k + 1);
+                        n += k;
                         skip_blank(c, brackets);
                         if (c->p < c->end && *c->p == ',') {
                                 c->p++;
@@ -197,7 +219,9 @@ static bool from_statement(Cursor *c, char ***l, int *error) {
         }
         if (!line_end(c))
                 return false;
-        if (!future && add_module(l, buf) < 0) {
+        if (future)
+                return true;
+        if ((star ? add_module(l, buf) : add_item(l, item)) < 0) {
                 *error = -1;
                 return false;
         }
@@ -266,12 +290,16 @@ char **preimport_leading_modules(const char *script, size_t len) {
         }
         if (error < 0)
                 return NULL;
-        /* A statement cut by the cap may have imported more: what was taken whole stays. */
-        while (strv_length(l) > PREIMPORT_MAX_MODULES) {
-                size_t n = strv_length(l);
-                free(l[n - 1]);
-                l[n - 1] = NULL;
+        /* A statement cut by a cap may have imported more: what was taken whole stays. The items, joined with
+         * commas, stay within PREIMPORT_MAX_LINE. */
+        size_t n = 0, line = 0;
+        for (; l[n] && n < PREIMPORT_MAX_MODULES; n++) {
+                line += (n > 0) + strlen(l[n]);
+                if (line > PREIMPORT_MAX_LINE)
+                        break;
         }
+        for (size_t i = n; l[i]; i++)
+                l[i] = mfree(l[i]);
         return TAKE_PTR(l);
 }
 
@@ -405,7 +433,7 @@ char **preimport_learn(char *const *script, const char *loaded) {
                 return strv_free(l);
         for (size_t i = 0; script && script[i]; i++) {
                 char t[PREIMPORT_MAX_NAME + 1];
-                size_t n = strcspn(script[i], ".");
+                size_t n = strcspn(script[i], (const char[]) { '.', PREIMPORT_NAMES_SEPARATOR, 0 });
                 if (n > PREIMPORT_MAX_NAME)
                         continue;
                 memcpy(t, script[i], n);

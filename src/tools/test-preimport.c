@@ -15,6 +15,13 @@ static char *leading(const char *s) {
         return strv_join(l, " ");
 }
 
+static char **items(const char *s) {
+        char **l = preimport_leading_modules(s, strlen(s));
+
+        ck_assert_ptr_nonnull(l);
+        return l;
+}
+
 #define LEADING(s, want)                                                                                              \
         do {                                                                                                          \
                 _cleanup_free_ char *_got = leading(s);                                                               \
@@ -26,9 +33,42 @@ START_TEST(test_leading_block) {
         LEADING("# /// script\n# dependencies = [\"numpy\"]\n# ///\n\nimport numpy\n", "numpy");
         LEADING("\"\"\"Doc\nstring.\"\"\"\nfrom __future__ import annotations\nimport a.b as c, d  # why\n", "a.b d");
         LEADING("from numpy import (\n    linalg,  # this\n    fft as f,\n)\nfrom x.y import *\nimport z\n",
-                "numpy x.y z");
+                "numpy:linalg:fft x.y z");
         /* The always-loaded ones are left out; a module named twice counts once. */
         LEADING("import sys, os\nimport numpy\nimport os.path\nimport numpy\nimport json\n", "numpy json");
+}
+END_TEST
+
+START_TEST(test_from_items) {
+        /* One item a statement: the module, then the names it takes in order; aliases do not count. */
+        LEADING("from pydantic import BaseModel, Field\n", "pydantic:BaseModel:Field");
+        LEADING("from pydantic import Field, BaseModel\n", "pydantic:Field:BaseModel");
+        LEADING("from scipy import optimize as opt, integrate\nimport numpy as np\n", "scipy:optimize:integrate numpy");
+        LEADING("from a.b import c\nfrom a.b import (c)\nfrom a.b import (\n  c,\n)\n", "a.b:c");
+        LEADING("from a import (x as y,\n   z as w)  # c\nfrom a import x, x\n", "a:x:z a:x:x");
+        LEADING("import pydantic\nfrom pydantic import BaseModel\nimport pydantic\n", "pydantic pydantic:BaseModel");
+        /* "*" is the module, as "import a", and the always-loaded ones are left out then; never a from-item. */
+        LEADING("from x.y import *\nimport x.y\nfrom os import *\nimport numpy\n", "x.y numpy");
+        LEADING("from os import path\nfrom sys import argv\nimport numpy\n", "os:path sys:argv numpy");
+        /* __future__ gives nothing; a relative import ends the list, as does anything else it cannot take. */
+        LEADING("from __future__ import annotations, division\nfrom a import b\n", "a:b");
+        LEADING("from a import b\nfrom .c import d\nimport numpy\n", "a:b");
+        LEADING("from a import b\nfrom . import d\nimport numpy\n", "a:b");
+        LEADING("from a import b,\nimport numpy\n", "");                  /* no brackets: a syntax error */
+        LEADING("from a import ()\nimport numpy\n", "");
+        LEADING("from a import (b,,)\nimport numpy\n", "");
+        LEADING("from a import b as\nimport numpy\n", "");
+        LEADING("from a import b.c\nimport numpy\n", "");
+        LEADING("from a import (*)\nimport numpy\n", "");
+        LEADING("from a import b\\\n, c\nimport numpy\n", "");
+        LEADING("from a import b; x = 1\nimport numpy\n", "");
+        /* A statement longer than an item may be ends the list. */
+        _cleanup_free_ char *s = strdup("import numpy\nfrom a import x0");
+        ck_assert_ptr_nonnull(s);
+        for (int i = 1; i < 100; i++)
+                ck_assert_int_ge(strextendf(&s, ", x%d", i), 0);
+        ck_assert_int_ge(strextendf(&s, "\nimport json\n"), 0);
+        LEADING(s, "numpy");
         LEADING("\xef\xbb\xbfimport numpy\r\nimport pandas\r\n", "numpy pandas");
 }
 END_TEST
@@ -67,6 +107,16 @@ START_TEST(test_cap) {
         l = preimport_leading_modules(s, strlen(s));
         ck_assert_uint_eq(strv_length(l), PREIMPORT_MAX_MODULES);
         ck_assert_str_eq(l[PREIMPORT_MAX_MODULES - 1], "m31");
+
+        /* The items, joined with commas, fit PREIMPORT_MAX_LINE: 32 of 128 bytes do not. */
+        s = mfree(s);
+        for (int i = 0; i < 40; i++)
+                ck_assert_int_ge(strextendf(&s, "import m%02d%0125d\n", i, 0), 0);
+        l = strv_free(l);
+        l = preimport_leading_modules(s, strlen(s));
+        _cleanup_free_ char *joined = strv_join(l, ",");
+        ck_assert_uint_le(strlen(joined), PREIMPORT_MAX_LINE);
+        ck_assert_uint_eq(strv_length(l), (PREIMPORT_MAX_LINE + 1) / 129);
 
         char long_name[300];
         memset(long_name, 'a', sizeof(long_name));
@@ -160,6 +210,44 @@ START_TEST(test_prefix_and_learn) {
         _cleanup_strv_free_ char **c = preimport_learn(dotted, "matplotlib numpy");
         _cleanup_free_ char *cs = strv_join(c, " ");
         ck_assert_str_eq(cs, "matplotlib.pyplot");
+        /* From-items: the top-level package is the module's first component. */
+        char *from[] = { (char *) "os:path", (char *) "pydantic:BaseModel:Field", (char *) "json",
+                         (char *) "scipy.stats:norm", (char *) "re:compile", NULL };
+        _cleanup_strv_free_ char **d = preimport_learn(from, "pydantic scipy");
+        _cleanup_free_ char *ds = strv_join(d, " ");
+        ck_assert_str_eq(ds, "os:path pydantic:BaseModel:Field json scipy.stats:norm");
+        char *names_only[] = { (char *) "x:pydantic", (char *) "x:scipy", NULL };
+        _cleanup_strv_free_ char **e = preimport_learn(names_only, "pydantic scipy");
+        ck_assert_uint_eq(strv_length(e), 0);
+}
+END_TEST
+
+START_TEST(test_prefix_from_items) {
+        /* Items compare whole: the same module with other names, the same names in another order, fewer or more
+         * names, or the module imported whole, are other items. */
+        char *script[] = { (char *) "pydantic:BaseModel:Field", (char *) "numpy", NULL };
+        char *same[] = { (char *) "pydantic:BaseModel:Field", NULL };
+        char *other[] = { (char *) "pydantic:BaseModel:ValidationError", NULL };
+        char *order[] = { (char *) "pydantic:Field:BaseModel", NULL };
+        char *fewer[] = { (char *) "pydantic:BaseModel", NULL };
+        char *more[] = { (char *) "pydantic:BaseModel:Field:ValidationError", NULL };
+        char *whole[] = { (char *) "pydantic", NULL };
+
+        ck_assert(preimport_is_prefix(same, script));
+        ck_assert(!preimport_is_prefix(other, script));
+        ck_assert(!preimport_is_prefix(order, script));
+        ck_assert(!preimport_is_prefix(fewer, script));
+        ck_assert(!preimport_is_prefix(more, script));
+        ck_assert(!preimport_is_prefix(whole, script));
+
+        /* From the text: a script that takes other names, or the same in another order. */
+        _cleanup_strv_free_ char **a = items("from p import a, b\nimport q\n");
+        _cleanup_strv_free_ char **b = items("from p import (a,\n b as c)\nimport q\n");
+        _cleanup_strv_free_ char **c = items("from p import b, a\nimport q\n");
+        _cleanup_strv_free_ char **d = items("from p import a\nimport q\n");
+        ck_assert(preimport_is_prefix(a, b) && preimport_is_prefix(b, a));
+        ck_assert(!preimport_is_prefix(a, c) && !preimport_is_prefix(c, a));
+        ck_assert(!preimport_is_prefix(a, d) && !preimport_is_prefix(d, a));
 }
 END_TEST
 
@@ -172,6 +260,8 @@ static Suite *preimport_suite(void) {
         tcase_add_test(tc, test_cap);
         tcase_add_test(tc, test_plain_enough);
         tcase_add_test(tc, test_prefix_and_learn);
+        tcase_add_test(tc, test_from_items);
+        tcase_add_test(tc, test_prefix_from_items);
         suite_add_tcase(s, tc);
         return s;
 }

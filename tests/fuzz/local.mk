@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 # libFuzzer targets, built with ./configure --enable-fuzzer CC=clang.
 # Run each for a while: make fuzz FUZZ_SECONDS=30
-FUZZ_TARGETS = fuzz-framing fuzz-mcp fuzz-pep723 fuzz-config fuzz-driver fuzz-outputs fuzz-fdqueue fuzz-netproxy
+FUZZ_TARGETS = fuzz-framing fuzz-mcp fuzz-pep723 fuzz-config fuzz-driver fuzz-outputs fuzz-fdqueue fuzz-netproxy \
+	fuzz-preimport
 EXTRA_DIST += $(addprefix tests/fuzz/,$(addsuffix .c,$(FUZZ_TARGETS))) tests/fuzz/corpus
 if ENABLE_FUZZER
 noinst_PROGRAMS += $(FUZZ_TARGETS)
@@ -40,6 +41,10 @@ fuzz_netproxy_SOURCES = tests/fuzz/fuzz-netproxy.c
 fuzz_netproxy_CFLAGS = $(FUZZ_CFLAGS)
 fuzz_netproxy_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
 fuzz_netproxy_LDADD = $(FUZZ_LDADD)
+fuzz_preimport_SOURCES = tests/fuzz/fuzz-preimport.c
+fuzz_preimport_CFLAGS = $(FUZZ_CFLAGS)
+fuzz_preimport_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
+fuzz_preimport_LDADD = $(FUZZ_LDADD)
 
 FUZZ_SECONDS ?= 20
 fuzz: $(FUZZ_TARGETS)

@@ -29,6 +29,12 @@ random token:
 - the list is learnt and kept per user: user B's sandboxes never import
   what user A's runs taught, and B's check_environment does not show it;
 - with the network on, nothing is imported ahead.
+- `from X import a, b` is imported ahead as Python does it: a package whose
+  module __getattr__ loads a submodule on that access has loaded it before
+  the script came; a script that takes other names, or the same in another
+  order, gets a fresh interpreter; a name that does not exist makes the
+  waiting sandbox exit unused, and the script fails as in a fresh one; once
+  a run teaches another list (the script put right), it is imported ahead.
 
 Needs $DAEMON and $SHIM, bubblewrap and uv. Exit status: 0 pass, 1 fail, 77 skip.
 """
@@ -68,6 +74,18 @@ def wheels():
         # Fails to import until the script is there: in a waiting sandbox only.
         build_wheel(w, "mcpt-early", "1.0",
                     module_source="import os\nif not os.path.exists('/work/script.py'):\n    raise ImportError('early')\n")
+        # Lazy, as pydantic and scipy are: Model is loaded from a submodule by the package's __getattr__, and
+        # lazy_b is a submodule that "from mcpt_lazy import lazy_b" imports. Each records when it was loaded.
+        lazy = ("def __getattr__(name):\n"
+                "    if name == 'Model':\n"
+                "        from mcpt_lazy._impl import Model\n"
+                "        return Model\n"
+                "    raise AttributeError(name)\n")
+        loaded = "import os, time\nLOADED_AT = time.time()\nTOKEN = os.urandom(8).hex()\n"
+        build_wheel(w, "mcpt-lazy", "1.0", module_source=lazy,
+                    extra_files=(("mcpt_lazy/_impl.py",
+                                  (loaded + "class Model:\n    LOADED_AT = LOADED_AT\n    TOKEN = TOKEN\n").encode()),
+                                 ("mcpt_lazy/lazy_b.py", loaded.encode())))
         _STATE["wheels"] = w
     return _STATE["wheels"]
 
@@ -308,6 +326,92 @@ def no_warm_imports_with_the_network_on():
     _, _, age = age_of(st)
     check(age < 0.5, f"imported before the script: {age}")
     eq(pool(c).get("warm_import_memory_max_bytes"), 0, "warm imports off, as reported")
+    c.close()
+
+
+LAZY = ("from mcpt_lazy import Model, lazy_b\nimport time\n"
+        "print(Model.TOKEN, time.time() - Model.LOADED_AT, time.time() - lazy_b.LOADED_AT)\n")
+
+
+def lazy_ages(st):
+    token, model, b = st["stdout"].split()
+    return token, float(model), float(b)
+
+
+@test
+def from_imports_are_done_ahead_with_their_names():
+    c = client()
+    deps = ["mcpt-lazy"]
+    st = run(c, LAZY, deps)
+    _, model, b = lazy_ages(st)
+    check(model < 0.5 and b < 0.5, f"a fresh interpreter loads them when the script does: {model} {b}")
+    waiting_with(c, ["mcpt_lazy:Model:lazy_b"])
+    st = run(c, LAZY, deps)
+    eq(st.get("warm_imports"), ["mcpt_lazy:Model:lazy_b"], "warm_imports")
+    token1, model, b = lazy_ages(st)
+    check(model >= 1.0, f"Model (the package's __getattr__) was loaded in the waiting sandbox: {model}")
+    check(b >= 1.0, f"lazy_b (a submodule the from-import imports) was loaded in the waiting sandbox: {b}")
+    check("MCP_WARM_IMPORTS=mcpt_lazy:Model:lazy_b" in daemon().log_full(), "the log names the item")
+    # The same statement spelt otherwise (aliases, brackets) is the same item.
+    waiting_with(c, ["mcpt_lazy:Model:lazy_b"])
+    st = run(c, "from mcpt_lazy import (\n    Model as M,\n    lazy_b,\n)\nimport time\n"
+                "print(M.TOKEN, time.time() - M.LOADED_AT, time.time() - lazy_b.LOADED_AT)\n", deps)
+    eq(st.get("warm_imports"), ["mcpt_lazy:Model:lazy_b"], "warm_imports with an alias and brackets")
+    token2, model, _ = lazy_ages(st)
+    check(model >= 1.0 and token2 != token1, f"imported ahead, in another sandbox: {model} {token1} {token2}")
+    # The same names in another order, or other names: another item, a fresh interpreter (each run teaches its
+    # own list, which the next one does not match either).
+    others = (
+        ("another order", LAZY.replace("Model, lazy_b", "lazy_b, Model"), ["mcpt_lazy:lazy_b:Model"]),
+        ("the first order again", LAZY, ["mcpt_lazy:Model:lazy_b"]),
+        ("one name", "from mcpt_lazy import lazy_b\nimport time\nprint('-', 0, time.time() - lazy_b.LOADED_AT)\n",
+         ["mcpt_lazy:lazy_b"]),
+        ("the module whole", "import mcpt_lazy\nfrom mcpt_lazy import lazy_b\nimport time\n"
+         "print('-', 0, time.time() - lazy_b.LOADED_AT)\n", ["mcpt_lazy", "mcpt_lazy:lazy_b"]),
+    )
+    waiting = ["mcpt_lazy:Model:lazy_b"]
+    for name, script, teaches in others:
+        waiting_with(c, waiting)   # one is there to be handed, and is not
+        st = run(c, script, deps)
+        check("warm_imports" not in st, f"{name}: {st}")
+        _, model, b = lazy_ages(st)
+        check(model < 0.5 and b < 0.5, f"{name}: loaded when the script did: {model} {b}")
+        waiting = teaches
+    c.close()
+
+
+@test
+def a_from_import_of_a_missing_name_spoils_the_sandbox():
+    c = client()
+    deps = ["mcpt-lazy", "mcpt-other"]
+    script = "from mcpt_lazy import Model, missing\nprint('not reached')\n"
+    r = c.call_tool("execute_python", {"script": script, "dependencies": deps}, timeout=180)
+    first = with_defaults(r.get("structuredContent") or {})
+    eq(first.get("exit_code"), 1, "the script fails at its import")
+    check("cannot import name 'missing' from 'mcpt_lazy'" in first.get("stderr", ""), f"first run: {first}")
+
+    # The waiting sandbox did the from-import as the script would have, and failed: it exits unused, and its
+    # user's next ones import nothing ahead.
+    def settled():
+        return any(e.get("warm_imports_off") for e in pool(c).get("environments", []))
+    wait_until(settled, timeout=60, what="the waiting sandbox to fail its from-import")
+    time.sleep(1.5)
+    r = c.call_tool("execute_python", {"script": script, "dependencies": deps}, timeout=180)
+    st = with_defaults(r.get("structuredContent") or {})
+    check("warm_imports" not in st, f"handed a sandbox whose warm import failed: {st}")
+    eq(st.get("exit_code"), 1, "exit code")
+    eq(st.get("stdout"), first.get("stdout"), "stdout as a fresh run's")
+    eq(st.get("stderr"), first.get("stderr"), "the ImportError as a fresh run's")
+    check(any(e.get("warm_imports_off") for e in pool(c).get("environments", [])), "warm imports off after it")
+    # The script put right: its first run is fresh and teaches another list, which is tried again.
+    fixed = "from mcpt_lazy import Model\nimport time\nprint(Model.TOKEN, time.time() - Model.LOADED_AT, 0)\n"
+    st = run(c, fixed, deps)
+    check("warm_imports" not in st, f"the first run of the script put right: {st}")
+    waiting_with(c, ["mcpt_lazy:Model"])
+    st = run(c, fixed, deps)
+    eq(st.get("warm_imports"), ["mcpt_lazy:Model"], "warm imports again, for the list the script now teaches")
+    _, model, _ = lazy_ages(st)
+    check(model >= 1.0, f"Model was loaded in the waiting sandbox: {model}")
     c.close()
 
 
