@@ -378,7 +378,7 @@ print("ran")'
         with_setting SystemCallFilter=~@resources
         r=$(run alice "$nice")
         without_setting
-        echo "note: SystemCallFilter=~@resources: $(st "$r" stderr | tail -1 | cut -c1-200)"
+        echo "note: SystemCallFilter=~@resources: $(field "$r" "r['result']['content'][0]['text']" | grep -m1 'Error' | cut -c1-200)"
         [ "$(st "$r" stdout)" != ran ] || die "a script lowered its priority and set its CPUs under SystemCallFilter=~@resources"
         r=$(run alice "$nice")
         [ "$(st "$r" stdout)" = ran ] || die "not without it: $r"
@@ -424,7 +424,7 @@ $dep")
         mv "$W/60-vm-test.conf.saved" "$confd/60-vm-test.conf"
         systemctl restart $unit
         [ "$(st "$ok" stdout)" = 42 ] || die "no install from the index on the loopback: $ok"
-        echo "note: PrivateNetwork=yes: $(field "$r" "r.get('result', {}).get('content', [{}])[0].get('text', r)" | grep -m1 -i 'connect\|index\|error' | cut -c1-200)"
+        echo "note: PrivateNetwork=yes: $(field "$r" "r.get('result', {}).get('content', [{}])[0].get('text', r)" | grep -v -- '^---' | grep -m1 -i 'connect\|index\|error' | cut -c1-200)"
         [ "$(st "$r" stdout)" != 42 ] || die "uv reached the index under PrivateNetwork=yes"
 }
 step left-off-cuts-uv-from-the-index:PrivateNetwork=yes t_private_network
