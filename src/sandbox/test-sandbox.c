@@ -1480,6 +1480,32 @@ START_TEST(test_cgroups_object) {
         ck_assert_int_eq(sandbox_cgroup_new_run_cgroups(a, name_a, &l, &pa), 0);
         ck_assert_int_eq(sandbox_cgroup_new_run_cgroups(b, name_b, &l, &pb), 0);
         ck_assert_uint_eq(strv_length(pa), strv_length(pb));
+        /* cgroup v1's cpu: a new run cgroup has the kernel's defaults, which the daemon leaves as they are (no quota,
+         * a period of 100 ms), and a quota is written alone. */
+        for (size_t i = 0; pa[i]; i++) {
+                char f[PATH_MAX];
+                snprintf(f, sizeof(f), "%s/cpu.cfs_quota_us", pa[i]);
+                if (access(f, F_OK) < 0)
+                        continue;
+                _cleanup_strv_free_ char **pq = NULL;
+                char name_q[64];
+                SandboxLimits q = l;
+                ck_file(pa[i], "cpu.cfs_quota_us", "-1\n");
+                ck_file(pa[i], "cpu.cfs_period_us", "100000\n");
+                q.cpu_quota = 50;
+                snprintf(name_q, sizeof(name_q), "run-%d-test-q", (int) getpid());
+                ck_assert_int_eq(sandbox_cgroup_new_run_cgroups(a, name_q, &q, &pq), 0);
+                for (size_t j = 0; pq[j]; j++) {
+                        snprintf(f, sizeof(f), "%s/cpu.cfs_quota_us", pq[j]);
+                        if (access(f, F_OK) >= 0) {
+                                ck_file(pq[j], "cpu.cfs_quota_us", "50000\n");
+                                ck_file(pq[j], "cpu.cfs_period_us", "100000\n");
+                        }
+                }
+                for (size_t j = 0; pq[j]; j++)
+                        ck_assert_int_eq(rmdir(pq[j]), 0);
+                sandbox_cgroup_run_done(a, 4242);
+        }
         for (size_t i = 0; pa[i]; i++) {
                 ck_assert_int_eq(access(pa[i], F_OK), 0);
                 ck_assert_int_eq(access(pb[i], F_OK), 0);
