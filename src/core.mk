@@ -21,6 +21,7 @@ libcore_a_SOURCES = \
 	src/runtime/runtime.c src/runtime/runtime.h src/runtime/runtime-internal.h \
 	src/runtime/probes.c \
 	src/runtime/spawn.c \
+	src/runtime/code.c \
 	src/runtime/unsandboxed.c \
 	src/runtime/network.c \
 	src/runtime/metadata.c src/runtime/metadata.h \

@@ -12,6 +12,8 @@
 #include "sandbox/seccomp.h"
 #include "sandbox/uidpool.h"
 
+typedef struct RuntimeCode RuntimeCode;
+
 struct Runtime {
         sd_event *event;
         const Config *config;
@@ -65,8 +67,13 @@ struct Runtime {
         PyInstaller *pyinstaller;
         /* network-allow=: the proxy that is the runs' only way out. */
         NetProxyContext *netproxy;
+        /* execute_python's boot program compiled, one per interpreter (code.c). */
+        RuntimeCode **codes;
+        size_t n_codes;
 };
 
+/* code.c: one interpreter's compiled boot program. */
+RuntimeCode *runtime_code_free(RuntimeCode *c);
 /* network.c: network-allow= as the configuration says now (at start and at each reload). */
 void runtime_configure_netproxy(Runtime *r);
 

@@ -270,6 +270,9 @@ Runtime *runtime_free(Runtime *r) {
                 process_free(r->probes[i]);
         free(r->probes);
         process_free(r->self_test);
+        for (size_t i = 0; i < r->n_codes; i++)
+                runtime_code_free(r->codes[i]);
+        free(r->codes);
         waitq_clear(&r->ready_waiters);
         waitq_clear(&r->self_test_waiters);
         pyinstaller_free(r->pyinstaller);

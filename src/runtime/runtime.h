@@ -163,6 +163,19 @@ int runtime_spawn_in_bwrap(Runtime *r, const char *env_dir, char *const *ro_path
                            uint64_t timeout_usec, const SandboxLimits *limits, size_t head_max, size_t tail_max,
                            ProcessDoneFunc done, void *userdata, Process **ret);
 /*
+ * A program of the daemon's own, compiled once per Python (src/runtime/code.c): a new read-only descriptor of a
+ * sealed memfd holding source compiled by the base interpreter of python (an environment's bin/python, resolved) in
+ * the sandbox, marshal()ed, and its size. -EAGAIN while that compile runs (the first call starts it), another
+ * negative errno when there is none (an unknown interpreter, no sandbox, a compile that failed): the caller runs
+ * the source itself. One source per daemon: the first call's.
+ */
+#define RUNTIME_CODE_MAX (1024 * 1024)
+int runtime_code_fd(Runtime *r, const char *source, const char *python, size_t *ret_size);
+/* python -c's argument that runs the code in fd (of size bytes) as -c would have run its source; malloc'd. */
+char *runtime_code_loader(int fd, size_t size);
+/* A memfd with data, sealed against any change (for tests). */
+int runtime_code_seal(const void *data, size_t size);
+/*
  * network-allow= (and network=no, and runs sandboxed): a run's only way out is the daemon's proxy. Then
  * runtime_network_wrap() makes a proxy for a run of uid and returns 1: *ret_command is command behind the bridge
  * (SANDBOX_BRIDGE_PATH, which the spawn binds into the sandbox), *ret_fd the socket the sandbox must keep at the

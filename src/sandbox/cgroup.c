@@ -734,10 +734,19 @@ static int v1_write_memory(const char *path, uint64_t memory) {
         return r == -ENOENT ? 0 : r;
 }
 
-static int v1_write_cpu(const char *path, uint64_t quota) {
+/* fresh: path was made just now, with the kernel's defaults (no quota, a period of CPU_PERIOD_USEC): only a quota
+ * is written then. Each write of these files walks the whole tree of task groups (tg_set_bandwidth()): two of them
+ * were some 5% of the daemon's CPU per run, to write what was there. */
+static int v1_write_cpu(const char *path, uint64_t quota, bool fresh) {
         char s[32];
         int r;
 
+        if (fresh && quota == 0)
+                return 0;
+        if (fresh) {
+                snprintf(s, sizeof(s), "%" PRIu64, quota * CPU_PERIOD_USEC / 100);
+                return write_at(path, "cpu.cfs_quota_us", s);
+        }
         /* The quota off first: a new period is checked against the quota in place. */
         r = write_at(path, "cpu.cfs_quota_us", "-1");
         if (r >= 0) {
@@ -770,7 +779,7 @@ int sandbox_cgroup_set_cpu_quota(char *const *paths, uint64_t quota) {
                 if (has_file(paths[i], "cpu.max"))
                         return write_at(paths[i], "cpu.max", cpu);
                 if (has_file(paths[i], "cpu.cfs_quota_us"))
-                        return v1_write_cpu(paths[i], quota);
+                        return v1_write_cpu(paths[i], quota, false);
         }
         return -ENOENT;
 }
@@ -779,6 +788,7 @@ int sandbox_cgroup_v1_new_run(char *const dirs[static _SANDBOX_CGROUP_V1_MAX], c
                               const SandboxLimits *l, char ***ret_paths) {
         _cleanup_strv_free_ char **paths = NULL;
         char *run[_SANDBOX_CGROUP_V1_MAX] = {};
+        bool made[_SANDBOX_CGROUP_V1_MAX] = {};   /* by this call, not found there */
         int r = 0;
 
         if (!dirs[SANDBOX_CGROUP_V1_PIDS] || !dirs[SANDBOX_CGROUP_V1_MEMORY])
@@ -795,11 +805,17 @@ int sandbox_cgroup_v1_new_run(char *const dirs[static _SANDBOX_CGROUP_V1_MAX], c
                         break;
                 }
                 /* Controllers mounted together share one hierarchy, and one run cgroup. */
-                if (strv_contains(paths, run[c]))
+                if (strv_contains(paths, run[c])) {
+                        for (size_t j = 0; j < c; j++)
+                                if (run[j] && streq(run[j], run[c]))
+                                        made[c] = made[j];
                         continue;
-                if (mkdir(run[c], 0755) < 0 && errno != EEXIST)
+                }
+                if (mkdir(run[c], 0755) >= 0)
+                        made[c] = true;
+                else if (errno != EEXIST)
                         r = -errno;
-                else if (strv_extend(&paths, run[c]) < 0) {
+                if (r >= 0 && strv_extend(&paths, run[c]) < 0) {
                         (void) rmdir(run[c]);
                         r = -ENOMEM;
                 }
@@ -809,7 +825,7 @@ int sandbox_cgroup_v1_new_run(char *const dirs[static _SANDBOX_CGROUP_V1_MAX], c
         if (r >= 0)
                 r = v1_write_memory(run[SANDBOX_CGROUP_V1_MEMORY], l->memory);
         if (r >= 0 && run[SANDBOX_CGROUP_V1_CPU])
-                r = v1_write_cpu(run[SANDBOX_CGROUP_V1_CPU], l->cpu_quota);
+                r = v1_write_cpu(run[SANDBOX_CGROUP_V1_CPU], l->cpu_quota, made[SANDBOX_CGROUP_V1_CPU]);
         for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++)
                 free(run[c]);
         if (r < 0) {

@@ -30,6 +30,23 @@ static const char *const etc_passthrough[] = {
         "/var/cache/fontconfig",
 };
 
+/* The files of etc_dir (sandbox_write_etc()). */
+static const char *const etc_files[] = { "passwd", "group", "hosts" };
+
+/* etc_dir, bound at /etc, holds an empty mount point for each of these, of the kind the host's is (a directory or
+ * not; when the host has none, the kind it usually is): what is bound over it when the host has it. */
+static const struct {
+        const char *name;
+        bool dir;
+} etc_mount_points[] = {
+        { "ld.so.cache", false },
+        { "ssl", true },
+        { "ca-certificates", true },
+        { "pki", true },
+        { "localtime", false },
+        { "fonts", true },
+};
+
 /* Besides /proc/sys, the parts of /proc that steer the host rather than show the sandbox: the magic SysRq key,
  * interrupt affinities, devices' configuration. Some kernels have not all of them. */
 static const char *const proc_host_controls[] = { "/proc/sysrq-trigger", "/proc/irq", "/proc/bus" };
@@ -142,15 +159,19 @@ static int build_options(const SandboxPolicy *p, char ***ret) {
         /* /dev itself is a tmpfs bwrap made, without a size: nothing may be written there. */
         r |= add2(&argv, "--remount-ro", "/dev");
 
-        /* A minimal /etc: nobody's passwd and group, localhost, and what TLS and ld.so need. */
-        r |= add3(&argv, "--perms", "0755", "--dir");
-        r |= add(&argv, "/etc");
-        if (p->etc_dir) {
-                static const char *const files[] = { "passwd", "group", "hosts" };
-                for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+        /* A minimal /etc: nobody's passwd and group, localhost, and what TLS and ld.so need. etc_dir as a whole,
+         * with the mount points for the rest in it (sandbox_write_etc()): one bind where a file each were three,
+         * and bwrap reads the mount table anew for every bind. With the network, /etc gets resolv.conf too, which
+         * a sandbox without one must not even see empty: then a directory of bwrap's, the files bound one by one. */
+        if (p->etc_dir && !p->network)
+                r |= add3(&argv, "--ro-bind", p->etc_dir, "/etc");
+        else {
+                r |= add3(&argv, "--perms", "0755", "--dir");
+                r |= add(&argv, "/etc");
+                for (size_t i = 0; p->etc_dir && i < ELEMENTSOF(etc_files); i++) {
                         char src[PATH_MAX], dst[64];
-                        snprintf(src, sizeof(src), "%s/%s", p->etc_dir, files[i]);
-                        snprintf(dst, sizeof(dst), "/etc/%s", files[i]);
+                        snprintf(src, sizeof(src), "%s/%s", p->etc_dir, etc_files[i]);
+                        snprintf(dst, sizeof(dst), "/etc/%s", etc_files[i]);
                         r |= add3(&argv, "--ro-bind", src, dst);
                 }
         }
@@ -240,6 +261,8 @@ int sandbox_build_argv(const SandboxPolicy *p, char ***ret) {
 int sandbox_build_args(const SandboxPolicy *p, char ***ret_argv, int *ret_args_fd) {
         _cleanup_strv_free_ char **options = NULL, **argv = NULL;
         _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *all = NULL;
+        size_t n = 0;
         char s[16];
         int r;
 
@@ -247,15 +270,25 @@ int sandbox_build_args(const SandboxPolicy *p, char ***ret_argv, int *ret_args_f
         if (r < 0)
                 return r;
 
-        /* Each option NUL-terminated, as bwrap's --args reads them, from the start of the file. */
+        /* Each option NUL-terminated, as bwrap's --args reads them, from the start of the file: one write (a write
+         * per option was some 130 system calls a run). */
+        for (size_t i = 0; options[i]; i++)
+                n += strlen(options[i]) + 1;
+        all = malloc(n ?: 1);
+        if (!all)
+                return -ENOMEM;
+        n = 0;
+        for (size_t i = 0; options[i]; i++) {
+                size_t l = strlen(options[i]) + 1;
+                memcpy(all + n, options[i], l);
+                n += l;
+        }
         fd = memfd_create("bwrap-args", MFD_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        for (size_t i = 0; options[i]; i++) {
-                r = write_all(fd, options[i], strlen(options[i]) + 1);
-                if (r < 0)
-                        return r;
-        }
+        r = write_all(fd, all, n);
+        if (r < 0)
+                return r;
         if (lseek(fd, 0, SEEK_SET) < 0)
                 return -errno;
 
@@ -306,6 +339,49 @@ int sandbox_write_etc(const char *dir, bool for_other_uids) {
         r = write_file(dir, "group", "nogroup:x:65534:\n", file_mode);
         if (r < 0)
                 return r;
-        return write_file(dir, "hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
-                          file_mode);
+        r = write_file(dir, "hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+                       file_mode);
+        if (r < 0)
+                return r;
+        return sandbox_write_etc_mount_points(dir, "/etc");
+}
+
+int sandbox_write_etc_mount_points(const char *dir, const char *host_etc) {
+        _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+        if (dfd < 0)
+                return -errno;
+        for (size_t i = 0; i < ELEMENTSOF(etc_mount_points); i++) {
+                const char *name = etc_mount_points[i].name;
+                char host[PATH_MAX];
+                struct stat st;
+                bool dir_wanted = etc_mount_points[i].dir;
+
+                snprintf(host, sizeof(host), "%s/%s", host_etc, name);
+                if (stat(host, &st) >= 0)
+                        dir_wanted = S_ISDIR(st.st_mode);
+                if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) >= 0) {
+                        if (dir_wanted ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode))
+                                continue;
+                        /* The host's changed kind since: the old one goes (it is empty, or no mount point of ours). */
+                        if (unlinkat(dfd, name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0) < 0)
+                                return -errno;
+                } else if (errno != ENOENT)
+                        return -errno;
+                if (dir_wanted) {
+                        if (mkdirat(dfd, name, 0755) < 0)
+                                return -errno;
+                        if (fchmodat(dfd, name, 0755, 0) < 0)
+                                return -errno;
+                } else {
+                        int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+                        if (fd < 0)
+                                return -errno;
+                        int k = fchmod(fd, 0644) < 0 ? -errno : 0;
+                        close(fd);
+                        if (k < 0)
+                                return k;
+                }
+        }
+        return 0;
 }

@@ -31,7 +31,7 @@ typedef struct SandboxPolicy {
         const char *bwrap;
         bool network;
         uint64_t tmpfs_size;            /* size of /work and of /tmp; 0: kernel default */
-        const char *etc_dir;            /* holds the passwd, group and hosts the sandbox sees */
+        const char *etc_dir;            /* the sandbox's /etc (sandbox_write_etc()), bound read-only */
         const char *env_dir;            /* the environment: bound read-only at SANDBOX_ENV_DIR; NULL: none */
         char *const *ro_paths;          /* bound read-only at the same absolute paths */
         char *const *rw_paths;          /* bound writable at the same absolute paths (after ro_paths) */
@@ -61,3 +61,6 @@ int sandbox_build_args(const SandboxPolicy *p, char ***ret_argv, int *ret_args_f
 /* Write passwd, group and hosts for the sandbox into dir (created if missing). */
 /* for_other_uids: the sandboxes run as uids other than ours, so the files are made readable by all. */
 int sandbox_write_etc(const char *dir, bool for_other_uids);
+/* The empty mount points in dir (bound at /etc) for what of host_etc ("/etc" but in tests) the sandbox sees: each of
+ * the kind the host's is now. Called by sandbox_write_etc(). */
+int sandbox_write_etc_mount_points(const char *dir, const char *host_etc);

@@ -178,8 +178,12 @@ START_TEST(test_argv_filesystem) {
         ck_assert(find(a, "--dev-bind") < 0);
         ck_assert(HAS_SEQ(a, "--ro-bind", "/usr", "/usr"));
         ck_assert(HAS_SEQ(a, "--ro-bind", "/opt/env", "/opt/env"));
-        ck_assert(HAS_SEQ(a, "--ro-bind", "/var/cache/x/sandbox-etc/passwd", "/etc/passwd"));
-        ck_assert(HAS_SEQ(a, "--ro-bind", "/var/cache/x/sandbox-etc/group", "/etc/group"));
+        /* /etc is the daemon's directory, read-only, bound before what goes over its mount points. */
+        ck_assert(HAS_SEQ(a, "--ro-bind", "/var/cache/x/sandbox-etc", "/etc"));
+        ck_assert(find(a, "--dir") < 0);
+        ck_assert(find(a, "/var/cache/x/sandbox-etc") < find(a, "/etc/ld.so.cache"));
+        ck_assert(find(a, "/var/cache/x/sandbox-etc") < find(a, "/etc/ssl"));
+        ck_assert(find(a, "/var/cache/x/sandbox-etc") < find(a, "/etc/fonts"));
         ck_assert(HAS_SEQ(a, "--size", "67108864", "--perms", "0755", "--tmpfs", "/tmp"));
         ck_assert(HAS_SEQ(a, "--size", "67108864", "--perms", "0755", "--tmpfs", "/work"));
         ck_assert(HAS_SEQ(a, "--ro-bind-data", "5", "/work/script.py"));
@@ -271,7 +275,7 @@ START_TEST(test_args_fd) {
         }
         ck_assert_int_eq(at, n);
         ck_assert(HAS_SEQ(full, "--setenv", "EMPTY", ""));
-        ck_assert(HAS_SEQ(full, "--ro-bind", "/var/cache/x/sandbox-etc/passwd", "/etc/passwd"));
+        ck_assert(HAS_SEQ(full, "--ro-bind", "/var/cache/x/sandbox-etc", "/etc"));
         ck_assert(HAS_SEQ(full, "--seccomp", "7"));
 
         /* A policy that cannot be built leaves no fd behind. */
@@ -290,6 +294,12 @@ START_TEST(test_argv_network) {
 
         ck_assert(find(a, "--share-net") > find(a, "--unshare-all"));
         ck_assert(HAS_SEQ(a, "--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"));
+        /* /etc a directory of bwrap's (a mount point for resolv.conf), the daemon's files bound one by one. */
+        ck_assert(HAS_SEQ(a, "--perms", "0755", "--dir", "/etc"));
+        ck_assert(HAS_SEQ(a, "--ro-bind", "/var/cache/x/sandbox-etc/passwd", "/etc/passwd"));
+        ck_assert(HAS_SEQ(a, "--ro-bind", "/var/cache/x/sandbox-etc/group", "/etc/group"));
+        ck_assert(HAS_SEQ(a, "--ro-bind", "/var/cache/x/sandbox-etc/hosts", "/etc/hosts"));
+        ck_assert(!HAS_SEQ(a, "--ro-bind", "/var/cache/x/sandbox-etc", "/etc"));
         /* Everything else stays. */
         ck_assert(find(a, "--disable-userns") > 0);
         ck_assert(HAS_SEQ(a, "--cap-drop", "ALL"));
@@ -324,6 +334,64 @@ START_TEST(test_argv_bad_env) {
 
         ck_assert_int_eq(sandbox_build_argv(&p, &argv), -EINVAL);
         ck_assert_ptr_null(argv);
+}
+END_TEST
+
+/* The directory bound at /etc: nobody's passwd and group, localhost, and an empty mount point for each host entry that
+ * goes over it, of the kind the host's is (or usually is), made again when that kind changes. */
+START_TEST(test_write_etc) {
+        char *d = tmpdir_new(), *host = tmpdir_new(), etc[512], path[PATH_MAX];
+        struct stat st;
+        static const char *const dirs[] = { "ssl", "ca-certificates", "pki", "fonts" };
+        static const char *const files[] = { "ld.so.cache", "localtime", "passwd", "group", "hosts" };
+
+        snprintf(etc, sizeof(etc), "%s/etc", d);
+        ck_assert_int_eq(sandbox_write_etc(etc, true), 0);
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                snprintf(path, sizeof(path), "%s/%s", etc, dirs[i]);
+                ck_assert_int_eq(lstat(path, &st), 0);
+                /* /etc/pki is a directory where there is one; this host's kind otherwise */
+                struct stat h;
+                char hp[PATH_MAX];
+                snprintf(hp, sizeof(hp), "/etc/%s", dirs[i]);
+                ck_assert(stat(hp, &h) < 0 ? S_ISDIR(st.st_mode) : S_ISDIR(st.st_mode) == S_ISDIR(h.st_mode));
+                ck_assert_int_eq(st.st_mode & 07777, 0755);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                snprintf(path, sizeof(path), "%s/%s", etc, files[i]);
+                ck_assert_int_eq(lstat(path, &st), 0);
+                ck_assert(S_ISREG(st.st_mode));
+                ck_assert_int_eq(st.st_mode & 07777, 0644);
+        }
+        snprintf(path, sizeof(path), "%s/ld.so.cache", etc);
+        ck_assert_int_eq(stat(path, &st), 0);
+        ck_assert_int_eq(st.st_size, 0);   /* a mount point, never a copy of the host's */
+        snprintf(path, sizeof(path), "%s/resolv.conf", etc);
+        ck_assert_int_lt(lstat(path, &st), 0);   /* no resolver configuration, not even an empty one */
+
+        /* A host with ssl as a file and fonts missing, then ssl as a directory. */
+        snprintf(path, sizeof(path), "%s/ssl", host);
+        int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+        ck_assert_int_eq(sandbox_write_etc_mount_points(etc, host), 0);
+        snprintf(path, sizeof(path), "%s/ssl", etc);
+        ck_assert_int_eq(lstat(path, &st), 0);
+        ck_assert(S_ISREG(st.st_mode));
+        snprintf(path, sizeof(path), "%s/fonts", etc);
+        ck_assert_int_eq(lstat(path, &st), 0);
+        ck_assert(S_ISDIR(st.st_mode));
+        snprintf(path, sizeof(path), "%s/ssl", host);
+        ck_assert_int_eq(unlink(path), 0);
+        ck_assert_int_eq(mkdir(path, 0755), 0);
+        ck_assert_int_eq(sandbox_write_etc_mount_points(etc, host), 0);
+        snprintf(path, sizeof(path), "%s/ssl", etc);
+        ck_assert_int_eq(lstat(path, &st), 0);
+        ck_assert(S_ISDIR(st.st_mode));
+        /* Again: nothing to change. */
+        ck_assert_int_eq(sandbox_write_etc_mount_points(etc, host), 0);
+        rm_rf(d);
+        rm_rf(host);
 }
 END_TEST
 
@@ -1509,6 +1577,32 @@ START_TEST(test_cgroups_object) {
         ck_assert_int_eq(sandbox_cgroup_new_run_cgroups(a, name_a, &l, &pa), 0);
         ck_assert_int_eq(sandbox_cgroup_new_run_cgroups(b, name_b, &l, &pb), 0);
         ck_assert_uint_eq(strv_length(pa), strv_length(pb));
+        /* cgroup v1's cpu: a new run cgroup has the kernel's defaults, which the daemon leaves as they are (no quota,
+         * a period of 100 ms), and a quota is written alone. */
+        for (size_t i = 0; pa[i]; i++) {
+                char f[PATH_MAX];
+                snprintf(f, sizeof(f), "%s/cpu.cfs_quota_us", pa[i]);
+                if (access(f, F_OK) < 0)
+                        continue;
+                _cleanup_strv_free_ char **pq = NULL;
+                char name_q[64];
+                SandboxLimits q = l;
+                ck_file(pa[i], "cpu.cfs_quota_us", "-1\n");
+                ck_file(pa[i], "cpu.cfs_period_us", "100000\n");
+                q.cpu_quota = 50;
+                snprintf(name_q, sizeof(name_q), "run-%d-test-q", (int) getpid());
+                ck_assert_int_eq(sandbox_cgroup_new_run_cgroups(a, name_q, &q, &pq), 0);
+                for (size_t j = 0; pq[j]; j++) {
+                        snprintf(f, sizeof(f), "%s/cpu.cfs_quota_us", pq[j]);
+                        if (access(f, F_OK) >= 0) {
+                                ck_file(pq[j], "cpu.cfs_quota_us", "50000\n");
+                                ck_file(pq[j], "cpu.cfs_period_us", "100000\n");
+                        }
+                }
+                for (size_t j = 0; pq[j]; j++)
+                        ck_assert_int_eq(rmdir(pq[j]), 0);
+                sandbox_cgroup_run_done(a, 4242);
+        }
         for (size_t i = 0; pa[i]; i++) {
                 ck_assert_int_eq(access(pa[i], F_OK), 0);
                 ck_assert_int_eq(access(pb[i], F_OK), 0);
@@ -1555,6 +1649,7 @@ static Suite *sandbox_suite(void) {
         tcase_add_test(tc, test_argv_data_dirs);
         tcase_add_test(tc, test_args_fd);
         tcase_add_test(tc, test_argv_bad_env);
+        tcase_add_test(tc, test_write_etc);
         tcase_add_test(tc, test_run_env_whole_or_none);
         suite_add_tcase(s, tc);
 

@@ -6,6 +6,9 @@
 #
 #     python -I -B -c BOOT FD /work/script.py
 #
+# (BOOT is this source at a Python's first run; later runs get the code its base
+# interpreter compiled once, in the sandbox, through a loader: src/runtime/code.c.)
+#
 # and runs the script as `python -I -B /work/script.py` would: byte for
 # byte, in a fresh __main__ module with __file__ set, tracebacks starting at the
 # script's frames, exit status 1 on an uncaught exception, SystemExit handled

@@ -63,6 +63,10 @@ int execute_job_on_outputs(sd_event_source *s, int fd, uint32_t revents, void *u
 
 /* execute-prestart.c. What one stream of a run keeps at its head and tail. */
 void execute_output_caps(const Config *c, size_t *ret_head, size_t *ret_tail);
+/* python -c's argument for the boot program run by python (an environment's bin/python): a loader of the code its
+ * interpreter compiled once (runtime_code_fd(); *ret_fd is the descriptor the sandbox keeps, *ret_loader the string)
+ * when there is one yet, else boot_code itself. */
+const char *execute_boot_arg(Runtime *r, const char *python, int *ret_fd, char **ret_loader);
 /* A run with the configured limits may use a pre-started sandbox: set j->pool_key. */
 void execute_job_pool_key(Job *j);
 /* Hand the script to a pre-started sandbox: true when it runs there now. */

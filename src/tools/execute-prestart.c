@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "boot.h"
 #include "execute-job.h"
 #include "json-util.h"
 #include "log.h"
@@ -167,7 +166,8 @@ static int prestart_spawn(void *userdata, uid_t owner, ProcessDoneFunc done, voi
         SandboxLimits limits = ps->limits;
         _cleanup_close_ int out_r = -EBADF, out_w = -EBADF, in_r = -EBADF, in_w = -EBADF;
         int fds[2];
-        _cleanup_free_ char *arg = NULL;
+        _cleanup_free_ char *arg = NULL, *loader = NULL;
+        _cleanup_close_ int code_fd = -EBADF;
         int k;
 
         if (pipe2(fds, O_CLOEXEC) < 0)
@@ -187,8 +187,9 @@ static int prestart_spawn(void *userdata, uid_t owner, ProcessDoneFunc done, voi
                 return -ENOMEM;
         }
 
+        const char *boot = execute_boot_arg(ps->runtime, ps->python, &code_fd, &loader);
         char *command[] = { ps->python,         (char *) "-I",
-                            (char *) "-B",      (char *) "-c", (char *) boot_code,
+                            (char *) "-B",      (char *) "-c", (char *) boot,
                             arg,                (char *) SANDBOX_WORK_DIR "/script.py", NULL };
         /* network-allow: behind the bridge; the proxy is made for whoever takes the sandbox, from ctl. */
         _cleanup_strv_free_ char **wrapped = NULL;
@@ -197,10 +198,15 @@ static int prestart_spawn(void *userdata, uid_t owner, ProcessDoneFunc done, voi
         if (k < 0)
                 return k;
         char *ro[] = { ps->prefix, NULL };
-        int pass[] = { out_w, in_r, net_fd };
+        int pass[4] = { out_w, in_r };
+        size_t n_pass = 2;
+        if (net_fd >= 0)
+                pass[n_pass++] = net_fd;
+        if (code_fd >= 0)
+                pass[n_pass++] = code_fd;
         limits.owner = owner;   /* in the cgroup group of the user it is for, or the daemon's */
         k = runtime_spawn_sandboxed_with_fds(ps->runtime, ps->env_path, streq(ps->prefix, "/usr") ? NULL : ro, NULL,
-                                             0, pass, net_fd >= 0 ? 3 : 2, wrapped ?: command, 0, &limits,
+                                             0, pass, n_pass, wrapped ?: command, 0, &limits,
                                              ps->head_max, ps->tail_max, done, done_userdata, &ret->proc);
         if (k != 0)
                 return k < 0 ? k : -EPERM;   /* RUNTIME_NO_SANDBOX: the pool has nothing to start */

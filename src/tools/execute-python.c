@@ -350,12 +350,29 @@ void execute_job_on_run_done(Process *p, void *userdata) {
         job_done(userdata, p, false, 0);
 }
 
+const char *execute_boot_arg(Runtime *r, const char *python, int *ret_fd, char **ret_loader) {
+        size_t size;
+        int fd = runtime_code_fd(r, boot_code, python, &size);
+
+        *ret_fd = -EBADF;
+        *ret_loader = NULL;
+        if (fd < 0)
+                return boot_code;
+        *ret_loader = runtime_code_loader(fd, size);
+        if (!*ret_loader) {
+                safe_close(fd);
+                return boot_code;
+        }
+        *ret_fd = fd;
+        return *ret_loader;
+}
+
 /* Run: in a pre-started sandbox, else a fresh one. Its end is job_done(). */
 static void job_run(void *userdata) {
         Job *j = userdata;
-        _cleanup_close_ int fd = -EBADF, out_w = -EBADF;
+        _cleanup_close_ int fd = -EBADF, out_w = -EBADF, code_fd = -EBADF;
         const char *banner;
-        _cleanup_free_ char *python = NULL;
+        _cleanup_free_ char *python = NULL, *loader = NULL;
         int pipe_fds[2];
         char out_fd[16];
         Runtime *r = j->runtime;
@@ -400,8 +417,9 @@ static void job_run(void *userdata) {
         const char *prefix = j->plan->python->prefix;
         /* -I: no user site, no PYTHON* variables, no script dir on sys.path; -B no .pyc; stdout block-buffered
          * (boot.py's flush()). boot_code runs the script as `python /work/script.py` would. */
+        const char *boot = execute_boot_arg(r, python, &code_fd, &loader);
         char *command[] = { python,      (char *) "-I", (char *) "-B", (char *) "-c",
-                            (char *) boot_code, out_fd, (char *) SANDBOX_WORK_DIR "/script.py", NULL };
+                            (char *) boot, out_fd, (char *) SANDBOX_WORK_DIR "/script.py", NULL };
         size_t head, tail;
         execute_output_caps(c, &head, &tail);
         /* network-allow: the command behind the bridge, which hands the daemon's proxy its listening socket. */
@@ -411,10 +429,15 @@ static void job_run(void *userdata) {
         if (k < 0)
                 return job_fail(j, EXECUTE_RUN, "the network proxy could not be set up: %s", strerror(-k));
         char *ro[] = { (char *) prefix, NULL };
-        int fds[] = { out_w, net_fd };
+        int fds[3] = { out_w };
+        size_t n_fds = 1;
+        if (net_fd >= 0)
+                fds[n_fds++] = net_fd;
+        if (code_fd >= 0)
+                fds[n_fds++] = code_fd;
         j->limits.owner = j->call->uid;         /* the run's CPU is a share of its user's */
         k = runtime_spawn_sandboxed_with_fds(r, j->env_path, streq(prefix, "/usr") ? NULL : ro,
-                                             data, 1 + j->files.n, fds, net_fd >= 0 ? 2 : 1, wrapped ?: command,
+                                             data, 1 + j->files.n, fds, n_fds, wrapped ?: command,
                                              j->timeout_usec, &j->limits, head, tail, execute_job_on_run_done, j, &j->proc);
         if (k == RUNTIME_NO_SANDBOX)
                 return job_fail(j, EXECUTE_RUN, "%s", strempty(runtime_sandbox_error(r)));

@@ -287,6 +287,60 @@ def traceback_line_numbers_are_the_scripts():
 
 
 @test
+def boot_program_compiled_once_runs_as_its_source():
+    """The boot program is compiled once per interpreter, in the sandbox (src/runtime/code.c), and later runs load
+    that code from a descriptor of their own: the first run compiles the source itself, the later ones run the
+    loader, and a script sees the same process either way (its argv, __main__, the fds it has, exit(), tracebacks,
+    exit codes). The descriptor is closed before the script starts."""
+    d = shared_daemon("boot", [], packages=False)   # its own: no run before this one
+    c = d.client()
+    c.initialize()
+    probe = ("import json, os, re, sys\n"
+             "cmd = open('/proc/self/cmdline', 'rb').read().split(b'\\0')\n"
+             "boot = cmd[cmd.index(b'-c') + 1].decode()\n"
+             "m = re.search(r'os\\.close\\((\\d+)\\)', boot)\n"
+             "closed = None\n"
+             "if m:\n"
+             "    try:\n"
+             "        os.fstat(int(m.group(1)))\n"
+             "        closed = False\n"
+             "    except OSError:\n"
+             "        closed = True\n"
+             "print(json.dumps({'loader': 'marshal.loads' in boot, 'closed': closed,\n"
+             "                  'fds': len(os.listdir('/proc/self/fd')), 'argv': sys.argv, 'main': __name__,\n"
+             "                  'file': __file__, 'exit': callable(exit), 'site': 'site' in sys.modules,\n"
+             "                  'path': [p for p in sys.path if 'site-packages' in p]}))\n")
+    runs = []
+    deadline = time.monotonic() + 60
+    while True:
+        res, st = run_json(c, probe, "probe")
+        runs.append(res)
+        if res["loader"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    check(not runs[0]["loader"], f"the first run compiles the source itself: {runs[0]}")
+    check(runs[-1]["loader"], f"a later run loads the code its interpreter compiled once: {runs[-1]}")
+    eq(runs[-1]["closed"], True, "the code's descriptor is closed before the script runs")
+    first, last = dict(runs[0]), dict(runs[-1])
+    for x in (first, last):
+        del x["loader"], x["closed"]
+    eq(last, first, "what the script sees, loader or source")
+    check(first["exit"] and first["site"] and first["path"], f"site ran as in any python -I: {first}")
+
+    r, st, text = execute(c, "import sys\n\ndef f():\n    return 1 / 0\n\nf()\n")
+    failed(r, st, text, "run", "traceback through the loader")
+    err = st.get("stderr", "")
+    check(err.startswith("Traceback (most recent call last):\n") and "<string>" not in err,
+          f"the traceback starts at the script's frames: {err!r}")
+    check(re.search(r'line 4, in f\n', err) and re.search(r'line 6, in <module>\n', err), f"the script's lines: {err!r}")
+    r, st, text = execute(c, "raise SystemExit(7)\n")
+    eq(st.get("exit_code"), 7, "SystemExit through the loader")
+    out, st, text = run_ok(c, "print('hello')\n", "hello through the loader")
+    eq(out, "hello\n", "stdout")
+    c.close()
+
+
+@test
 def stdin_is_empty():
     d = plain_daemon()
     c = d.client()

@@ -224,3 +224,9 @@ test_manager_LDADD = $(UNIT_LIBS)
 
 # For unit suites: strdup() that fails on demand (src/shared/alloc-fail.h says how).
 EXTRA_DIST += src/shared/alloc-fail.h
+
+check_PROGRAMS += test-code
+TESTS += test-code
+test_code_SOURCES = src/runtime/test-code.c
+test_code_CFLAGS = $(UNIT_CFLAGS)
+test_code_LDADD = $(UNIT_LIBS)
