@@ -497,7 +497,7 @@ static void manager_reload(Manager *m) {
                 return;
         }
         const Tool *const *old_tools = m->server.tools;
-        _cleanup_free_ char *old_line = tools_live_line(m->config);
+        _cleanup_free_ char *old_line = tools_live_line(m->config, runtime_data_binds(m->runtime));
         n = config_apply_reload(m->config, &fresh);
         log_set_max_level(m->config->log_level);
         manager_apply_limits(m);
@@ -510,7 +510,7 @@ static void manager_reload(Manager *m) {
         m->server.instructions = manager_instructions(m);
         m->server.tools = manager_tools(m);
         /* Tools come and go, and their descriptions state the configuration: tell the clients when either changed. */
-        _cleanup_free_ char *new_line = tools_live_line(m->config);
+        _cleanup_free_ char *new_line = tools_live_line(m->config, runtime_data_binds(m->runtime));
         if (old_tools != m->server.tools || !old_line || !new_line || !streq(old_line, new_line))
                 for (Session *x = m->sessions; x; x = x->next)
                         if (x->mcp)

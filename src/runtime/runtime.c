@@ -53,6 +53,10 @@ SandboxPolicy runtime_sandbox_policy(const Runtime *r) {
         };
 }
 
+char *const *runtime_data_binds(const Runtime *r) {
+        return r ? r->data_binds : NULL;
+}
+
 int runtime_data_dir_problem(const Runtime *r, const char *path, char **ret) {
         struct stat st;
         int k;

@@ -200,5 +200,7 @@ SandboxPolicy runtime_sandbox_policy(const Runtime *r);
 /* Why sandboxes cannot read this data directory (*ret: a sentence fragment, "is not a directory"), or *ret NULL
  * when they can. Looks now. -ENOMEM only. */
 int runtime_data_dir_problem(const Runtime *r, const char *path, char **ret);
+/* The data-dirs entries (NAME=PATH) the sandboxes get: those they can read, as last checked. */
+char *const *runtime_data_binds(const Runtime *r);
 /* A memfd holding data, positioned at its start. */
 int memfd_with(const char *name, const void *data, size_t n);

@@ -66,7 +66,7 @@ static void size_text(uint64_t n, char buf[static 32]) {
                 snprintf(buf, 32, "%" PRIu64 " KiB", (n + 1023) / 1024);
 }
 
-char *tools_live_line(const Config *c) {
+char *tools_live_line(const Config *c, char *const *data_dirs) {
         char memory[32], tmpfs[32], output[32], where[192];
         char *s = NULL;
 
@@ -92,17 +92,17 @@ char *tools_live_line(const Config *c) {
                      : c->allow_source_builds ? "packages from wheels or built from source"
                                               : "packages from wheels only (no source builds)") < 0)
                 return NULL;
-        /* The administrator's data directories, by the names a script uses (runtime_check_data_dirs() says at
-         * start which the sandboxes cannot read). */
-        for (size_t i = 0; c->data_dirs && c->data_dirs[i]; i++) {
-                const char *eq = strchr(c->data_dirs[i], '=');
+        /* The administrator's data directories the sandboxes get, by the names a script uses (one they cannot read
+         * is not mounted: check_environment says why). */
+        for (size_t i = 0; data_dirs && data_dirs[i]; i++) {
+                const char *eq = strchr(data_dirs[i], '=');
                 if (!eq)
                         continue;
-                if (strextendf(&s, "%s/data/%.*s", i == 0 ? " Data, read-only: " : ", ", (int) (eq - c->data_dirs[i]),
-                               c->data_dirs[i]) < 0)
+                if (strextendf(&s, "%s/data/%.*s", i == 0 ? " Data, read-only: " : ", ", (int) (eq - data_dirs[i]),
+                               data_dirs[i]) < 0)
                         return mfree(s);
         }
-        if (c->data_dirs && c->data_dirs[0] && strextendf(&s, ".") < 0)
+        if (data_dirs && data_dirs[0] && strextendf(&s, ".") < 0)
                 return mfree(s);
         return s;
 }
@@ -145,7 +145,7 @@ void tools_describe(const Tool *t, json_object *entry, void *userdata) {
                         json_add_string(pv, "description", d);
         }
 
-        line = tools_live_line(c);
+        line = tools_live_line(c, runtime_data_binds(svc->runtime));
         if (line && asprintf(&description, "%s\n%s", t->description, line) >= 0)
                 json_add_string(entry, "description", description);
 }

@@ -58,7 +58,8 @@ void tools_attach(Runtime *r);
 
 /* The tools this configuration offers, in tools/list order. */
 const Tool *const *tools_offered(const Config *c);
-/* The live configuration in one line, as the run tools' descriptions end ("This server: network off; ..."). */
-char *tools_live_line(const Config *c);
+/* The live configuration in one line, as the run tools' descriptions end ("This server: network off; ..."); data_dirs:
+ * the data-dirs entries the sandboxes get (runtime_data_binds()). */
+char *tools_live_line(const Config *c, char *const *data_dirs);
 /* McpServer.describe_tool: the live configuration into a tool's tools/list entry; userdata is the ToolServices. */
 void tools_describe(const Tool *t, json_object *entry, void *userdata);

@@ -101,7 +101,8 @@ def unreadable_data_dir_reported_not_mounted():
     check("Your files (the files argument): read-only at /work/in/NAME, up to 32 MiB per call" in text, text)
     # The run tools' description names the data directories too.
     ep = {t["name"]: t for t in c.result("tools/list")["tools"]}["execute_python"]
-    check(" Data, read-only: /data/tables" in ep["description"], ep["description"])
+    check(" Data, read-only: /data/tables." in ep["description"], ep["description"])
+    check("/data/closed" not in ep["description"], f"a directory the sandboxes do not get: {ep['description']}")
     r = run(c, "import os\nprint(sorted(os.listdir('/data')))\n")
     check(not r["isError"], c.text(r))
     eq(r["structuredContent"]["stdout"], "['tables']\n", "/data holds only what sandboxes can read")
