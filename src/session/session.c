@@ -12,6 +12,7 @@
 #include "jsonrpc/jsonrpc.h"
 #include "log.h"
 #include "session.h"
+#include "time-util.h"
 
 #define READ_CHUNK (64 * 1024)
 
@@ -19,11 +20,38 @@ static void session_update_events(Session *s);
 static void session_close_later(Session *s);
 static void session_close_with_error(Session *s, const char *message);
 
-static uint64_t now_usec(Session *s) {
+static uint64_t session_now(Session *s) {
         uint64_t t = 0;
 
         (void) sd_event_now(s->event, CLOCK_MONOTONIC, &t);
         return t;
+}
+
+/*
+ * What a callback of this connection cost the loop (since cpu0, the thread's CPU time when it began), charged to
+ * the peer; then its sources take the priority the scheduler gives the peer now. Another user's connection that
+ * keeps the loop busy is served after this one's ready events, never instead of them.
+ */
+static void session_loop_account(Session *s, uint64_t cpu0) {
+        uint64_t now = session_now(s);
+        int p;
+
+        if (!s->loop.user || s->dead)
+                return;
+        scheduler_loop_charge(&s->loop, thread_cpu_usec() - cpu0, now);
+        p = scheduler_loop_priority(&s->loop, now);
+        if (p == s->loop_priority)
+                return;
+        log_debug("Connection %" PRIu64 " (uid " UID_FMT "): %s.", s->id, s->uid,
+                  p > s->loop_priority ? "its user is over its share of the event loop; served after the others"
+                                       : "its user is back within its share of the event loop");
+        s->loop_priority = p;
+        if (s->in_source)
+                (void) sd_event_source_set_priority(s->in_source, p);
+        if (s->out_source)
+                (void) sd_event_source_set_priority(s->out_source, p);
+        if (s->defer_source)
+                (void) sd_event_source_set_priority(s->defer_source, p);
 }
 
 /* The queued reply bytes, as charged to the peer. Shrinking never fails. */
@@ -90,7 +118,7 @@ static int session_send(json_object *msg, void *userdata) {
                         return 0;   /* a progress notification: there will be others */
                 text = json_to_line(m, &len);
         }
-        s->active_usec = now_usec(s);
+        s->active_usec = session_now(s);
         r = buf_append(&s->out, text, len);
         if (r >= 0)
                 r = buf_append(&s->out, "\n", 1);
@@ -162,7 +190,7 @@ static void process_input(Session *s, bool eof) {
                 if (r == FRAMING_NEED_MORE)
                         break;
                 got = true;
-                s->active_usec = now_usec(s);
+                s->active_usec = session_now(s);
                 end = s->in_total - framing_pending(&s->framing);
                 if (s->in_socket)
                         n_fds = fdqueue_take(&s->fds, start, end, fds);
@@ -194,7 +222,7 @@ static void process_input(Session *s, bool eof) {
         if (!session_line_pending(s))
                 s->line_usec = 0;
         else if (got || s->line_usec == 0)
-                s->line_usec = now_usec(s);
+                s->line_usec = session_now(s);
 }
 
 /*
@@ -319,7 +347,7 @@ static int on_out(sd_event_source *src, int fd, uint32_t revents, void *userdata
          * left over waited for us, not for the client: its time starts now. */
         if (buf_size(&s->out) <= s->limits.output_high_water && !s->stopping && (!s->read_eof || s->held_back)) {
                 if (s->held_back && session_line_pending(s))
-                        s->line_usec = now_usec(s);
+                        s->line_usec = session_now(s);
                 s->held_back = false;
                 if (s->read_eof)
                         session_finish_input(s);
@@ -339,12 +367,15 @@ static int on_defer(sd_event_source *src, void *userdata) {
         Session *s = userdata;
 
         if (!s->dead) {
+                uint64_t cpu0 = thread_cpu_usec();
+
                 /* Non-pollable input (a regular file): read a chunk per loop iteration, unless replies wait to be
                  * read (the defer source also runs after each reply, for the idle deadline). */
                 if (!s->in_pollable && session_reading(s) && session_read(s) < 0)
                         session_close_later(s);
                 session_update_events(s);
                 session_check_done(s);
+                session_loop_account(s, cpu0);
                 return 0;
         }
         if (s->closed)
@@ -416,7 +447,7 @@ static int on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
 
         if (s->dead)
                 return 0;
-        if (session_deadline(s, &why) > now_usec(s) || !why) {
+        if (session_deadline(s, &why) > session_now(s) || !why) {
                 session_update_timer(s);
                 return 0;
         }
@@ -453,19 +484,31 @@ static void session_update_events(Session *s) {
 }
 
 static int on_socket(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        uint64_t cpu0 = thread_cpu_usec();
         Session *s = userdata;
 
         if (revents & EPOLLOUT)
                 on_out(src, fd, revents, userdata);
-        if (s->dead)
-                return 0;
-        if (revents & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        if (!s->dead && (revents & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
                 on_in(src, fd, revents, userdata);
+        session_loop_account(s, cpu0);
+        return 0;
+}
+
+static int on_stdin(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        uint64_t cpu0 = thread_cpu_usec();
+
+        on_in(src, fd, revents, userdata);
+        session_loop_account(userdata, cpu0);
         return 0;
 }
 
 static int on_stdout_hup(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
-        return on_out(src, fd, revents, userdata);
+        uint64_t cpu0 = thread_cpu_usec();
+
+        on_out(src, fd, revents, userdata);
+        session_loop_account(userdata, cpu0);
+        return 0;
 }
 
 int session_new(Session **ret, sd_event *e, uint64_t id, int in_fd, int out_fd, const McpServer *server,
@@ -492,7 +535,7 @@ int session_new(Session **ret, sd_event *e, uint64_t id, int in_fd, int out_fd, 
                 .pid = 0,
         };
         framing_init(&s->framing, limits->max_message_size);
-        s->created_usec = s->active_usec = now_usec(s);
+        s->created_usec = s->active_usec = session_now(s);
 
         struct ucred cred;
         socklen_t l = sizeof(cred);
@@ -520,6 +563,11 @@ int session_new(Session **ret, sd_event *e, uint64_t id, int in_fd, int out_fd, 
                         goto fail;
                 }
         }
+        if (limits->loop_share) {
+                r = scheduler_loop_join(limits->loop_share, &s->loop, s->uid);
+                if (r < 0)
+                        goto fail;
+        }
         if (limits->initialize_timeout_usec > 0 || limits->line_timeout_usec > 0 || limits->idle_timeout_usec > 0) {
                 r = sd_event_add_time(e, &s->timer_source, CLOCK_MONOTONIC, UINT64_MAX, USEC_PER_SEC / 20, on_timer, s);
                 if (r < 0)
@@ -538,7 +586,7 @@ int session_new(Session **ret, sd_event *e, uint64_t id, int in_fd, int out_fd, 
                         goto fail;
                 s->in_pollable = s->out_pollable = true;
         } else {
-                r = sd_event_add_io(e, &s->in_source, in_fd, EPOLLIN, on_in, s);
+                r = sd_event_add_io(e, &s->in_source, in_fd, EPOLLIN, on_stdin, s);
                 if (r == -EPERM) {
                         /* Regular files cannot be polled; they are always readable. */
                         s->in_pollable = false;
@@ -584,6 +632,7 @@ Session *session_free(Session *s) {
         charge_release(&s->replies);
         charge_release(&s->input);
         charge_release(&s->connection);
+        scheduler_loop_leave(&s->loop);
         /* stdin/stdout belong to the process; sockets are ours. */
         if (s->in_fd > STDERR_FILENO)
                 safe_close(s->in_fd);

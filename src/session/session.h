@@ -18,6 +18,7 @@
 #include "mcp/mcp.h"
 #include "protocol/fdqueue.h"
 #include "protocol/framing.h"
+#include "scheduler/scheduler.h"
 
 typedef struct Session Session;
 typedef void (*SessionClosedFunc)(Session *s, void *userdata);
@@ -30,6 +31,8 @@ typedef struct SessionLimits {
         uint64_t line_timeout_usec;
         uint64_t idle_timeout_usec;
         ChargeRegistry *charges;   /* queued reply and input bytes are charged here to the peer; NULL: nowhere */
+        Scheduler *loop_share;     /* the loop's CPU its callbacks take is charged here to the peer, and orders
+                                    * them (scheduler_loop_priority()); NULL: not */
 } SessionLimits;
 
 struct Session {
@@ -51,6 +54,8 @@ struct Session {
         Charge connection;         /* this connection, against the peer's max-connections-per-user */
         Charge replies;            /* queued reply bytes, against max-reply-buffer-per-user */
         Charge input;              /* bytes of unfinished lines, against max-input-buffer-per-user */
+        SchedLoop loop;            /* the loop's CPU its callbacks took, charged to the peer */
+        int loop_priority;         /* its sources' sd-event priority, as the scheduler last said */
         uint64_t created_usec;     /* CLOCK_MONOTONIC */
         uint64_t active_usec;      /* the last request, or the last reply */
         uint64_t line_usec;        /* when the incomplete line held now began; 0: none */
