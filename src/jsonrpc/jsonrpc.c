@@ -102,26 +102,33 @@ json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const ch
         return j;
 }
 
-size_t jsonrpc_count_elements(const char *line, size_t len, size_t limit) {
-        size_t n = 1;
-        bool in_string = false;
+size_t jsonrpc_count_elements_feed(JsonrpcElementCount *c, const char *p, size_t len, size_t limit) {
+        for (size_t i = 0; i < len && c->n <= limit; i++) {
+                char ch = p[i];
 
-        for (size_t i = 0; i < len && n <= limit; i++) {
-                char ch = line[i];
-
-                if (in_string) {
+                if (c->escaped) {
+                        c->escaped = false;
+                        continue;
+                }
+                if (c->in_string) {
                         if (ch == '\\')
-                                i++;
+                                c->escaped = true;
                         else if (ch == '"')
-                                in_string = false;
+                                c->in_string = false;
                         continue;
                 }
                 if (ch == '"')
-                        in_string = true;
+                        c->in_string = true;
                 else if (ch == '[' || ch == '{' || ch == ',' || ch == ':')
-                        n++;
+                        c->n++;
         }
-        return n;
+        return c->n;
+}
+
+size_t jsonrpc_count_elements(const char *line, size_t len, size_t limit) {
+        JsonrpcElementCount c = JSONRPC_ELEMENT_COUNT_INIT;
+
+        return jsonrpc_count_elements_feed(&c, line, len, limit);
 }
 
 bool jsonrpc_id_valid(json_object *id) {

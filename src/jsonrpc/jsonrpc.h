@@ -48,6 +48,17 @@ json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const ch
  * builds an object for each.
  */
 size_t jsonrpc_count_elements(const char *line, size_t len, size_t limit);
+/*
+ * The same count, of a line that arrives in pieces: each piece fed as it comes, in order. A line's values are
+ * counted once whatever it is cut into, so a line over the budget is known as soon as its bytes are, before it ends.
+ */
+typedef struct JsonrpcElementCount {
+        size_t n;
+        bool in_string, escaped;
+} JsonrpcElementCount;
+#define JSONRPC_ELEMENT_COUNT_INIT ((JsonrpcElementCount) { .n = 1 })
+/* Count len more bytes, stopping past limit; returns the count so far. */
+size_t jsonrpc_count_elements_feed(JsonrpcElementCount *c, const char *p, size_t len, size_t limit);
 void jsonrpc_classify(json_object *msg, JsonrpcMessage *ret);
 bool jsonrpc_id_valid(json_object *id);
 /* A stable key for an id ("s:abc", "i:42"), for finding in-flight requests. */

@@ -512,6 +512,28 @@ START_TEST(test_count_elements) {
                 ck_assert_uint_eq(jsonrpc_count_elements(cases[i].text, strlen(cases[i].text), 1000), cases[i].n);
         /* Counting stops past the limit. */
         ck_assert_uint_eq(jsonrpc_count_elements("[1,2,3,4,5,6,7,8]", 17, 3), 4);
+
+        /* Fed in pieces, cut anywhere (inside a string, between a backslash and what it escapes) or a byte at a
+         * time: the same count as in one piece. */
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                const char *t = cases[i].text;
+                size_t len = strlen(t);
+                JsonrpcElementCount c;
+
+                for (size_t cut = 0; cut <= len; cut++) {
+                        c = JSONRPC_ELEMENT_COUNT_INIT;
+                        (void) jsonrpc_count_elements_feed(&c, t, cut, 1000);
+                        ck_assert_uint_eq(jsonrpc_count_elements_feed(&c, t + cut, len - cut, 1000), cases[i].n);
+                }
+                c = JSONRPC_ELEMENT_COUNT_INIT;
+                for (size_t k = 0; k < len; k++)
+                        (void) jsonrpc_count_elements_feed(&c, t + k, 1, 1000);
+                ck_assert_uint_eq(c.n, cases[i].n);
+        }
+        /* And stops past the limit, whatever comes after. */
+        JsonrpcElementCount c = JSONRPC_ELEMENT_COUNT_INIT;
+        ck_assert_uint_eq(jsonrpc_count_elements_feed(&c, "[1,2,", 5, 3), 4);
+        ck_assert_uint_eq(jsonrpc_count_elements_feed(&c, "3,4]", 4, 3), 4);
 }
 END_TEST
 

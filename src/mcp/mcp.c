@@ -843,15 +843,8 @@ int mcp_session_handle_line(McpSession *s, const char *line, size_t len) {
                 return s->error;
 
         if (s->server->max_elements > 0 &&
-            jsonrpc_count_elements(line, len, s->server->max_elements) > s->server->max_elements) {
-                json_object *data = json_object_new_object();
-                json_add_int(data, "limit", (int64_t) s->server->max_elements);
-                reply_error(s, NULL, NULL, JSONRPC_INVALID_REQUEST,
-                            "Invalid request: the message holds more JSON values than the limit "
-                            "(max-message-elements) and was discarded",
-                            data);
-                return s->error;
-        }
+            jsonrpc_count_elements(line, len, s->server->max_elements) > s->server->max_elements)
+                return mcp_session_handle_too_many_elements(s);
 
         msg = jsonrpc_parse(line, len, s->server->max_depth, &reason);
         if (!msg)
@@ -861,6 +854,20 @@ int mcp_session_handle_line(McpSession *s, const char *line, size_t len) {
         else
                 handle_message(s, NULL, msg);
 
+        return s->error;
+}
+
+size_t mcp_session_max_elements(const McpSession *s) {
+        return s->server->max_elements;
+}
+
+int mcp_session_handle_too_many_elements(McpSession *s) {
+        json_object *data = json_object_new_object();
+        json_add_int(data, "limit", (int64_t) s->server->max_elements);
+        reply_error(s, NULL, NULL, JSONRPC_INVALID_REQUEST,
+                    "Invalid request: the message holds more JSON values than the limit "
+                    "(max-message-elements) and was discarded",
+                    data);
         return s->error;
 }
 

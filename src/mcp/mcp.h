@@ -64,6 +64,9 @@ int mcp_session_handle_line(McpSession *s, const char *line, size_t len);
 int mcp_session_handle_line_fds(McpSession *s, const char *line, size_t len, const ToolFds *fds);
 /* A line over the size limit was dropped. */
 int mcp_session_handle_oversize(McpSession *s, size_t limit);
+/* A line over the element budget (max-message-elements) was dropped, perhaps before it ended; the budget (0: none). */
+int mcp_session_handle_too_many_elements(McpSession *s);
+size_t mcp_session_max_elements(const McpSession *s);
 void mcp_session_cancel_all(McpSession *s);
 unsigned mcp_session_n_calls(const McpSession *s);
 /* A session was started: initialize answered, or a valid request of the stateless era seen. */

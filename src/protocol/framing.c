@@ -38,6 +38,12 @@ size_t framing_pending(const Framing *f) {
         return buf_size(&f->buf);
 }
 
+void framing_discard_line(Framing *f) {
+        buf_consume(&f->buf, buf_size(&f->buf));
+        f->scanned = 0;
+        f->discarding = true;
+}
+
 static int emit_line(Framing *f, char *line, size_t len, char **ret_line, size_t *ret_len) {
         if (len > 0 && line[len - 1] == '\r')
                 len--;

@@ -42,5 +42,8 @@ int framing_feed(Framing *f, const void *p, size_t n);
 int framing_next(Framing *f, char **ret_line, size_t *ret_len);
 /* At end of input: a last line without a newline, if any (same returns). */
 int framing_finish(Framing *f, char **ret_line, size_t *ret_len);
+/* Drop the line being received: the bytes held (which must hold no complete line: framing_next() said
+ * FRAMING_NEED_MORE) and the rest of it as it arrives, up to its newline, as for a line over the limit. */
+void framing_discard_line(Framing *f);
 /* Bytes held for a line not complete yet. */
 size_t framing_pending(const Framing *f);

@@ -416,6 +416,28 @@ START_TEST(test_done_twice) {
 }
 END_TEST
 
+/* A line dropped by its reader before it ended (over the element budget): what is held goes, its rest is dropped as
+ * it comes, without an oversize report, and the line after it comes whole. */
+START_TEST(test_discard_line) {
+        Framing f;
+
+        framing_init(&f, 64);
+        feed(&f, "{\"a\":[1,2,");
+        expect_need_more(&f);
+        framing_discard_line(&f);
+        ck_assert_uint_eq(framing_pending(&f), 0);
+        feed(&f, "3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29");
+        expect_need_more(&f);
+        ck_assert_uint_eq(framing_pending(&f), 0);
+        feed(&f, "]}\n{\"b\":");
+        expect_need_more(&f);
+        feed(&f, "1}\n");
+        expect_line(&f, "{\"b\":1}");
+        expect_need_more(&f);
+        framing_done(&f);
+}
+END_TEST
+
 static Suite *framing_suite(void) {
         Suite *s = suite_create("framing");
         TCase *tc = tcase_create("core");
@@ -436,6 +458,7 @@ static Suite *framing_suite(void) {
         tcase_add_test(tc, test_finish);
         tcase_add_test(tc, test_finish_oversize);
         tcase_add_test(tc, test_done_twice);
+        tcase_add_test(tc, test_discard_line);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -172,6 +172,42 @@ static bool session_line_pending(const Session *s) {
         return framing_pending(&s->framing) > 0 || s->framing.discarding;
 }
 
+/*
+ * Count the values of the line being received as its bytes come (process_input() has taken every complete line):
+ * a line over the element budget is refused and dropped as soon as that is known, never held whole. Its bytes are
+ * looked at once, as they arrive, so a long line costs the loop one read at a time. Returns 1 if the line was
+ * dropped (then the session may be closing), else 0.
+ */
+static int session_count_line(Session *s) {
+        size_t max = mcp_session_max_elements(s->mcp), pending = framing_pending(&s->framing);
+        uint64_t start = s->in_total - pending;
+        int r;
+
+        if (max == 0 || pending == 0 || s->framing.discarding)
+                return 0;
+        if (start != s->line_start || s->line_counted < start) {
+                /* A new line. */
+                s->line_start = s->line_counted = start;
+                s->line_elements = JSONRPC_ELEMENT_COUNT_INIT;
+        }
+        if (jsonrpc_count_elements_feed(&s->line_elements, buf_data(&s->framing.buf) + (s->line_counted - start),
+                                        s->in_total - s->line_counted, max) <= max) {
+                s->line_counted = s->in_total;
+                return 0;
+        }
+        /* Over the budget: the same refusal as for a complete line; the rest of it is dropped as it comes. The fds
+         * that came with it are for no line: the next line's take closes them. */
+        framing_discard_line(&s->framing);
+        s->line_counted = s->in_total;
+        s->line_usec = 0;
+        if (s->input.user)
+                (void) charge_resize(&s->input, 0, true);
+        r = mcp_session_handle_too_many_elements(s->mcp);
+        if (r < 0 || s->dead)
+                session_close_later(s);
+        return 1;
+}
+
 static void process_input(Session *s, bool eof) {
         bool got = false;
 
@@ -213,6 +249,9 @@ static void process_input(Session *s, bool eof) {
                         break;
                 }
         }
+
+        if (!s->dead && !s->held_back && !eof && session_count_line(s) > 0)
+                return;
 
         /* Bytes of unfinished lines, as charged to the peer: give back what was consumed. */
         if (s->input.user && framing_pending(&s->framing) < s->input.amount)
@@ -535,6 +574,7 @@ int session_new(Session **ret, sd_event *e, uint64_t id, int in_fd, int out_fd, 
                 .pid = 0,
         };
         framing_init(&s->framing, limits->max_message_size);
+        s->line_elements = JSONRPC_ELEMENT_COUNT_INIT;
         s->created_usec = s->active_usec = session_now(s);
 
         struct ucred cred;

@@ -15,6 +15,7 @@
 
 #include "buf.h"
 #include "charge.h"
+#include "jsonrpc/jsonrpc.h"
 #include "mcp/mcp.h"
 #include "protocol/fdqueue.h"
 #include "protocol/framing.h"
@@ -45,6 +46,8 @@ struct Session {
         Framing framing;
         bool in_socket;            /* fds may come with the input (SCM_RIGHTS) */
         uint64_t in_total;         /* bytes read so far: the stream offset of the next byte */
+        JsonrpcElementCount line_elements;      /* the values of the line being received, counted as it comes */
+        uint64_t line_start, line_counted;      /* its stream offset, and that of the first byte not counted */
         FdQueue fds;               /* fds that came, waiting for their line */
         Buf out;
         SessionLimits limits;

@@ -459,6 +459,59 @@ START_TEST(test_line_over_cap) {
 }
 END_TEST
 
+/* A line over the element budget is refused as soon as its bytes show it, before it ends, and dropped as it comes:
+ * never held whole. A line within the budget, sent in pieces cut anywhere, is counted once and runs. */
+START_TEST(test_elements_refused_before_line_ends) {
+        SessionLimits l = default_limits();
+        McpServer srv = server;
+        _cleanup_json_ json_object *m = NULL, *res = NULL, *res2 = NULL;
+        int sv[2];
+        int64_t limit = 0;
+
+        srv.max_elements = 50;
+        l.max_message_size = 64 * 1024;
+        ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        client = sv[0];
+        ck_assert_int_eq(fcntl(client, F_SETFL, O_NONBLOCK), 0);
+        ck_assert_int_eq(session_new(&session, event, 1, sv[1], sv[1], &srv, &l, on_closed, &closed), 0);
+        initialize();
+
+        /* Within the budget, in pieces, commas in a string not counted: answered. */
+        client_send("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"now\",");
+        settle();
+        client_send("\"arguments\":{\"text\":\",,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,\\");
+        settle();
+        client_send("\",,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,\"}}}\n");
+        res = client_read();
+        assert_result(res, 4);
+        ck_assert_uint_eq(n_started, 1);
+
+        /* Over it: the error comes while the line has not ended, and nothing of it is held. */
+        client_send("{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"now\","
+                    "\"arguments\":{\"text\":\"x\",\"list\":[0");
+        for (int i = 0; i < 60; i++)
+                client_send(",0");
+        m = client_read();
+        ck_assert_ptr_nonnull(strstr(assert_error(m, -1, JSONRPC_INVALID_REQUEST), "max-message-elements"));
+        ck_assert(json_get_int64(jget(m, "error", "data"), "limit", &limit));
+        ck_assert_int_eq(limit, 50);
+        ck_assert_uint_eq(framing_pending(&session->framing), 0);
+        ck_assert_uint_eq(charge_registry_used(charges, getuid(), CHARGE_INPUT_BYTES), 0);
+        /* Its rest is dropped as it comes, up to its newline; nothing more is said of it, nothing ran. */
+        for (int i = 0; i < 1000; i++)
+                client_send(",0");
+        client_send("]}}}\n");
+        assert_nothing_read();
+        ck_assert_uint_eq(n_started, 1);
+
+        /* The next line is read as the next message. */
+        call(6, "now", "{\"text\":\"next\"}");
+        res2 = client_read();
+        ck_assert_str_eq(result_text(assert_result(res2, 6)), "next");
+        ck_assert(!closed);
+}
+END_TEST
+
 /* ---- deadlines ----------------------------------------------------------- */
 
 /* A ping answered; then the session's deadlines are looked at again (at the end of the event that read it). */
@@ -867,6 +920,7 @@ static Suite *session_suite(void) {
         tcase_add_test(tc, test_call_before_initialize);
         tcase_add_test(tc, test_malformed_json);
         tcase_add_test(tc, test_line_over_cap);
+        tcase_add_test(tc, test_elements_refused_before_line_ends);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("deadlines");
