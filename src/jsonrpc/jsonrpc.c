@@ -102,6 +102,113 @@ json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const ch
         return j;
 }
 
+int jsonrpc_parser_init(JsonrpcParser *p, int max_depth) {
+        *p = (JsonrpcParser) { .max_depth = max_depth, .blank = true };
+        p->tok = json_tokener_new_ex(max_depth);
+        if (!p->tok)
+                return -ENOMEM;
+        /* Not JSON_TOKENER_VALIDATE_UTF8: it does not follow a character cut between two pieces; the stricter
+         * check of our own (utf8_stream_feed()) sees every byte first. */
+        json_tokener_set_flags(p->tok, JSON_TOKENER_STRICT);
+        return 0;
+}
+
+void jsonrpc_parser_done(JsonrpcParser *p) {
+        if (p->tok)
+                json_tokener_free(p->tok);
+        json_object_put(p->value);
+        *p = (JsonrpcParser) {};
+}
+
+static bool only_white(const char *s, size_t n, const char *white) {
+        for (size_t i = 0; i < n; i++)
+                if (!strchr(white, s[i]) || s[i] == 0)
+                        return false;
+        return true;
+}
+
+void jsonrpc_parser_feed(JsonrpcParser *p, const char *s, size_t n) {
+        if (n == 0 || !p->tok)
+                return;
+        if (p->blank)
+                p->blank = only_white(s, n, " \t\r");
+        if (!p->nul && memchr(s, 0, n))
+                p->nul = true;
+        utf8_stream_feed(&p->utf8, s, n);
+        /* Decided already: a NUL or bad UTF-8 is the reason, whatever the tokener says; so is its first error. */
+        if (p->nul || p->utf8.bad || p->error != json_tokener_success)
+                return;
+        /* After the value, only white space: the strict tokener, given the whole line, finds anything else
+         * unexpected; it cannot tell when the value ended a piece. */
+        if (p->value) {
+                if (!only_white(s, n, " \t\r\n"))
+                        p->error = json_tokener_error_parse_unexpected;
+                return;
+        }
+        json_object *j = json_tokener_parse_ex(p->tok, s, (int) n);
+        enum json_tokener_error e = json_tokener_get_error(p->tok);
+        if (j && e == json_tokener_success) {
+                size_t end = json_tokener_get_parse_end(p->tok);
+                p->value = j;
+                if (end < n && !only_white(s + end, n - end, " \t\r\n"))
+                        p->error = json_tokener_error_parse_unexpected;
+        } else {
+                json_object_put(j);
+                if (e != json_tokener_continue)
+                        p->error = e;
+        }
+}
+
+json_object *jsonrpc_parser_finish(JsonrpcParser *p, const char **ret_reason) {
+        json_object *j = NULL;
+        enum json_tokener_error e = p->error;
+
+        *ret_reason = NULL;
+        if (!p->tok || p->blank)
+                goto done;
+        if (p->nul) {
+                *ret_reason = "Parse error: the message contains a NUL byte";
+                goto done;
+        }
+        if (!utf8_stream_valid(&p->utf8)) {
+                *ret_reason = "Parse error: the message is not valid UTF-8";
+                goto done;
+        }
+        if (e == json_tokener_success && !p->value) {
+                /* A number or literal that runs to the end of the line ends only when the tokener sees the end of
+                 * input: give it the terminating NUL. */
+                p->value = json_tokener_parse_ex(p->tok, "", 1);
+                e = json_tokener_get_error(p->tok);
+                if (e != json_tokener_success) {
+                        json_object_put(p->value);
+                        p->value = NULL;
+                }
+        }
+        if (!p->value || e != json_tokener_success) {
+                switch (e) {
+                case json_tokener_error_depth:
+                        *ret_reason = "Parse error: nested too deeply";
+                        break;
+                case json_tokener_continue:
+                case json_tokener_error_parse_eof:
+                        *ret_reason = "Parse error: the message ends in the middle of a JSON value";
+                        break;
+                default:
+                        *ret_reason = e == json_tokener_success ? "Parse error: empty message"
+                                                                 : "Parse error: not valid JSON";
+                }
+                goto done;
+        }
+        if (!json_no_nan_literals(p->value, p->max_depth)) {
+                *ret_reason = "Parse error: not valid JSON (NaN and Infinity are not JSON numbers)";
+                goto done;
+        }
+        j = TAKE_PTR(p->value);
+done:
+        jsonrpc_parser_done(p);
+        return j;
+}
+
 size_t jsonrpc_count_elements_feed(JsonrpcElementCount *c, const char *p, size_t len, size_t limit) {
         for (size_t i = 0; i < len && c->n <= limit; i++) {
                 char ch = p[i];
