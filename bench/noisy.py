@@ -640,6 +640,40 @@ class TinyJson(Abuse):
         self.notes.update(requests=sent, answers=answers)
 
 
+class LongLines(Abuse):
+    name = "16mib-lines"
+    what = "requests of ~16 MiB (a ping with one long string), one after another on two connections"
+
+    def body(self):
+        for _ in range(2):
+            self.spawn(self.flood)
+        self.halt.wait()
+
+    def flood(self):
+        payload = b'{"jsonrpc":"2.0","id":"long","method":"ping","params":{"x":"' + \
+            b"y" * (self.b.max_message - 4096) + b'"}}\n'
+        while not self.halt.is_set():
+            s = connect_as(A_UID, self.b.sock)
+            s.sendall(mcptest.init_lines("2025-06-18", name="noisy-a"))
+            s.settimeout(60)
+            lines, sent = 0, 0
+            try:
+                while not self.halt.is_set():
+                    s.sendall(payload)
+                    sent += 1
+                    while lines < 1 + sent:     # the initialize reply, then one a request
+                        chunk = s.recv(65536)
+                        if not chunk:
+                            raise ConnectionResetError
+                        lines += chunk.count(b"\n")
+                    self.notes["requests"] = self.notes.get("requests", 0) + 1
+            except OSError:
+                # Closed over max-input-buffer-per-user (both lines at once): again, on a new connection.
+                self.notes["closed"] = self.notes.get("closed", 0) + 1
+            finally:
+                s.close()
+
+
 class CheckEnv(Abuse):
     name = "60-check-env"
     what = "60 pipelined check_environment calls, over and over"
@@ -659,7 +693,7 @@ class CheckEnv(Abuse):
         self.c.close()
 
 
-ABUSES = [Sleepers, Deps60, HelloLoop, HugeReply, Unread, IdleConns, TinyJson, StoreFill, CheckEnv, Background,
+ABUSES = [Sleepers, Deps60, HelloLoop, HugeReply, Unread, IdleConns, TinyJson, LongLines, StoreFill, CheckEnv, Background,
           Memory4]
 
 
@@ -762,11 +796,19 @@ class Bench:
                 "budget_mib": STORE_BUDGET // MIB, "environments_left": envs}
 
 
+def daemon_cpu(pid):
+    """Seconds of CPU the daemon's process itself has used (user + system)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def phase(bench, watch, b, abuse_cls):
     """B's calls beside one abuse (or alone, abuse_cls None); a result row."""
     abuse = abuse_cls(bench) if abuse_cls else None
     watch.reset()
     log0 = bench.log_lines()
+    cpu0, t0 = daemon_cpu(bench.pid), time.monotonic()
     if abuse:
         abuse.start()
         time.sleep(2)   # let it ramp up
@@ -774,6 +816,12 @@ def phase(bench, watch, b, abuse_cls):
     notes = abuse.stop() if abuse else {}
     snap = watch.snapshot()
     snap["log_lines"] = bench.log_lines() - log0
+    # The daemon's own CPU (its event loop: children not counted), less noisy than B's latency on a busy machine.
+    cpu = daemon_cpu(bench.pid) - cpu0
+    notes["daemon_cpu"] = f"{cpu / (time.monotonic() - t0):.0%}"
+    a_calls = notes.get("cells") or notes.get("requests") or 60 * notes.get("rounds", 0)
+    if a_calls:
+        notes["daemon_ms_per_a_call"] = round(1000 * cpu / a_calls, 1)
     lat = [t for ok, t, _ in calls if ok]
     errs = [e for ok, _, e in calls if not ok]
     return {"name": abuse.name if abuse else "quiet", "what": abuse.what if abuse else "B alone",

@@ -173,6 +173,7 @@ static SessionLimits session_limits(const Manager *m) {
                 .line_timeout_usec = c->line_timeout_usec,
                 .idle_timeout_usec = c->connection_idle_timeout_usec,
                 .charges = m->charges,
+                .loop_share = runtime_scheduler(m->runtime),
         };
 }
 

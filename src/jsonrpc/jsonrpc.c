@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -102,26 +103,188 @@ json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const ch
         return j;
 }
 
-size_t jsonrpc_count_elements(const char *line, size_t len, size_t limit) {
-        size_t n = 1;
-        bool in_string = false;
+int jsonrpc_parser_init(JsonrpcParser *p, int max_depth) {
+        *p = (JsonrpcParser) { .max_depth = max_depth, .blank = true };
+        p->tok = json_tokener_new_ex(max_depth);
+        if (!p->tok)
+                return -ENOMEM;
+        /* Not JSON_TOKENER_VALIDATE_UTF8: it does not follow a character cut between two pieces; the stricter
+         * check of our own (utf8_stream_feed()) sees every byte first. */
+        json_tokener_set_flags(p->tok, JSON_TOKENER_STRICT);
+        return 0;
+}
 
-        for (size_t i = 0; i < len && n <= limit; i++) {
-                char ch = line[i];
+void jsonrpc_parser_done(JsonrpcParser *p) {
+        if (p->tok)
+                json_tokener_free(p->tok);
+        json_object_put(p->value);
+        *p = (JsonrpcParser) {};
+}
 
-                if (in_string) {
-                        if (ch == '\\')
-                                i++;
+static bool only_white(const char *s, size_t n, const char *white) {
+        for (size_t i = 0; i < n; i++)
+                if (!strchr(white, s[i]) || s[i] == 0)
+                        return false;
+        return true;
+}
+
+/* Outside strings, what ends a number or a literal: white space and structure. */
+static bool ends_token(char ch) {
+        return ch != 0 && strchr(" \t\r\n,:[]{}\"", ch);
+}
+
+size_t jsonrpc_parser_feed(JsonrpcParser *p, const char *s, size_t n, bool last) {
+        size_t cut, run_start = 0;
+
+        if (!p->tok)
+                return n;
+        assert(n >= p->held);
+
+        /* The bytes new since the last call (those held back were looked at then). */
+        const char *fresh = s + p->held;
+        size_t m = n - p->held;
+        if (p->blank)
+                p->blank = only_white(fresh, m, " \t\r");
+        if (!p->nul && memchr(fresh, 0, m))
+                p->nul = true;
+        utf8_stream_feed(&p->utf8, fresh, m);
+
+        /* The tokener is given no number or literal cut in two: given "8" and then "-" it takes 8, where given
+         * "8-" it finds a bad number. What ends a piece in the middle of one waits for what follows it. Each byte
+         * is looked at once: where strings begin and end is kept from piece to piece. */
+        for (size_t i = p->held; i < n; i++) {
+                char ch = s[i];
+
+                if (p->in_string) {
+                        if (p->escaped)
+                                p->escaped = false;
+                        else if (ch == '\\')
+                                p->escaped = true;
                         else if (ch == '"')
-                                in_string = false;
+                                p->in_string = false;
+                        else {
+                                /* A long string: on to its next quote or backslash at memchr()'s pace. */
+                                const char *q = memchr(s + i, '"', n - i), *b = memchr(s + i, '\\', n - i);
+                                const char *next = q && b ? MIN(q, b) : q ? q : b;
+                                i = next ? (size_t) (next - s) - 1 : n - 1;
+                        }
+                        continue;
+                }
+                if (ends_token(ch)) {
+                        p->in_token = false;
+                        p->in_string = ch == '"';
+                } else if (!p->in_token) {
+                        p->in_token = true;
+                        run_start = i;
+                }
+        }
+        cut = p->in_token && !last ? run_start : n;
+        p->held = n - cut;
+
+        /* Decided already: a NUL or bad UTF-8 is the reason, whatever the tokener says; so is its first error. */
+        if (cut == 0 || p->nul || p->utf8.bad || p->error != json_tokener_success)
+                return cut;
+        /* After the value, only white space: the strict tokener, given the whole line, finds anything else
+         * unexpected; it cannot tell when the value ended a piece. */
+        if (p->complete) {
+                if (!only_white(s, cut, " \t\r\n"))
+                        p->error = json_tokener_error_parse_unexpected;
+                return cut;
+        }
+        json_object *j = json_tokener_parse_ex(p->tok, s, (int) cut);
+        enum json_tokener_error e = json_tokener_get_error(p->tok);
+        /* Success without an object: a JSON null, complete (which jsonrpc_parse() takes for no message). */
+        if (e == json_tokener_success) {
+                size_t end = json_tokener_get_parse_end(p->tok);
+                p->value = j;
+                p->complete = true;
+                if (end < cut && !only_white(s + end, cut - end, " \t\r\n"))
+                        p->error = json_tokener_error_parse_unexpected;
+        } else {
+                json_object_put(j);
+                if (e != json_tokener_continue)
+                        p->error = e;
+        }
+        return cut;
+}
+
+json_object *jsonrpc_parser_finish(JsonrpcParser *p, const char **ret_reason) {
+        json_object *j = NULL;
+        enum json_tokener_error e = p->error;
+
+        *ret_reason = NULL;
+        if (!p->tok || p->blank)
+                goto done;
+        if (p->nul) {
+                *ret_reason = "Parse error: the message contains a NUL byte";
+                goto done;
+        }
+        if (!utf8_stream_valid(&p->utf8)) {
+                *ret_reason = "Parse error: the message is not valid UTF-8";
+                goto done;
+        }
+        if (e == json_tokener_success && !p->complete) {
+                /* A number or literal that runs to the end of the line ends only when the tokener sees the end of
+                 * input: give it the terminating NUL. */
+                p->value = json_tokener_parse_ex(p->tok, "", 1);
+                e = json_tokener_get_error(p->tok);
+                if (e != json_tokener_success) {
+                        json_object_put(p->value);
+                        p->value = NULL;
+                }
+        }
+        if (!p->value || e != json_tokener_success) {
+                switch (e) {
+                case json_tokener_error_depth:
+                        *ret_reason = "Parse error: nested too deeply";
+                        break;
+                case json_tokener_continue:
+                case json_tokener_error_parse_eof:
+                        *ret_reason = "Parse error: the message ends in the middle of a JSON value";
+                        break;
+                default:
+                        *ret_reason = e == json_tokener_success ? "Parse error: empty message"
+                                                                 : "Parse error: not valid JSON";
+                }
+                goto done;
+        }
+        if (!json_no_nan_literals(p->value, p->max_depth)) {
+                *ret_reason = "Parse error: not valid JSON (NaN and Infinity are not JSON numbers)";
+                goto done;
+        }
+        j = TAKE_PTR(p->value);
+done:
+        jsonrpc_parser_done(p);
+        return j;
+}
+
+size_t jsonrpc_count_elements_feed(JsonrpcElementCount *c, const char *p, size_t len, size_t limit) {
+        for (size_t i = 0; i < len && c->n <= limit; i++) {
+                char ch = p[i];
+
+                if (c->escaped) {
+                        c->escaped = false;
+                        continue;
+                }
+                if (c->in_string) {
+                        if (ch == '\\')
+                                c->escaped = true;
+                        else if (ch == '"')
+                                c->in_string = false;
                         continue;
                 }
                 if (ch == '"')
-                        in_string = true;
+                        c->in_string = true;
                 else if (ch == '[' || ch == '{' || ch == ',' || ch == ':')
-                        n++;
+                        c->n++;
         }
-        return n;
+        return c->n;
+}
+
+size_t jsonrpc_count_elements(const char *line, size_t len, size_t limit) {
+        JsonrpcElementCount c = JSONRPC_ELEMENT_COUNT_INIT;
+
+        return jsonrpc_count_elements_feed(&c, line, len, limit);
 }
 
 bool jsonrpc_id_valid(json_object *id) {

@@ -843,15 +843,8 @@ int mcp_session_handle_line(McpSession *s, const char *line, size_t len) {
                 return s->error;
 
         if (s->server->max_elements > 0 &&
-            jsonrpc_count_elements(line, len, s->server->max_elements) > s->server->max_elements) {
-                json_object *data = json_object_new_object();
-                json_add_int(data, "limit", (int64_t) s->server->max_elements);
-                reply_error(s, NULL, NULL, JSONRPC_INVALID_REQUEST,
-                            "Invalid request: the message holds more JSON values than the limit "
-                            "(max-message-elements) and was discarded",
-                            data);
-                return s->error;
-        }
+            jsonrpc_count_elements(line, len, s->server->max_elements) > s->server->max_elements)
+                return mcp_session_handle_too_many_elements(s);
 
         msg = jsonrpc_parse(line, len, s->server->max_depth, &reason);
         if (!msg)
@@ -861,6 +854,40 @@ int mcp_session_handle_line(McpSession *s, const char *line, size_t len) {
         else
                 handle_message(s, NULL, msg);
 
+        return s->error;
+}
+
+int mcp_session_handle_parsed(McpSession *s, json_object *msg, const char *reason, const ToolFds *fds) {
+        _cleanup_json_ json_object *m = msg;
+
+        if (!m && !reason)
+                return s->error;        /* a blank line */
+        s->line_fds = fds;
+        if (!m)
+                reply_error(s, NULL, NULL, JSONRPC_PARSE_ERROR, reason, NULL);
+        else if (json_object_is_type(m, json_type_array))
+                handle_batch(s, m);
+        else
+                handle_message(s, NULL, m);
+        s->line_fds = NULL;
+        return s->error;
+}
+
+int mcp_session_max_depth(const McpSession *s) {
+        return s->server->max_depth;
+}
+
+size_t mcp_session_max_elements(const McpSession *s) {
+        return s->server->max_elements;
+}
+
+int mcp_session_handle_too_many_elements(McpSession *s) {
+        json_object *data = json_object_new_object();
+        json_add_int(data, "limit", (int64_t) s->server->max_elements);
+        reply_error(s, NULL, NULL, JSONRPC_INVALID_REQUEST,
+                    "Invalid request: the message holds more JSON values than the limit "
+                    "(max-message-elements) and was discarded",
+                    data);
         return s->error;
 }
 

@@ -26,9 +26,21 @@ typedef struct SchedKindState {
         bool dispatching, again;
 } SchedKindState;
 
+struct SchedLoopUser {
+        Scheduler *scheduler;
+        SchedLoopUser *next, *prev;
+        uid_t uid;
+        unsigned n_refs;                /* SchedLoops: freed at 0 */
+        uint64_t load;                  /* the decaying sum of its loop CPU, usec, as of stamp */
+        uint64_t stamp;
+        bool low;                       /* moved down: over its share */
+};
+
 struct Scheduler {
         ChargeRegistry *charges;        /* amounts: connections, queued bytes (charge.h) */
         SchedUser *users;
+        SchedLoopUser *loop_users;
+        unsigned n_loop_users;
         SchedKindState k[_SCHED_KIND_MAX];
 };
 
@@ -61,6 +73,11 @@ Scheduler *scheduler_free(Scheduler *s) {
         while (s->users) {
                 SchedUser *u = s->users;
                 s->users = u->next;
+                free(u);
+        }
+        while (s->loop_users) {
+                SchedLoopUser *u = s->loop_users;
+                s->loop_users = u->next;
                 free(u);
         }
         charge_registry_free(s->charges);
@@ -343,4 +360,115 @@ unsigned scheduler_waiting_for(const Scheduler *s, SchedKind kind, uid_t uid) {
 
 unsigned scheduler_peak(const Scheduler *s, SchedKind kind) {
         return s->k[kind].peak;
+}
+
+/* v after dt usec: halved each half life, and in between on the straight line from one halving to the next (a
+ * little above the exponential, never below the next halving). */
+static uint64_t loop_decay(uint64_t v, uint64_t dt) {
+        uint64_t halves = dt / SCHEDULER_LOOP_HALF_LIFE_USEC, rest = dt % SCHEDULER_LOOP_HALF_LIFE_USEC;
+
+        if (halves >= 64)
+                return 0;
+        v >>= halves;
+        return v - v / 2 * rest / SCHEDULER_LOOP_HALF_LIFE_USEC;
+}
+
+static uint64_t loop_load_at(const SchedLoopUser *u, uint64_t now) {
+        return now > u->stamp ? loop_decay(u->load, now - u->stamp) : u->load;
+}
+
+static void loop_advance(SchedLoopUser *u, uint64_t now) {
+        u->load = loop_load_at(u, now);
+        if (now > u->stamp)
+                u->stamp = now;
+}
+
+static SchedLoopUser *loop_user_find(const Scheduler *s, uid_t uid) {
+        for (SchedLoopUser *u = s->loop_users; u; u = u->next)
+                if (u->uid == uid)
+                        return u;
+        return NULL;
+}
+
+int scheduler_loop_join(Scheduler *s, SchedLoop *l, uid_t uid) {
+        SchedLoopUser *u;
+
+        if (l->user)
+                return -EINVAL;
+        u = loop_user_find(s, uid);
+        if (!u) {
+                u = calloc(1, sizeof(*u));
+                if (!u)
+                        return -ENOMEM;
+                u->scheduler = s;
+                u->uid = uid;
+                u->next = s->loop_users;
+                if (s->loop_users)
+                        s->loop_users->prev = u;
+                s->loop_users = u;
+                s->n_loop_users++;
+        }
+        u->n_refs++;
+        l->user = u;
+        return 0;
+}
+
+void scheduler_loop_leave(SchedLoop *l) {
+        SchedLoopUser *u = l->user;
+        Scheduler *s;
+
+        if (!u)
+                return;
+        l->user = NULL;
+        if (--u->n_refs > 0)
+                return;
+        s = u->scheduler;
+        if (u->prev)
+                u->prev->next = u->next;
+        else
+                s->loop_users = u->next;
+        if (u->next)
+                u->next->prev = u->prev;
+        s->n_loop_users--;
+        free(u);
+}
+
+void scheduler_loop_charge(SchedLoop *l, uint64_t cpu_usec, uint64_t now_usec) {
+        SchedLoopUser *u = l->user;
+
+        if (!u)
+                return;
+        loop_advance(u, now_usec);
+        u->load += cpu_usec;
+}
+
+int scheduler_loop_priority(SchedLoop *l, uint64_t now_usec) {
+        SchedLoopUser *u = l->user;
+        uint64_t total = 0, load;
+        Scheduler *s;
+
+        if (!u)
+                return SCHEDULER_LOOP_NORMAL;
+        s = u->scheduler;
+        load = loop_load_at(u, now_usec);
+        for (SchedLoopUser *o = s->loop_users; o; o = o->next)
+                total += loop_load_at(o, now_usec);
+        /* Over its share: more than the total divided among the uids that are here. Alone, a uid is never over:
+         * nobody waits behind it. Back once under half the threshold or its share, so that it does not flap. */
+        bool over_share = load * s->n_loop_users > total;
+        if (!u->low)
+                u->low = load >= SCHEDULER_LOOP_THRESHOLD_USEC && over_share;
+        else
+                u->low = load >= SCHEDULER_LOOP_THRESHOLD_USEC / 2 && over_share;
+        return u->low ? SCHEDULER_LOOP_LOW : SCHEDULER_LOOP_NORMAL;
+}
+
+uint64_t scheduler_loop_load(const Scheduler *s, uid_t uid, uint64_t now_usec) {
+        SchedLoopUser *u = loop_user_find(s, uid);
+
+        return u ? loop_load_at(u, now_usec) : 0;
+}
+
+unsigned scheduler_loop_n_users(const Scheduler *s) {
+        return s->n_loop_users;
 }

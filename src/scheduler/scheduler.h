@@ -25,6 +25,19 @@
  *
  * A granted ticket's callback runs from within the release (or limit change)
  * that freed its slot; it may release or acquire tickets itself.
+ *
+ * The event loop's own time is shared too. What runs in the loop for a uid (a
+ * connection's callbacks, a persistent sandbox's messages) reports the thread
+ * CPU time it took (scheduler_loop_charge()), kept per uid as a decaying sum
+ * (half of it gone every SCHEDULER_LOOP_HALF_LIFE_USEC). A uid whose sum is
+ * above SCHEDULER_LOOP_THRESHOLD_USEC and above its fair share (the total over
+ * the uids that have something in the loop, divided by their number) has its
+ * event sources moved down to SCHEDULER_LOOP_LOW until it falls back under
+ * half the threshold or its share: everyone else's ready events are served
+ * first. sd-event's priorities are strict, so the busy uid still gets every
+ * moment nobody else needs; nothing is refused, only ordered. Whoever runs
+ * callbacks for a uid holds a SchedLoop and asks scheduler_loop_priority()
+ * after each.
  */
 
 #include <stdbool.h>
@@ -57,10 +70,24 @@ enum {
 
 #define SCHEDULER_UNLIMITED UINT32_MAX
 
+/* The event loop's own CPU (see above); the priorities are sd-event's (SD_EVENT_PRIORITY_NORMAL is 0). */
+#define SCHEDULER_LOOP_HALF_LIFE_USEC (100 * USEC_PER_MSEC)
+#define SCHEDULER_LOOP_THRESHOLD_USEC (10 * USEC_PER_MSEC)
+enum {
+        SCHEDULER_LOOP_NORMAL = 0,
+        SCHEDULER_LOOP_LOW = 10,
+};
+
 typedef struct Scheduler Scheduler;
 typedef struct SchedUser SchedUser;
 typedef struct SchedTicket SchedTicket;
 typedef void (*SchedGrantFunc)(SchedTicket *t, void *userdata);
+typedef struct SchedLoopUser SchedLoopUser;
+
+/* Embedded in what runs callbacks in the loop for a uid (a connection, a persistent sandbox); all zero: none. */
+typedef struct SchedLoop {
+        SchedLoopUser *user;
+} SchedLoop;
 
 /* Embedded in what holds or waits for the slot; all zero is "nothing". */
 struct SchedTicket {
@@ -112,3 +139,16 @@ unsigned scheduler_waiting(const Scheduler *s, SchedKind kind);
 unsigned scheduler_waiting_for(const Scheduler *s, SchedKind kind, uid_t uid);
 /* For tests: the most ever held at once (since scheduler_new()), to prove a cap held. */
 unsigned scheduler_peak(const Scheduler *s, SchedKind kind);
+
+/* l must be empty. 0 or -ENOMEM. Every uid with a SchedLoop counts in the fair share, busy or not. */
+int scheduler_loop_join(Scheduler *s, SchedLoop *l, uid_t uid);
+/* An empty l is fine. */
+void scheduler_loop_leave(SchedLoop *l);
+/* cpu_usec of the loop's thread was spent for l's uid, up to now_usec (CLOCK_MONOTONIC). An empty l: nothing. */
+void scheduler_loop_charge(SchedLoop *l, uint64_t cpu_usec, uint64_t now_usec);
+/* The sd-event priority l's sources should have now: SCHEDULER_LOOP_NORMAL or SCHEDULER_LOOP_LOW. */
+int scheduler_loop_priority(SchedLoop *l, uint64_t now_usec);
+/* For tests: what is left of a uid's charges at now_usec (0 for a uid with no SchedLoop), and how many uids have
+ * one. */
+uint64_t scheduler_loop_load(const Scheduler *s, uid_t uid, uint64_t now_usec);
+unsigned scheduler_loop_n_users(const Scheduler *s);

@@ -243,6 +243,120 @@ START_TEST(test_one_account_for_amounts) {
 }
 END_TEST
 
+#define MS USEC_PER_MSEC
+#define HALF SCHEDULER_LOOP_HALF_LIFE_USEC
+
+/* The loop's CPU per uid: half of it gone each half life, nothing left after many, never more as time passes. */
+START_TEST(test_loop_decay) {
+        _cleanup_(scheduler_freep) Scheduler *s = NULL;
+        SchedLoop a = {};
+        uint64_t t0 = 1000 * HALF, prev;
+
+        ck_assert_int_eq(scheduler_new(&s), 0);
+        ck_assert_int_eq(scheduler_loop_join(s, &a, A), 0);
+        ck_assert_int_eq(scheduler_loop_join(s, &a, A), -EINVAL);   /* a holds */
+        scheduler_loop_charge(&a, 80 * MS, t0);
+        ck_assert_uint_eq(scheduler_loop_load(s, A, t0), 80 * MS);
+        ck_assert_uint_eq(scheduler_loop_load(s, A, t0 + HALF), 40 * MS);
+        ck_assert_uint_eq(scheduler_loop_load(s, A, t0 + 2 * HALF), 20 * MS);
+        /* Between halvings: between their values. */
+        ck_assert_uint_lt(scheduler_loop_load(s, A, t0 + HALF / 2), 80 * MS);
+        ck_assert_uint_gt(scheduler_loop_load(s, A, t0 + HALF / 2), 40 * MS);
+        prev = UINT64_MAX;
+        for (uint64_t t = t0; t < t0 + 20 * HALF; t += HALF / 7) {
+                uint64_t v = scheduler_loop_load(s, A, t);
+                ck_assert_uint_le(v, prev);
+                prev = v;
+        }
+        ck_assert_uint_eq(scheduler_loop_load(s, A, t0 + 64 * HALF), 0);
+        /* Charges add up on what is left of earlier ones. */
+        scheduler_loop_charge(&a, 10 * MS, t0 + HALF);
+        ck_assert_uint_eq(scheduler_loop_load(s, A, t0 + HALF), 50 * MS);
+        ck_assert_uint_eq(scheduler_loop_load(s, A, t0 + 2 * HALF), 25 * MS);
+        /* An earlier clock reading (a caller's cached "now") takes nothing away. */
+        scheduler_loop_charge(&a, 1 * MS, t0);
+        ck_assert_uint_eq(scheduler_loop_load(s, A, t0 + HALF), 51 * MS);
+        scheduler_loop_leave(&a);
+        ck_assert_ptr_null(a.user);
+        ck_assert_uint_eq(scheduler_loop_n_users(s), 0);
+        ck_assert_uint_eq(scheduler_loop_load(s, A, t0), 0);
+        scheduler_loop_leave(&a);   /* empty: fine */
+        scheduler_loop_charge(&a, 1 * MS, t0);
+        ck_assert_int_eq(scheduler_loop_priority(&a, t0), SCHEDULER_LOOP_NORMAL);
+}
+END_TEST
+
+/* A uid over the threshold and over its share goes down; the others stay; it comes back as its charges decay. */
+START_TEST(test_loop_priority) {
+        _cleanup_(scheduler_freep) Scheduler *s = NULL;
+        SchedLoop a1 = {}, a2 = {}, b = {}, c = {};
+        uint64_t t = 1000 * HALF;
+
+        ck_assert_int_eq(scheduler_new(&s), 0);
+        ck_assert_int_eq(scheduler_loop_join(s, &a1, A), 0);
+        /* Alone, nobody waits behind A: never lowered, whatever it spends. */
+        scheduler_loop_charge(&a1, 500 * MS, t);
+        ck_assert_int_eq(scheduler_loop_priority(&a1, t), SCHEDULER_LOOP_NORMAL);
+
+        /* B is here (idle): A is over its share now. A's second connection is A's: the same account. */
+        ck_assert_int_eq(scheduler_loop_join(s, &b, B), 0);
+        ck_assert_int_eq(scheduler_loop_join(s, &a2, A), 0);
+        ck_assert_uint_eq(scheduler_loop_n_users(s), 2);
+        ck_assert_int_eq(scheduler_loop_priority(&a1, t), SCHEDULER_LOOP_LOW);
+        ck_assert_int_eq(scheduler_loop_priority(&a2, t), SCHEDULER_LOOP_LOW);
+        ck_assert_int_eq(scheduler_loop_priority(&b, t), SCHEDULER_LOOP_NORMAL);
+
+        /* B spends a little: still under its share, still served first. */
+        scheduler_loop_charge(&b, 5 * MS, t);
+        ck_assert_int_eq(scheduler_loop_priority(&b, t), SCHEDULER_LOOP_NORMAL);
+        ck_assert_int_eq(scheduler_loop_priority(&a1, t), SCHEDULER_LOOP_LOW);
+
+        /* A stops; its charges decay: back once under half the threshold (500 ms -> under 5 ms: 7 half lives). */
+        t += 6 * HALF;
+        ck_assert_uint_ge(scheduler_loop_load(s, A, t), SCHEDULER_LOOP_THRESHOLD_USEC / 2);
+        ck_assert_int_eq(scheduler_loop_priority(&a1, t), SCHEDULER_LOOP_LOW);
+        t += HALF;
+        ck_assert_uint_lt(scheduler_loop_load(s, A, t), SCHEDULER_LOOP_THRESHOLD_USEC / 2);
+        ck_assert_int_eq(scheduler_loop_priority(&a1, t), SCHEDULER_LOOP_NORMAL);
+
+        /* Under the threshold, over its share: not lowered (a burst of one call's work is nobody's abuse). */
+        t += 64 * HALF;
+        scheduler_loop_charge(&a1, SCHEDULER_LOOP_THRESHOLD_USEC - 1, t);
+        ck_assert_int_eq(scheduler_loop_priority(&a1, t), SCHEDULER_LOOP_NORMAL);
+        /* Over it: lowered; between half the threshold and the threshold it stays down (no flapping). */
+        scheduler_loop_charge(&a1, 2, t);
+        ck_assert_int_eq(scheduler_loop_priority(&a1, t), SCHEDULER_LOOP_LOW);
+        t += HALF;
+        ck_assert_uint_lt(scheduler_loop_load(s, A, t), SCHEDULER_LOOP_THRESHOLD_USEC);
+        ck_assert_int_eq(scheduler_loop_priority(&a1, t), SCHEDULER_LOOP_LOW);
+
+        /* Equal shares: nobody over. Three uids: A at 40 of 100 is over a third, B at 30 and C at 30 are not. */
+        t += 64 * HALF;
+        scheduler_loop_charge(&a1, 50 * MS, t);
+        scheduler_loop_charge(&b, 50 * MS, t);
+        ck_assert_int_eq(scheduler_loop_priority(&a1, t), SCHEDULER_LOOP_NORMAL);
+        ck_assert_int_eq(scheduler_loop_priority(&b, t), SCHEDULER_LOOP_NORMAL);
+        t += 64 * HALF;
+        ck_assert_int_eq(scheduler_loop_join(s, &c, C), 0);
+        scheduler_loop_charge(&a1, 40 * MS, t);
+        scheduler_loop_charge(&b, 30 * MS, t);
+        scheduler_loop_charge(&c, 30 * MS, t);
+        ck_assert_int_eq(scheduler_loop_priority(&a2, t), SCHEDULER_LOOP_LOW);
+        ck_assert_int_eq(scheduler_loop_priority(&b, t), SCHEDULER_LOOP_NORMAL);
+        ck_assert_int_eq(scheduler_loop_priority(&c, t), SCHEDULER_LOOP_NORMAL);
+
+        /* A uid goes when its last SchedLoop does; the others' shares are then reckoned without it. */
+        scheduler_loop_leave(&a1);
+        ck_assert_uint_eq(scheduler_loop_n_users(s), 3);
+        scheduler_loop_leave(&a2);
+        ck_assert_uint_eq(scheduler_loop_n_users(s), 2);
+        ck_assert_uint_eq(scheduler_loop_load(s, A, t), 0);
+        scheduler_loop_leave(&b);
+        scheduler_loop_leave(&c);
+        ck_assert_uint_eq(scheduler_loop_n_users(s), 0);
+}
+END_TEST
+
 static Suite *scheduler_suite(void) {
         Suite *s = suite_create("scheduler");
         TCase *tc = tcase_create("core");
@@ -254,6 +368,8 @@ static Suite *scheduler_suite(void) {
         tcase_add_test(tc, test_queue_caps);
         tcase_add_test(tc, test_reentrant_release_and_raise);
         tcase_add_test(tc, test_no_jumping_own_queue);
+        tcase_add_test(tc, test_loop_decay);
+        tcase_add_test(tc, test_loop_priority);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -12,6 +12,7 @@
 #include "jsonrpc/jsonrpc.h"
 #include "log.h"
 #include "session.h"
+#include "time-util.h"
 
 #define READ_CHUNK (64 * 1024)
 
@@ -19,11 +20,38 @@ static void session_update_events(Session *s);
 static void session_close_later(Session *s);
 static void session_close_with_error(Session *s, const char *message);
 
-static uint64_t now_usec(Session *s) {
+static uint64_t session_now(Session *s) {
         uint64_t t = 0;
 
         (void) sd_event_now(s->event, CLOCK_MONOTONIC, &t);
         return t;
+}
+
+/*
+ * What a callback of this connection cost the loop (since cpu0, the thread's CPU time when it began), charged to
+ * the peer; then its sources take the priority the scheduler gives the peer now. Another user's connection that
+ * keeps the loop busy is served after this one's ready events, never instead of them.
+ */
+static void session_loop_account(Session *s, uint64_t cpu0) {
+        uint64_t now = session_now(s);
+        int p;
+
+        if (!s->loop.user || s->dead)
+                return;
+        scheduler_loop_charge(&s->loop, thread_cpu_usec() - cpu0, now);
+        p = scheduler_loop_priority(&s->loop, now);
+        if (p == s->loop_priority)
+                return;
+        log_debug("Connection %" PRIu64 " (uid " UID_FMT "): %s.", s->id, s->uid,
+                  p > s->loop_priority ? "its user is over its share of the event loop; served after the others"
+                                       : "its user is back within its share of the event loop");
+        s->loop_priority = p;
+        if (s->in_source)
+                (void) sd_event_source_set_priority(s->in_source, p);
+        if (s->out_source)
+                (void) sd_event_source_set_priority(s->out_source, p);
+        if (s->defer_source)
+                (void) sd_event_source_set_priority(s->defer_source, p);
 }
 
 /* The queued reply bytes, as charged to the peer. Shrinking never fails. */
@@ -90,7 +118,7 @@ static int session_send(json_object *msg, void *userdata) {
                         return 0;   /* a progress notification: there will be others */
                 text = json_to_line(m, &len);
         }
-        s->active_usec = now_usec(s);
+        s->active_usec = session_now(s);
         r = buf_append(&s->out, text, len);
         if (r >= 0)
                 r = buf_append(&s->out, "\n", 1);
@@ -141,7 +169,106 @@ static void session_check_done(Session *s) {
 }
 
 static bool session_line_pending(const Session *s) {
-        return framing_pending(&s->framing) > 0 || s->framing.discarding;
+        return framing_pending(&s->framing) > 0 || s->framing.dropped > 0 || s->framing.discarding;
+}
+
+/* What an unfinished line holds, as charged to the peer (max-input-buffer-per-user): its bytes, and while it is
+ * parsed as it comes, what the parser built of it so far, about as much again and a little more per value. */
+#define INPUT_BYTES_PER_VALUE 64
+static size_t session_input_held(const Session *s) {
+        size_t held = framing_pending(&s->framing);
+
+        if (s->parser.tok)
+                held += (size_t) (s->line_parsed - s->line_start) + s->line_elements.n * INPUT_BYTES_PER_VALUE;
+        return held;
+}
+
+/* The line being received starts at stream offset start: nothing of it counted or parsed yet. */
+static void session_line_reset(Session *s, uint64_t start) {
+        jsonrpc_parser_done(&s->parser);
+        s->line_start = s->line_counted = s->line_parsed = start;
+        s->line_elements = JSONRPC_ELEMENT_COUNT_INIT;
+}
+
+/* The line being received has n bytes at data, from stream offset off on (and, if last, that is all of it): count
+ * and parse those not yet. 0; 1 when the line is over the element budget (then they are not parsed); -ENOMEM. */
+static int session_line_feed(Session *s, const char *data, uint64_t off, size_t n, bool last) {
+        size_t max = mcp_session_max_elements(s->mcp);
+        /* What was read of it already may include the '\r' of a "\r\n" that the line has not. */
+        size_t counted = MIN((size_t) (s->line_counted - off), n);
+        size_t parsed = MIN((size_t) (s->line_parsed - off), n);
+        int r;
+
+        if (max > 0 && jsonrpc_count_elements_feed(&s->line_elements, data + counted, n - counted, max) > max)
+                return 1;
+        s->line_counted = MAX(s->line_counted, off + n);
+        if (!s->parser.tok) {
+                r = jsonrpc_parser_init(&s->parser, mcp_session_max_depth(s->mcp));
+                if (r < 0)
+                        return r;
+        }
+        s->line_parsed += jsonrpc_parser_feed(&s->parser, data + parsed, n - parsed, last);
+        return 0;
+}
+
+/*
+ * The line being received, as its bytes come (process_input() has taken every complete line): its values are
+ * counted and it is parsed a read at a time, so that a long line costs the loop one read's worth per turn, never
+ * the whole line at its end. A line over the element budget is refused and dropped as soon as that is known, never
+ * held whole. Returns 1 if the line was dropped (then the session may be closing), else 0.
+ */
+static int session_take_partial(Session *s) {
+        size_t pending = framing_pending(&s->framing);
+        uint64_t off = s->in_total - pending, start = off - s->framing.dropped;
+        int r;
+
+        if (pending == 0 || s->framing.discarding)
+                return 0;
+        if (start != s->line_start)
+                session_line_reset(s, start);
+        r = session_line_feed(s, buf_data(&s->framing.buf), off, pending, false);
+        if (r == 0) {
+                /* What the parser took is in what it built: the bytes need not stay (they still count against
+                 * max-message-size). */
+                framing_drop(&s->framing, (size_t) (s->line_parsed - off));
+                return 0;
+        }
+        if (r < 0) {
+                session_close_later(s);
+                return 1;
+        }
+        /* Over the budget: the same refusal as for a complete line; the rest of it is dropped as it comes. The fds
+         * that came with it are for no line: the next line's take closes them. */
+        framing_discard_line(&s->framing);
+        jsonrpc_parser_done(&s->parser);
+        s->line_counted = s->in_total;
+        s->line_usec = 0;
+        if (s->input.user)
+                (void) charge_resize(&s->input, 0, true);
+        r = mcp_session_handle_too_many_elements(s->mcp);
+        if (r < 0 || s->dead)
+                session_close_later(s);
+        return 1;
+}
+
+/* A complete line (without its newline) that began at stream offset start, of which framing gave the part from
+ * off on: the rest of it counted and parsed, if its beginning was as it came, or the whole of it now. */
+static int session_handle_line(Session *s, uint64_t start, uint64_t off, const char *line, size_t len,
+                               const ToolFds *tf) {
+        const char *reason = NULL;
+        json_object *msg;
+        int r;
+
+        if (!s->parser.tok || start != s->line_start)
+                return mcp_session_handle_line_fds(s->mcp, line, len, tf);
+
+        r = session_line_feed(s, line, off, len, true);
+        if (r != 0) {
+                jsonrpc_parser_done(&s->parser);
+                return r < 0 ? r : mcp_session_handle_too_many_elements(s->mcp);
+        }
+        msg = jsonrpc_parser_finish(&s->parser, &reason);
+        return mcp_session_handle_parsed(s->mcp, msg, reason, tf);
 }
 
 static void process_input(Session *s, bool eof) {
@@ -154,7 +281,7 @@ static void process_input(Session *s, bool eof) {
 
                 /* Where the next line starts in the stream (after an oversized line's rest is dropped it starts
                  * later: then the fds filed there are for no line and are closed). */
-                uint64_t start = s->in_total - framing_pending(&s->framing), end;
+                uint64_t off = s->in_total - framing_pending(&s->framing), start = off - s->framing.dropped, end;
                 int fds[FDQUEUE_MAX_FDS];
                 size_t n_fds = 0;
 
@@ -162,15 +289,16 @@ static void process_input(Session *s, bool eof) {
                 if (r == FRAMING_NEED_MORE)
                         break;
                 got = true;
-                s->active_usec = now_usec(s);
+                s->active_usec = session_now(s);
                 end = s->in_total - framing_pending(&s->framing);
                 if (s->in_socket)
                         n_fds = fdqueue_take(&s->fds, start, end, fds);
-                if (r == FRAMING_OVERSIZE)
+                if (r == FRAMING_OVERSIZE) {
+                        jsonrpc_parser_done(&s->parser);
                         r = mcp_session_handle_oversize(s->mcp, s->limits.max_message_size);
-                else {
+                } else {
                         ToolFds tf = { .fds = fds, .n = n_fds, .supported = s->in_socket };
-                        r = mcp_session_handle_line_fds(s->mcp, line, len, &tf);
+                        r = session_handle_line(s, start, off, line, len, &tf);
                 }
                 /* A tool keeps what it needs as copies of its own. */
                 for (size_t i = 0; i < n_fds; i++)
@@ -186,15 +314,18 @@ static void process_input(Session *s, bool eof) {
                 }
         }
 
-        /* Bytes of unfinished lines, as charged to the peer: give back what was consumed. */
-        if (s->input.user && framing_pending(&s->framing) < s->input.amount)
-                (void) charge_resize(&s->input, framing_pending(&s->framing), true);
+        if (!s->dead && !s->held_back && !eof && session_take_partial(s) > 0)
+                return;
+
+        /* Unfinished lines, as charged to the peer: give back what was consumed. */
+        if (s->input.user && session_input_held(s) < s->input.amount)
+                (void) charge_resize(&s->input, session_input_held(s), true);
 
         /* What is left is the start of a line; it began no earlier than the last line ended. */
         if (!session_line_pending(s))
                 s->line_usec = 0;
         else if (got || s->line_usec == 0)
-                s->line_usec = now_usec(s);
+                s->line_usec = session_now(s);
 }
 
 /*
@@ -268,8 +399,8 @@ static int session_read(Session *s) {
         process_input(s, false);
 
         /* What stays buffered counts against the user's budget for unfinished messages. */
-        if (!s->dead && s->input.user && framing_pending(&s->framing) > s->input.amount &&
-            charge_resize(&s->input, framing_pending(&s->framing), false) == CHARGE_QUOTA) {
+        if (!s->dead && s->input.user && session_input_held(s) > s->input.amount &&
+            charge_resize(&s->input, session_input_held(s), false) == CHARGE_QUOTA) {
                 log_notice("Connection %" PRIu64 " (uid " UID_FMT "): the user's connections hold too much unfinished "
                            "input; closing.",
                            s->id, s->uid);
@@ -319,7 +450,7 @@ static int on_out(sd_event_source *src, int fd, uint32_t revents, void *userdata
          * left over waited for us, not for the client: its time starts now. */
         if (buf_size(&s->out) <= s->limits.output_high_water && !s->stopping && (!s->read_eof || s->held_back)) {
                 if (s->held_back && session_line_pending(s))
-                        s->line_usec = now_usec(s);
+                        s->line_usec = session_now(s);
                 s->held_back = false;
                 if (s->read_eof)
                         session_finish_input(s);
@@ -339,12 +470,15 @@ static int on_defer(sd_event_source *src, void *userdata) {
         Session *s = userdata;
 
         if (!s->dead) {
+                uint64_t cpu0 = thread_cpu_usec();
+
                 /* Non-pollable input (a regular file): read a chunk per loop iteration, unless replies wait to be
                  * read (the defer source also runs after each reply, for the idle deadline). */
                 if (!s->in_pollable && session_reading(s) && session_read(s) < 0)
                         session_close_later(s);
                 session_update_events(s);
                 session_check_done(s);
+                session_loop_account(s, cpu0);
                 return 0;
         }
         if (s->closed)
@@ -416,7 +550,7 @@ static int on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
 
         if (s->dead)
                 return 0;
-        if (session_deadline(s, &why) > now_usec(s) || !why) {
+        if (session_deadline(s, &why) > session_now(s) || !why) {
                 session_update_timer(s);
                 return 0;
         }
@@ -453,19 +587,31 @@ static void session_update_events(Session *s) {
 }
 
 static int on_socket(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        uint64_t cpu0 = thread_cpu_usec();
         Session *s = userdata;
 
         if (revents & EPOLLOUT)
                 on_out(src, fd, revents, userdata);
-        if (s->dead)
-                return 0;
-        if (revents & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        if (!s->dead && (revents & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
                 on_in(src, fd, revents, userdata);
+        session_loop_account(s, cpu0);
+        return 0;
+}
+
+static int on_stdin(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        uint64_t cpu0 = thread_cpu_usec();
+
+        on_in(src, fd, revents, userdata);
+        session_loop_account(userdata, cpu0);
         return 0;
 }
 
 static int on_stdout_hup(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
-        return on_out(src, fd, revents, userdata);
+        uint64_t cpu0 = thread_cpu_usec();
+
+        on_out(src, fd, revents, userdata);
+        session_loop_account(userdata, cpu0);
+        return 0;
 }
 
 int session_new(Session **ret, sd_event *e, uint64_t id, int in_fd, int out_fd, const McpServer *server,
@@ -492,7 +638,8 @@ int session_new(Session **ret, sd_event *e, uint64_t id, int in_fd, int out_fd, 
                 .pid = 0,
         };
         framing_init(&s->framing, limits->max_message_size);
-        s->created_usec = s->active_usec = now_usec(s);
+        s->line_elements = JSONRPC_ELEMENT_COUNT_INIT;
+        s->created_usec = s->active_usec = session_now(s);
 
         struct ucred cred;
         socklen_t l = sizeof(cred);
@@ -520,6 +667,11 @@ int session_new(Session **ret, sd_event *e, uint64_t id, int in_fd, int out_fd, 
                         goto fail;
                 }
         }
+        if (limits->loop_share) {
+                r = scheduler_loop_join(limits->loop_share, &s->loop, s->uid);
+                if (r < 0)
+                        goto fail;
+        }
         if (limits->initialize_timeout_usec > 0 || limits->line_timeout_usec > 0 || limits->idle_timeout_usec > 0) {
                 r = sd_event_add_time(e, &s->timer_source, CLOCK_MONOTONIC, UINT64_MAX, USEC_PER_SEC / 20, on_timer, s);
                 if (r < 0)
@@ -538,7 +690,7 @@ int session_new(Session **ret, sd_event *e, uint64_t id, int in_fd, int out_fd, 
                         goto fail;
                 s->in_pollable = s->out_pollable = true;
         } else {
-                r = sd_event_add_io(e, &s->in_source, in_fd, EPOLLIN, on_in, s);
+                r = sd_event_add_io(e, &s->in_source, in_fd, EPOLLIN, on_stdin, s);
                 if (r == -EPERM) {
                         /* Regular files cannot be polled; they are always readable. */
                         s->in_pollable = false;
@@ -584,12 +736,14 @@ Session *session_free(Session *s) {
         charge_release(&s->replies);
         charge_release(&s->input);
         charge_release(&s->connection);
+        scheduler_loop_leave(&s->loop);
         /* stdin/stdout belong to the process; sockets are ours. */
         if (s->in_fd > STDERR_FILENO)
                 safe_close(s->in_fd);
         if (s->out_fd != s->in_fd && s->out_fd > STDERR_FILENO)
                 safe_close(s->out_fd);
         framing_done(&s->framing);
+        jsonrpc_parser_done(&s->parser);
         fdqueue_done(&s->fds);
         buf_clear(&s->out);
         sd_event_unref(s->event);

@@ -15,9 +15,11 @@
 
 #include "buf.h"
 #include "charge.h"
+#include "jsonrpc/jsonrpc.h"
 #include "mcp/mcp.h"
 #include "protocol/fdqueue.h"
 #include "protocol/framing.h"
+#include "scheduler/scheduler.h"
 
 typedef struct Session Session;
 typedef void (*SessionClosedFunc)(Session *s, void *userdata);
@@ -30,6 +32,8 @@ typedef struct SessionLimits {
         uint64_t line_timeout_usec;
         uint64_t idle_timeout_usec;
         ChargeRegistry *charges;   /* queued reply and input bytes are charged here to the peer; NULL: nowhere */
+        Scheduler *loop_share;     /* the loop's CPU its callbacks take is charged here to the peer, and orders
+                                    * them (scheduler_loop_priority()); NULL: not */
 } SessionLimits;
 
 struct Session {
@@ -42,6 +46,10 @@ struct Session {
         Framing framing;
         bool in_socket;            /* fds may come with the input (SCM_RIGHTS) */
         uint64_t in_total;         /* bytes read so far: the stream offset of the next byte */
+        JsonrpcElementCount line_elements;      /* the values of the line being received, counted as it comes */
+        JsonrpcParser parser;                   /* and parsed as it comes (all zero: nothing of it yet) */
+        uint64_t line_start;                    /* its stream offset */
+        uint64_t line_counted, line_parsed;     /* that of the first byte not counted, not taken by the parser */
         FdQueue fds;               /* fds that came, waiting for their line */
         Buf out;
         SessionLimits limits;
@@ -51,6 +59,8 @@ struct Session {
         Charge connection;         /* this connection, against the peer's max-connections-per-user */
         Charge replies;            /* queued reply bytes, against max-reply-buffer-per-user */
         Charge input;              /* bytes of unfinished lines, against max-input-buffer-per-user */
+        SchedLoop loop;            /* the loop's CPU its callbacks took, charged to the peer */
+        int loop_priority;         /* its sources' sd-event priority, as the scheduler last said */
         uint64_t created_usec;     /* CLOCK_MONOTONIC */
         uint64_t active_usec;      /* the last request, or the last reply */
         uint64_t line_usec;        /* when the incomplete line held now began; 0: none */

@@ -459,6 +459,104 @@ START_TEST(test_line_over_cap) {
 }
 END_TEST
 
+/* A line over the element budget is refused as soon as its bytes show it, before it ends, and dropped as it comes:
+ * never held whole. A line within the budget, sent in pieces cut anywhere, is counted once and runs. */
+START_TEST(test_elements_refused_before_line_ends) {
+        SessionLimits l = default_limits();
+        McpServer srv = server;
+        _cleanup_json_ json_object *m = NULL, *res = NULL, *res2 = NULL;
+        int sv[2];
+        int64_t limit = 0;
+
+        srv.max_elements = 50;
+        l.max_message_size = 64 * 1024;
+        ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        client = sv[0];
+        ck_assert_int_eq(fcntl(client, F_SETFL, O_NONBLOCK), 0);
+        ck_assert_int_eq(session_new(&session, event, 1, sv[1], sv[1], &srv, &l, on_closed, &closed), 0);
+        initialize();
+
+        /* Within the budget, in pieces, commas in a string not counted: answered. */
+        client_send("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"now\",");
+        settle();
+        client_send("\"arguments\":{\"text\":\",,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,\\");
+        settle();
+        client_send("\",,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,,\"}}}\n");
+        res = client_read();
+        assert_result(res, 4);
+        ck_assert_uint_eq(n_started, 1);
+
+        /* Over it: the error comes while the line has not ended, and nothing of it is held. */
+        client_send("{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"now\","
+                    "\"arguments\":{\"text\":\"x\",\"list\":[0");
+        for (int i = 0; i < 60; i++)
+                client_send(",0");
+        m = client_read();
+        ck_assert_ptr_nonnull(strstr(assert_error(m, -1, JSONRPC_INVALID_REQUEST), "max-message-elements"));
+        ck_assert(json_get_int64(jget(m, "error", "data"), "limit", &limit));
+        ck_assert_int_eq(limit, 50);
+        ck_assert_uint_eq(framing_pending(&session->framing), 0);
+        ck_assert_uint_eq(charge_registry_used(charges, getuid(), CHARGE_INPUT_BYTES), 0);
+        /* Its rest is dropped as it comes, up to its newline; nothing more is said of it, nothing ran. */
+        for (int i = 0; i < 1000; i++)
+                client_send(",0");
+        client_send("]}}}\n");
+        assert_nothing_read();
+        ck_assert_uint_eq(n_started, 1);
+
+        /* The next line is read as the next message. */
+        call(6, "now", "{\"text\":\"next\"}");
+        res2 = client_read();
+        ck_assert_str_eq(result_text(assert_result(res2, 6)), "next");
+        ck_assert(!closed);
+}
+END_TEST
+
+/* A line that comes in pieces is parsed as they come: each read's bytes once, when read; when its newline comes, only
+ * the rest is parsed. Its answer is the one a line read whole gets, for a call and for a parse error alike. */
+START_TEST(test_line_parsed_as_it_comes) {
+        SessionLimits l = default_limits();
+        _cleanup_json_ json_object *res = NULL, *err = NULL, *blank = NULL;
+
+        l.max_message_size = 64 * 1024;
+        start(&l);
+        initialize();
+
+        client_send("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"now\",");
+        settle();
+        ck_assert_ptr_nonnull(session->parser.tok);
+        ck_assert_uint_eq(session->line_counted, session->in_total);
+        /* What the parser built counts against the user's input budget with the bytes held. */
+        ck_assert_uint_gt(charge_registry_used(charges, getuid(), CHARGE_INPUT_BYTES),
+                          2 * framing_pending(&session->framing));
+        client_send("\"arguments\":{\"text\":\"caf\xc3");
+        settle();
+        ck_assert_uint_eq(session->line_counted, session->in_total);
+        ck_assert_uint_eq(n_started, 0);
+        client_send("\xa9\"}}}\r\n");
+        res = client_read();
+        ck_assert_str_eq(result_text(assert_result(res, 7)), "caf\xc3\xa9");
+        ck_assert_ptr_null(session->parser.tok);
+        ck_assert_uint_eq(charge_registry_used(charges, getuid(), CHARGE_INPUT_BYTES), 0);
+
+        /* Text after the value, in the next piece: the error a whole line gets. */
+        client_send("{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\"}");
+        settle();
+        client_send(" x\n");
+        err = client_read();
+        ck_assert_str_eq(assert_error(err, -1, JSONRPC_PARSE_ERROR), "Parse error: not valid JSON");
+
+        /* A blank line in pieces is no message; the next one is answered. */
+        client_send("  \t");
+        settle();
+        client_send(" \n");
+        call(9, "now", "{\"text\":\"after\"}");
+        blank = client_read();
+        ck_assert_str_eq(result_text(assert_result(blank, 9)), "after");
+        ck_assert(!closed);
+}
+END_TEST
+
 /* ---- deadlines ----------------------------------------------------------- */
 
 /* A ping answered; then the session's deadlines are looked at again (at the end of the event that read it). */
@@ -867,6 +965,8 @@ static Suite *session_suite(void) {
         tcase_add_test(tc, test_call_before_initialize);
         tcase_add_test(tc, test_malformed_json);
         tcase_add_test(tc, test_line_over_cap);
+        tcase_add_test(tc, test_elements_refused_before_line_ends);
+        tcase_add_test(tc, test_line_parsed_as_it_comes);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("deadlines");

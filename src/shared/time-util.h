@@ -13,3 +13,12 @@ static inline uint64_t now_usec(void) {
         (void) clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
 }
+
+/* CPU time the calling thread has used, in microseconds: what one callback of the event loop cost. */
+static inline uint64_t thread_cpu_usec(void) {
+        struct timespec ts;
+
+        if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+                return 0;
+        return (uint64_t) ts.tv_sec * USEC_PER_SEC + (uint64_t) ts.tv_nsec / NSEC_PER_USEC;
+}

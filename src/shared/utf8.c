@@ -115,3 +115,56 @@ bool utf8_is_valid(const char *s, size_t n) {
         }
         return true;
 }
+
+void utf8_stream_feed(Utf8Stream *u, const char *s, size_t n) {
+        const unsigned char *p = (const unsigned char *) s;
+
+        for (size_t i = 0; i < n && !u->bad; i++) {
+                unsigned char b = p[i];
+
+                /* ASCII eight bytes at a time. */
+                if (u->need == 0 && b < 0x80) {
+                        uint64_t w;
+                        while (i + 8 <= n && (memcpy(&w, p + i, 8), (w & UINT64_C(0x8080808080808080)) == 0))
+                                i += 8;
+                        if (i >= n)
+                                break;
+                        b = p[i];
+                        if (b < 0x80)
+                                continue;
+                }
+                if (u->need > 0) {
+                        if (b < u->lo || b > u->hi) {
+                                u->bad = true;
+                                break;
+                        }
+                        u->need--;
+                        u->lo = 0x80, u->hi = 0xbf;
+                        continue;
+                }
+                if (b < 0x80)
+                        continue;
+                /* The second byte's range rules out overlong forms, surrogates and values past U+10FFFF. */
+                u->lo = 0x80, u->hi = 0xbf;
+                if (b >= 0xc2 && b <= 0xdf)
+                        u->need = 1;
+                else if (b == 0xe0)
+                        u->need = 2, u->lo = 0xa0;
+                else if (b == 0xed)
+                        u->need = 2, u->hi = 0x9f;
+                else if (b >= 0xe1 && b <= 0xef)
+                        u->need = 2;
+                else if (b == 0xf0)
+                        u->need = 3, u->lo = 0x90;
+                else if (b == 0xf4)
+                        u->need = 3, u->hi = 0x8f;
+                else if (b >= 0xf1 && b <= 0xf3)
+                        u->need = 3;
+                else
+                        u->bad = true;
+        }
+}
+
+bool utf8_stream_valid(const Utf8Stream *u) {
+        return !u->bad && u->need == 0;
+}

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "macro.h"
 #include "protocol/limits.h"
+#include "time-util.h"
 #include "workspace-internal.h"
 
 
@@ -241,8 +242,43 @@ static void on_message(Workspace *sb, json_object *msg) {
         }
 }
 
+/*
+ * What a callback of the sandbox cost the loop (since cpu0, the thread's CPU time when it began), charged to its
+ * user; then its sources take the priority the scheduler gives that user now: a sandbox flooding the daemon with
+ * messages is read after everyone else's ready events, in every moment they leave.
+ */
+static void workspace_loop_account(Workspace *sb, uint64_t cpu0) {
+        uint64_t now = now_usec();
+        int p;
+
+        if (!sb->loop.user)
+                return;
+        scheduler_loop_charge(&sb->loop, thread_cpu_usec() - cpu0, now);
+        p = scheduler_loop_priority(&sb->loop, now);
+        if (p != sb->loop_priority)
+                log_debug("Sandbox %.8s… of uid " UID_FMT ": %s.", sb->id, sb->uid,
+                          p > sb->loop_priority ? "its user is over its share of the event loop; read after the others"
+                                                : "its user is back within its share of the event loop");
+        sb->loop_priority = p;
+        /* Sources made anew at a restart start at the normal priority: set them each time (a no-op if equal). */
+        if (sb->io)
+                (void) sd_event_source_set_priority(sb->io, p);
+        if (sb->status_io)
+                (void) sd_event_source_set_priority(sb->status_io, p);
+}
+
+static int on_io(sd_event_source *s, int fd, uint32_t revents, Workspace *sb);
+
 int workspace_on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         _cleanup_(workspace_unrefp) Workspace *sb = workspace_ref(userdata);
+        uint64_t cpu0 = thread_cpu_usec();
+
+        (void) on_io(s, fd, revents, sb);
+        workspace_loop_account(sb, cpu0);
+        return 0;
+}
+
+static int on_io(sd_event_source *s, int fd, uint32_t revents, Workspace *sb) {
         char rec[DRIVER_RECORD_MAX + 1];        /* one more: a longer record is not the driver's */
         union {
                 struct cmsghdr hdr;

@@ -91,6 +91,8 @@ struct Workspace {
         bool network;                   /* its interpreter was started with network access */
         SchedTicket place;              /* SCHED_SANDBOX while it is open, charged to uid */
         SchedTicket run_slot;           /* SCHED_RUN while a cell (an "exec" request) runs, as a run's */
+        SchedLoop loop;                 /* the event loop's CPU its messages take, charged to uid */
+        int loop_priority;              /* its sources' sd-event priority, as the scheduler last said */
         uint64_t created_usec, used_usec, ttl_usec;
         sd_event_source *reap_timer;
 

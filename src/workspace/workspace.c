@@ -201,6 +201,12 @@ int workspace_new(WorkspaceRegistry *reg, uid_t uid, uint64_t ttl_usec, Workspac
                                ? WORKSPACE_USER_QUOTA
                                : WORKSPACE_TOTAL_QUOTA;
         }
+        k = scheduler_loop_join(sched, &sb->loop, uid);
+        if (k < 0) {
+                scheduler_release(&sb->place);
+                free(sb);
+                return k;
+        }
         sb->n_ref = 1;          /* the registry's */
         sb->registry = reg;
         for (size_t i = 0; i < sizeof(raw); i++)
@@ -264,6 +270,7 @@ void workspace_close(Workspace *sb) {
         sb->defer = sd_event_source_disable_unref(sb->defer);
         scheduler_release(&sb->run_slot);
         scheduler_release(&sb->place);
+        scheduler_loop_leave(&sb->loop);
         workspace_unref(sb);    /* the registry's */
 }
 

@@ -19,7 +19,9 @@ pids cgroup for the safety net. Exit 77 when they are missing.
 """
 
 import os
+import re
 import socket
+import threading
 import time
 import uuid
 
@@ -367,6 +369,63 @@ def b_runs_beside_held_connections_huge_requests_and_check_environment_calls():
     check(b"max-message-elements" in buf.split(b"\n")[1], f"the huge request's answer: {buf[:400]!r}")
     for s in held + [huge]:
         s.close()
+    check(d.alive(), "the daemon died")
+    b.close()
+    a.close()
+
+
+@test
+def a_flood_of_long_requests_is_served_after_b():
+    """A sends 15 MiB requests (each a ping with one long string: the loop's CPU to read and parse it) one after
+    another on two connections while B runs hello world: B's runs succeed, the daemon moved A's connections down
+    for being over A's share of the event loop (its log names uid 0) and never B's (uid 65534), and every one of
+    A's requests is answered: A is served after B, not refused."""
+    need_root_and_net()
+    d, a = sandbox_daemon()
+    b = user_b(d)
+    big = line(req("big", "ping", {"x": "y" * (15 << 20)}))
+    stop = threading.Event()
+    answered, errors = [0], []
+
+    def flood():
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(d.socket)
+            s.settimeout(120)
+            s.sendall(mcptest.init_lines())
+            buf, mine = b"", 0
+            while not stop.is_set():
+                s.sendall(big)
+                while buf.count(b"\n") < 2 + mine:     # the initialize reply, then one per request
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        raise ConnectionResetError("the daemon closed A's connection")
+                    buf += chunk
+                mine += 1
+                answered[0] += 1
+            s.close()
+            for x in buf.splitlines()[1:]:
+                if b'"id":"big"' not in x or b'"result"' not in x:
+                    errors.append(x[:300])
+        except Exception as e:          # noqa: BLE001  (reported below)
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=flood) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        wait_until(lambda: answered[0] >= 2, 120, "A's first requests answered")
+        b_runs(b, "beside A's flood of 15 MiB requests")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(180)
+    check(not errors, f"A's requests: {errors[:3]}")
+    print(f"# A's requests answered while B ran: {answered[0]}", flush=True)
+    log = d.log_full()
+    check(re.search(r"\(uid 0\): its user is over its share of the event loop", log),
+          "the daemon never moved A's connections down: " + log[-2000:])
+    check(not re.search(r"\(uid 65534\): its user is over its share", log), "B's connection was moved down")
     check(d.alive(), "the daemon died")
     b.close()
     a.close()
