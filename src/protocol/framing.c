@@ -41,15 +41,7 @@ size_t framing_pending(const Framing *f) {
 void framing_discard_line(Framing *f) {
         buf_consume(&f->buf, buf_size(&f->buf));
         f->scanned = 0;
-        f->dropped = 0;
         f->discarding = true;
-}
-
-void framing_drop(Framing *f, size_t n) {
-        n = MIN(n, buf_size(&f->buf));
-        buf_consume(&f->buf, n);
-        f->scanned -= MIN(n, f->scanned);
-        f->dropped += n;
 }
 
 static int emit_line(Framing *f, char *line, size_t len, char **ret_line, size_t *ret_len) {
@@ -77,26 +69,24 @@ int framing_next(Framing *f, char **ret_line, size_t *ret_len) {
                                 f->scanned = 0;
                                 return FRAMING_NEED_MORE;
                         }
-                        if (avail + f->dropped > f->max_line) {
+                        if (avail > f->max_line) {
                                 buf_consume(&f->buf, avail);
                                 f->scanned = 0;
-                                f->dropped = 0;
                                 f->discarding = true;
                                 return FRAMING_OVERSIZE;
                         }
                         return FRAMING_NEED_MORE;
                 }
 
-                size_t len = (size_t) (nl - start), dropped = f->dropped;
+                size_t len = (size_t) (nl - start);
                 buf_consume(&f->buf, len + 1);    /* memory stays valid until the next reserve */
                 f->scanned = 0;
-                f->dropped = 0;
 
                 if (f->discarding) {
                         f->discarding = false;
                         continue;
                 }
-                if (len + dropped > f->max_line)
+                if (len > f->max_line)
                         return FRAMING_OVERSIZE;
 
                 return emit_line(f, start, len, ret_line, ret_len);
@@ -111,14 +101,12 @@ int framing_finish(Framing *f, char **ret_line, size_t *ret_len) {
                 return r;
 
         size_t avail = buf_size(&f->buf);
-        /* A line all of whose bytes the reader took already ends here too, empty. */
-        if ((avail == 0 && f->dropped == 0) || f->discarding)
+        if (avail == 0 || f->discarding)
                 return FRAMING_NEED_MORE;
 
         /* There is always room for the terminating NUL (see framing_reserve()). */
         char *start = f->buf.data + f->buf.start;
         buf_consume(&f->buf, avail);
         f->scanned = 0;
-        f->dropped = 0;
         return emit_line(f, start, avail, ret_line, ret_len);
 }

@@ -27,7 +27,6 @@ typedef struct Framing {
         size_t max_line;
         size_t scanned;     /* bytes after buf.start known to hold no newline */
         bool discarding;    /* inside a line that went over the limit */
-        size_t dropped;     /* bytes of the line being received that its reader took already (framing_drop()) */
 } Framing;
 
 void framing_init(Framing *f, size_t max_line);
@@ -46,9 +45,5 @@ int framing_finish(Framing *f, char **ret_line, size_t *ret_len);
 /* Drop the line being received: the bytes held (which must hold no complete line: framing_next() said
  * FRAMING_NEED_MORE) and the rest of it as it arrives, up to its newline, as for a line over the limit. */
 void framing_discard_line(Framing *f);
-/* The reader is done with the first n bytes held for the line being received (it parsed them as they came; they
- * hold no newline: framing_next() said FRAMING_NEED_MORE): they are let go, still counted against the limit, and the
- * line framing_next() gives when it ends is what follows them. */
-void framing_drop(Framing *f, size_t n);
 /* Bytes held for a line not complete yet. */
 size_t framing_pending(const Framing *f);

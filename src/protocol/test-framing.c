@@ -438,42 +438,6 @@ START_TEST(test_discard_line) {
 }
 END_TEST
 
-/* Bytes of a line its reader took as they came are let go: the line ends with what follows them, and they still
- * count against the limit. A line all taken ends empty at the end of input. */
-START_TEST(test_drop) {
-        Framing f;
-        char *line = NULL;
-        size_t len = 0;
-
-        framing_init(&f, 16);
-        feed(&f, "0123456789");
-        expect_need_more(&f);
-        framing_drop(&f, 6);
-        ck_assert_uint_eq(framing_pending(&f), 4);
-        feed(&f, "ab\nnext\n");
-        expect_line(&f, "6789ab");
-        expect_line(&f, "next");
-
-        /* 12 taken and 5 held: over the limit of 16. */
-        feed(&f, "0123456789ab");
-        expect_need_more(&f);
-        framing_drop(&f, 12);
-        ck_assert_uint_eq(framing_pending(&f), 0);
-        feed(&f, "cdefg");
-        ck_assert_int_eq(framing_next(&f, &line, &len), FRAMING_OVERSIZE);
-        feed(&f, "hij\nok\n");
-        expect_line(&f, "ok");
-
-        feed(&f, "xyz");
-        expect_need_more(&f);
-        framing_drop(&f, 3);
-        ck_assert_int_eq(framing_finish(&f, &line, &len), FRAMING_LINE);
-        ck_assert_uint_eq(len, 0);
-        ck_assert_int_eq(framing_finish(&f, &line, &len), FRAMING_NEED_MORE);
-        framing_done(&f);
-}
-END_TEST
-
 static Suite *framing_suite(void) {
         Suite *s = suite_create("framing");
         TCase *tc = tcase_create("core");
@@ -495,7 +459,6 @@ static Suite *framing_suite(void) {
         tcase_add_test(tc, test_finish_oversize);
         tcase_add_test(tc, test_done_twice);
         tcase_add_test(tc, test_discard_line);
-        tcase_add_test(tc, test_drop);
         suite_add_tcase(s, tc);
         return s;
 }

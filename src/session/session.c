@@ -169,7 +169,7 @@ static void session_check_done(Session *s) {
 }
 
 static bool session_line_pending(const Session *s) {
-        return framing_pending(&s->framing) > 0 || s->framing.dropped > 0 || s->framing.discarding;
+        return framing_pending(&s->framing) > 0 || s->framing.discarding;
 }
 
 /* What an unfinished line holds, as charged to the peer (max-input-buffer-per-user): its bytes, and while it is
@@ -190,24 +190,24 @@ static void session_line_reset(Session *s, uint64_t start) {
         s->line_elements = JSONRPC_ELEMENT_COUNT_INIT;
 }
 
-/* The line being received has n bytes at data, from stream offset off on (and, if last, that is all of it): count
- * and parse those not yet. 0; 1 when the line is over the element budget (then they are not parsed); -ENOMEM. */
-static int session_line_feed(Session *s, const char *data, uint64_t off, size_t n, bool last) {
+/* The first n bytes of the line being received are at line (and, if last, that is all of it): count and parse
+ * those not yet. 0; 1 when the line is over the element budget (then they are not parsed); -ENOMEM. */
+static int session_line_feed(Session *s, const char *line, size_t n, bool last) {
         size_t max = mcp_session_max_elements(s->mcp);
         /* What was read of it already may include the '\r' of a "\r\n" that the line has not. */
-        size_t counted = MIN((size_t) (s->line_counted - off), n);
-        size_t parsed = MIN((size_t) (s->line_parsed - off), n);
+        size_t counted = MIN((size_t) (s->line_counted - s->line_start), n);
+        size_t parsed = MIN((size_t) (s->line_parsed - s->line_start), n);
         int r;
 
-        if (max > 0 && jsonrpc_count_elements_feed(&s->line_elements, data + counted, n - counted, max) > max)
+        if (max > 0 && jsonrpc_count_elements_feed(&s->line_elements, line + counted, n - counted, max) > max)
                 return 1;
-        s->line_counted = MAX(s->line_counted, off + n);
+        s->line_counted = MAX(s->line_counted, s->line_start + n);
         if (!s->parser.tok) {
                 r = jsonrpc_parser_init(&s->parser, mcp_session_max_depth(s->mcp));
                 if (r < 0)
                         return r;
         }
-        s->line_parsed += jsonrpc_parser_feed(&s->parser, data + parsed, n - parsed, last);
+        s->line_parsed += jsonrpc_parser_feed(&s->parser, line + parsed, n - parsed, last);
         return 0;
 }
 
@@ -219,20 +219,16 @@ static int session_line_feed(Session *s, const char *data, uint64_t off, size_t 
  */
 static int session_take_partial(Session *s) {
         size_t pending = framing_pending(&s->framing);
-        uint64_t off = s->in_total - pending, start = off - s->framing.dropped;
+        uint64_t start = s->in_total - pending;
         int r;
 
         if (pending == 0 || s->framing.discarding)
                 return 0;
         if (start != s->line_start)
                 session_line_reset(s, start);
-        r = session_line_feed(s, buf_data(&s->framing.buf), off, pending, false);
-        if (r == 0) {
-                /* What the parser took is in what it built: the bytes need not stay (they still count against
-                 * max-message-size). */
-                framing_drop(&s->framing, (size_t) (s->line_parsed - off));
+        r = session_line_feed(s, buf_data(&s->framing.buf), pending, false);
+        if (r == 0)
                 return 0;
-        }
         if (r < 0) {
                 session_close_later(s);
                 return 1;
@@ -251,10 +247,9 @@ static int session_take_partial(Session *s) {
         return 1;
 }
 
-/* A complete line (without its newline) that began at stream offset start, of which framing gave the part from
- * off on: the rest of it counted and parsed, if its beginning was as it came, or the whole of it now. */
-static int session_handle_line(Session *s, uint64_t start, uint64_t off, const char *line, size_t len,
-                               const ToolFds *tf) {
+/* A complete line (without its newline) that began at stream offset start: the rest of it counted and parsed, if
+ * its beginning was as it came, or the whole of it now. */
+static int session_handle_line(Session *s, uint64_t start, const char *line, size_t len, const ToolFds *tf) {
         const char *reason = NULL;
         json_object *msg;
         int r;
@@ -262,7 +257,7 @@ static int session_handle_line(Session *s, uint64_t start, uint64_t off, const c
         if (!s->parser.tok || start != s->line_start)
                 return mcp_session_handle_line_fds(s->mcp, line, len, tf);
 
-        r = session_line_feed(s, line, off, len, true);
+        r = session_line_feed(s, line, len, true);
         if (r != 0) {
                 jsonrpc_parser_done(&s->parser);
                 return r < 0 ? r : mcp_session_handle_too_many_elements(s->mcp);
@@ -281,7 +276,7 @@ static void process_input(Session *s, bool eof) {
 
                 /* Where the next line starts in the stream (after an oversized line's rest is dropped it starts
                  * later: then the fds filed there are for no line and are closed). */
-                uint64_t off = s->in_total - framing_pending(&s->framing), start = off - s->framing.dropped, end;
+                uint64_t start = s->in_total - framing_pending(&s->framing), end;
                 int fds[FDQUEUE_MAX_FDS];
                 size_t n_fds = 0;
 
@@ -298,7 +293,7 @@ static void process_input(Session *s, bool eof) {
                         r = mcp_session_handle_oversize(s->mcp, s->limits.max_message_size);
                 } else {
                         ToolFds tf = { .fds = fds, .n = n_fds, .supported = s->in_socket };
-                        r = session_handle_line(s, start, off, line, len, &tf);
+                        r = session_handle_line(s, start, line, len, &tf);
                 }
                 /* A tool keeps what it needs as copies of its own. */
                 for (size_t i = 0; i < n_fds; i++)
