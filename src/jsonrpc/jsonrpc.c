@@ -162,12 +162,6 @@ size_t jsonrpc_parser_feed(JsonrpcParser *p, const char *s, size_t n, bool last)
                                 p->escaped = true;
                         else if (ch == '"')
                                 p->in_string = false;
-                        else {
-                                /* A long string: on to its next quote or backslash at memchr()'s pace. */
-                                const char *q = memchr(s + i, '"', n - i), *b = memchr(s + i, '\\', n - i);
-                                const char *next = q && b ? MIN(q, b) : q ? q : b;
-                                i = next ? (size_t) (next - s) - 1 : n - 1;
-                        }
                         continue;
                 }
                 if (ends_token(ch)) {

@@ -172,17 +172,6 @@ static bool session_line_pending(const Session *s) {
         return framing_pending(&s->framing) > 0 || s->framing.discarding;
 }
 
-/* What an unfinished line holds, as charged to the peer (max-input-buffer-per-user): its bytes, and while it is
- * parsed as it comes, what the parser built of it so far, about as much again and a little more per value. */
-#define INPUT_BYTES_PER_VALUE 64
-static size_t session_input_held(const Session *s) {
-        size_t held = framing_pending(&s->framing);
-
-        if (s->parser.tok)
-                held += (size_t) (s->line_parsed - s->line_start) + s->line_elements.n * INPUT_BYTES_PER_VALUE;
-        return held;
-}
-
 /* The line being received starts at stream offset start: nothing of it counted or parsed yet. */
 static void session_line_reset(Session *s, uint64_t start) {
         jsonrpc_parser_done(&s->parser);
@@ -312,9 +301,9 @@ static void process_input(Session *s, bool eof) {
         if (!s->dead && !s->held_back && !eof && session_take_partial(s) > 0)
                 return;
 
-        /* Unfinished lines, as charged to the peer: give back what was consumed. */
-        if (s->input.user && session_input_held(s) < s->input.amount)
-                (void) charge_resize(&s->input, session_input_held(s), true);
+        /* Bytes of unfinished lines, as charged to the peer: give back what was consumed. */
+        if (s->input.user && framing_pending(&s->framing) < s->input.amount)
+                (void) charge_resize(&s->input, framing_pending(&s->framing), true);
 
         /* What is left is the start of a line; it began no earlier than the last line ended. */
         if (!session_line_pending(s))
@@ -394,8 +383,8 @@ static int session_read(Session *s) {
         process_input(s, false);
 
         /* What stays buffered counts against the user's budget for unfinished messages. */
-        if (!s->dead && s->input.user && session_input_held(s) > s->input.amount &&
-            charge_resize(&s->input, session_input_held(s), false) == CHARGE_QUOTA) {
+        if (!s->dead && s->input.user && framing_pending(&s->framing) > s->input.amount &&
+            charge_resize(&s->input, framing_pending(&s->framing), false) == CHARGE_QUOTA) {
                 log_notice("Connection %" PRIu64 " (uid " UID_FMT "): the user's connections hold too much unfinished "
                            "input; closing.",
                            s->id, s->uid);

@@ -122,17 +122,6 @@ void utf8_stream_feed(Utf8Stream *u, const char *s, size_t n) {
         for (size_t i = 0; i < n && !u->bad; i++) {
                 unsigned char b = p[i];
 
-                /* ASCII eight bytes at a time. */
-                if (u->need == 0 && b < 0x80) {
-                        uint64_t w;
-                        while (i + 8 <= n && (memcpy(&w, p + i, 8), (w & UINT64_C(0x8080808080808080)) == 0))
-                                i += 8;
-                        if (i >= n)
-                                break;
-                        b = p[i];
-                        if (b < 0x80)
-                                continue;
-                }
                 if (u->need > 0) {
                         if (b < u->lo || b > u->hi) {
                                 u->bad = true;
