@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: MIT */
-#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -128,78 +127,36 @@ static bool only_white(const char *s, size_t n, const char *white) {
         return true;
 }
 
-/* Outside strings, what ends a number or a literal: white space and structure. */
-static bool ends_token(char ch) {
-        return ch != 0 && strchr(" \t\r\n,:[]{}\"", ch);
-}
-
-size_t jsonrpc_parser_feed(JsonrpcParser *p, const char *s, size_t n, bool last) {
-        size_t cut, run_start = 0;
-
-        if (!p->tok)
-                return n;
-        assert(n >= p->held);
-
-        /* The bytes new since the last call (those held back were looked at then). */
-        const char *fresh = s + p->held;
-        size_t m = n - p->held;
+void jsonrpc_parser_feed(JsonrpcParser *p, const char *s, size_t n) {
+        if (n == 0 || !p->tok)
+                return;
         if (p->blank)
-                p->blank = only_white(fresh, m, " \t\r");
-        if (!p->nul && memchr(fresh, 0, m))
+                p->blank = only_white(s, n, " \t\r");
+        if (!p->nul && memchr(s, 0, n))
                 p->nul = true;
-        utf8_stream_feed(&p->utf8, fresh, m);
-
-        /* The tokener is given no number or literal cut in two: given "8" and then "-" it takes 8, where given
-         * "8-" it finds a bad number. What ends a piece in the middle of one waits for what follows it. Each byte
-         * is looked at once: where strings begin and end is kept from piece to piece. */
-        for (size_t i = p->held; i < n; i++) {
-                char ch = s[i];
-
-                if (p->in_string) {
-                        if (p->escaped)
-                                p->escaped = false;
-                        else if (ch == '\\')
-                                p->escaped = true;
-                        else if (ch == '"')
-                                p->in_string = false;
-                        continue;
-                }
-                if (ends_token(ch)) {
-                        p->in_token = false;
-                        p->in_string = ch == '"';
-                } else if (!p->in_token) {
-                        p->in_token = true;
-                        run_start = i;
-                }
-        }
-        cut = p->in_token && !last ? run_start : n;
-        p->held = n - cut;
-
+        utf8_stream_feed(&p->utf8, s, n);
         /* Decided already: a NUL or bad UTF-8 is the reason, whatever the tokener says; so is its first error. */
-        if (cut == 0 || p->nul || p->utf8.bad || p->error != json_tokener_success)
-                return cut;
+        if (p->nul || p->utf8.bad || p->error != json_tokener_success)
+                return;
         /* After the value, only white space: the strict tokener, given the whole line, finds anything else
          * unexpected; it cannot tell when the value ended a piece. */
-        if (p->complete) {
-                if (!only_white(s, cut, " \t\r\n"))
+        if (p->value) {
+                if (!only_white(s, n, " \t\r\n"))
                         p->error = json_tokener_error_parse_unexpected;
-                return cut;
+                return;
         }
-        json_object *j = json_tokener_parse_ex(p->tok, s, (int) cut);
+        json_object *j = json_tokener_parse_ex(p->tok, s, (int) n);
         enum json_tokener_error e = json_tokener_get_error(p->tok);
-        /* Success without an object: a JSON null, complete (which jsonrpc_parse() takes for no message). */
-        if (e == json_tokener_success) {
+        if (j && e == json_tokener_success) {
                 size_t end = json_tokener_get_parse_end(p->tok);
                 p->value = j;
-                p->complete = true;
-                if (end < cut && !only_white(s + end, cut - end, " \t\r\n"))
+                if (end < n && !only_white(s + end, n - end, " \t\r\n"))
                         p->error = json_tokener_error_parse_unexpected;
         } else {
                 json_object_put(j);
                 if (e != json_tokener_continue)
                         p->error = e;
         }
-        return cut;
 }
 
 json_object *jsonrpc_parser_finish(JsonrpcParser *p, const char **ret_reason) {
@@ -217,7 +174,7 @@ json_object *jsonrpc_parser_finish(JsonrpcParser *p, const char **ret_reason) {
                 *ret_reason = "Parse error: the message is not valid UTF-8";
                 goto done;
         }
-        if (e == json_tokener_success && !p->complete) {
+        if (e == json_tokener_success && !p->value) {
                 /* A number or literal that runs to the end of the line ends only when the tokener sees the end of
                  * input: give it the terminating NUL. */
                 p->value = json_tokener_parse_ex(p->tok, "", 1);

@@ -69,25 +69,17 @@ size_t jsonrpc_count_elements_feed(JsonrpcElementCount *c, const char *p, size_t
 typedef struct JsonrpcParser {
         json_tokener *tok;
         int max_depth;
-        json_object *value;             /* the value, once the tokener completed it (NULL for a JSON null) */
-        bool complete;
+        json_object *value;             /* the value, once the tokener completed it */
         enum json_tokener_error error;  /* the tokener's error; json_tokener_success: none (yet) */
         Utf8Stream utf8;
         bool nul;                       /* a NUL byte came */
-        bool in_string, escaped;        /* where the bytes looked at end: in a string, after a backslash there */
-        bool in_token;                  /* in a number or literal, outside strings */
-        size_t held;                    /* bytes of it at the end of the last piece, held back for the next */
         bool blank;                     /* nothing but ' ', '\t' and '\r' so far */
 } JsonrpcParser;
 
 /* 0 or -ENOMEM. */
 int jsonrpc_parser_init(JsonrpcParser *p, int max_depth);
 void jsonrpc_parser_done(JsonrpcParser *p);
-/* Take n bytes of the line, the first p->held of them those held back from the last call (given again), and the
- * new ones after them. Returns how many the parser took; the rest (a number or literal the piece ends in, which the
- * tokener must see whole) is held back, and the caller gives it again with what follows. With last, every byte is
- * taken: the line ends there. */
-size_t jsonrpc_parser_feed(JsonrpcParser *p, const char *s, size_t n, bool last);
+void jsonrpc_parser_feed(JsonrpcParser *p, const char *s, size_t n);
 /* The line ended (without its newline): the value (the caller's), or NULL with *ret_reason the reason for -32700, or
  * NULL with *ret_reason NULL for a blank line (nothing but ' ', '\t' and '\r': no message at all). The parser is
  * done after. */

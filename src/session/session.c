@@ -175,28 +175,25 @@ static bool session_line_pending(const Session *s) {
 /* The line being received starts at stream offset start: nothing of it counted or parsed yet. */
 static void session_line_reset(Session *s, uint64_t start) {
         jsonrpc_parser_done(&s->parser);
-        s->line_start = s->line_counted = s->line_parsed = start;
+        s->line_start = s->line_counted = start;
         s->line_elements = JSONRPC_ELEMENT_COUNT_INIT;
 }
 
-/* The first n bytes of the line being received are at line (and, if last, that is all of it): count and parse
- * those not yet. 0; 1 when the line is over the element budget (then they are not parsed); -ENOMEM. */
-static int session_line_feed(Session *s, const char *line, size_t n, bool last) {
+/* Count and parse n more bytes (at p) of the line being received, the next after line_counted. 0; 1 when the line
+ * is over the element budget (they are not parsed then); -ENOMEM. */
+static int session_line_feed(Session *s, const char *p, size_t n) {
         size_t max = mcp_session_max_elements(s->mcp);
-        /* What was read of it already may include the '\r' of a "\r\n" that the line has not. */
-        size_t counted = MIN((size_t) (s->line_counted - s->line_start), n);
-        size_t parsed = MIN((size_t) (s->line_parsed - s->line_start), n);
         int r;
 
-        if (max > 0 && jsonrpc_count_elements_feed(&s->line_elements, line + counted, n - counted, max) > max)
+        if (max > 0 && jsonrpc_count_elements_feed(&s->line_elements, p, n, max) > max)
                 return 1;
-        s->line_counted = MAX(s->line_counted, s->line_start + n);
         if (!s->parser.tok) {
                 r = jsonrpc_parser_init(&s->parser, mcp_session_max_depth(s->mcp));
                 if (r < 0)
                         return r;
         }
-        s->line_parsed += jsonrpc_parser_feed(&s->parser, line + parsed, n - parsed, last);
+        jsonrpc_parser_feed(&s->parser, p, n);
+        s->line_counted += n;
         return 0;
 }
 
@@ -215,7 +212,7 @@ static int session_take_partial(Session *s) {
                 return 0;
         if (start != s->line_start)
                 session_line_reset(s, start);
-        r = session_line_feed(s, buf_data(&s->framing.buf), pending, false);
+        r = session_line_feed(s, buf_data(&s->framing.buf) + (s->line_counted - start), s->in_total - s->line_counted);
         if (r == 0)
                 return 0;
         if (r < 0) {
@@ -241,12 +238,15 @@ static int session_take_partial(Session *s) {
 static int session_handle_line(Session *s, uint64_t start, const char *line, size_t len, const ToolFds *tf) {
         const char *reason = NULL;
         json_object *msg;
+        size_t done;
         int r;
 
         if (!s->parser.tok || start != s->line_start)
                 return mcp_session_handle_line_fds(s->mcp, line, len, tf);
 
-        r = session_line_feed(s, line, len, true);
+        /* What was read of it already may include the '\r' of a "\r\n" that the line has not. */
+        done = (size_t) (s->line_counted - start);
+        r = session_line_feed(s, line + MIN(done, len), len - MIN(done, len));
         if (r != 0) {
                 jsonrpc_parser_done(&s->parser);
                 return r < 0 ? r : mcp_session_handle_too_many_elements(s->mcp);

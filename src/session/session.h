@@ -48,8 +48,7 @@ struct Session {
         uint64_t in_total;         /* bytes read so far: the stream offset of the next byte */
         JsonrpcElementCount line_elements;      /* the values of the line being received, counted as it comes */
         JsonrpcParser parser;                   /* and parsed as it comes (all zero: nothing of it yet) */
-        uint64_t line_start;                    /* its stream offset */
-        uint64_t line_counted, line_parsed;     /* that of the first byte not counted, not taken by the parser */
+        uint64_t line_start, line_counted;      /* its stream offset, and that of the first byte not counted */
         FdQueue fds;               /* fds that came, waiting for their line */
         Buf out;
         SessionLimits limits;

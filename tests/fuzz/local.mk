@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 # libFuzzer targets, built with ./configure --enable-fuzzer CC=clang.
 # Run each for a while: make fuzz FUZZ_SECONDS=30
-FUZZ_TARGETS = fuzz-framing fuzz-jsonparse fuzz-mcp fuzz-pep723 fuzz-config fuzz-driver fuzz-outputs fuzz-fdqueue \
-	fuzz-netproxy fuzz-preimport
+FUZZ_TARGETS = fuzz-framing fuzz-mcp fuzz-pep723 fuzz-config fuzz-driver fuzz-outputs fuzz-fdqueue fuzz-netproxy \
+	fuzz-preimport
 EXTRA_DIST += $(addprefix tests/fuzz/,$(addsuffix .c,$(FUZZ_TARGETS))) tests/fuzz/corpus
 if ENABLE_FUZZER
 noinst_PROGRAMS += $(FUZZ_TARGETS)
@@ -12,10 +12,6 @@ fuzz_framing_SOURCES = tests/fuzz/fuzz-framing.c
 fuzz_framing_CFLAGS = $(FUZZ_CFLAGS)
 fuzz_framing_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
 fuzz_framing_LDADD = $(FUZZ_LDADD)
-fuzz_jsonparse_SOURCES = tests/fuzz/fuzz-jsonparse.c
-fuzz_jsonparse_CFLAGS = $(FUZZ_CFLAGS)
-fuzz_jsonparse_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
-fuzz_jsonparse_LDADD = $(FUZZ_LDADD)
 fuzz_mcp_SOURCES = tests/fuzz/fuzz-mcp.c
 fuzz_mcp_CFLAGS = $(FUZZ_CFLAGS)
 fuzz_mcp_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
