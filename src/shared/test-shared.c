@@ -640,44 +640,6 @@ START_TEST(test_escape_line_all_bytes) {
 }
 END_TEST
 
-/* Fed piece by piece, cut anywhere: the verdict of utf8_is_valid() on the whole. Every string of one and two bytes,
- * and every three-byte one after the leads whose second byte has a range of its own, and four-byte ones. */
-static void check_stream(const unsigned char *b, size_t n) {
-        bool want = utf8_is_valid((const char *) b, n);
-
-        for (size_t cut = 0; cut <= n; cut++) {
-                Utf8Stream u = {};
-                utf8_stream_feed(&u, (const char *) b, cut);
-                utf8_stream_feed(&u, (const char *) b + cut, n - cut);
-                ck_assert_msg(utf8_stream_valid(&u) == want, "%02x %02x %02x %02x (%zu) cut at %zu", b[0],
-                              n > 1 ? b[1] : 0, n > 2 ? b[2] : 0, n > 3 ? b[3] : 0, n, cut);
-        }
-}
-
-START_TEST(test_utf8_stream) {
-        static const unsigned char leads[] = { 0xc2, 0xdf, 0xe0, 0xe1, 0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf4, 0xf5 };
-        unsigned char b[4];
-
-        for (unsigned x = 0; x < 256; x++) {
-                b[0] = x;
-                check_stream(b, 1);
-                for (unsigned y = 0; y < 256; y++) {
-                        b[1] = y;
-                        check_stream(b, 2);
-                }
-        }
-        for (size_t i = 0; i < ELEMENTSOF(leads); i++)
-                for (unsigned y = 0x70; y < 0xd0; y++)
-                        for (unsigned z = 0x70; z < 0xd0; z += 0x1f) {
-                                b[0] = leads[i], b[1] = y, b[2] = z, b[3] = 0x80;
-                                check_stream(b, 3);
-                                check_stream(b, 4);
-                                b[3] = 0x41;
-                                check_stream(b, 4);
-                        }
-}
-END_TEST
-
 static Suite *shared_suite(void) {
         Suite *s = suite_create("shared");
         TCase *tc = tcase_create("buf");
@@ -717,7 +679,6 @@ static Suite *shared_suite(void) {
         tc = tcase_create("utf8");
         tcase_add_test(tc, test_escape_line);
         tcase_add_test(tc, test_escape_line_all_bytes);
-        tcase_add_test(tc, test_utf8_stream);
         suite_add_tcase(s, tc);
         return s;
 }
