@@ -10,8 +10,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "utf8.h"
-
 enum {
         JSONRPC_PARSE_ERROR = -32700,
         JSONRPC_INVALID_REQUEST = -32600,
@@ -61,30 +59,6 @@ typedef struct JsonrpcElementCount {
 #define JSONRPC_ELEMENT_COUNT_INIT ((JsonrpcElementCount) { .n = 1 })
 /* Count len more bytes, stopping past limit; returns the count so far. */
 size_t jsonrpc_count_elements_feed(JsonrpcElementCount *c, const char *p, size_t len, size_t limit);
-
-/*
- * Parsing a line as it arrives, piece by piece: the same value, or the same reason, as jsonrpc_parse() of the whole
- * line, wherever it is cut. Each piece costs what parsing it costs, so a long line takes the loop a piece at a time.
- */
-typedef struct JsonrpcParser {
-        json_tokener *tok;
-        int max_depth;
-        json_object *value;             /* the value, once the tokener completed it */
-        enum json_tokener_error error;  /* the tokener's error; json_tokener_success: none (yet) */
-        Utf8Stream utf8;
-        bool nul;                       /* a NUL byte came */
-        bool blank;                     /* nothing but ' ', '\t' and '\r' so far */
-} JsonrpcParser;
-
-/* 0 or -ENOMEM. */
-int jsonrpc_parser_init(JsonrpcParser *p, int max_depth);
-void jsonrpc_parser_done(JsonrpcParser *p);
-void jsonrpc_parser_feed(JsonrpcParser *p, const char *s, size_t n);
-/* The line ended (without its newline): the value (the caller's), or NULL with *ret_reason the reason for -32700, or
- * NULL with *ret_reason NULL for a blank line (nothing but ' ', '\t' and '\r': no message at all). The parser is
- * done after. */
-json_object *jsonrpc_parser_finish(JsonrpcParser *p, const char **ret_reason);
-
 void jsonrpc_classify(json_object *msg, JsonrpcMessage *ret);
 bool jsonrpc_id_valid(json_object *id);
 /* A stable key for an id ("s:abc", "i:42"), for finding in-flight requests. */

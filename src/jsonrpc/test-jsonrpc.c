@@ -537,88 +537,6 @@ START_TEST(test_count_elements) {
 }
 END_TEST
 
-/* What the parser makes of text cut at cut (and again a byte at a time): the value's text, or "!" and the reason;
- * "" for a blank line. */
-static char *parse_pieces(const char *text, size_t len, size_t cut, bool bytewise) {
-        JsonrpcParser p;
-        const char *reason = NULL;
-        json_object *j;
-        char *out;
-
-        ck_assert_int_eq(jsonrpc_parser_init(&p, 8), 0);
-        if (bytewise)
-                for (size_t i = 0; i < len; i++)
-                        jsonrpc_parser_feed(&p, text + i, 1);
-        else {
-                jsonrpc_parser_feed(&p, text, cut);
-                jsonrpc_parser_feed(&p, text + cut, len - cut);
-        }
-        j = jsonrpc_parser_finish(&p, &reason);
-        ck_assert_ptr_null(p.tok);
-        if (j)
-                ck_assert_int_ge(asprintf(&out, "%s", json_object_to_json_string(j)), 0);
-        else
-                ck_assert_int_ge(asprintf(&out, "!%s", strempty(reason)), 0);
-        json_object_put(j);
-        return out;
-}
-
-/* Whatever a line is cut into, the parser says what jsonrpc_parse() says of it whole: the same value, or the same
- * reason; and a blank line is no message. */
-START_TEST(test_parser_pieces) {
-        static const char *const lines[] = {
-                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}",
-                "[{\"a\":1},{\"b\":[true,false,null,-1.5e3]}]",
-                "123", "-0.5", "true", "null", "\"str\"", "  42  ", "{\"a\":1}\r", "{\"a\":1}  \t",
-                "{\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\":\"\\u00e9\\ud83d\\ude00\"}",
-                "{\"a\":1} x", "{\"a\":1}{}", "{\"a\":1}  {}", "[1] ]", "true false", "12 3", "12x", "{} \f", "{\"a\":", "[1,2", "\"abc", "{\"a\" 1}", "[1,]", "{'a':1}",
-                "NaN", "[Infinity]", "[-Infinity]", "1e400", "[[[[[[[[[[1]]]]]]]]]]",
-                "{\"a\":\"\xc3\"}", "{\"a\":\"\xe0\x80\xaf\"}", "{\"a\":\"\xed\xa0\x80\"}",
-                "{\"a\":\"\xf4\x90\x80\x80\"}", "{\"a\":\"\xc0\xaf\"}", "\"\xe2\x82\"", "\"\xff\"",
-                "\f", "x", "tru", "\"\\ud800\"", "\"\\udc00x\"", "\"\\ud83d\\u0041\"", "\"\\u00\"", "{\"a\":1}\x01", "{\"a\":[1,2,3]} \xc3\xa9",
-        };
-
-        for (size_t i = 0; i < ELEMENTSOF(lines); i++) {
-                const char *t = lines[i];
-                size_t len = strlen(t);
-                const char *reason = NULL;
-                json_object *j = jsonrpc_parse(t, len, 8, &reason);
-                _cleanup_free_ char *want = NULL, *bytes = NULL;
-
-                if (j)
-                        ck_assert_int_ge(asprintf(&want, "%s", json_object_to_json_string(j)), 0);
-                else
-                        ck_assert_int_ge(asprintf(&want, "!%s", strempty(reason)), 0);
-                json_object_put(j);
-                for (size_t cut = 0; cut <= len; cut++) {
-                        _cleanup_free_ char *got = parse_pieces(t, len, cut, false);
-                        ck_assert_msg(streq(got, want), "line %zu cut at %zu: %s, not %s", i, cut, got, want);
-                }
-                bytes = parse_pieces(t, len, 0, true);
-                ck_assert_msg(streq(bytes, want), "line %zu a byte at a time: %s, not %s", i, bytes, want);
-        }
-
-        /* A NUL anywhere is the reason, even after a value, and before anything else wrong. */
-        static const char nul[] = "{\"a\":1} x\0";
-        for (size_t cut = 0; cut <= sizeof(nul) - 1; cut++) {
-                _cleanup_free_ char *got = parse_pieces(nul, sizeof(nul) - 1, cut, false);
-                ck_assert_str_eq(got, "!Parse error: the message contains a NUL byte");
-        }
-        /* Blank lines: no message, no reason. */
-        static const char *const blank[] = { "", " ", "\t \r" };
-        for (size_t i = 0; i < ELEMENTSOF(blank); i++) {
-                _cleanup_free_ char *got = parse_pieces(blank[i], strlen(blank[i]), 0, false);
-                ck_assert_str_eq(got, "!");
-        }
-        /* Given up half way: nothing leaks. */
-        JsonrpcParser p;
-        ck_assert_int_eq(jsonrpc_parser_init(&p, 8), 0);
-        jsonrpc_parser_feed(&p, "{\"a\":[1,2", 9);
-        jsonrpc_parser_done(&p);
-        jsonrpc_parser_done(&p);
-}
-END_TEST
-
 static Suite *jsonrpc_suite(void) {
         Suite *s = suite_create("jsonrpc");
         TCase *tc = tcase_create("parse");
@@ -626,7 +544,6 @@ static Suite *jsonrpc_suite(void) {
         tcase_add_test(tc, test_parse_valid);
         tcase_add_test(tc, test_parse_non_finite_refused);
         tcase_add_test(tc, test_count_elements);
-        tcase_add_test(tc, test_parser_pieces);
         tcase_add_test(tc, test_parse_scalar_at_end_of_line);
         tcase_add_test(tc, test_parse_invalid);
         tcase_add_test(tc, test_parse_nul_byte);

@@ -857,26 +857,6 @@ int mcp_session_handle_line(McpSession *s, const char *line, size_t len) {
         return s->error;
 }
 
-int mcp_session_handle_parsed(McpSession *s, json_object *msg, const char *reason, const ToolFds *fds) {
-        _cleanup_json_ json_object *m = msg;
-
-        if (!m && !reason)
-                return s->error;        /* a blank line */
-        s->line_fds = fds;
-        if (!m)
-                reply_error(s, NULL, NULL, JSONRPC_PARSE_ERROR, reason, NULL);
-        else if (json_object_is_type(m, json_type_array))
-                handle_batch(s, m);
-        else
-                handle_message(s, NULL, m);
-        s->line_fds = NULL;
-        return s->error;
-}
-
-int mcp_session_max_depth(const McpSession *s) {
-        return s->server->max_depth;
-}
-
 size_t mcp_session_max_elements(const McpSession *s) {
         return s->server->max_elements;
 }

@@ -62,10 +62,6 @@ static inline void mcp_session_freep(McpSession **s) {
 int mcp_session_handle_line(McpSession *s, const char *line, size_t len);
 /* The same, with the file descriptors that came with the line (borrowed: the caller closes them after). */
 int mcp_session_handle_line_fds(McpSession *s, const char *line, size_t len, const ToolFds *fds);
-/* A line parsed as it arrived (jsonrpc_parser_finish(): msg, stolen, or NULL and the reason; both NULL: a blank line), with
- * its fds as for mcp_session_handle_line_fds(). The element budget was kept as it arrived. */
-int mcp_session_handle_parsed(McpSession *s, json_object *msg, const char *reason, const ToolFds *fds);
-int mcp_session_max_depth(const McpSession *s);
 /* A line over the size limit was dropped. */
 int mcp_session_handle_oversize(McpSession *s, size_t limit);
 /* A line over the element budget (max-message-elements) was dropped, perhaps before it ended; the budget (0: none). */

@@ -172,57 +172,32 @@ static bool session_line_pending(const Session *s) {
         return framing_pending(&s->framing) > 0 || s->framing.discarding;
 }
 
-/* The line being received starts at stream offset start: nothing of it counted or parsed yet. */
-static void session_line_reset(Session *s, uint64_t start) {
-        jsonrpc_parser_done(&s->parser);
-        s->line_start = s->line_counted = start;
-        s->line_elements = JSONRPC_ELEMENT_COUNT_INIT;
-}
-
-/* Count and parse n more bytes (at p) of the line being received, the next after line_counted. 0; 1 when the line
- * is over the element budget (they are not parsed then); -ENOMEM. */
-static int session_line_feed(Session *s, const char *p, size_t n) {
-        size_t max = mcp_session_max_elements(s->mcp);
-        int r;
-
-        if (max > 0 && jsonrpc_count_elements_feed(&s->line_elements, p, n, max) > max)
-                return 1;
-        if (!s->parser.tok) {
-                r = jsonrpc_parser_init(&s->parser, mcp_session_max_depth(s->mcp));
-                if (r < 0)
-                        return r;
-        }
-        jsonrpc_parser_feed(&s->parser, p, n);
-        s->line_counted += n;
-        return 0;
-}
-
 /*
- * The line being received, as its bytes come (process_input() has taken every complete line): its values are
- * counted and it is parsed a read at a time, so that a long line costs the loop one read's worth per turn, never
- * the whole line at its end. A line over the element budget is refused and dropped as soon as that is known, never
- * held whole. Returns 1 if the line was dropped (then the session may be closing), else 0.
+ * Count the values of the line being received as its bytes come (process_input() has taken every complete line):
+ * a line over the element budget is refused and dropped as soon as that is known, never held whole. Its bytes are
+ * looked at once, as they arrive, so a long line costs the loop one read at a time. Returns 1 if the line was
+ * dropped (then the session may be closing), else 0.
  */
-static int session_take_partial(Session *s) {
-        size_t pending = framing_pending(&s->framing);
+static int session_count_line(Session *s) {
+        size_t max = mcp_session_max_elements(s->mcp), pending = framing_pending(&s->framing);
         uint64_t start = s->in_total - pending;
         int r;
 
-        if (pending == 0 || s->framing.discarding)
+        if (max == 0 || pending == 0 || s->framing.discarding)
                 return 0;
-        if (start != s->line_start)
-                session_line_reset(s, start);
-        r = session_line_feed(s, buf_data(&s->framing.buf) + (s->line_counted - start), s->in_total - s->line_counted);
-        if (r == 0)
+        if (start != s->line_start || s->line_counted < start) {
+                /* A new line. */
+                s->line_start = s->line_counted = start;
+                s->line_elements = JSONRPC_ELEMENT_COUNT_INIT;
+        }
+        if (jsonrpc_count_elements_feed(&s->line_elements, buf_data(&s->framing.buf) + (s->line_counted - start),
+                                        s->in_total - s->line_counted, max) <= max) {
+                s->line_counted = s->in_total;
                 return 0;
-        if (r < 0) {
-                session_close_later(s);
-                return 1;
         }
         /* Over the budget: the same refusal as for a complete line; the rest of it is dropped as it comes. The fds
          * that came with it are for no line: the next line's take closes them. */
         framing_discard_line(&s->framing);
-        jsonrpc_parser_done(&s->parser);
         s->line_counted = s->in_total;
         s->line_usec = 0;
         if (s->input.user)
@@ -231,28 +206,6 @@ static int session_take_partial(Session *s) {
         if (r < 0 || s->dead)
                 session_close_later(s);
         return 1;
-}
-
-/* A complete line (without its newline) that began at stream offset start: the rest of it counted and parsed, if
- * its beginning was as it came, or the whole of it now. */
-static int session_handle_line(Session *s, uint64_t start, const char *line, size_t len, const ToolFds *tf) {
-        const char *reason = NULL;
-        json_object *msg;
-        size_t done;
-        int r;
-
-        if (!s->parser.tok || start != s->line_start)
-                return mcp_session_handle_line_fds(s->mcp, line, len, tf);
-
-        /* What was read of it already may include the '\r' of a "\r\n" that the line has not. */
-        done = (size_t) (s->line_counted - start);
-        r = session_line_feed(s, line + MIN(done, len), len - MIN(done, len));
-        if (r != 0) {
-                jsonrpc_parser_done(&s->parser);
-                return r < 0 ? r : mcp_session_handle_too_many_elements(s->mcp);
-        }
-        msg = jsonrpc_parser_finish(&s->parser, &reason);
-        return mcp_session_handle_parsed(s->mcp, msg, reason, tf);
 }
 
 static void process_input(Session *s, bool eof) {
@@ -277,12 +230,11 @@ static void process_input(Session *s, bool eof) {
                 end = s->in_total - framing_pending(&s->framing);
                 if (s->in_socket)
                         n_fds = fdqueue_take(&s->fds, start, end, fds);
-                if (r == FRAMING_OVERSIZE) {
-                        jsonrpc_parser_done(&s->parser);
+                if (r == FRAMING_OVERSIZE)
                         r = mcp_session_handle_oversize(s->mcp, s->limits.max_message_size);
-                } else {
+                else {
                         ToolFds tf = { .fds = fds, .n = n_fds, .supported = s->in_socket };
-                        r = session_handle_line(s, start, line, len, &tf);
+                        r = mcp_session_handle_line_fds(s->mcp, line, len, &tf);
                 }
                 /* A tool keeps what it needs as copies of its own. */
                 for (size_t i = 0; i < n_fds; i++)
@@ -298,7 +250,7 @@ static void process_input(Session *s, bool eof) {
                 }
         }
 
-        if (!s->dead && !s->held_back && !eof && session_take_partial(s) > 0)
+        if (!s->dead && !s->held_back && !eof && session_count_line(s) > 0)
                 return;
 
         /* Bytes of unfinished lines, as charged to the peer: give back what was consumed. */
@@ -727,7 +679,6 @@ Session *session_free(Session *s) {
         if (s->out_fd != s->in_fd && s->out_fd > STDERR_FILENO)
                 safe_close(s->out_fd);
         framing_done(&s->framing);
-        jsonrpc_parser_done(&s->parser);
         fdqueue_done(&s->fds);
         buf_clear(&s->out);
         sd_event_unref(s->event);

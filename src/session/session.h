@@ -47,7 +47,6 @@ struct Session {
         bool in_socket;            /* fds may come with the input (SCM_RIGHTS) */
         uint64_t in_total;         /* bytes read so far: the stream offset of the next byte */
         JsonrpcElementCount line_elements;      /* the values of the line being received, counted as it comes */
-        JsonrpcParser parser;                   /* and parsed as it comes (all zero: nothing of it yet) */
         uint64_t line_start, line_counted;      /* its stream offset, and that of the first byte not counted */
         FdQueue fds;               /* fds that came, waiting for their line */
         Buf out;

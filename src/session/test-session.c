@@ -512,47 +512,6 @@ START_TEST(test_elements_refused_before_line_ends) {
 }
 END_TEST
 
-/* A line that comes in pieces is parsed as they come: each read's bytes once, when read; when its newline comes, only
- * the rest is parsed. Its answer is the one a line read whole gets, for a call and for a parse error alike. */
-START_TEST(test_line_parsed_as_it_comes) {
-        SessionLimits l = default_limits();
-        _cleanup_json_ json_object *res = NULL, *err = NULL, *blank = NULL;
-
-        l.max_message_size = 64 * 1024;
-        start(&l);
-        initialize();
-
-        client_send("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"now\",");
-        settle();
-        ck_assert_ptr_nonnull(session->parser.tok);
-        ck_assert_uint_eq(session->line_counted, session->in_total);
-        client_send("\"arguments\":{\"text\":\"caf\xc3");
-        settle();
-        ck_assert_uint_eq(session->line_counted, session->in_total);
-        ck_assert_uint_eq(n_started, 0);
-        client_send("\xa9\"}}}\r\n");
-        res = client_read();
-        ck_assert_str_eq(result_text(assert_result(res, 7)), "caf\xc3\xa9");
-        ck_assert_ptr_null(session->parser.tok);
-
-        /* Text after the value, in the next piece: the error a whole line gets. */
-        client_send("{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\"}");
-        settle();
-        client_send(" x\n");
-        err = client_read();
-        ck_assert_str_eq(assert_error(err, -1, JSONRPC_PARSE_ERROR), "Parse error: not valid JSON");
-
-        /* A blank line in pieces is no message; the next one is answered. */
-        client_send("  \t");
-        settle();
-        client_send(" \n");
-        call(9, "now", "{\"text\":\"after\"}");
-        blank = client_read();
-        ck_assert_str_eq(result_text(assert_result(blank, 9)), "after");
-        ck_assert(!closed);
-}
-END_TEST
-
 /* ---- deadlines ----------------------------------------------------------- */
 
 /* A ping answered; then the session's deadlines are looked at again (at the end of the event that read it). */
@@ -962,7 +921,6 @@ static Suite *session_suite(void) {
         tcase_add_test(tc, test_malformed_json);
         tcase_add_test(tc, test_line_over_cap);
         tcase_add_test(tc, test_elements_refused_before_line_ends);
-        tcase_add_test(tc, test_line_parsed_as_it_comes);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("deadlines");

@@ -26,14 +26,3 @@ size_t utf8_decode(const char *s, size_t n, uint32_t *ret_cp);
 
 /* Strict UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF. */
 bool utf8_is_valid(const char *s, size_t n);
-
-/* Strict UTF-8 checked piece by piece, as text arrives: the same verdict as utf8_is_valid() of the pieces joined,
- * wherever they are cut (a sequence may straddle two). All zero: nothing seen yet. */
-typedef struct Utf8Stream {
-        uint8_t need;           /* continuation bytes the sequence begun still needs */
-        uint8_t lo, hi;         /* the range the next of them must be in */
-        bool bad;
-} Utf8Stream;
-void utf8_stream_feed(Utf8Stream *u, const char *s, size_t n);
-/* Whether everything fed was valid, the last sequence complete. */
-bool utf8_stream_valid(const Utf8Stream *u);
