@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,11 @@ static int run(int argc, char **argv) {
         bool check_config = false;
         sigset_t mask;
         int r;
+
+        /* Blocks of 256 KiB and more (a long request being parsed, a long reply) are mapped apart and given back
+         * when freed. Left to itself glibc raises that bar after each such block is freed, up to 32 MiB, and then
+         * keeps tens of MiB after a burst of long lines from one client. */
+        (void) mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 
         /* First pass: only to learn which configuration file to read. */
         config_init(&config);
