@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -599,7 +600,9 @@ static void conn_resolve(Conn *c) {
                 return conn_reply_close(c, 502, "Bad Gateway", "the proxy could not look the name up\n");
         }
         if (pid == 0) {
-                /* Only getaddrinfo() here: no event loop, nothing of the parent's state. */
+                /* Only getaddrinfo() here: no event loop, nothing of the parent's state. Named, so that ps tells it
+                 * from the daemon. */
+                (void) prctl(PR_SET_NAME, (unsigned long) "mcp-resolve", 0, 0, 0);
                 safe_close(fds[0]);
                 resolver_child(fds[1], c->req.host);
         }

@@ -22,7 +22,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-from mcptest import Daemon, at_exit, check, eq, fd_count, initialized, main, need_uv, newest_python, proc_stat
+from mcptest import Daemon, at_exit, check, eq, fd_count, initialized, main, need_uv, newest_python
 from mcptest import proc_table, sandbox_daemon, scratch, skip, test, wait_until
 
 MARK = "hello-from-the-test-internet"
@@ -496,9 +496,9 @@ def network_allow_private_lets_names_reach_private_addresses_only():
 
 
 def resolvers(daemon_pid):
-    """The daemon's resolver children: its own children that are the daemon still (forked, nothing executed)."""
-    comm = proc_stat(daemon_pid)[0]
-    return [p for p, (pp, name) in proc_table().items() if pp == daemon_pid and name == comm]
+    """The daemon's resolver children, by the name they take (other children are the daemon's name for a moment
+    between fork and exec)."""
+    return [p for p, (pp, name) in proc_table().items() if pp == daemon_pid and name == "mcp-resolve"]
 
 
 @test
