@@ -32,7 +32,7 @@ typedef void (*ProcessOutputFunc)(Process *p, const char *data, size_t n, void *
 /* The niceness of work done beside the runs (environment builds, Python installs, the store's walk). */
 #define BACKGROUND_NICE 10
 /* From the SIGWINCH that asks a run to flush its output at its timeout to the SIGKILL (flush_on_timeout). */
-#define PROCESS_FLUSH_GRACE_USEC (200 * UINT64_C(1000))
+#define PROCESS_FLUSH_GRACE_USEC (500 * UINT64_C(1000))
 
 typedef struct ProcessLimit {
         int resource;              /* RLIMIT_* */
