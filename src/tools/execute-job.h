@@ -71,5 +71,13 @@ const char *execute_boot_arg(Runtime *r, const char *python, int *ret_fd, char *
 void execute_job_pool_key(Job *j);
 /* Hand the script to a pre-started sandbox: true when it runs there now. */
 bool execute_job_take_prestarted(Job *j);
+/*
+ * The run just started imports the environment's modules first (its leading import statements, up to the last whose
+ * top-level name site-packages provides: what its end would teach) and the sandbox it took (taken: its warm
+ * imports; NULL: a fresh one) had not imported them: its user's next sandbox starts now, importing them beside the
+ * run, so that the same script called again at once finds them imported. The refill after the reply learns the same
+ * list and keeps that sandbox.
+ */
+void execute_job_warm_early(Job *j, const char *taken);
 /* The environment was just used: keep a sandbox for it started (again), importing what this run teaches. */
 void execute_job_refill(Job *j);

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -384,6 +385,82 @@ void execute_job_refill(Job *j) {
                 log_debug_errno(k, "Failed to start a sandbox ahead for the next run: %m");
 }
 
+/*
+ * The top-level names an environment's site-packages provides (a package directory, a module's file, an extension
+ * module), separated by spaces: what a run of it could report as loaded from there ('M'). Read from the store,
+ * which the daemon built and nothing in a sandbox can change. NULL: none, or out of memory.
+ */
+static char *site_packages_dir(const char *env_path) {
+        _cleanup_free_ char *lib = NULL;
+        char *site = NULL;
+        struct dirent *de;
+        DIR *d;
+
+        if (asprintf(&lib, "%s/lib", env_path) < 0 || !(d = opendir(lib)))
+                return NULL;
+        while (!site && (de = readdir(d)))
+                if (startswith(de->d_name, "python") && asprintf(&site, "%s/%s/site-packages", lib, de->d_name) < 0)
+                        site = NULL;
+        closedir(d);
+        return site;
+}
+
+/*
+ * The top-level names an environment's site-packages provides (a package directory, a module's file, an extension
+ * module), separated by spaces: what a run of it could report as loaded from there ('M'). Read from the store,
+ * which the daemon built and no sandbox can change. NULL: none, or out of memory.
+ */
+static char *site_packages_names(const char *env_path) {
+        _cleanup_free_ char *site = site_packages_dir(env_path);
+        char *names = NULL;
+        size_t len_names = 0;
+        struct dirent *de;
+        DIR *d;
+
+        if (!site || !(d = opendir(site)))
+                return NULL;
+        while ((de = readdir(d))) {
+                const char *n = de->d_name, *dot = strchr(n, '.');
+                size_t len = dot ? (size_t) (dot - n) : strlen(n);
+
+                /* name/, name.py, name.cpython-311-x86_64-linux-gnu.so, name.abi3.so; not metadata, not .pth. */
+                if (len == 0 || streq(n, "__pycache__") || (dot && !streq(dot, ".py") && !endswith(dot, ".so")))
+                        continue;
+                if (strextendf_len(&names, &len_names, "%s%.*s", names ? " " : "", (int) len, n) < 0) {
+                        names = mfree(names);
+                        break;
+                }
+        }
+        closedir(d);
+        return names;
+}
+
+void execute_job_warm_early(Job *j, const char *taken) {
+        Runtime *r = j->runtime;
+        const Config *c = runtime_config(r);
+        _cleanup_free_ char *names = NULL, *joined = NULL;
+        char **imports;
+
+        /* Only where the next sandbox would import something ahead: a pool, a script that may be handed one, no
+         * network, memory for it. */
+        if (!j->pool_key || !j->plain_enough || !j->script_modules || !j->script_modules[0] ||
+            c->prestart_memory == 0 || c->network || runtime_network_allowlisted(r))
+                return;
+        names = site_packages_names(j->env_path);
+        if (!names)
+                return;
+        imports = preimport_learn(j->script_modules, names);
+        joined = imports && imports[0] ? strv_join(imports, ",") : NULL;
+        /* Nothing of the environment's, or what the sandbox the run took had imported already: after the reply, as
+         * before. */
+        if (!joined || streq(joined, strempty(taken))) {
+                strv_free(imports);
+                return;
+        }
+        if (prestart_learnt(r, j->env_path, j->plan->python->prefix, j->call->uid, imports, 0) < 0)
+                log_debug("Failed to start a sandbox ahead, importing %s, beside the run that does.", joined);
+}
+
 /* A waiting sandbox suits the job when what it imported is what the script imports first (preimport.h). */
 static int job_accept(const PoolItem *it, void *userdata) {
         Job *j = userdata;
@@ -461,6 +538,7 @@ bool execute_job_take_prestarted(Job *j) {
                 log_debug("Failed to start a sandbox ahead for the next run.");
         log_debug("execute_python for uid " UID_FMT ": running in a pre-started sandbox (warm imports: %s).",
                   j->call->uid, it.tag && it.tag[0] ? it.tag : "none");
+        execute_job_warm_early(j, it.tag);
         it.tag = mfree(it.tag);
         /* It was there for whoever came first: another goes back now, for the next user to come. */
         if (j->prestart_shared &&

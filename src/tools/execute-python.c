@@ -446,6 +446,7 @@ static void job_run(void *userdata) {
         j->banner = banner;
         j->spawned = true;
         j->proc->flush_on_timeout = true;   /* stdout is buffered (boot.py's flush()) */
+        execute_job_warm_early(j, NULL);
         /* Only the sandbox writes: EOF when it is gone. */
         out_w = safe_close(out_w);
         k = sd_event_add_io(runtime_event(r), &j->out_source, j->out_fd, EPOLLIN, execute_job_on_outputs, j);

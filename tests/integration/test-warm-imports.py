@@ -29,6 +29,9 @@ random token:
 - the list is learnt and kept per user: user B's sandboxes never import
   what user A's runs taught, and B's check_environment does not show it;
 - with the network on, nothing is imported ahead.
+- the same script called again at once finds its module imported: the
+  sandbox for the next run starts importing beside the first run (its
+  import began before the first run ended), not after its reply.
 - `from X import a, b` is imported ahead as Python does it: a package whose
   module __getattr__ loads a submodule on that access has loaded it before
   the script came; a script that takes other names, or the same in another
@@ -71,6 +74,8 @@ def wheels():
         build_wheel(w, "mcpt-warm", "1.0", module_source=SIDE)
         build_wheel(w, "mcpt-other", "1.0", module_source=SIDE)
         build_wheel(w, "mcpt-loud", "1.0", module_source="print('loud at import')\n")
+        # Slow to import, as pandas is: when the import began, then two seconds of it.
+        build_wheel(w, "mcpt-slow", "1.0", module_source=SIDE + "_time.sleep(2)\n")
         # Fails to import until the script is there: in a waiting sandbox only.
         build_wheel(w, "mcpt-early", "1.0",
                     module_source="import os\nif not os.path.exists('/work/script.py'):\n    raise ImportError('early')\n")
@@ -412,6 +417,25 @@ def a_from_import_of_a_missing_name_spoils_the_sandbox():
     eq(st.get("warm_imports"), ["mcpt_lazy:Model"], "warm imports again, for the list the script now teaches")
     _, model, _ = lazy_ages(st)
     check(model >= 1.0, f"Model was loaded in the waiting sandbox: {model}")
+    c.close()
+
+
+@test
+def the_same_script_again_at_once_finds_its_imports_done():
+    c = client()
+    deps = ["mcpt-slow"]
+    script = "import mcpt_slow\nimport time\nprint(mcpt_slow.TOKEN, mcpt_slow.IMPORTED_AT, time.time())\n"
+    st = run(c, script, deps)
+    check("warm_imports" not in st, f"first run: {st}")
+    token1, _, end1 = st["stdout"].split()
+    # At once: no wait for the pool to settle.
+    st = run(c, script, deps)
+    eq(st.get("prestarted"), True, "prestarted")
+    eq(st.get("warm_imports"), ["mcpt_slow"], "warm_imports")
+    token2, at2, _ = st["stdout"].split()
+    check(token2 != token1, "a sandbox of its own")
+    check(float(at2) < float(end1),
+          f"the second run's import began while the first run was still going: {at2} vs its end {end1}")
     c.close()
 
 
