@@ -7,6 +7,10 @@ per line on the shim's stdin/stdout.
 
 A test is a function decorated with @test; it fails by raising. skip(reason)
 skips it, except under MCP_SANDBOX_REQUIRE_ALL=1 (CI), where a skip fails.
+
+Over 800 lines, one file: the harness every integration and security test
+imports (the daemon, the client, scratch directories, the safety nets and the
+checks); one module keeps their imports to one line.
 """
 
 import atexit

@@ -230,3 +230,7 @@ TESTS += test-code
 test_code_SOURCES = src/runtime/test-code.c
 test_code_CFLAGS = $(UNIT_CFLAGS)
 test_code_LDADD = $(UNIT_LIBS)
+
+# No file over 800 lines without a reason at its top (scripts/check-file-sizes).
+TESTS += tests/unit/test-file-sizes.sh
+EXTRA_DIST += tests/unit/test-file-sizes.sh scripts/check-file-sizes
