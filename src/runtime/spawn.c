@@ -106,8 +106,8 @@ int runtime_move_to_owner(Runtime *r, Process *p, uid_t uid) {
 
 /* Spawn o with the run's resource limits: a cgroup of its own when we can (and may), rlimits otherwise
  * (sandbox/limits.h). */
-int runtime_spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *limits, bool may_cgroup,
-                          ProcessDoneFunc done, void *userdata, Process **ret) {
+static int runtime_spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *limits, bool may_cgroup,
+                                 ProcessDoneFunc done, void *userdata, Process **ret) {
         _cleanup_strv_free_ char **cgroups = may_cgroup ? new_run_cgroup(r, limits) : NULL;
         ProcessLimit rlimits[SANDBOX_N_RLIMITS];
         int k;
