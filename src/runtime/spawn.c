@@ -20,6 +20,7 @@
 #include "runtime-internal.h"
 #include "sandbox/seccomp.h"
 #include "strv.h"
+#include "time-util.h"
 
 /* ---- the sandbox -------------------------------------------------------- */
 
@@ -28,11 +29,8 @@
 /* A new run cgroup's name: unique across restarts too, so that a busy cgroup an earlier daemon left is never
  * joined. */
 static void run_cgroup_name(Runtime *r, char name[static 64]) {
-        if (!r->run_cgroups_started) {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                r->run_cgroups_started = (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
-        }
+        if (!r->run_cgroups_started)
+                r->run_cgroups_started = now_realtime_nsec();
         snprintf(name, 64, "run-%d-%" PRIx64 "-%llu", (int) getpid(), r->run_cgroups_started, ++r->n_run_cgroups);
 }
 
