@@ -20,6 +20,10 @@ here fails on a timing. Everything runs in a pids cgroup of its own (the
 integration harness's safety net): abuses that can exhaust processes are not
 run without one.
 
+Over 800 lines, one file: each abuse is a short phase of the same run, sharing
+the daemon, user B's paced client and the samplers; one program is what
+`make bench-noisy` runs and what a reader follows from top to bottom.
+
 Environment knobs:
   BENCH_QUICK=1           fewer B calls per phase, fewer environments
   BENCH_B_CALLS=20        B's calls per phase

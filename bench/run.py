@@ -13,6 +13,11 @@ work dir) as its own stdio process. Timings are printed and written to
 bench/results/latest.json, bench/results/latest.svg and bench/RESULTS.md.
 Nothing here fails on a timing: a benchmark reports, it does not judge.
 
+Over 800 lines, one file: every measurement runs both servers through the
+same client, work dir and result record, and the report (JSON, SVG,
+RESULTS.md) is written from all of them at the end; split, the modules would
+share that state through an interface of its own.
+
 Environment knobs:
   BENCH_QUICK=1              small counts, short throughput windows
   BENCH_N=300                warm hello-world calls per server, back to back

@@ -148,15 +148,8 @@ static char *condense_uv_error(const Capture *err) {
                         continue;
                 if (hint)
                         hints++;
-                size_t l = strlen(line);
-                char *n = realloc(out, len + l + 2);
-                if (!n)
+                if (strextendf_len(&out, &len, "%s\n", line) < 0)
                         break;
-                out = n;
-                memcpy(out + len, line, l);
-                len += l;
-                out[len++] = '\n';
-                out[len] = 0;
                 lines++;
         }
         if (out && len > 0)

@@ -207,7 +207,7 @@ static int target_fill(PoolTarget *t, uid_t uid) {
                         return 0;
                 }
                 k = t->ops.spawn(t->spec, uid, on_entry_died, e, &e->item);
-                if (k < 0) {
+                if (k != 0) {
                         scheduler_release(&e->ticket);
                         free(e);
                         t->failures++;

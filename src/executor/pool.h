@@ -45,7 +45,9 @@ typedef struct PoolItem {
 } PoolItem;
 
 /* Start one process for spec, for owner's next run (SCHEDULER_DAEMON_UID: whoever's), passing done and userdata to
- * process_spawn. */
+ * process_spawn. 0 and *ret; a positive value, the spawn function's own documented outcome, when it has nothing to
+ * start (e.g. RUNTIME_NO_SANDBOX: the sandbox does not work); -errno. Either of the last two counts as a failed
+ * start (after a few, the target pauses) and is what pool_refill() returns. */
 typedef int (*PoolSpawnFunc)(void *spec, uid_t owner, ProcessDoneFunc done, void *userdata, PoolItem *ret);
 /* Still usable (e.g. what it binds is still there)? */
 typedef bool (*PoolCheckFunc)(void *spec);
@@ -85,7 +87,7 @@ unsigned pool_size(const Pool *p);
 /*
  * The target key was just used by uid (SCHEDULER_DAEMON_UID: by nobody yet): remember it (taking spec; freed at
  * once when the target is known) and start what is missing of uid's processes for it. Starting never waits for
- * the processes.
+ * the processes. 0; the spawn function's positive outcome when it had nothing to start (PoolSpawnFunc); -errno.
  */
 int pool_refill(Pool *p, const char *key, uid_t uid, const PoolTargetOps *ops, void *spec);
 /*

@@ -42,6 +42,7 @@ static Scheduler *sched;
 /* What the fake spawn did, all targets together. */
 static struct {
         bool fail;              /* spawns fail at once */
+        int nothing;            /* spawns return this positive outcome: nothing to start */
         bool ready;             /* a new process says at once that it waits */
         unsigned n_spawn;       /* spawn calls, failed ones too */
         unsigned n_dropped;     /* the dropped callback */
@@ -65,6 +66,8 @@ static int fake_spawn(void *spec, uid_t owner, ProcessDoneFunc done, void *userd
         fake_now++;
         if (fake.fail)
                 return -EIO;
+        if (fake.nothing > 0)
+                return fake.nothing;
         ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
         if (fake.ready)
                 ck_assert_int_eq(write(p[1], "w", 1), 1);
@@ -370,6 +373,19 @@ START_TEST(test_failed_spawn_backs_off) {
 }
 END_TEST
 
+/* A spawn function's positive outcome (nothing to start: RUNTIME_NO_SANDBOX) is passed through and backs off too. */
+START_TEST(test_nothing_to_start_backs_off) {
+        fake.nothing = 1;
+        for (unsigned i = 0; i < MAX_FAILURES; i++)
+                ck_assert_int_eq(refill("env", UID_A), 1);
+        ck_assert_uint_eq(fake.n_spawn, MAX_FAILURES);
+        ck_assert_int_eq(refill("env", UID_A), 0);
+        ck_assert_uint_eq(fake.n_spawn, MAX_FAILURES);
+        ck_assert_uint_eq(pool_n_ready(pool), 0);
+        ck_assert_uint_eq(n_waiting("env", UID_A), 0);
+}
+END_TEST
+
 /* A process that dies before anyone takes it (its sandbox failed) counts as a failure too. */
 START_TEST(test_dying_processes_back_off) {
         PoolItem it;
@@ -519,6 +535,7 @@ static Suite *pool_suite(void) {
         tc = tcase_create("failures");
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_failed_spawn_backs_off);
+        tcase_add_test(tc, test_nothing_to_start_backs_off);
         tcase_add_test(tc, test_dying_processes_back_off);
         suite_add_tcase(s, tc);
 

@@ -91,7 +91,7 @@ bool tool_call_version_at_least(const ToolCall *c, const char *version);
  * once the client is gone (then it only frees).
  */
 void tool_call_finish(ToolCall *c, json_object *content, json_object *structured, bool is_error);
-/* A one-text-block answer. */
+/* A one-text-block answer (for tests, and mcp.c's own refusals). */
 void tool_call_finish_text(ToolCall *c, bool is_error, const char *format, ...) __attribute__((format(printf, 3, 4)));
 /* Answer with a JSON-RPC error instead of a result (protocol faults only). */
 void tool_call_fail(ToolCall *c, int code, const char *message);

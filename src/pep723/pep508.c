@@ -20,38 +20,6 @@
 #define MARKER_DEPTH_MAX 32
 #define ECHO_MAX 80     /* bytes of a rejected specifier quoted back when it is unprintable */
 
-/* A growing NUL-terminated string. */
-typedef struct Str {
-        char *s;
-        size_t n, allocated;
-} Str;
-
-static void str_done(Str *s) {
-        free(s->s);
-        *s = (Str) {};
-}
-
-static int str_add(Str *s, const char *p, size_t n) {
-        if (s->allocated - s->n < n + 1) {
-                size_t a = MAX((size_t) 64, (s->n + n + 1) * 2);
-                char *t = realloc(s->s, a);
-
-                if (!t)
-                        return -ENOMEM;
-                s->s = t;
-                s->allocated = a;
-        }
-
-        memcpy(s->s + s->n, p, n);
-        s->n += n;
-        s->s[s->n] = 0;
-        return 0;
-}
-
-static int str_adds(Str *s, const char *p) {
-        return str_add(s, p, strlen(p));
-}
-
 static int vset_error(char **ret_error, const char *prefix, const char *fmt, va_list ap) _printf_(3, 0);
 static int vset_error(char **ret_error, const char *prefix, const char *fmt, va_list ap) {
         va_list aq;
@@ -359,22 +327,22 @@ static const char *rest_or_end(const Token *t) {
         return t->type == TOKEN_END ? "the end" : token_text(t);
 }
 
-static int add_value(Str *out, const Token *t) {
+static int add_value(char **out, const Token *t) {
         const char *q;
         int r;
 
         if (t->type == TOKEN_VARIABLE)
-                return str_add(out, t->start, t->len);
+                return strextendf(out, "%.*s", (int) t->len, t->start);
 
         /* Double quotes unless the string holds one. */
         q = memchr(t->start, '"', t->len) ? "'" : "\"";
-        r = str_adds(out, q);
+        r = strextendf(out, "%s", q);
         if (r < 0)
                 return r;
-        r = str_add(out, t->start, t->len);
+        r = strextendf(out, "%.*s", (int) t->len, t->start);
         if (r < 0)
                 return r;
-        return str_adds(out, q);
+        return strextendf(out, "%s", q);
 }
 
 static bool is_version_variable(const Token *t) {
@@ -406,9 +374,9 @@ static int check_version_comparison(Parser *P, const Token *op, const Token *val
         return r;
 }
 
-static int parse_or(Parser *P, Str *out, unsigned depth);
+static int parse_or(Parser *P, char **out, unsigned depth);
 
-static int parse_atom(Parser *P, Str *out, unsigned depth) {
+static int parse_atom(Parser *P, char **out, unsigned depth) {
         Token lhs, op, rhs, t;
         const char *op_text;
         int r;
@@ -421,7 +389,7 @@ static int parse_atom(Parser *P, Str *out, unsigned depth) {
                 if (depth >= MARKER_DEPTH_MAX)
                         return marker_error(P, "parentheses are nested too deeply");
 
-                r = str_adds(out, "(");
+                r = strextendf(out, "(");
                 if (r < 0)
                         return r;
                 r = parse_or(P, out, depth + 1);
@@ -433,7 +401,7 @@ static int parse_atom(Parser *P, Str *out, unsigned depth) {
                         return r;
                 if (t.type != TOKEN_RPAREN)
                         return marker_error(P, "expected 'and', 'or' or ')' at %s", rest_or_end(&t));
-                return str_adds(out, ")");
+                return strextendf(out, ")");
         }
 
         if (!token_is_value(&lhs))
@@ -484,19 +452,19 @@ static int parse_atom(Parser *P, Str *out, unsigned depth) {
         r = add_value(out, &lhs);
         if (r < 0)
                 return r;
-        r = str_adds(out, " ");
+        r = strextendf(out, " ");
         if (r < 0)
                 return r;
-        r = op_text ? str_adds(out, op_text) : str_add(out, op.start, op.len);
+        r = op_text ? strextendf(out, "%s", op_text) : strextendf(out, "%.*s", (int) op.len, op.start);
         if (r < 0)
                 return r;
-        r = str_adds(out, " ");
+        r = strextendf(out, " ");
         if (r < 0)
                 return r;
         return add_value(out, &rhs);
 }
 
-static int parse_and(Parser *P, Str *out, unsigned depth) {
+static int parse_and(Parser *P, char **out, unsigned depth) {
         Token t;
         int r;
 
@@ -512,7 +480,7 @@ static int parse_and(Parser *P, Str *out, unsigned depth) {
                         return 0;
                 (void) lex(P, &t);
 
-                r = str_adds(out, " and ");
+                r = strextendf(out, " and ");
                 if (r < 0)
                         return r;
                 r = parse_atom(P, out, depth);
@@ -521,7 +489,7 @@ static int parse_and(Parser *P, Str *out, unsigned depth) {
         }
 }
 
-static int parse_or(Parser *P, Str *out, unsigned depth) {
+static int parse_or(Parser *P, char **out, unsigned depth) {
         Token t;
         int r;
 
@@ -537,7 +505,7 @@ static int parse_or(Parser *P, Str *out, unsigned depth) {
                         return 0;
                 (void) lex(P, &t);
 
-                r = str_adds(out, " or ");
+                r = strextendf(out, " or ");
                 if (r < 0)
                         return r;
                 r = parse_and(P, out, depth);
@@ -546,7 +514,7 @@ static int parse_or(Parser *P, Str *out, unsigned depth) {
         }
 }
 
-static int parse_marker(Parser *P, Str *out) {
+static int parse_marker(Parser *P, char **out) {
         Token t;
         int r;
 
@@ -584,7 +552,7 @@ static void strv_free_n(char **v, size_t n) {
 }
 
 /* "[a, b]" with p just after '['; appends "[a,b]" (normalized, sorted, unique) unless empty. */
-static int parse_extras(Parser *P, Str *out) {
+static int parse_extras(Parser *P, char **out) {
         char **extras = NULL;
         size_t n = 0, allocated = 0;
         const char *p = skip_wsp(P->p);
@@ -641,17 +609,17 @@ static int parse_extras(Parser *P, Str *out) {
         if (n > 0) {
                 qsort(extras, n, sizeof(char *), cmp_strings);
 
-                r = str_adds(out, "[");
+                r = strextendf(out, "[");
                 for (size_t i = 0; r >= 0 && i < n; i++) {
                         if (i > 0 && streq(extras[i], extras[i - 1]))
                                 continue;
                         if (i > 0)
-                                r = str_adds(out, ",");
+                                r = strextendf(out, ",");
                         if (r >= 0)
-                                r = str_adds(out, extras[i]);
+                                r = strextendf(out, "%s", extras[i]);
                 }
                 if (r >= 0)
-                        r = str_adds(out, "]");
+                        r = strextendf(out, "]");
                 if (r < 0)
                         goto finish;
         }
@@ -662,7 +630,7 @@ finish:
         return r;
 }
 
-static int parse_versions(Parser *P, const char *start, size_t len, Str *out) {
+static int parse_versions(Parser *P, const char *start, size_t len, char **out) {
         _cleanup_(pep440_specifier_set_freep) Pep440SpecifierSet *set = NULL;
         _cleanup_free_ char *text = NULL, *error = NULL, *canonical = NULL;
         int r;
@@ -685,7 +653,7 @@ static int parse_versions(Parser *P, const char *start, size_t len, Str *out) {
         if (r < 0)
                 return r;
 
-        return str_adds(out, canonical);
+        return strextendf(out, "%s", canonical);
 }
 
 static void sanitize_for_message(const char *s, char buf[static ECHO_MAX + 4]) {
@@ -697,7 +665,7 @@ static void sanitize_for_message(const char *s, char buf[static ECHO_MAX + 4]) {
 }
 
 int pep508_parse(const char *spec, Requirement *ret, char **ret_error) {
-        _cleanup_(str_done) Str out = {}, name = {};
+        _cleanup_free_ char *out = NULL, *name = NULL;
         _cleanup_free_ char *trimmed = NULL;
         const char *p, *e;
         size_t len;
@@ -756,10 +724,10 @@ int pep508_parse(const char *spec, Requirement *ret, char **ret_error) {
                                  "'%s' is not a valid dependency: the name '%.*s' must start and end with a letter or digit",
                                  trimmed, (int) (e - p), p);
 
-        r = normalize_name(p, (size_t) (e - p), &name.s);
+        r = normalize_name(p, (size_t) (e - p), &name);
         if (r < 0)
                 return r;
-        r = str_adds(&out, name.s);
+        r = strextendf(&out, "%s", name);
         if (r < 0)
                 return r;
 
@@ -794,7 +762,7 @@ int pep508_parse(const char *spec, Requirement *ret, char **ret_error) {
         }
 
         if (*p == ';') {
-                r = str_adds(&out, "; ");
+                r = strextendf(&out, "; ");
                 if (r < 0)
                         return r;
                 P.p = p + 1;
@@ -807,8 +775,8 @@ int pep508_parse(const char *spec, Requirement *ret, char **ret_error) {
                                  trimmed, p);
 
         *ret = (Requirement) {
-                .name = TAKE_PTR(name.s),
-                .canonical = TAKE_PTR(out.s),
+                .name = TAKE_PTR(name),
+                .canonical = TAKE_PTR(out),
         };
         return 0;
 }

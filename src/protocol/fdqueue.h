@@ -42,6 +42,7 @@ int fdqueue_push(FdQueue *q, uint64_t offset, const int *fds, size_t n);
 size_t fdqueue_take(FdQueue *q, uint64_t line_start, uint64_t line_end, int *ret_fds);
 /* Close every fd still waiting. */
 void fdqueue_done(FdQueue *q);
+/* How many fds wait (for tests). */
 size_t fdqueue_n_fds(const FdQueue *q);
 
 /*

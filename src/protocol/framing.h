@@ -33,6 +33,7 @@ void framing_init(Framing *f, size_t max_line);
 void framing_done(Framing *f);
 int framing_reserve(Framing *f, size_t n, char **ret);
 void framing_commit(Framing *f, size_t n);
+/* framing_reserve() and framing_commit() of a copy of p (for tests). */
 int framing_feed(Framing *f, const void *p, size_t n);
 /*
  * Returns FRAMING_LINE with the line (without "\n" or "\r\n", NUL-terminated

@@ -116,7 +116,7 @@ int runtime_code_fd(Runtime *r, const char *source, const char *python, size_t *
 
         /* Never outside the sandbox: the interpreter runs nothing of ours anywhere else. */
         if (runtime_sandbox_error(r) || runtime_unsandboxed(r) || !r->ready)
-                return -EPERM;
+                return -ENOMEDIUM;
         real = realpath(python, NULL);
         if (!real)
                 return -errno;
@@ -142,7 +142,7 @@ int runtime_code_fd(Runtime *r, const char *source, const char *python, size_t *
                 k = code_start(r, c, py, source);
                 if (k != 0) {
                         c->failed = true;
-                        return k < 0 ? k : -EPERM;
+                        return k < 0 ? k : -ENOMEDIUM;       /* RUNTIME_NO_SANDBOX */
                 }
                 return -EAGAIN;
         }

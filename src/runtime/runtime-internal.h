@@ -83,8 +83,6 @@ int runtime_start_self_test(Runtime *r);
 
 /* spawn.c: a spawn with the run's limits (its cgroup or rlimits), the store's hold on env_dir, a uid of its own;
  * envstore's EnvCompileFunc. */
-int runtime_spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *limits, bool may_cgroup,
-                          ProcessDoneFunc done, void *userdata, Process **ret);
 int runtime_spawn_leased(Runtime *r, ProcessOptions *o, char *const *own_dirs, const char *env_dir,
                          const SandboxLimits *limits, bool may_cgroup, ProcessDoneFunc done, void *userdata,
                          Process **ret);

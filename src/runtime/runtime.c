@@ -316,7 +316,8 @@ WaitEntry *runtime_when_ready(Runtime *r, WaitFunc cb, void *userdata) {
 bool runtime_is_idle(const Runtime *r) {
         for (SchedKind k = 0; k < _SCHED_KIND_MAX; k++)
                 /* Open sandboxes have their own idleness (workspace_registry_busy()); those started ahead have none. */
-                if (k != SCHED_SANDBOX && k != SCHED_PRESTART && (scheduler_held(r->sched, k) > 0 || scheduler_waiting(r->sched, k) > 0))
+                if (k != SCHED_WORKSPACE && k != SCHED_PRESTART &&
+                    (scheduler_held(r->sched, k) > 0 || scheduler_waiting(r->sched, k) > 0))
                         return false;
         return envstore_n_building(r->store) == 0;
 }
@@ -503,7 +504,7 @@ static void set_sched_limits(Runtime *r) {
          * (the daemon's account for whoever comes first), and four times that in all. */
         unsigned prestart = MAX(MIN(c->prestart, 16u), 1u) * POOL_MAX_TARGETS;
         scheduler_set_limits(r->sched, SCHED_PRESTART, &(SchedLimits) { .total = 4 * prestart, .per_user = prestart });
-        scheduler_set_limits(r->sched, SCHED_SANDBOX,
+        scheduler_set_limits(r->sched, SCHED_WORKSPACE,
                              &(SchedLimits) { .total = cap(c->max_sandboxes), .per_user = cap(c->max_sandboxes_per_user) });
 }
 

@@ -76,7 +76,8 @@ sd_event *runtime_event(const Runtime *r);
 /* Sandboxes started ahead for recently used environments (execute_python fills and takes them). */
 Pool *runtime_pool(const Runtime *r);
 /* Keep a sandbox started ahead for runs in this environment: the hook the execute_python tool registers with
- * runtime_set_prestart() (the pool's items are its runs'). Without one, warm-up starts nothing ahead. */
+ * runtime_set_prestart() (the pool's items are its runs'). Without one, warm-up starts nothing ahead. 0;
+ * RUNTIME_NO_SANDBOX when the sandbox does not work (nothing started); -errno. */
 typedef int (*RuntimePrestartFunc)(Runtime *r, const char *env_path, const char *prefix);
 void runtime_set_prestart(Runtime *r, RuntimePrestartFunc f);
 
@@ -165,9 +166,11 @@ int runtime_spawn_in_bwrap(Runtime *r, const char *env_dir, char *const *ro_path
 /*
  * A program of the daemon's own, compiled once per Python (src/runtime/code.c): a new read-only descriptor of a
  * sealed memfd holding source compiled by the base interpreter of python (an environment's bin/python, resolved) in
- * the sandbox, marshal()ed, and its size. -EAGAIN while that compile runs (the first call starts it), another
- * negative errno when there is none (an unknown interpreter, no sandbox, a compile that failed): the caller runs
- * the source itself. One source per daemon: the first call's.
+ * the sandbox, marshal()ed, and its size. -EAGAIN while that compile runs (the first call starts it); -ENOMEDIUM
+ * when runs may not use the sandbox (it does not work, unsafe-no-sandbox=yes, or the probes are not done): there is
+ * nothing to compile in; another negative errno when there is none for other reasons (-ENOENT: an unknown
+ * interpreter, a compile that failed). On any error the caller runs the source itself. One source per daemon: the
+ * first call's.
  */
 #define RUNTIME_CODE_MAX (1024 * 1024)
 int runtime_code_fd(Runtime *r, const char *source, const char *python, size_t *ret_size);

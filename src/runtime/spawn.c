@@ -20,6 +20,7 @@
 #include "runtime-internal.h"
 #include "sandbox/seccomp.h"
 #include "strv.h"
+#include "time-util.h"
 
 /* ---- the sandbox -------------------------------------------------------- */
 
@@ -28,11 +29,8 @@
 /* A new run cgroup's name: unique across restarts too, so that a busy cgroup an earlier daemon left is never
  * joined. */
 static void run_cgroup_name(Runtime *r, char name[static 64]) {
-        if (!r->run_cgroups_started) {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                r->run_cgroups_started = (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
-        }
+        if (!r->run_cgroups_started)
+                r->run_cgroups_started = now_realtime_nsec();
         snprintf(name, 64, "run-%d-%" PRIx64 "-%llu", (int) getpid(), r->run_cgroups_started, ++r->n_run_cgroups);
 }
 
@@ -106,8 +104,8 @@ int runtime_move_to_owner(Runtime *r, Process *p, uid_t uid) {
 
 /* Spawn o with the run's resource limits: a cgroup of its own when we can (and may), rlimits otherwise
  * (sandbox/limits.h). */
-int runtime_spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *limits, bool may_cgroup,
-                          ProcessDoneFunc done, void *userdata, Process **ret) {
+static int runtime_spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *limits, bool may_cgroup,
+                                 ProcessDoneFunc done, void *userdata, Process **ret) {
         _cleanup_strv_free_ char **cgroups = may_cgroup ? new_run_cgroup(r, limits) : NULL;
         ProcessLimit rlimits[SANDBOX_N_RLIMITS];
         int k;

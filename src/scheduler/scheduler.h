@@ -53,7 +53,7 @@ typedef enum SchedKind {
         SCHED_BUILD,            /* an environment build: its uv processes */
         SCHED_COMPILE,          /* a sandboxed bytecode compile */
         SCHED_WALK,             /* a disk-usage walk or collection */
-        SCHED_SANDBOX,          /* a live persistent sandbox */
+        SCHED_WORKSPACE,        /* a live workspace (a persistent sandbox) */
         SCHED_PRESTART,         /* a sandbox started ahead (prestart=), the daemon's until a run takes it */
         _SCHED_KIND_MAX,
 } SchedKind;

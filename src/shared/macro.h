@@ -106,6 +106,7 @@ static inline int negative_errno(void) {
 #define USEC_PER_SEC ((uint64_t) 1000000ULL)
 #define USEC_PER_MSEC ((uint64_t) 1000ULL)
 #define NSEC_PER_USEC ((uint64_t) 1000ULL)
+#define NSEC_PER_SEC ((uint64_t) 1000000000ULL)
 
 #define UID_FMT "%u"
 #define PID_FMT "%d"

@@ -28,7 +28,7 @@ static void section(char **buf, size_t *len, const char *name, const char *text)
 }
 
 /* The cell's audit record (runlog.h). */
-static void cell_log(SbCall *c, const char *verdict, const char *error, int64_t count) {
+static void cell_log(WsCall *c, const char *verdict, const char *error, int64_t count) {
         RunLog l;
 
         runlog_begin(&l, c->call, c->script, c->script_len);
@@ -49,11 +49,11 @@ static void cell_log(SbCall *c, const char *verdict, const char *error, int64_t 
                     workspace_id(c->sandbox), c->call->uid, c->call->pid, verdict);
 }
 
-static void on_cell_cancelled(SbCall *c) {
+static void on_cell_cancelled(WsCall *c) {
         cell_log(c, "cancelled", NULL, 0);
 }
 
-static void on_cell(SbCall *c, const WorkspaceOpOutcome *o) {
+static void on_cell(WsCall *c, const WorkspaceOpOutcome *o) {
         _cleanup_free_ char *text = NULL;
         size_t len = 0;
         json_object *r = o->reply;
@@ -229,19 +229,19 @@ static void on_cell(SbCall *c, const WorkspaceOpOutcome *o) {
 }
 
 static int execute_code_call(ToolCall *call, json_object *args) {
-        Workspace *sb = sb_lookup(call, args);
+        Workspace *sb = ws_lookup(call, args);
         int64_t want = 0;
 
         if (!sb)
                 return 0;
         const char *code = json_get_string(args, "code");
-        SbCall *c = sb_call_new(call, sb);
+        WsCall *c = ws_call_new(call, sb);
         if (!c)
                 return -ENOMEM;
         c->script_len = strlen(strempty(code));
         c->script = strndup(strempty(code), c->script_len);
         if (!c->script) {
-                sb_call_free(c);
+                ws_call_free(c);
                 return -ENOMEM;
         }
         c->cancelled = on_cell_cancelled;
@@ -261,10 +261,10 @@ static int execute_code_call(ToolCall *call, json_object *args) {
         json_add_int(req, "max_files", OUTPUTS_MAX_FILES);
         json_add_int(req, "max_file_bytes", OUTPUTS_MAX_BYTES);
         json_add_int(req, "max_files_total", OUTPUTS_MAX_TOTAL);
-        int k = sb_call_request(c, req, c->timeout_usec, on_cell);
+        int k = ws_call_request(c, req, c->timeout_usec, on_cell);
         if (k != 0) {
-                sb_call_free(c);
-                return sb_not_started(call, k);
+                ws_call_free(c);
+                return ws_not_started(call, k);
         }
         return 0;
 }

@@ -210,7 +210,7 @@ static int prestart_spawn(void *userdata, uid_t owner, ProcessDoneFunc done, voi
                                              0, pass, n_pass, wrapped ?: command, 0, &limits,
                                              ps->head_max, ps->tail_max, done, done_userdata, &ret->proc);
         if (k != 0)
-                return k < 0 ? k : -EPERM;   /* RUNTIME_NO_SANDBOX: the pool has nothing to start */
+                return k;   /* RUNTIME_NO_SANDBOX (PoolSpawnFunc's outcome): the pool has nothing to start */
         ret->ctl_fd = TAKE_FD(ctl);
         (void) fcntl(out_r, F_SETFL, O_NONBLOCK);
         (void) fcntl(in_w, F_SETFL, O_NONBLOCK);
@@ -379,7 +379,7 @@ void execute_job_refill(Job *j) {
          * also keeps one for whoever comes first (as at start-up), unless it has one. */
         k = prestart_learnt(j->runtime, j->env_path, j->plan->python->prefix, j->call->uid, imports,
                             j->prestarted ? kib : 0);
-        if (k >= 0 && j->plan->requirements.n == 0)
+        if (k == 0 && j->plan->requirements.n == 0)
                 k = prestart_learnt(j->runtime, j->env_path, j->plan->python->prefix, SCHEDULER_DAEMON_UID, NULL, 0);
         if (k < 0)
                 log_debug_errno(k, "Failed to start a sandbox ahead for the next run: %m");
@@ -534,7 +534,7 @@ bool execute_job_take_prestarted(Job *j) {
          * along. Otherwise after the reply (job_refill(), which also brings in what the run taught), so that its
          * start-up does not compete with the run for the CPU. */
         if (pool_in_burst(runtime_pool(r), j->pool_key, j->call->uid) &&
-            prestart_learnt(r, j->env_path, j->plan->python->prefix, j->call->uid, NULL, 0) < 0)
+            prestart_learnt(r, j->env_path, j->plan->python->prefix, j->call->uid, NULL, 0) != 0)
                 log_debug("Failed to start a sandbox ahead for the next run.");
         log_debug("execute_python for uid " UID_FMT ": running in a pre-started sandbox (warm imports: %s).",
                   j->call->uid, it.tag && it.tag[0] ? it.tag : "none");
@@ -542,7 +542,7 @@ bool execute_job_take_prestarted(Job *j) {
         it.tag = mfree(it.tag);
         /* It was there for whoever came first: another goes back now, for the next user to come. */
         if (j->prestart_shared &&
-            prestart_learnt(r, j->env_path, j->plan->python->prefix, SCHEDULER_DAEMON_UID, NULL, 0) < 0)
+            prestart_learnt(r, j->env_path, j->plan->python->prefix, SCHEDULER_DAEMON_UID, NULL, 0) != 0)
                 log_debug("Failed to start a sandbox ahead for the next user.");
         return true;
 }

@@ -28,6 +28,7 @@ static json_object *text_json(const char *s, size_t n) {
 }
 
 
+/* text may hold NUL bytes (JSON escapes them), where printf's %.*s would stop: copied by hand (HACKING.md). */
 static void append_section(char **buf, size_t *len, const char *name, const char *text, size_t n) {
         if (n == 0)
                 return;

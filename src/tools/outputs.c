@@ -472,16 +472,11 @@ static void append_file(const OutputItem *it, json_object *content) {
         size_t len = 0;
 
         if (it->text && it->n <= OUTPUTS_INLINE_TEXT_MAX) {
-                strextendf_len(&text, &len, "--- file out/%s (%zu bytes) ---\n", it->name, it->n);
-                char *t = realloc(text, len + it->n + 2);
-                if (!t)
+                /* Text has no NUL (is_text()), so printf's %.*s copies all of it; a last line gets its newline. */
+                bool nl = it->n == 0 || it->data[it->n - 1] != '\n';
+                if (strextendf_len(&text, &len, "--- file out/%s (%zu bytes) ---\n%.*s%s", it->name, it->n,
+                                   (int) it->n, it->n > 0 ? it->data : "", nl ? "\n" : "") < 0)
                         return;
-                text = t;
-                memcpy(text + len, it->data, it->n);
-                len += it->n;
-                if (it->n == 0 || text[len - 1] != '\n')
-                        text[len++] = '\n';
-                text[len] = 0;
                 json_object_array_add(content, text_block_len(text, len));
                 return;
         }

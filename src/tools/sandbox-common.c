@@ -12,7 +12,7 @@
 #include "time-util.h"
 #include "tools.h"
 
-void sb_fail(ToolCall *call, const char *format, ...) {
+void ws_fail(ToolCall *call, const char *format, ...) {
         _cleanup_free_ char *msg = NULL;
         va_list ap;
 
@@ -27,14 +27,14 @@ void sb_fail(ToolCall *call, const char *format, ...) {
         tool_call_finish(call, content, st, true);
 }
 
-Workspace *sb_lookup(ToolCall *call, json_object *args) {
+Workspace *ws_lookup(ToolCall *call, json_object *args) {
         const ToolServices *svc = call->server_userdata;
         const char *id = json_get_string(args, "sandbox_id");
         Workspace *sb = workspace_find(svc->workspaces, id, call->uid);
 
         if (!sb) {
                 /* The same answer for an unknown id and another user's: nothing to learn from it. */
-                sb_fail(call,
+                ws_fail(call,
                         "no sandbox with id \"%s\": it may have been closed, or reaped after being idle; create one "
                         "with create_sandbox",
                         strempty(id));
@@ -45,15 +45,15 @@ Workspace *sb_lookup(ToolCall *call, json_object *args) {
 }
 
 static void on_cancel(ToolCall *call, void *userdata) {
-        SbCall *c = userdata;
+        WsCall *c = userdata;
 
         if (c->cancelled)
                 c->cancelled(c);
-        sb_call_free(c);
+        ws_call_free(c);
 }
 
-SbCall *sb_call_new(ToolCall *call, Workspace *sb) {
-        SbCall *c = calloc(1, sizeof(*c));
+WsCall *ws_call_new(ToolCall *call, Workspace *sb) {
+        WsCall *c = calloc(1, sizeof(*c));
         if (!c)
                 return NULL;
         c->call = tool_call_ref(call);
@@ -63,7 +63,7 @@ SbCall *sb_call_new(ToolCall *call, Workspace *sb) {
         return c;
 }
 
-SbCall *sb_call_free(SbCall *c) {
+WsCall *ws_call_free(WsCall *c) {
         if (!c)
                 return NULL;
         tool_call_set_cancel(c->call, NULL, NULL);
@@ -76,27 +76,27 @@ SbCall *sb_call_free(SbCall *c) {
 }
 
 static void on_reply(Workspace *sb, const WorkspaceOpOutcome *o, void *userdata) {
-        SbCall *c = userdata;
+        WsCall *c = userdata;
 
         c->op = NULL;
         c->reply(c, o);
-        sb_call_free(c);
+        ws_call_free(c);
 }
 
-int sb_call_request(SbCall *c, json_object *request, uint64_t timeout_usec, SbReplyFunc reply) {
+int ws_call_request(WsCall *c, json_object *request, uint64_t timeout_usec, WsReplyFunc reply) {
         c->reply = reply;
         return workspace_request(c->sandbox, request, timeout_usec, on_reply, c, &c->op);
 }
 
-int sb_not_started(ToolCall *call, int k) {
+int ws_not_started(ToolCall *call, int k) {
         if (k < 0)
                 return k;
-        sb_fail(call, "%s",
+        ws_fail(call, "%s",
                 k == WORKSPACE_CLOSED ? "the sandbox was closed" : "the sandbox could not take the request");
         return 0;
 }
 
-const char *sb_outcome_error(const WorkspaceOpOutcome *o) {
+const char *ws_outcome_error(const WorkspaceOpOutcome *o) {
         if (o->error)
                 return o->error;
         if (!o->reply)
@@ -106,7 +106,7 @@ const char *sb_outcome_error(const WorkspaceOpOutcome *o) {
         return NULL;
 }
 
-json_object *sb_summary(Workspace *sb) {
+json_object *ws_summary(Workspace *sb) {
         json_object *st = json_object_new_object(), *pk = json_object_new_array();
         const RequirementList *reqs = workspace_requirements(sb);
 
@@ -119,7 +119,7 @@ json_object *sb_summary(Workspace *sb) {
         return st;
 }
 
-void sb_finish_json(ToolCall *call, json_object *structured, const char *headline, bool is_error) {
+void ws_finish_json(ToolCall *call, json_object *structured, const char *headline, bool is_error) {
         _cleanup_free_ char *text = NULL;
         const char *j = json_object_to_json_string_ext(structured, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
 

@@ -17,10 +17,10 @@
 
 #define FILE_OP_TIMEOUT_USEC (20 * USEC_PER_SEC)
 
-static void on_list(SbCall *c, const WorkspaceOpOutcome *o) {
-        const char *e = sb_outcome_error(o);
+static void on_list(WsCall *c, const WorkspaceOpOutcome *o) {
+        const char *e = ws_outcome_error(o);
         if (e)
-                return sb_fail(c->call, "%s", e);
+                return ws_fail(c->call, "%s", e);
 
         json_object *st = json_object_new_object();
         json_object *entries = json_get(o->reply, "entries", json_type_array);
@@ -47,10 +47,10 @@ static void on_list(SbCall *c, const WorkspaceOpOutcome *o) {
         tool_call_finish(c->call, content, st, false);
 }
 
-static void on_read(SbCall *c, const WorkspaceOpOutcome *o) {
-        const char *e = sb_outcome_error(o);
+static void on_read(WsCall *c, const WorkspaceOpOutcome *o) {
+        const char *e = ws_outcome_error(o);
         if (e)
-                return sb_fail(c->call, "%s", e);
+                return ws_fail(c->call, "%s", e);
 
         json_object *st = json_object_new_object();
         const char *content_s = strempty(json_get_string(o->reply, "content"));
@@ -81,10 +81,10 @@ static void on_read(SbCall *c, const WorkspaceOpOutcome *o) {
         tool_call_finish(c->call, content, st, false);
 }
 
-static void on_write(SbCall *c, const WorkspaceOpOutcome *o) {
-        const char *e = sb_outcome_error(o);
+static void on_write(WsCall *c, const WorkspaceOpOutcome *o) {
+        const char *e = ws_outcome_error(o);
         if (e)
-                return sb_fail(c->call, "%s", e);
+                return ws_fail(c->call, "%s", e);
 
         json_object *st = json_object_new_object();
         int64_t size = 0;
@@ -101,14 +101,14 @@ static void on_write(SbCall *c, const WorkspaceOpOutcome *o) {
         tool_call_finish(c->call, content, st, false);
 }
 
-static int file_call(ToolCall *call, json_object *args, const char *op, SbReplyFunc reply) {
-        Workspace *sb = sb_lookup(call, args);
+static int file_call(ToolCall *call, json_object *args, const char *op, WsReplyFunc reply) {
+        Workspace *sb = ws_lookup(call, args);
         if (!sb)
                 return 0;
 
         const char *enc = json_get_string(args, "encoding");
         if (enc && !streq(enc, "text") && !streq(enc, "base64")) {
-                sb_fail(call, "encoding must be \"text\" or \"base64\"");
+                ws_fail(call, "encoding must be \"text\" or \"base64\"");
                 return 0;
         }
         _cleanup_json_ json_object *req = json_object_new_object();
@@ -125,7 +125,7 @@ static int file_call(ToolCall *call, json_object *args, const char *op, SbReplyF
 
                 if (off) {
                         if (!json_object_is_type(off, json_type_int) || (v = json_object_get_int64(off)) < 0) {
-                                sb_fail(call, "offset must be a whole number of bytes, 0 or more");
+                                ws_fail(call, "offset must be a whole number of bytes, 0 or more");
                                 return 0;
                         }
                         json_add_int(req, "offset", v);
@@ -133,7 +133,7 @@ static int file_call(ToolCall *call, json_object *args, const char *op, SbReplyF
                 if (len) {
                         if (!json_object_is_type(len, json_type_int) || (v = json_object_get_int64(len)) < 1 ||
                             v > WORKSPACE_FILE_MAX) {
-                                sb_fail(call, "length must be a whole number of bytes from 1 to %d",
+                                ws_fail(call, "length must be a whole number of bytes from 1 to %d",
                                         WORKSPACE_FILE_MAX);
                                 return 0;
                         }
@@ -145,19 +145,19 @@ static int file_call(ToolCall *call, json_object *args, const char *op, SbReplyF
         if (json_get_string(args, "content")) {
                 size_t n = strlen(json_get_string(args, "content"));
                 if (n > (size_t) WORKSPACE_FILE_MAX / 3 * 4 + 8) {
-                        sb_fail(call, "the content is larger than write_file's cap of %d bytes", WORKSPACE_FILE_MAX);
+                        ws_fail(call, "the content is larger than write_file's cap of %d bytes", WORKSPACE_FILE_MAX);
                         return 0;
                 }
                 json_add_string(req, "content", json_get_string(args, "content"));
         }
 
-        SbCall *c = sb_call_new(call, sb);
+        WsCall *c = ws_call_new(call, sb);
         if (!c)
                 return -ENOMEM;
-        int k = sb_call_request(c, req, FILE_OP_TIMEOUT_USEC, reply);
+        int k = ws_call_request(c, req, FILE_OP_TIMEOUT_USEC, reply);
         if (k != 0) {
-                sb_call_free(c);
-                return sb_not_started(call, k);
+                ws_call_free(c);
+                return ws_not_started(call, k);
         }
         return 0;
 }

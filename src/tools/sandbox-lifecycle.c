@@ -17,47 +17,47 @@
 
 /* ---- create_sandbox ------------------------------------------------------------ */
 
-static void on_started(SbCall *c, const WorkspaceOpOutcome *o);
+static void on_started(WsCall *c, const WorkspaceOpOutcome *o);
 
 static void on_created(Workspace *sb, const char *error, void *userdata) {
-        SbCall *c = userdata;
+        WsCall *c = userdata;
 
         c->prepare = NULL;
         if (!sb) {
-                sb_fail(c->call, "%s", strempty(error));
-                sb_call_free(c);
+                ws_fail(c->call, "%s", strempty(error));
+                ws_call_free(c);
                 return;
         }
         if (error) {
-                sb_fail(c->call, "the sandbox could not be created: %s", error);
-                sb_call_free(c);
+                ws_fail(c->call, "the sandbox could not be created: %s", error);
+                ws_call_free(c);
                 workspace_close(sb);
                 return;
         }
         /* Answer once the interpreter is up and says so. */
         _cleanup_json_ json_object *req = json_object_new_object();
         json_add_string(req, "op", "info");
-        int k = sb_call_request(c, req, 30 * USEC_PER_SEC, on_started);
+        int k = ws_call_request(c, req, 30 * USEC_PER_SEC, on_started);
         if (k != 0) {
-                sb_fail(c->call, "%s", k == WORKSPACE_CLOSED ? "the sandbox was closed" : "out of memory");
-                sb_call_free(c);
+                ws_fail(c->call, "%s", k == WORKSPACE_CLOSED ? "the sandbox was closed" : "out of memory");
+                ws_call_free(c);
                 workspace_close(sb);
         }
 }
 
-static void on_started(SbCall *c, const WorkspaceOpOutcome *o) {
+static void on_started(WsCall *c, const WorkspaceOpOutcome *o) {
         Workspace *sb = c->sandbox;
-        const char *e = sb_outcome_error(o);
+        const char *e = ws_outcome_error(o);
 
         if (e) {
-                sb_fail(c->call, "the sandbox could not be started: %s", e);
+                ws_fail(c->call, "the sandbox could not be started: %s", e);
                 tool_call_set_cancel(c->call, NULL, NULL);
                 /* c is freed by our caller; the sandbox goes now. */
                 c->sandbox = NULL;
                 workspace_close(sb);
                 return;
         }
-        json_object *st = sb_summary(sb);
+        json_object *st = ws_summary(sb);
         json_add_int(st, "expires_in_seconds", (int64_t) (workspace_expires_in_usec(sb) / USEC_PER_SEC));
         json_add_int(st, "prepare_ms", (int64_t) ((now_usec() - c->t_start) / USEC_PER_MSEC));
         _cleanup_free_ char *head = NULL;
@@ -66,15 +66,15 @@ static void on_started(SbCall *c, const WorkspaceOpOutcome *o) {
                      "in /work persist between calls.",
                      workspace_id(sb), strempty(workspace_python_version(sb))) < 0)
                 head = NULL;
-        sb_finish_json(c->call, st, head, false);
+        ws_finish_json(c->call, st, head, false);
 }
 
 static void on_create_cancel(ToolCall *call, void *userdata) {
-        SbCall *c = userdata;
+        WsCall *c = userdata;
         Workspace *sb = c->sandbox;
 
         /* Nobody will learn its id: it must not linger. */
-        sb_call_free(c);
+        ws_call_free(c);
         workspace_close(sb);
 }
 
@@ -89,19 +89,19 @@ static int create_call(ToolCall *call, json_object *args) {
                 ttl = 0;
         k = workspace_new(svc->workspaces, call->uid, (uint64_t) ttl * USEC_PER_SEC, &sb);
         if (k == WORKSPACE_USER_QUOTA) {
-                sb_fail(call,
+                ws_fail(call,
                         "you have %" PRIu64 " sandboxes open, the most allowed per user (max-sandboxes-per-user): close "
                         "one with close_sandbox (get_sandbox_status lists them)",
                         svc->config->max_sandboxes_per_user);
                 return 0;
         }
         if (k == WORKSPACE_TOTAL_QUOTA) {
-                sb_fail(call, "the server has the most sandboxes it allows open (max-sandboxes=%" PRIu64 "); try again later",
+                ws_fail(call, "the server has the most sandboxes it allows open (max-sandboxes=%" PRIu64 "); try again later",
                         svc->config->max_sandboxes);
                 return 0;
         }
         if (k == WORKSPACE_UNSANDBOXED) {
-                sb_fail(call,
+                ws_fail(call,
                         "persistent sandboxes need the sandbox; this server runs with unsafe-no-sandbox=yes "
                         "(development only), so it has none: use execute_python, or turn unsafe-no-sandbox off");
                 return 0;
@@ -117,13 +117,13 @@ static int create_call(ToolCall *call, json_object *args) {
                         workspace_close(sb);
                         if (k != -EINVAL)
                                 return k;
-                        sb_fail(call, "%s", strempty(error));
+                        ws_fail(call, "%s", strempty(error));
                         return 0;
                 }
                 workspace_set_data(sb, files.fds, files.dests, files.n);
         }
 
-        SbCall *c = sb_call_new(call, sb);
+        WsCall *c = ws_call_new(call, sb);
         if (!c) {
                 workspace_close(sb);
                 return -ENOMEM;
@@ -132,9 +132,9 @@ static int create_call(ToolCall *call, json_object *args) {
         k = workspace_prepare(sb, json_get(args, "dependencies", json_type_array),
                               json_get_string(args, "python_version"), on_created, c, &c->prepare);
         if (k != 0) {
-                sb_call_free(c);
+                ws_call_free(c);
                 workspace_close(sb);
-                return sb_not_started(call, k);
+                return ws_not_started(call, k);
         }
         return 0;
 }
@@ -173,14 +173,14 @@ static const char id_schema[] =
         "},\"required\":[\"sandbox_id\"],\"additionalProperties\":false}";
 
 static int close_call(ToolCall *call, json_object *args) {
-        Workspace *sb = sb_lookup(call, args);
+        Workspace *sb = ws_lookup(call, args);
         if (!sb)
                 return 0;
         json_object *st = json_object_new_object();
         json_add_string(st, "sandbox_id", workspace_id(sb));
         json_add_bool(st, "closed", true);
         workspace_close(sb);
-        sb_finish_json(call, st, "Sandbox closed: its interpreter and files are gone.", false);
+        ws_finish_json(call, st, "Sandbox closed: its interpreter and files are gone.", false);
         return 0;
 }
 
@@ -197,33 +197,33 @@ const Tool tool_close_sandbox = {
 /* ---- reset_sandbox ----------------------------------------------------------------- */
 
 static void on_reset(Workspace *sb, const WorkspaceOpOutcome *o, void *userdata) {
-        SbCall *c = userdata;
+        WsCall *c = userdata;
 
         c->op = NULL;
         if (o->error) {
-                sb_fail(c->call, "the reset failed: %s", o->error);
+                ws_fail(c->call, "the reset failed: %s", o->error);
         } else {
-                json_object *st = sb_summary(sb);
+                json_object *st = ws_summary(sb);
                 json_add_bool(st, "reset", true);
-                sb_finish_json(c->call, st,
+                ws_finish_json(c->call, st,
                                "Sandbox reset: a fresh interpreter, an empty /work and the packages it was created "
                                "with.",
                                false);
         }
-        sb_call_free(c);
+        ws_call_free(c);
 }
 
 static int reset_call(ToolCall *call, json_object *args) {
-        Workspace *sb = sb_lookup(call, args);
+        Workspace *sb = ws_lookup(call, args);
         if (!sb)
                 return 0;
-        SbCall *c = sb_call_new(call, sb);
+        WsCall *c = ws_call_new(call, sb);
         if (!c)
                 return -ENOMEM;
         int k = workspace_reset(sb, on_reset, c, &c->op);
         if (k != 0) {
-                sb_call_free(c);
-                return sb_not_started(call, k);
+                ws_call_free(c);
+                return ws_not_started(call, k);
         }
         return 0;
 }
@@ -242,7 +242,7 @@ const Tool tool_reset_sandbox = {
 /* ---- get_sandbox_info ---------------------------------------------------------------- */
 
 static json_object *host_facts(Workspace *sb) {
-        json_object *st = sb_summary(sb);
+        json_object *st = ws_summary(sb);
         int64_t kib = workspace_memory_kib(sb);
 
         json_add_string(st, "state", workspace_state(sb));
@@ -257,9 +257,9 @@ static json_object *host_facts(Workspace *sb) {
         return st;
 }
 
-static void on_info(SbCall *c, const WorkspaceOpOutcome *o) {
+static void on_info(WsCall *c, const WorkspaceOpOutcome *o) {
         json_object *st = host_facts(c->sandbox);
-        const char *e = sb_outcome_error(o);
+        const char *e = ws_outcome_error(o);
 
         if (!e) {
                 json_object *r = o->reply, *v;
@@ -270,29 +270,29 @@ static void on_info(SbCall *c, const WorkspaceOpOutcome *o) {
                                          json_object_get(v));
         } else
                 json_add_string(st, "note", e);
-        sb_finish_json(c->call, st, NULL, false);
+        ws_finish_json(c->call, st, NULL, false);
 }
 
 static int info_call(ToolCall *call, json_object *args) {
-        Workspace *sb = sb_lookup(call, args);
+        Workspace *sb = ws_lookup(call, args);
         if (!sb)
                 return 0;
         if (workspace_is_busy(sb)) {
                 /* Do not wait behind a running cell: what the host knows is enough. */
                 json_object *st = host_facts(sb);
                 json_add_string(st, "note", "the sandbox is busy; files and variables are not listed");
-                sb_finish_json(call, st, NULL, false);
+                ws_finish_json(call, st, NULL, false);
                 return 0;
         }
-        SbCall *c = sb_call_new(call, sb);
+        WsCall *c = ws_call_new(call, sb);
         if (!c)
                 return -ENOMEM;
         _cleanup_json_ json_object *req = json_object_new_object();
         json_add_string(req, "op", "info");
-        int k = sb_call_request(c, req, INFO_TIMEOUT_USEC, on_info);
+        int k = ws_call_request(c, req, INFO_TIMEOUT_USEC, on_info);
         if (k != 0) {
-                sb_call_free(c);
-                return sb_not_started(call, k);
+                ws_call_free(c);
+                return ws_not_started(call, k);
         }
         return 0;
 }
@@ -312,7 +312,7 @@ const Tool tool_get_sandbox_info = {
 /* ---- get_sandbox_status ---------------------------------------------------------------- */
 
 static void add_one(Workspace *sb, void *userdata) {
-        json_object *a = userdata, *o = sb_summary(sb);
+        json_object *a = userdata, *o = ws_summary(sb);
         int64_t kib = workspace_memory_kib(sb);
 
         json_add_string(o, "state", workspace_state(sb));
@@ -336,7 +336,7 @@ static int status_call(ToolCall *call, json_object *args) {
         json_add_int(st, "idle_timeout_seconds", (int64_t) (svc->config->sandbox_idle_timeout_usec / USEC_PER_SEC));
         if (asprintf(&head, "%zu sandbox%s open.", n, n == 1 ? "" : "es") < 0)
                 head = NULL;
-        sb_finish_json(call, st, head, false);
+        ws_finish_json(call, st, head, false);
         return 0;
 }
 

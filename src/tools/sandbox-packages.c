@@ -12,26 +12,26 @@
 #include "tools.h"
 
 static void on_installed(Workspace *sb, const char *error, void *userdata) {
-        SbCall *c = userdata;
+        WsCall *c = userdata;
 
         c->prepare = NULL;
         if (!sb || error) {
-                sb_fail(c->call, "%s", error ?: "the sandbox was closed");
+                ws_fail(c->call, "%s", error ?: "the sandbox was closed");
         } else {
-                json_object *st = sb_summary(sb);
+                json_object *st = ws_summary(sb);
                 json_add(st, "installed", workspace_installed_packages(sb));
                 json_add_bool(st, "state_lost", true);
                 json_add_bool(st, "files_kept", true);
-                sb_finish_json(c->call, st,
+                ws_finish_json(c->call, st,
                                "Packages installed. The interpreter was restarted on the new environment: variables "
                                "and imports are gone (run your setup code again); files in /work are kept.",
                                false);
         }
-        sb_call_free(c);
+        ws_call_free(c);
 }
 
 static int install_call(ToolCall *call, json_object *args) {
-        Workspace *sb = sb_lookup(call, args);
+        Workspace *sb = ws_lookup(call, args);
         json_object *pk = json_get(args, "packages", json_type_array);
         _cleanup_json_ json_object *all = json_object_new_array();
         const RequirementList *have;
@@ -45,18 +45,18 @@ static int install_call(ToolCall *call, json_object *args) {
         for (size_t i = 0; pk && i < json_object_array_length(pk); i++)
                 json_object_array_add(all, json_object_get(json_object_array_get_idx(pk, i)));
 
-        SbCall *c = sb_call_new(call, sb);
+        WsCall *c = ws_call_new(call, sb);
         if (!c)
                 return -ENOMEM;
         int k = workspace_prepare(sb, all, NULL, on_installed, c, &c->prepare);
         if (k == WORKSPACE_BUSY) {
-                sb_call_free(c);
-                sb_fail(call, "another install into this sandbox is under way; try again when it is done");
+                ws_call_free(c);
+                ws_fail(call, "another install into this sandbox is under way; try again when it is done");
                 return 0;
         }
         if (k != 0) {
-                sb_call_free(c);
-                return sb_not_started(call, k);
+                ws_call_free(c);
+                return ws_not_started(call, k);
         }
         return 0;
 }
@@ -83,16 +83,16 @@ const Tool tool_install_package = {
 };
 
 static int list_installed_call(ToolCall *call, json_object *args) {
-        Workspace *sb = sb_lookup(call, args);
+        Workspace *sb = ws_lookup(call, args);
         if (!sb)
                 return 0;
-        json_object *st = sb_summary(sb);
+        json_object *st = ws_summary(sb);
         json_object *inst = workspace_installed_packages(sb);
         _cleanup_free_ char *head = NULL;
         if (asprintf(&head, "%d distributions installed.", json_object_object_length(inst)) < 0)
                 head = NULL;
         json_add(st, "installed", inst);
-        sb_finish_json(call, st, head, false);
+        ws_finish_json(call, st, head, false);
         return 0;
 }
 

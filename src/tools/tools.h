@@ -49,7 +49,8 @@ extern const Tool *const tools_one_shot[];
 /* With unsafe-no-sandbox=yes. */
 extern const Tool *const tools_unsandboxed[];
 
-/* Keep a sandbox started ahead for execute_python runs in this environment (RuntimePrestartFunc). */
+/* Keep a sandbox started ahead for execute_python runs in this environment (RuntimePrestartFunc). 0;
+ * RUNTIME_NO_SANDBOX when the sandbox does not work (nothing started); -errno. */
 int execute_python_prestart(Runtime *r, const char *env_path, const char *prefix);
 /* check_environment's "prestart": the pool, its depth per environment and the warm imports. */
 json_object *execute_python_pool_json(Runtime *r, uid_t uid);

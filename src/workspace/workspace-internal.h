@@ -89,7 +89,7 @@ struct Workspace {
         char id[WORKSPACE_ID_LEN + 1];
         uid_t uid;
         bool network;                   /* its interpreter was started with network access */
-        SchedTicket place;              /* SCHED_SANDBOX while it is open, charged to uid */
+        SchedTicket place;              /* SCHED_WORKSPACE while it is open, charged to uid */
         SchedTicket run_slot;           /* SCHED_RUN while a cell (an "exec" request) runs, as a run's */
         SchedLoop loop;                 /* the event loop's CPU its messages take, charged to uid */
         int loop_priority;              /* its sources' sd-event priority, as the scheduler last said */

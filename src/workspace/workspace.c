@@ -192,12 +192,12 @@ int workspace_new(WorkspaceRegistry *reg, uid_t uid, uint64_t ttl_usec, Workspac
                 return -ENOMEM;
         /* An open sandbox holds its place in the scheduler: max-sandboxes-per-user and max-sandboxes. */
         Scheduler *sched = runtime_scheduler(r);
-        k = scheduler_try_acquire(sched, &sb->place, SCHED_SANDBOX, uid);
+        k = scheduler_try_acquire(sched, &sb->place, SCHED_WORKSPACE, uid);
         if (k != 0) {
                 free(sb);
                 if (k < 0)
                         return k;
-                return scheduler_held_by(sched, SCHED_SANDBOX, uid) >= c->max_sandboxes_per_user
+                return scheduler_held_by(sched, SCHED_WORKSPACE, uid) >= c->max_sandboxes_per_user
                                ? WORKSPACE_USER_QUOTA
                                : WORKSPACE_TOTAL_QUOTA;
         }

@@ -8,6 +8,9 @@ the wire, framing limits, concurrency and hostile clients, the daemon's
 lifecycle (sd_notify, signals, idle exit, --listen safety, connection limit)
 and what the shim does with the daemon behind it.
 
+Over 800 lines, one file: many short independent tests of one program, the
+daemon, sharing the helpers at the top; `make check` runs it as one test.
+
 Needs $DAEMON and $SHIM (set by `make check`). Exit status as automake wants
 it: 0 pass, 1 fail, 77 skip.
 """

@@ -9,6 +9,10 @@ local index of wheels built here, environment reuse without uv, the sandbox's
 isolation (proved by refused writes and absent paths), Python selection,
 cancellation, progress and the run queue.
 
+Over 800 lines, one file: many short independent tests of one tool family
+sharing the local index of wheels and the helpers at the top, built once per
+run.
+
 Needs $DAEMON and $SHIM (set by `make check`), bubblewrap, uv and the pyenv
 Pythons (tests skip without them); the PyPI tests skip when pypi.org cannot be
 reached. Exit status as automake wants it: 0 pass, 1 fail, 77 skip.

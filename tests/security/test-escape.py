@@ -21,6 +21,10 @@ command line (the policy, the cache's paths) seen from inside, timeouts,
 processes that outlive their session (client gone, sandbox closed, daemon
 stopped), and bombs beside a client that keeps being served.
 
+Over 800 lines, one file: many short independent probes sharing the daemon
+setup, the probe runner and its report-and-marker check; one file is one
+list of escape attempts to review.
+
 Needs $DAEMON, $SHIM, bubblewrap, uv and a pyenv Python >= 3.11. Exit 77 when
 they are missing.
 """

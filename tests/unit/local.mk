@@ -230,3 +230,11 @@ TESTS += test-code
 test_code_SOURCES = src/runtime/test-code.c
 test_code_CFLAGS = $(UNIT_CFLAGS)
 test_code_LDADD = $(UNIT_LIBS)
+
+# No file over 800 lines without a reason at its top (scripts/check-file-sizes).
+TESTS += tests/unit/test-file-sizes.sh
+EXTRA_DIST += tests/unit/test-file-sizes.sh scripts/check-file-sizes
+
+# No writable exported data in the built libraries (scripts/check-globals).
+TESTS += tests/unit/test-globals.sh
+EXTRA_DIST += tests/unit/test-globals.sh scripts/check-globals
