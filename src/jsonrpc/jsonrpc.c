@@ -55,7 +55,8 @@ json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const ch
                 *ret_reason = "Parse error: out of memory";
                 return NULL;
         }
-        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+        /* No JSON_TOKENER_VALIDATE_UTF8: utf8_is_valid() has refused all it would, and more. */
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
 
         j = json_tokener_parse_ex(tok, line, (int) len);
         enum json_tokener_error e = json_tokener_get_error(tok);
@@ -103,20 +104,39 @@ json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const ch
 }
 
 size_t jsonrpc_count_elements_feed(JsonrpcElementCount *c, const char *p, size_t len, size_t limit) {
-        for (size_t i = 0; i < len && c->n <= limit; i++) {
-                char ch = p[i];
+        /* Inside a string only its end matters: skip to the next quote or backslash at memchr's pace. The next
+         * quote is looked for once and kept while backslashes come before it, so a string of escapes costs one
+         * pass, not one per escape. */
+        const char *quote = NULL;
+        size_t i = 0;
 
+        while (i < len && c->n <= limit) {
                 if (c->escaped) {
                         c->escaped = false;
+                        i++;
                         continue;
                 }
                 if (c->in_string) {
-                        if (ch == '\\')
+                        if (!quote || quote < p + i) {
+                                /* None left in this piece: p + len stands for "not here". */
+                                quote = memchr(p + i, '"', len - i);
+                                if (!quote)
+                                        quote = p + len;
+                        }
+                        size_t stop = (size_t) (quote - p);
+                        const char *bs = memchr(p + i, '\\', stop - i);
+                        if (bs) {
                                 c->escaped = true;
-                        else if (ch == '"')
-                                c->in_string = false;
+                                i = (size_t) (bs - p) + 1;
+                                continue;
+                        }
+                        if (stop == len)
+                                return c->n;
+                        c->in_string = false;
+                        i = stop + 1;
                         continue;
                 }
+                char ch = p[i++];
                 if (ch == '"')
                         c->in_string = true;
                 else if (ch == '[' || ch == '{' || ch == ',' || ch == ':')

@@ -537,6 +537,74 @@ START_TEST(test_count_elements) {
 }
 END_TEST
 
+/* The count as it was, a byte at a time: what the count that skips strings must agree with. */
+static size_t count_bytewise(JsonrpcElementCount *c, const char *p, size_t len, size_t limit) {
+        for (size_t i = 0; i < len && c->n <= limit; i++) {
+                char ch = p[i];
+
+                if (c->escaped) {
+                        c->escaped = false;
+                        continue;
+                }
+                if (c->in_string) {
+                        if (ch == '\\')
+                                c->escaped = true;
+                        else if (ch == '"')
+                                c->in_string = false;
+                        continue;
+                }
+                if (ch == '"')
+                        c->in_string = true;
+                else if (ch == '[' || ch == '{' || ch == ',' || ch == ':')
+                        c->n++;
+        }
+        return c->n;
+}
+
+START_TEST(test_count_elements_skips_strings) {
+        /* Random text of quotes, backslashes, structure and letters, fed whole and in random pieces, with and
+         * without a limit: the same counts, and the same state (inside a string, after a backslash) between
+         * pieces, as a byte at a time. */
+        static const char alphabet[] = "\"\"\\\\\\[]{},:ab é";
+        char text[300];
+
+        srand(23);
+        for (int round = 0; round < 5000; round++) {
+                size_t n = (size_t) rand() % sizeof(text), limit = rand() % 4 ? 1000 : (size_t) rand() % 20;
+                JsonrpcElementCount fast = JSONRPC_ELEMENT_COUNT_INIT, slow = JSONRPC_ELEMENT_COUNT_INIT;
+
+                for (size_t i = 0; i < n; i++)
+                        text[i] = alphabet[rand() % (sizeof(alphabet) - 1)];
+                for (size_t at = 0; at < n;) {
+                        size_t piece = 1 + (size_t) rand() % (n - at);
+                        size_t a = jsonrpc_count_elements_feed(&fast, text + at, piece, limit);
+                        size_t b = count_bytewise(&slow, text + at, piece, limit);
+                        ck_assert_uint_eq(a, b);
+                        if (b <= limit) {
+                                ck_assert_int_eq(fast.in_string, slow.in_string);
+                                ck_assert_int_eq(fast.escaped, slow.escaped);
+                        }
+                        at += piece;
+                }
+                JsonrpcElementCount whole = JSONRPC_ELEMENT_COUNT_INIT;
+                ck_assert_uint_eq(jsonrpc_count_elements(text, n, limit), count_bytewise(&whole, text, n, limit));
+        }
+
+        /* A long string of escapes with no end (one pass, not one per escape), and a long plain string. */
+        size_t big_n = 1 << 20;
+        char *big = malloc(big_n);
+        ck_assert_ptr_nonnull(big);
+        memset(big, '\\', big_n);
+        big[0] = '[';
+        big[1] = '"';
+        ck_assert_uint_eq(jsonrpc_count_elements(big, big_n, 1000), 2);
+        memset(big + 2, 'x', big_n - 2);
+        memcpy(big + big_n - 4, "\",1]", 4);
+        ck_assert_uint_eq(jsonrpc_count_elements(big, big_n, 1000), 3);
+        free(big);
+}
+END_TEST
+
 static Suite *jsonrpc_suite(void) {
         Suite *s = suite_create("jsonrpc");
         TCase *tc = tcase_create("parse");
@@ -544,6 +612,7 @@ static Suite *jsonrpc_suite(void) {
         tcase_add_test(tc, test_parse_valid);
         tcase_add_test(tc, test_parse_non_finite_refused);
         tcase_add_test(tc, test_count_elements);
+        tcase_add_test(tc, test_count_elements_skips_strings);
         tcase_add_test(tc, test_parse_scalar_at_end_of_line);
         tcase_add_test(tc, test_parse_invalid);
         tcase_add_test(tc, test_parse_nul_byte);

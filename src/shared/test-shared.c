@@ -608,6 +608,66 @@ START_TEST(test_read_small_file) {
 }
 END_TEST
 
+/* utf8_is_valid() as it was, a byte at a time: what its word-at-a-time path must agree with. */
+static bool utf8_is_valid_bytewise(const char *s, size_t n) {
+        for (size_t i = 0; i < n;) {
+                size_t l = utf8_decode(s + i, n - i, &(uint32_t) { 0 });
+                if (l == 0)
+                        return false;
+                i += l;
+        }
+        return true;
+}
+
+START_TEST(test_utf8_valid_words) {
+        /* Sequences good and bad (overlong, surrogates, past U+10FFFF, cut short, a lone continuation byte),
+         * put after 0 to 40 ASCII bytes and followed by 0 to 20 more, so that they start and end at every place
+         * in a word, and run past its end. */
+        static const char *const seqs[] = {
+                "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xf4\x8f\xbf\xbf",     /* good */
+                "\xc0\xaf", "\xc1\xbf", "\xe0\x80\xaf", "\xf0\x80\x80\xaf",             /* overlong */
+                "\xed\xa0\x80", "\xed\xbf\xbf",                                         /* surrogates */
+                "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xff", "\xfe",                 /* past the end */
+                "\xc3", "\xe2\x82", "\xf0\x9f\x98", "\x80", "\xbf\xbf",                 /* cut short, alone */
+                "\xe2\x28\xa1", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
+        };
+        char text[128];
+
+        for (size_t k = 0; k < ELEMENTSOF(seqs); k++)
+                for (size_t pre = 0; pre <= 40; pre++)
+                        for (size_t post = 0; post <= 20; post++) {
+                                size_t l = strlen(seqs[k]), n = pre + l + post;
+
+                                memset(text, 'a', sizeof(text));
+                                memcpy(text + pre, seqs[k], l);
+                                ck_assert_int_eq(utf8_is_valid(text, n), utf8_is_valid_bytewise(text, n));
+                                /* Cut off inside the sequence too. */
+                                for (size_t cut = pre; cut < pre + l; cut++)
+                                        ck_assert_int_eq(utf8_is_valid(text, cut), utf8_is_valid_bytewise(text, cut));
+                        }
+
+        /* Random text, mostly ASCII with some of everything. */
+        srand(17);
+        for (int round = 0; round < 2000; round++) {
+                size_t n = (size_t) rand() % sizeof(text);
+                for (size_t i = 0; i < n; i++)
+                        text[i] = rand() % 8 ? (char) (rand() % 0x80) : (char) (rand() % 0x100);
+                ck_assert_int_eq(utf8_is_valid(text, n), utf8_is_valid_bytewise(text, n));
+        }
+        /* A long ASCII run and the one bad byte at its end, or at its start. */
+        char *big = malloc(100000);
+        ck_assert_ptr_nonnull(big);
+        memset(big, 'x', 100000);
+        ck_assert(utf8_is_valid(big, 100000));
+        big[99999] = (char) 0xc3;
+        ck_assert(!utf8_is_valid(big, 100000));
+        big[99999] = 'x';
+        big[0] = (char) 0x80;
+        ck_assert(!utf8_is_valid(big, 100000));
+        free(big);
+}
+END_TEST
+
 START_TEST(test_escape_line) {
         check_escape("", "");
         check_escape("plain text, caf\xc3\xa9 \xe2\x82\xac", "plain text, caf\xc3\xa9 \xe2\x82\xac");
@@ -678,6 +738,7 @@ static Suite *shared_suite(void) {
 
         tc = tcase_create("utf8");
         tcase_add_test(tc, test_escape_line);
+        tcase_add_test(tc, test_utf8_valid_words);
         tcase_add_test(tc, test_escape_line_all_bytes);
         suite_add_tcase(s, tc);
         return s;
