@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "json-util.h"
@@ -36,71 +37,226 @@ static bool json_no_nan_literals(json_object *j, int depth) {
         }
 }
 
-json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const char **ret_reason) {
-        _cleanup_(json_tokener_freep_) json_tokener *tok = NULL;
-        json_object *j;
+struct JsonrpcParser {
+        const char *line;
+        size_t len;
+        size_t pos;                     /* the first byte not given to the checks and the tokener */
+        size_t counted;                 /* the first byte not counted (the count may run ahead of pos) */
+        int max_depth;
+        size_t max_elements;            /* 0: no limit */
+        JsonrpcElementCount count;
+        json_tokener *tok;
+        json_object *value;
+        bool complete;                  /* the tokener found the value's end (value NULL: a JSON null) */
+        bool blank, nul, bad_utf8, trailing;
+        bool done;                      /* the whole line was looked at */
+        enum json_tokener_error error;  /* the tokener's first error */
+};
 
-        if (memchr(line, 0, len)) {
+/* Outside strings, what ends a number or a literal: white space and structure. */
+static bool ends_token(char ch) {
+        return ch != 0 && strchr(" \t\r\n,:[]{}\"", ch);
+}
+
+static bool only_white(const char *s, size_t n, const char *white) {
+        for (size_t i = 0; i < n; i++)
+                if (!strchr(white, s[i]) || s[i] == 0)
+                        return false;
+        return true;
+}
+
+int jsonrpc_parser_new(JsonrpcParser **ret, const char *line, size_t len, int max_depth, size_t max_elements) {
+        JsonrpcParser *p = calloc(1, sizeof(*p));
+
+        if (!p)
+                return -ENOMEM;
+        *p = (JsonrpcParser) {
+                .line = line,
+                .len = len,
+                .max_depth = max_depth,
+                .max_elements = max_elements,
+                .count = JSONRPC_ELEMENT_COUNT_INIT,
+                .blank = true,
+                .error = json_tokener_success,
+        };
+        p->tok = json_tokener_new_ex(max_depth);
+        if (!p->tok) {
+                free(p);
+                return -ENOMEM;
+        }
+        /* No JSON_TOKENER_VALIDATE_UTF8: utf8_is_valid() has refused all it would, and more. */
+        json_tokener_set_flags(p->tok, JSON_TOKENER_STRICT);
+        *ret = p;
+        return 0;
+}
+
+JsonrpcParser *jsonrpc_parser_free(JsonrpcParser *p) {
+        if (!p)
+                return NULL;
+        json_tokener_free(p->tok);
+        json_object_put(p->value);
+        free(p);
+        return NULL;
+}
+
+static bool parser_too_many(const JsonrpcParser *p) {
+        return p->max_elements > 0 && p->count.n > p->max_elements;
+}
+
+static void parser_count_to(JsonrpcParser *p, size_t end) {
+        if (end <= p->counted)
+                return;
+        (void) jsonrpc_count_elements_feed(&p->count, p->line + p->counted, end - p->counted,
+                                           p->max_elements > 0 ? p->max_elements : SIZE_MAX);
+        p->counted = end;
+}
+
+/*
+ * Where the piece that starts at p->pos ends, about slice bytes on. The tokener is given no number or literal cut
+ * in two (given "8" and then "-" it takes 8, where given "8-" it finds a bad number), and our UTF-8 check no
+ * character cut in two: a piece ends inside a string, or after white space or structure, and never before a
+ * continuation byte. Where strings are is known from the element count, which runs up to the end.
+ */
+static size_t parser_piece_end(JsonrpcParser *p, size_t slice) {
+        size_t end = p->len - p->pos <= slice ? p->len : p->pos + slice;
+
+        parser_count_to(p, end);
+        while (end < p->len) {
+                unsigned char next = (unsigned char) p->line[end];
+
+                if ((next & 0xc0) != 0x80 && (p->count.in_string || ends_token(p->line[end - 1])))
+                        break;
+                end++;
+                parser_count_to(p, end);
+        }
+        return end;
+}
+
+int jsonrpc_parser_step(JsonrpcParser *p, size_t slice) {
+        size_t end;
+
+        if (p->done)
+                return JSONRPC_PARSER_DONE;
+
+        end = parser_piece_end(p, slice > 0 ? slice : 1);
+        const char *s = p->line + p->pos;
+        size_t n = end - p->pos;
+
+        if (p->blank)
+                p->blank = only_white(s, n, " \t\r");
+        if (!p->nul && memchr(s, 0, n))
+                p->nul = true;
+        /* json-c's own check lets overlong forms and surrogates through. */
+        if (!p->nul && !p->bad_utf8 && !utf8_is_valid(s, n))
+                p->bad_utf8 = true;
+
+        /* Decided already (the reason is one of those, whatever the tokener would say): the tokener is spared. */
+        if (!p->nul && !p->bad_utf8 && !parser_too_many(p) && p->error == json_tokener_success) {
+                if (p->complete) {
+                        /* Only white space may follow the value. The strict tokener, given the line whole, eats
+                         * the white space after the value and finds anything else unexpected: so it is here. */
+                        if (!only_white(s, n, " \t\r\n"))
+                                p->error = json_tokener_error_parse_unexpected;
+                } else if (n > 0) {
+                        json_object *j = json_tokener_parse_ex(p->tok, s, (int) n);
+                        enum json_tokener_error e = json_tokener_get_error(p->tok);
+
+                        if (e == json_tokener_success) {
+                                size_t stop = json_tokener_get_parse_end(p->tok);
+                                p->value = j;
+                                p->complete = true;
+                                if (stop < n && !only_white(s + stop, n - stop, " \t\r\n"))
+                                        p->trailing = true;
+                        } else {
+                                json_object_put(j);
+                                if (e != json_tokener_continue)
+                                        p->error = e;
+                        }
+                }
+        }
+        p->pos = end;
+        if (p->pos < p->len)
+                return 0;
+
+        /* The end of the line. A number or literal that runs to it ends only when the tokener sees the end of
+         * input: give it the terminating NUL. */
+        if (!p->nul && !p->bad_utf8 && !parser_too_many(p) && p->error == json_tokener_success && !p->complete) {
+                json_object *j = json_tokener_parse_ex(p->tok, "", 1);
+                enum json_tokener_error e = json_tokener_get_error(p->tok);
+
+                if (e == json_tokener_success) {
+                        p->value = j;
+                        p->complete = true;
+                } else {
+                        json_object_put(j);
+                        p->error = e == json_tokener_continue ? json_tokener_error_parse_eof : e;
+                }
+        }
+        p->done = true;
+        return JSONRPC_PARSER_DONE;
+}
+
+bool jsonrpc_parser_blank(const JsonrpcParser *p) {
+        return p->blank;
+}
+
+bool jsonrpc_parser_too_many_elements(const JsonrpcParser *p) {
+        return parser_too_many(p);
+}
+
+json_object *jsonrpc_parser_finish(JsonrpcParser *p, const char **ret_reason) {
+        if (p->nul) {
                 *ret_reason = "Parse error: the message contains a NUL byte";
                 return NULL;
         }
-        /* json-c's own check lets overlong forms and surrogates through. */
-        if (!utf8_is_valid(line, len)) {
+        if (p->bad_utf8) {
                 *ret_reason = "Parse error: the message is not valid UTF-8";
                 return NULL;
         }
-
-        tok = json_tokener_new_ex(max_depth);
-        if (!tok) {
-                *ret_reason = "Parse error: out of memory";
+        switch (p->error) {
+        case json_tokener_success:
+                break;
+        case json_tokener_error_depth:
+                *ret_reason = "Parse error: nested too deeply";
+                return NULL;
+        case json_tokener_continue:
+        case json_tokener_error_parse_eof:
+                *ret_reason = "Parse error: the message ends in the middle of a JSON value";
+                return NULL;
+        default:
+                *ret_reason = "Parse error: not valid JSON";
                 return NULL;
         }
-        /* No JSON_TOKENER_VALIDATE_UTF8: utf8_is_valid() has refused all it would, and more. */
-        json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-
-        j = json_tokener_parse_ex(tok, line, (int) len);
-        enum json_tokener_error e = json_tokener_get_error(tok);
-        size_t end = json_tokener_get_parse_end(tok);
-        if (!j && e == json_tokener_continue) {
-                /* A number or literal that runs to the end of the line ends only when the
-                 * tokener sees the end of input: give it the terminating NUL. */
-                j = json_tokener_parse_ex(tok, "", 1);
-                e = json_tokener_get_error(tok);
-                end = len;
-        }
-        if (!j || e != json_tokener_success) {
-                json_object_put(j);
-                switch (e) {
-                case json_tokener_error_depth:
-                        *ret_reason = "Parse error: nested too deeply";
-                        break;
-                case json_tokener_continue:
-                case json_tokener_error_parse_eof:
-                        *ret_reason = "Parse error: the message ends in the middle of a JSON value";
-                        break;
-                default:
-                        *ret_reason = e == json_tokener_success ? "Parse error: empty message"
-                                                                 : "Parse error: not valid JSON";
-                }
+        if (!p->value) {
+                *ret_reason = "Parse error: empty message";
                 return NULL;
         }
-
-        /* Only white space may follow the value. */
-        for (size_t i = end; i < len; i++)
-                if (!strchr(" \t\r\n", line[i])) {
-                        json_object_put(j);
-                        *ret_reason = "Parse error: text after the JSON value";
-                        return NULL;
-                }
-
+        if (p->trailing) {
+                *ret_reason = "Parse error: text after the JSON value";
+                return NULL;
+        }
         /* json-c takes NaN and Infinity, which JSON does not have. */
-        if (!json_no_nan_literals(j, max_depth)) {
-                json_object_put(j);
+        if (!json_no_nan_literals(p->value, p->max_depth)) {
                 *ret_reason = "Parse error: not valid JSON (NaN and Infinity are not JSON numbers)";
                 return NULL;
         }
+        return TAKE_PTR(p->value);
+}
 
-        return j;
+json_object *jsonrpc_parse_sliced(const char *line, size_t len, int max_depth, size_t slice, const char **ret_reason) {
+        _cleanup_(jsonrpc_parser_freep) JsonrpcParser *p = NULL;
+
+        if (jsonrpc_parser_new(&p, line, len, max_depth, 0) < 0) {
+                *ret_reason = "Parse error: out of memory";
+                return NULL;
+        }
+        while (jsonrpc_parser_step(p, slice) != JSONRPC_PARSER_DONE)
+                ;
+        return jsonrpc_parser_finish(p, ret_reason);
+}
+
+json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const char **ret_reason) {
+        return jsonrpc_parse_sliced(line, len, max_depth, SIZE_MAX, ret_reason);
 }
 
 size_t jsonrpc_count_elements_feed(JsonrpcElementCount *c, const char *p, size_t len, size_t limit) {

@@ -41,6 +41,36 @@ typedef struct JsonrpcMessage {
 
 /* Parse one line; returns the value, or NULL with a reason for -32700. */
 json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const char **ret_reason);
+
+/*
+ * One complete line parsed a slice at a time, so that a long line does not hold the event loop: each step looks at
+ * about slice more bytes (a little more, to end the piece where the tokener may resume: inside a string, or after
+ * white space or structure) and returns. Whatever the slices, the outcome is the one jsonrpc_parse() gives the line
+ * whole. The line is borrowed and must stay in place until the parser is freed. While it works the parser holds
+ * json-c's tokener and the value so far: for a long string, up to about twice the line (the string as it is read,
+ * and its copy in the value).
+ */
+typedef struct JsonrpcParser JsonrpcParser;
+enum {
+        JSONRPC_PARSER_DONE = 1,        /* jsonrpc_parser_step(): the whole line was looked at */
+};
+/* max_elements: the count of values over which the line is refused (jsonrpc_parser_too_many_elements()); 0: none. */
+int jsonrpc_parser_new(JsonrpcParser **ret, const char *line, size_t len, int max_depth, size_t max_elements);
+JsonrpcParser *jsonrpc_parser_free(JsonrpcParser *p);
+static inline void jsonrpc_parser_freep(JsonrpcParser **p) {
+        if (*p)
+                jsonrpc_parser_free(*p);
+}
+/* Returns 0 while bytes are left, JSONRPC_PARSER_DONE once the line is done. */
+int jsonrpc_parser_step(JsonrpcParser *p, size_t slice);
+/* Once done: the line held only blanks (spaces, tabs, CRs), and no message. */
+bool jsonrpc_parser_blank(const JsonrpcParser *p);
+/* Once done: the line holds more values than max_elements (decided before anything the parser found). */
+bool jsonrpc_parser_too_many_elements(const JsonrpcParser *p);
+/* Once done: the value (the caller's), or NULL with the reason for -32700, as jsonrpc_parse() says them. */
+json_object *jsonrpc_parser_finish(JsonrpcParser *p, const char **ret_reason);
+/* For tests: jsonrpc_parse() a slice at a time. */
+json_object *jsonrpc_parse_sliced(const char *line, size_t len, int max_depth, size_t slice, const char **ret_reason);
 /*
  * Count the JSON values a line would make (brackets, braces, commas and colons
  * outside strings, plus one), without parsing it; stops counting past limit.
