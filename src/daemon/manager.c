@@ -153,7 +153,7 @@ static void on_session_closed(Session *s, void *userdata) {
         manager_update_status(m);
 }
 
-static SessionLimits session_limits(const Manager *m) {
+static SessionLimits session_limits(Manager *m) {
         const Config *c = m->config;
 
         if (m->stdio)
@@ -173,6 +173,7 @@ static SessionLimits session_limits(const Manager *m) {
                 .line_timeout_usec = c->line_timeout_usec,
                 .idle_timeout_usec = c->connection_idle_timeout_usec,
                 .charges = m->charges,
+                .input_waiters = &m->input_waiters,
                 .loop_share = runtime_scheduler(m->runtime),
         };
 }
@@ -635,6 +636,7 @@ Manager *manager_free(Manager *m) {
                 return NULL;
         while (m->sessions)
                 manager_drop_session(m, m->sessions);
+        waitq_clear(&m->input_waiters);
         m->schemas = mcp_schema_cache_free(m->schemas);
         m->workspaces = workspace_registry_free(m->workspaces);
         runtime_free(m->runtime);

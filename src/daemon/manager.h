@@ -36,6 +36,7 @@ typedef struct Manager {
         Session *sessions;
         unsigned n_sessions;
         ChargeRegistry *charges;   /* connections and queued reply bytes, per peer uid: the scheduler's */
+        WaitQueue input_waiters;   /* connections waiting for a parse of their user to end (SessionLimits) */
         uint64_t refusal_logged_usec;      /* refusals over a quota are logged once a second at most */
         uint64_t next_session_id;
         uint64_t total_sessions;

@@ -822,6 +822,20 @@ void mcp_session_tools_changed(McpSession *s) {
         session_send(s, jsonrpc_notification_new("notifications/tools/list_changed", NULL));
 }
 
+/* A line's value (stolen), or NULL and the reason it is none. */
+static int handle_parsed(McpSession *s, json_object *value, const char *reason) {
+        _cleanup_json_ json_object *msg = value;
+
+        if (!msg)
+                reply_error(s, NULL, NULL, JSONRPC_PARSE_ERROR, reason, NULL);
+        else if (json_object_is_type(msg, json_type_array))
+                handle_batch(s, msg);
+        else
+                handle_message(s, NULL, msg);
+
+        return s->error;
+}
+
 int mcp_session_handle_line_fds(McpSession *s, const char *line, size_t len, const ToolFds *fds) {
         int r;
 
@@ -847,14 +861,28 @@ int mcp_session_handle_line(McpSession *s, const char *line, size_t len) {
                 return mcp_session_handle_too_many_elements(s);
 
         msg = jsonrpc_parse(line, len, s->server->max_depth, &reason);
-        if (!msg)
-                reply_error(s, NULL, NULL, JSONRPC_PARSE_ERROR, reason, NULL);
-        else if (json_object_is_type(msg, json_type_array))
-                handle_batch(s, msg);
-        else
-                handle_message(s, NULL, msg);
+        return handle_parsed(s, TAKE_PTR(msg), reason);
+}
 
-        return s->error;
+int mcp_session_parser_new(McpSession *s, const char *line, size_t len, JsonrpcParser **ret) {
+        return jsonrpc_parser_new(ret, line, len, s->server->max_depth, s->server->max_elements);
+}
+
+int mcp_session_handle_parsed_fds(McpSession *s, JsonrpcParser *p, const ToolFds *fds) {
+        _cleanup_json_ json_object *msg = NULL;
+        const char *reason = NULL;
+        int r;
+
+        /* In the order mcp_session_handle_line() decides: a blank line, too many values, then the parse. */
+        if (jsonrpc_parser_blank(p))
+                return s->error;
+        if (jsonrpc_parser_too_many_elements(p))
+                return mcp_session_handle_too_many_elements(s);
+        msg = jsonrpc_parser_finish(p, &reason);
+        s->line_fds = fds;
+        r = handle_parsed(s, TAKE_PTR(msg), reason);
+        s->line_fds = NULL;
+        return r;
 }
 
 size_t mcp_session_max_elements(const McpSession *s) {

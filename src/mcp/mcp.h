@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "jsonrpc/jsonrpc.h"
 #include "tool.h"
 
 #define MCP_MODERN_VERSION "2026-07-28"
@@ -62,6 +63,11 @@ static inline void mcp_session_freep(McpSession **s) {
 int mcp_session_handle_line(McpSession *s, const char *line, size_t len);
 /* The same, with the file descriptors that came with the line (borrowed: the caller closes them after). */
 int mcp_session_handle_line_fds(McpSession *s, const char *line, size_t len, const ToolFds *fds);
+/* A long line, parsed by the caller a slice at a time (jsonrpc_parser_step()) with this session's depth and element
+ * limits: the parser, which borrows the line. */
+int mcp_session_parser_new(McpSession *s, const char *line, size_t len, JsonrpcParser **ret);
+/* Once the parser is done: the line answered as mcp_session_handle_line_fds() answers it whole. */
+int mcp_session_handle_parsed_fds(McpSession *s, JsonrpcParser *p, const ToolFds *fds);
 /* A line over the size limit was dropped. */
 int mcp_session_handle_oversize(McpSession *s, size_t limit);
 /* A line over the element budget (max-message-elements) was dropped, perhaps before it ended; the budget (0: none). */

@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * One connection: framing its input, the budgets it is charged for, backpressure, deadlines, and long lines parsed
+ * a slice at a time. Over 800 lines, one file: every part is a state of the same connection, changed in one place
+ * and seen by the others (whether it reads, what it holds of its user's budget, when it may close).
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -19,6 +24,7 @@
 static void session_update_events(Session *s);
 static void session_close_later(Session *s);
 static void session_close_with_error(Session *s, const char *message);
+static void session_finish_input(Session *s);
 
 static uint64_t session_now(Session *s) {
         uint64_t t = 0;
@@ -52,6 +58,8 @@ static void session_loop_account(Session *s, uint64_t cpu0) {
                 (void) sd_event_source_set_priority(s->out_source, p);
         if (s->defer_source)
                 (void) sd_event_source_set_priority(s->defer_source, p);
+        if (s->parse_source)
+                (void) sd_event_source_set_priority(s->parse_source, p);
 }
 
 /* The queued reply bytes, as charged to the peer. Shrinking never fails. */
@@ -153,7 +161,13 @@ static int session_send(json_object *msg, void *userdata) {
 }
 
 bool session_is_idle(const Session *s) {
-        return mcp_session_n_calls(s->mcp) == 0 && buf_size(&s->out) == 0;
+        return mcp_session_n_calls(s->mcp) == 0 && buf_size(&s->out) == 0 && !s->parser;
+}
+
+/* What this connection holds of its user's input budget: the unfinished line, and the line being parsed at
+ * SESSION_PARSE_COST times its length. */
+static size_t session_input_held(const Session *s) {
+        return framing_pending(&s->framing) + (s->parser ? SESSION_PARSE_COST * s->parse_len : 0);
 }
 
 static void session_close_later(Session *s) {
@@ -208,8 +222,50 @@ static int session_count_line(Session *s) {
         return 1;
 }
 
+/*
+ * A complete line too long to parse in one callback: parsed a slice per turn of the loop (on_parse()), so that
+ * other connections are served in between. Until it is answered this connection takes no other line and reads
+ * nothing; it counts SESSION_PARSE_COST times the line against its user's input budget, charged whatever the
+ * budget says (the line is there already, and the parse is bounded by it). Takes the fds that came with it.
+ */
+static int session_parse_begin(Session *s, const char *line, size_t len, const int *fds, size_t n_fds) {
+        int r;
+
+        r = mcp_session_parser_new(s->mcp, line, len, &s->parser);
+        if (r < 0)
+                return r;
+        s->parse_len = len;
+        memcpy(s->parse_fds, fds, n_fds * sizeof(int));
+        s->parse_n_fds = n_fds;
+        if (s->input.user)
+                (void) charge_resize(&s->input, session_input_held(s), true);
+        if (s->parsing.user)
+                (void) charge_resize(&s->parsing, 1, true);
+        return sd_event_source_set_enabled(s->parse_source, SD_EVENT_ON);
+}
+
+/* The parse is over: what it held is given back, and the user's connections that wait for that read again. */
+static void session_parse_end(Session *s) {
+        (void) sd_event_source_set_enabled(s->parse_source, SD_EVENT_OFF);
+        s->parser = jsonrpc_parser_free(s->parser);
+        for (size_t i = 0; i < s->parse_n_fds; i++)
+                safe_close(s->parse_fds[i]);
+        s->parse_n_fds = 0;
+        s->parse_len = 0;
+        if (s->input.user)
+                (void) charge_resize(&s->input, session_input_held(s), true);
+        if (s->parsing.user)
+                (void) charge_resize(&s->parsing, 0, true);
+        if (s->limits.input_waiters)
+                waitq_call_all(s->limits.input_waiters);
+}
+
 static void process_input(Session *s, bool eof) {
         bool got = false;
+
+        /* One line at a time: the next waits until this one is answered. */
+        if (s->parser)
+                return;
 
         for (;;) {
                 char *line;
@@ -230,6 +286,20 @@ static void process_input(Session *s, bool eof) {
                 end = s->in_total - framing_pending(&s->framing);
                 if (s->in_socket)
                         n_fds = fdqueue_take(&s->fds, start, end, fds);
+                if (r == FRAMING_LINE && len > SESSION_PARSE_SLICE) {
+                        r = session_parse_begin(s, line, len, fds, n_fds);
+                        if (r < 0) {
+                                /* Its fds are the parse's once it began, else still ours. */
+                                if (s->parser)
+                                        session_parse_end(s);
+                                else
+                                        for (size_t i = 0; i < n_fds; i++)
+                                                safe_close(fds[i]);
+                                session_close_later(s);
+                                return;
+                        }
+                        break;
+                }
                 if (r == FRAMING_OVERSIZE)
                         r = mcp_session_handle_oversize(s->mcp, s->limits.max_message_size);
                 else {
@@ -250,12 +320,12 @@ static void process_input(Session *s, bool eof) {
                 }
         }
 
-        if (!s->dead && !s->held_back && !eof && session_count_line(s) > 0)
+        if (!s->dead && !s->held_back && !s->parser && !eof && session_count_line(s) > 0)
                 return;
 
         /* Bytes of unfinished lines, as charged to the peer: give back what was consumed. */
-        if (s->input.user && framing_pending(&s->framing) < s->input.amount)
-                (void) charge_resize(&s->input, framing_pending(&s->framing), true);
+        if (s->input.user && session_input_held(s) < s->input.amount)
+                (void) charge_resize(&s->input, session_input_held(s), true);
 
         /* What is left is the start of a line; it began no earlier than the last line ended. */
         if (!session_line_pending(s))
@@ -271,8 +341,6 @@ static void process_input(Session *s, bool eof) {
  * (their processes killed, no reply, as for notifications/cancelled), replies
  * already queued go out, and the session closes.
  */
-static void session_finish_input(Session *s);
-
 static void session_input_ended(Session *s) {
         if (s->read_eof)
                 return;
@@ -284,12 +352,21 @@ static void session_input_ended(Session *s) {
  * file's end is no client leaving: its requests are all answered. */
 static void session_finish_input(Session *s) {
         process_input(s, true);
-        if (s->dead || s->held_back || !s->in_pollable)
+        /* A line being parsed is answered first; then this comes back. */
+        if (s->dead || s->held_back || s->parser || !s->in_pollable)
                 return;
         if (mcp_session_n_calls(s->mcp) > 0)
                 log_debug("Connection %" PRIu64 ": input ended; cancelling %u call(s) still running.", s->id,
                           mcp_session_n_calls(s->mcp));
         mcp_session_cancel_all(s->mcp);
+}
+
+/* A parse of the user ended (or another's: this connection looks again): read on. */
+static void on_input_wake(void *userdata) {
+        Session *s = userdata;
+
+        s->input_wait = NULL;
+        session_update_events(s);
 }
 
 static int session_read(Session *s) {
@@ -335,8 +412,20 @@ static int session_read(Session *s) {
         process_input(s, false);
 
         /* What stays buffered counts against the user's budget for unfinished messages. */
-        if (!s->dead && s->input.user && framing_pending(&s->framing) > s->input.amount &&
-            charge_resize(&s->input, framing_pending(&s->framing), false) == CHARGE_QUOTA) {
+        if (!s->dead && s->input.user && session_input_held(s) > s->input.amount &&
+            charge_resize(&s->input, session_input_held(s), false) == CHARGE_QUOTA) {
+                /* Over it while a line of the user is parsed (which counts three times its length): what was read
+                 * is kept, and this connection reads on once the parse is over. */
+                if (s->limits.input_waiters && s->parsing.user &&
+                    charge_registry_used(s->limits.charges, s->uid, CHARGE_PARSES) > 0) {
+                        s->input_wait = waitq_push(s->limits.input_waiters, on_input_wake, s);
+                        if (!s->input_wait)
+                                return -ENOMEM;
+                        (void) charge_resize(&s->input, session_input_held(s), true);
+                        log_debug("Connection %" PRIu64 " (uid " UID_FMT "): the user's input budget is taken by a "
+                                  "line being parsed; reading on once it is.", s->id, s->uid);
+                        return 0;
+                }
                 log_notice("Connection %" PRIu64 " (uid " UID_FMT "): the user's connections hold too much unfinished "
                            "input; closing.",
                            s->id, s->uid);
@@ -399,7 +488,53 @@ static int on_out(sd_event_source *src, int fd, uint32_t revents, void *userdata
 }
 
 static bool session_reading(const Session *s) {
-        return !s->read_eof && !s->stopping && !s->dead && buf_size(&s->out) <= s->limits.output_high_water;
+        return !s->read_eof && !s->stopping && !s->dead && !s->parser && !s->input_wait &&
+               buf_size(&s->out) <= s->limits.output_high_water;
+}
+
+/* One slice of the line being parsed; once it is done, the line is answered and the next one taken. */
+static void session_parse_step(Session *s) {
+        int r;
+
+        if (jsonrpc_parser_step(s->parser, SESSION_PARSE_SLICE) != JSONRPC_PARSER_DONE) {
+                /* Back in the queue behind what became ready meanwhile, not ahead of it: sd-event serves the oldest
+                 * pending source first among those of one priority. */
+                (void) sd_event_source_set_enabled(s->parse_source, SD_EVENT_OFF);
+                (void) sd_event_source_set_enabled(s->parse_source, SD_EVENT_ON);
+                return;
+        }
+        ToolFds tf = { .fds = s->parse_fds, .n = s->parse_n_fds, .supported = s->in_socket };
+        r = mcp_session_handle_parsed_fds(s->mcp, s->parser, &tf);
+        session_parse_end(s);
+        if (r < 0 || s->dead) {
+                session_close_later(s);
+                return;
+        }
+        s->active_usec = session_now(s);
+        /* The line left over waited for us, not for the client: its time starts now. */
+        if (session_line_pending(s))
+                s->line_usec = s->active_usec;
+        if (buf_size(&s->out) > s->limits.output_high_water)
+                s->held_back = true;
+        else if (s->read_eof)
+                session_finish_input(s);
+        else
+                process_input(s, false);
+        session_update_events(s);
+        session_check_done(s);
+}
+
+static int on_parse(sd_event_source *src, void *userdata) {
+        uint64_t cpu0 = thread_cpu_usec();
+        Session *s = userdata;
+
+        if (s->dead || !s->parser) {
+                (void) sd_event_source_set_enabled(src, SD_EVENT_OFF);
+                return 0;
+        }
+        session_parse_step(s);
+        session_loop_account(s, cpu0);
+        return 0;
 }
 
 static int on_defer(sd_event_source *src, void *userdata) {
@@ -497,8 +632,7 @@ static int on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
 }
 
 static void session_update_events(Session *s) {
-        bool want_in = !s->read_eof && !s->stopping && !s->dead &&
-                       buf_size(&s->out) <= s->limits.output_high_water;
+        bool want_in = session_reading(s);
         bool want_out = buf_size(&s->out) > 0 && !s->dead;
 
         if (s->dead)
@@ -592,12 +726,18 @@ int session_new(Session **ret, sd_event *e, uint64_t id, int in_fd, int out_fd, 
         if (r < 0)
                 goto fail;
         (void) sd_event_source_set_enabled(s->defer_source, SD_EVENT_OFF);
+        r = sd_event_add_defer(e, &s->parse_source, on_parse, s);
+        if (r < 0)
+                goto fail;
+        (void) sd_event_source_set_enabled(s->parse_source, SD_EVENT_OFF);
 
         if (limits->charges) {
                 /* Reply bytes are checked against the user's budget as they are queued. */
                 r = charge_take(limits->charges, &s->replies, s->uid, CHARGE_REPLY_BYTES, 0);
                 if (r == 0)
                         r = charge_take(limits->charges, &s->input, s->uid, CHARGE_INPUT_BYTES, 0);
+                if (r == 0)
+                        r = charge_take(limits->charges, &s->parsing, s->uid, CHARGE_PARSES, 0);
                 if (r != 0) {
                         r = r < 0 ? r : -ENOBUFS;
                         goto fail;
@@ -664,11 +804,17 @@ Session *session_free(Session *s) {
         if (!s)
                 return NULL;
         s->dead = true;
+        waitq_cancel(s->input_wait);
+        s->input_wait = NULL;
         mcp_session_free(s->mcp);
         sd_event_source_disable_unref(s->in_source);
         sd_event_source_disable_unref(s->out_source);
         sd_event_source_disable_unref(s->defer_source);
         sd_event_source_disable_unref(s->timer_source);
+        if (s->parser)
+                session_parse_end(s);
+        sd_event_source_disable_unref(s->parse_source);
+        charge_release(&s->parsing);
         charge_release(&s->replies);
         charge_release(&s->input);
         charge_release(&s->connection);

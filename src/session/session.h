@@ -20,6 +20,16 @@
 #include "protocol/fdqueue.h"
 #include "protocol/framing.h"
 #include "scheduler/scheduler.h"
+#include "waitq.h"
+
+/* A complete line longer than this is parsed this much at a time, one slice per turn of the event loop. */
+#define SESSION_PARSE_SLICE ((size_t) 256 * 1024)
+/*
+ * While a line is parsed a slice at a time it counts this many times its length against max-input-buffer-per-user:
+ * the line itself, json-c's copy of a string as it reads it, and the string in the value (see
+ * jsonrpc_parser_new()).
+ */
+#define SESSION_PARSE_COST 3
 
 typedef struct Session Session;
 typedef void (*SessionClosedFunc)(Session *s, void *userdata);
@@ -32,6 +42,9 @@ typedef struct SessionLimits {
         uint64_t line_timeout_usec;
         uint64_t idle_timeout_usec;
         ChargeRegistry *charges;   /* queued reply and input bytes are charged here to the peer; NULL: nowhere */
+        WaitQueue *input_waiters;  /* a connection whose user is over max-input-buffer-per-user while a line of
+                                    * its user is parsed stops reading and waits here for the parse to end (the
+                                    * owner's; the sessions share it); NULL: it is closed, as when none is parsed */
         Scheduler *loop_share;     /* the loop's CPU its callbacks take is charged here to the peer, and orders
                                     * them (scheduler_loop_priority()); NULL: not */
 } SessionLimits;
@@ -49,6 +62,14 @@ struct Session {
         JsonrpcElementCount line_elements;      /* the values of the line being received, counted as it comes */
         uint64_t line_start, line_counted;      /* its stream offset, and that of the first byte not counted */
         FdQueue fds;               /* fds that came, waiting for their line */
+        JsonrpcParser *parser;     /* the complete line being parsed a slice at a time (no other line is taken and
+                                    * nothing is read meanwhile); NULL: none */
+        size_t parse_len;          /* its length */
+        int parse_fds[FDQUEUE_MAX_FDS];         /* the fds that came with it */
+        size_t parse_n_fds;
+        sd_event_source *parse_source;          /* parses the next slice, at the connection's priority */
+        Charge parsing;            /* 1 while a line of this connection is parsed: others of its user may wait */
+        WaitEntry *input_wait;     /* over the user's input budget: not reading until a parse of its user ends */
         Buf out;
         SessionLimits limits;
         McpSession *mcp;

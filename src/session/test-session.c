@@ -620,6 +620,46 @@ START_TEST(test_input_budget) {
 }
 END_TEST
 
+/* A complete line longer than a slice is parsed a slice per turn of the loop, counting three times its length
+ * against the user's input budget meanwhile; the line after it waits, and the answers come in order. */
+START_TEST(test_long_line_parsed_in_slices) {
+        SessionLimits l = default_limits();
+        size_t n = 4 * SESSION_PARSE_SLICE;
+        _cleanup_free_ char *text = malloc(n + 64);
+        static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\",\"params\":{\"x\":\"";
+        unsigned turns = 0;
+        uint64_t most = 0;
+
+        ck_assert_ptr_nonnull(text);
+        l.max_message_size = 2 * n;
+        charge_registry_set_limit(charges, CHARGE_INPUT_BYTES, 16 * n, 0);
+        start(&l);
+        initialize();
+
+        memcpy(text, head, sizeof(head) - 1);
+        memset(text + sizeof(head) - 1, 'y', n - (sizeof(head) - 1));
+        memcpy(text + n - 3, "\"}}", 3);
+        strcpy(text + n, "\n{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\"}\n");
+        client_send(text);
+        for (unsigned i = 0; i < 10000 && (turns == 0 || session->parser); i++) {
+                if (session->parser) {
+                        turns++;
+                        most = MAX(most, charge_registry_used(charges, session->uid, CHARGE_INPUT_BYTES));
+                        ck_assert_uint_eq(charge_registry_used(charges, session->uid, CHARGE_PARSES), 1);
+                }
+                ck_assert_int_ge(sd_event_run(event, 10 * USEC_PER_MSEC), 0);
+        }
+        ck_assert_uint_ge(turns, 4);
+        ck_assert_uint_ge(most, SESSION_PARSE_COST * n);
+
+        _cleanup_json_ json_object *a = client_read(), *b = client_read();
+        assert_result(a, 7);
+        assert_result(b, 8);
+        ck_assert_uint_eq(charge_registry_used(charges, session->uid, CHARGE_INPUT_BYTES), 0);
+        ck_assert_uint_eq(charge_registry_used(charges, session->uid, CHARGE_PARSES), 0);
+}
+END_TEST
+
 /* ---- backpressure -------------------------------------------------------- */
 
 /* Make the session's socket hold little, so that replies queue in the session rather than in the kernel. */
@@ -930,6 +970,7 @@ static Suite *session_suite(void) {
         tcase_add_test(tc, test_half_sent_line);
         tcase_add_test(tc, test_idle_deadline);
         tcase_add_test(tc, test_input_budget);
+        tcase_add_test(tc, test_long_line_parsed_in_slices);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("backpressure");

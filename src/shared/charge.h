@@ -26,6 +26,7 @@ typedef enum ChargeSlot {
         CHARGE_PROXY_CONNECTIONS,       /* network-allow: connections through the daemon's proxy */
         CHARGE_PROXY_BYTES,             /* and the bytes they buffer */
         CHARGE_PROXY_LOOKUPS,           /* and their name lookups: resolver children at once */
+        CHARGE_PARSES,                  /* lines parsed a slice at a time (no limit: the count says whether to wait) */
         _CHARGE_SLOT_MAX,
 } ChargeSlot;
 

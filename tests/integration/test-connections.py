@@ -13,10 +13,14 @@ stays bounded.
 Needs $DAEMON, $SHIM, root and setpriv (for user B). Exit 77 when nothing can run.
 """
 
+import fcntl
 import json
 import os
 import selectors
 import socket
+import struct
+import termios
+import threading
 import time
 
 import mcptest
@@ -347,6 +351,117 @@ def huge_request_of_tiny_values_is_refused_cheaply():
         eq(read_lines(s, 1)[0].get("id"), "after", "the connection is served after the refusal")
         user_b(d, "after A's huge request")
         s.close()
+        check(d.alive(), "the daemon died")
+
+
+def vm_hwm_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for ln in f:
+            if ln.startswith("VmHWM:"):
+                return int(ln.split()[1])
+    return 0
+
+
+def unread_by_peer(s):
+    """Bytes sent on s that the daemon has not read yet (SIOCOUTQ)."""
+    return struct.unpack("i", fcntl.ioctl(s.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+
+
+def long_ping(rid, n):
+    """A ping of about n bytes: one long string in its params."""
+    head = b'{"jsonrpc":"2.0","id":"' + rid.encode() + b'","method":"ping","params":{"x":"'
+    return head + b"y" * (n - len(head) - 3) + b'"}}'
+
+
+@test
+def another_user_is_answered_while_a_long_line_is_parsed():
+    """A's line of 60 MiB (one long string) is parsed a slice at a time: B's ping, sent after A's line was
+    complete and its parse had begun, is answered while A's is not yet; A's comes after, whole. Today the parse
+    is one callback, and B's answer waits behind A's."""
+    need_root()
+    with Daemon(args=["--max-message-size=64M", "--max-input-buffer-per-user=256M"]) as d:
+        b = Client(d.nobody_argv())
+        mcptest.at_exit(lambda: b.proc.poll() is None and b.kill())
+        r = b.request("initialize", {"protocolVersion": LATEST_LEGACY, "capabilities": {},
+                                     "clientInfo": {"name": "b", "version": "1"}}, timeout=10)
+        eq(r.get("result", {}).get("protocolVersion"), LATEST_LEGACY, "user B's initialize")
+        b.notify("notifications/initialized")
+
+        a = connect(d)
+        a.sendall(init_lines())
+        read_lines(a, 1)
+        payload = long_ping("a-long", 60 << 20)
+        # All of A's line but its end, read by the daemon; then the end, and B's ping once the daemon has read it
+        # (and a moment more: today the whole parse runs in the callback that read it).
+        a.sendall(payload)
+        wait_until(lambda: unread_by_peer(a) == 0, 60, "the daemon to read A's line")
+        a.sendall(b"\n")
+        wait_until(lambda: unread_by_peer(a) == 0, 10, "the daemon to read the end of A's line")
+        time.sleep(0.02)
+        r = b.request("ping", timeout=30)
+        eq(r.get("result"), {}, "B's ping")
+        a.setblocking(False)
+        try:
+            early = a.recv(65536)
+        except BlockingIOError:
+            early = b""
+        a.setblocking(True)
+        check(not early, f"A's reply ({early[:100]!r}) came before B's, though B's request came later: "
+                         "A's parse held the loop")
+        r = read_lines(a, 1, timeout=60)
+        check(r and r[0].get("id") == "a-long" and r[0].get("result") == {}, f"A's long ping answered: {str(r)[:200]}")
+        a.close()
+        eq(b.close(), 0, "user B's shim exit status")
+        check(d.alive(), "the daemon died")
+
+
+@test
+def long_lines_of_one_user_keep_the_daemon_under_64_mib():
+    """A sends pings of 16 MiB (one long string), one after another on two connections, with the defaults: the
+    line being parsed counts three times against A's input budget, so that the daemon's peak (VmHWM) stays
+    under 64 MiB; A's pings are answered (or a connection is closed over the budget), and B is served."""
+    need_root()
+    with Daemon() as d:
+        pid = d.proc.pid
+        if sanitized(pid):
+            skip("the sanitizers' memory is not the daemon's")
+        payload = long_ping("long", (16 << 20) - 4096) + b"\n"
+        results = {"answered": 0, "closed": 0}
+        lock = threading.Lock()
+
+        def flood():
+            for _ in range(3):
+                s = connect(d)
+                try:
+                    s.sendall(init_lines())
+                    read_lines(s, 1)
+                    for _ in range(3):
+                        s.sendall(payload)
+                        r = read_lines(s, 1, timeout=60)
+                        if not r or r[0].get("id") != "long":
+                            raise ConnectionResetError(str(r)[:200])
+                        with lock:
+                            results["answered"] += 1
+                    return
+                except OSError as e:
+                    with lock:
+                        results["closed"] += 1
+                    print(f"# an A connection closed: {e}", flush=True)
+                finally:
+                    s.close()
+
+        threads = [threading.Thread(target=flood) for _ in range(2)]
+        for t in threads:
+            t.start()
+        user_b(d, "beside A's long lines")
+        for t in threads:
+            t.join()
+        hwm = vm_hwm_kib(pid)
+        log = d.log_full()
+        print(f"# daemon VmHWM {hwm} KiB; A's pings answered {results['answered']}, connections closed "
+              f"{results['closed']}, reads held back behind a parse {log.count('reading on once it is')}", flush=True)
+        check(results["answered"] >= 1, f"A's long pings were answered: {results}")
+        check(hwm < 64 * 1024, f"the daemon peaked at {hwm} KiB for A's 16 MiB lines")
         check(d.alive(), "the daemon died")
 
 
