@@ -387,6 +387,7 @@ int runtime_spawn_compile(void *userdata, EnvCompileStep step, const char *env_d
                             (char *) "-m", (char *) "compileall", (char *) "-q", lib, NULL };
         sandbox_limits_from_config(r->config, &limits);
         limits.cpu_usec = 0;    /* the build's own time limit stands */
+        limits.owner = SANDBOX_OWNER_IDLE;      /* only CPU that no run wants (limits.h) */
         return spawn_bwrap(r, NULL, ro, out_dir, NULL, 0, NULL, 0, -EBADF, command, timeout_usec, &limits, true, 4096,
                            4096, done, done_userdata, ret);
 }

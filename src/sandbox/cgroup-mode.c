@@ -252,7 +252,9 @@ static int new_groups(SandboxCgroups *sc, uid_t owner, char *ret[static _SANDBOX
                         }
                 } else
                         r = sandbox_cgroup_new_group(sc->dirs[c], name,
-                                                     owner == SANDBOX_OWNER_DAEMON ? SANDBOX_CGROUP_DAEMON_WEIGHT : 100,
+                                                     owner == SANDBOX_OWNER_DAEMON ? SANDBOX_CGROUP_DAEMON_WEIGHT :
+                                                     owner == SANDBOX_OWNER_IDLE   ? SANDBOX_CGROUP_IDLE_WEIGHT :
+                                                                                     100,
                                                      &ret[c]);
         }
         if (r < 0)

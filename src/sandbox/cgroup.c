@@ -129,7 +129,7 @@ int sandbox_cgroup_read_events(char *const *paths, SandboxCgroupEvents *ret) {
 }
 
 static bool is_group_name(const char *name) {
-        return startswith(name, "uid-") || streq(name, "daemon");
+        return startswith(name, "uid-") || streq(name, "daemon") || streq(name, "idle");
 }
 
 /*
@@ -181,6 +181,8 @@ void sandbox_cgroup_remove_stale(const char *dir) {
 const char *sandbox_cgroup_group_name(uid_t owner, char *buf, size_t size) {
         if (owner == SANDBOX_OWNER_DAEMON)
                 snprintf(buf, size, "daemon");
+        else if (owner == SANDBOX_OWNER_IDLE)
+                snprintf(buf, size, "idle");
         else
                 snprintf(buf, size, "uid-%u", (unsigned) owner);
         return buf;

@@ -50,6 +50,11 @@ typedef struct SandboxLimits {
 /* The daemon's own work (sandboxes started ahead for whoever comes first, metadata readers, compiles, the
  * self-test): never a peer's uid. */
 #define SANDBOX_OWNER_DAEMON ((uid_t) -1)
+/* Work that may use only a CPU nobody else wants (the bytecode compile of a new environment): its own group of
+ * runs, "idle", at the least CPU weight there is. SCHED_IDLE alone does not do it: a policy binds only among the
+ * tasks of one cgroup, and up the hierarchy a group on its CPU weighs what the group's weight says. Never a peer's
+ * uid either ((uid_t) -2 is no account's). */
+#define SANDBOX_OWNER_IDLE ((uid_t) -2)
 
 /* The limits a call may lower (bits of a mask). */
 enum {
@@ -163,7 +168,8 @@ void sandbox_cgroup_remove_stale(const char *dir);
  * a quarter of a user's weight.
  */
 #define SANDBOX_CGROUP_DAEMON_WEIGHT 25         /* percent of a user's (the kernel's default) */
-/* "uid-N" or "daemon", into buf (at least 32 bytes). */
+#define SANDBOX_CGROUP_IDLE_WEIGHT 0            /* the least: cpu.weight 1 (v2), cpu.shares 2 (v1) */
+/* "uid-N", "daemon" or "idle", into buf (at least 32 bytes). */
 const char *sandbox_cgroup_group_name(uid_t owner, char *buf, size_t size);
 /*
  * dir/name made (or reused) to hold run cgroups: on cgroup v2 (a cgroup.subtree_control file there) with the

@@ -1036,6 +1036,7 @@ START_TEST(test_cgroup_groups) {
         ck_assert_str_eq(sandbox_cgroup_group_name(1000, buf, sizeof(buf)), "uid-1000");
         ck_assert_str_eq(sandbox_cgroup_group_name(0, buf, sizeof(buf)), "uid-0");
         ck_assert_str_eq(sandbox_cgroup_group_name(SANDBOX_OWNER_DAEMON, buf, sizeof(buf)), "daemon");
+        ck_assert_str_eq(sandbox_cgroup_group_name(SANDBOX_OWNER_IDLE, buf, sizeof(buf)), "idle");
 
         /* cgroup v2: the run cgroups below get their controllers; the group its weight. */
         mkdir_in(d, "uid-5");
@@ -1063,6 +1064,14 @@ START_TEST(test_cgroup_groups) {
         ck_assert_int_eq(sandbox_cgroup_new_group(d, "daemon", SANDBOX_CGROUP_DAEMON_WEIGHT, &path), 0);
         ck_file(p, "cpu.shares", "256");
         path = mfree(path);
+        /* The idle group: the least weight v1 has. */
+        mkdir_in(d, "idle");
+        snprintf(p, sizeof(p), "%s/idle", d);
+        put(p, "cpu.shares", "");
+        ck_assert_int_eq(sandbox_cgroup_new_group(d, "idle", SANDBOX_CGROUP_IDLE_WEIGHT, &path), 0);
+        ck_file(p, "cpu.shares", "2");
+        path = mfree(path);
+        snprintf(p, sizeof(p), "%s/daemon", d);
         ck_assert_int_eq(sandbox_cgroup_new_group(d, "uid-6", 100, &path), 0);
         ck_assert_int_eq(stat(path, &st), 0);
         path = mfree(path);
@@ -1114,7 +1123,10 @@ START_TEST(test_cgroup_groups) {
         mkdir_in(p, "run-4");
         snprintf(p, sizeof(p), "%s/uid-8/run-4", d);
         put(p, "cgroup.procs", "1\n");
+        snprintf(p, sizeof(p), "%s/idle", d);
+        unlink_in(p, "cpu.shares");     /* the idle group, empty now: it goes too */
         sandbox_cgroup_remove_stale(d);
+        ck_assert_int_lt(stat(p, &st), 0);
         snprintf(p, sizeof(p), "%s/uid-7", d);
         ck_assert_int_lt(stat(p, &st), 0);
         snprintf(p, sizeof(p), "%s/uid-8/run-4", d);

@@ -24,6 +24,7 @@ import stat
 import threading
 import time
 
+import mcptest
 from mcptest import Daemon, at_exit, check, eq, main, need_uv, newest_python, scratch, test, wait_until
 from wheels import build_wheel
 
@@ -186,13 +187,14 @@ class CompileWatch:
                         uid = next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
                     with open(f"/proc/{p}/stat") as f:
                         policy = int(f.read().rsplit(")", 1)[1].split()[38])   # field 41, after comm
+                    cgroups = mcptest.own_cgroups(p)
                 except (OSError, StopIteration, IndexError, ValueError):
                     continue
                 up = self._ancestors(int(p))
                 if any(a == self.daemon_pid for a, _ in up):   # ours, not another daemon's on this machine
                     # bwrap itself (its argv names the command), or what runs in it.
                     sandboxed = argv[0].endswith(b"/bwrap") or any(name == "bwrap" for _, name in up)
-                    self.seen[int(p)] = (uid, sandboxed, argv[:3], up, policy)
+                    self.seen[int(p)] = (uid, sandboxed, argv[:3], up, policy, cgroups)
             time.sleep(0.002)
 
     def __enter__(self):
@@ -294,10 +296,22 @@ def package_code_runs_only_inside_the_sandbox_and_environments_stay_read_only():
 
     # Every compile ran in bwrap, as a uid other than root.
     check(watch.seen, "no bytecode compile was seen running")
-    for pid, (uid, in_bwrap, argv, up, policy) in watch.seen.items():
+    mounts = mcptest.cgroup_mounts()
+    for pid, (uid, in_bwrap, argv, up, policy, cgroups) in watch.seen.items():
         check(in_bwrap, f"compileall (pid {pid}: {argv}) ran outside bwrap: its ancestors {up}")
         check(uid != 0, f"compileall (pid {pid}) ran as host root")
         eq(policy, 5, f"compileall (pid {pid}): scheduling policy (5: SCHED_IDLE, it never slows a run)")
+        # With cgroups of the daemon's, in the CPU's hierarchy: the "idle" group at the least weight, for a policy
+        # binds only within one cgroup.
+        cpu = "cpu" if "cpu" in cgroups else ""
+        path = cgroups.get(cpu, "")
+        if "/mcp-python-sandbox-" in path and cpu in mounts:
+            check("/idle/run-" in path, f"compileall (pid {pid}) is in {path}, not the idle group")
+            group = mounts[cpu] + os.path.dirname(path)
+            weight, least = ("cpu.shares", "2") if cpu else ("cpu.weight", "1")
+            if os.path.exists(os.path.join(group, weight)):
+                with open(os.path.join(group, weight)) as f:
+                    eq(f.read().strip(), least, f"{weight} of the compile's group {group}")
 
     # The other environments are as they were; the new one is read-only on disk, bytecode included.
     after = tree_digest()
