@@ -463,6 +463,17 @@ int scheduler_loop_priority(SchedLoop *l, uint64_t now_usec) {
         return u->low ? SCHEDULER_LOOP_LOW : SCHEDULER_LOOP_NORMAL;
 }
 
+bool scheduler_loop_account(SchedLoop *l, uint64_t cpu_usec, uint64_t now_usec, int *priority) {
+        int p;
+
+        scheduler_loop_charge(l, cpu_usec, now_usec);
+        p = scheduler_loop_priority(l, now_usec);
+        if (p == *priority)
+                return false;
+        *priority = p;
+        return true;
+}
+
 uint64_t scheduler_loop_load(const Scheduler *s, uid_t uid, uint64_t now_usec) {
         SchedLoopUser *u = loop_user_find(s, uid);
 

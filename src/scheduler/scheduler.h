@@ -148,6 +148,9 @@ void scheduler_loop_leave(SchedLoop *l);
 void scheduler_loop_charge(SchedLoop *l, uint64_t cpu_usec, uint64_t now_usec);
 /* The sd-event priority l's sources should have now: SCHEDULER_LOOP_NORMAL or SCHEDULER_LOOP_LOW. */
 int scheduler_loop_priority(SchedLoop *l, uint64_t now_usec);
+/* Both for one callback: cpu_usec charged, then the priority l's sources should have now into *priority (what they
+ * have). True when that changed: the caller moves its sources and may say so. */
+bool scheduler_loop_account(SchedLoop *l, uint64_t cpu_usec, uint64_t now_usec, int *priority);
 /* For tests: what is left of a uid's charges at now_usec (0 for a uid with no SchedLoop), and how many uids have
  * one. */
 uint64_t scheduler_loop_load(const Scheduler *s, uid_t uid, uint64_t now_usec);

@@ -306,6 +306,15 @@ START_TEST(test_loop_priority) {
         ck_assert_int_eq(scheduler_loop_priority(&a2, t), SCHEDULER_LOOP_LOW);
         ck_assert_int_eq(scheduler_loop_priority(&b, t), SCHEDULER_LOOP_NORMAL);
 
+        /* One callback's account: the charge, then whether its sources move (once, not at every callback). */
+        int prio = SCHEDULER_LOOP_NORMAL;
+        ck_assert(scheduler_loop_account(&a2, 1 * MS, t, &prio));
+        ck_assert_int_eq(prio, SCHEDULER_LOOP_LOW);
+        ck_assert(!scheduler_loop_account(&a2, 1 * MS, t, &prio));
+        ck_assert_int_eq(prio, SCHEDULER_LOOP_LOW);
+        prio = SCHEDULER_LOOP_NORMAL;
+        ck_assert(!scheduler_loop_account(&b, 0, t, &prio));
+
         /* B spends a little: still under its share, still served first. */
         scheduler_loop_charge(&b, 5 * MS, t);
         ck_assert_int_eq(scheduler_loop_priority(&b, t), SCHEDULER_LOOP_NORMAL);

@@ -39,14 +39,12 @@ static uint64_t session_now(Session *s) {
  * keeps the loop busy is served after this one's ready events, never instead of them.
  */
 static void session_loop_account(Session *s, uint64_t cpu0) {
-        uint64_t now = session_now(s);
         int p;
 
         if (!s->loop.user || s->dead)
                 return;
-        scheduler_loop_charge(&s->loop, thread_cpu_usec() - cpu0, now);
-        p = scheduler_loop_priority(&s->loop, now);
-        if (p == s->loop_priority)
+        p = s->loop_priority;
+        if (!scheduler_loop_account(&s->loop, thread_cpu_usec() - cpu0, session_now(s), &p))
                 return;
         log_debug("Connection %" PRIu64 " (uid " UID_FMT "): %s.", s->id, s->uid,
                   p > s->loop_priority ? "its user is over its share of the event loop; served after the others"

@@ -248,14 +248,12 @@ static void on_message(Workspace *sb, json_object *msg) {
  * messages is read after everyone else's ready events, in every moment they leave.
  */
 static void workspace_loop_account(Workspace *sb, uint64_t cpu0) {
-        uint64_t now = now_usec();
         int p;
 
         if (!sb->loop.user)
                 return;
-        scheduler_loop_charge(&sb->loop, thread_cpu_usec() - cpu0, now);
-        p = scheduler_loop_priority(&sb->loop, now);
-        if (p != sb->loop_priority)
+        p = sb->loop_priority;
+        if (scheduler_loop_account(&sb->loop, thread_cpu_usec() - cpu0, now_usec(), &p))
                 log_debug("Sandbox %.8s… of uid " UID_FMT ": %s.", sb->id, sb->uid,
                           p > sb->loop_priority ? "its user is over its share of the event loop; read after the others"
                                                 : "its user is back within its share of the event loop");
