@@ -1344,7 +1344,7 @@ CAPTURE_WRAPPER = r"""#!/usr/bin/python3 -I
 # it passes through --args FD spelled out, and the contents of the fds they
 # read; then run the real bwrap with the arguments unchanged. It runs as the
 # sandbox's uid (a root daemon's are its own): the directory is open to it.
-import os, sys
+import os, re, sys
 f = "%(dir)s/%%d" %% os.getpid()
 args = sys.argv[1:]
 def read_fd(fd):
@@ -1366,6 +1366,15 @@ for prev, a in zip(flat, flat[1:]):
         try:
             with open(f + ".fd" + a, "wb") as out:
                 out.write(read_fd(int(a)))
+        except OSError:
+            pass
+# The boot program's compiled code, which its loader (-c) reads from an inherited fd by number.
+for a in flat:
+    m = re.search(r"os\.pread\((\d+),", a)
+    if m:
+        try:
+            with open(f + ".code" + m.group(1), "wb") as out:
+                out.write(read_fd(int(m.group(1))))
         except OSError:
             pass
 os.execv("%(bwrap)s", ["%(bwrap)s"] + args)
@@ -1405,6 +1414,8 @@ def capture_argv(ours, cache, bwrap):
             fds = {}
             for fdfile in glob.glob(base + ".fd*"):
                 fds[int(fdfile.rsplit(".fd", 1)[1])] = fdfile
+            for codefile in glob.glob(base + ".code*"):
+                fds["code"] = (int(codefile.rsplit(".code", 1)[1]), codefile)
             # "$@" holds the arguments only: put the real bwrap in front.
             return [bwrap] + argv, fds, result_text(r)
     raise RuntimeError("the capture wrapper saw no run")
@@ -1420,6 +1431,14 @@ def run_captured(argv, fds):
                 fd = os.open(fds[old], os.O_RDONLY)
                 opened[old] = fd
                 new[i] = str(fd)
+        # The boot program's loader reads the compiled code from an fd it names: a fresh one, named anew.
+        if "code" in fds and "-c" in argv:
+            old, path = fds["code"]
+            fd = os.open(path, os.O_RDONLY)
+            opened["code"] = fd
+            k = argv.index("-c") + 1
+            new[k] = new[k].replace("os.pread(%d," % old, "os.pread(%d," % fd).replace(
+                "os.close(%d)" % old, "os.close(%d)" % fd)
         # The run's bootstrap takes the fd of its figure/file pipe after "-c CODE": give it a sink.
         if "-c" in argv:
             k = argv.index("-c")
