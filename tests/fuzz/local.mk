@@ -2,7 +2,7 @@
 # libFuzzer targets, built with ./configure --enable-fuzzer CC=clang.
 # Run each for a while: make fuzz FUZZ_SECONDS=30
 FUZZ_TARGETS = fuzz-framing fuzz-mcp fuzz-pep723 fuzz-config fuzz-driver fuzz-outputs fuzz-fdqueue fuzz-netproxy \
-	fuzz-preimport
+	fuzz-preimport fuzz-jsonrpc
 EXTRA_DIST += $(addprefix tests/fuzz/,$(addsuffix .c,$(FUZZ_TARGETS))) tests/fuzz/corpus
 if ENABLE_FUZZER
 noinst_PROGRAMS += $(FUZZ_TARGETS)
@@ -45,6 +45,10 @@ fuzz_preimport_SOURCES = tests/fuzz/fuzz-preimport.c
 fuzz_preimport_CFLAGS = $(FUZZ_CFLAGS)
 fuzz_preimport_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
 fuzz_preimport_LDADD = $(FUZZ_LDADD)
+fuzz_jsonrpc_SOURCES = tests/fuzz/fuzz-jsonrpc.c
+fuzz_jsonrpc_CFLAGS = $(FUZZ_CFLAGS)
+fuzz_jsonrpc_LDFLAGS = $(AM_LDFLAGS) $(FUZZER_LDFLAGS)
+fuzz_jsonrpc_LDADD = $(FUZZ_LDADD)
 
 FUZZ_SECONDS ?= 20
 fuzz: $(FUZZ_TARGETS)
