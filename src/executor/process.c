@@ -17,6 +17,7 @@
 #include "fs-util.h"
 #include "macro.h"
 #include "process.h"
+#include "process-signal.h"
 #include "strv.h"
 #include "time-util.h"
 
@@ -72,99 +73,6 @@ static int on_output(sd_event_source *s, int fd, uint32_t revents, void *userdat
                 close_pipe(p, &p->stderr_fd, &p->stderr_source);
         maybe_done(p);
         return 0;
-}
-
-/* Write a short string into a cgroup's file: one write, no creation. */
-static int cgroup_write(const char *cgroup, const char *name, const char *value) {
-        char path[PATH_MAX];
-        int fd, r = 0;
-
-        if ((size_t) snprintf(path, sizeof(path), "%s/%s", cgroup, name) >= sizeof(path))
-                return -ENAMETOOLONG;
-        fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
-        if (fd < 0)
-                return -errno;
-        if (write(fd, value, strlen(value)) != (ssize_t) strlen(value))
-                r = errno ? -errno : -EIO;
-        close(fd);
-        return r;
-}
-
-/* The pids cgroup.procs lists, in a new array. */
-static int cgroup_pids(const char *cgroup, pid_t **ret, size_t *ret_n) {
-        char path[PATH_MAX];
-        pid_t *pids = NULL;
-        size_t n = 0, allocated = 0;
-        long v;
-        FILE *f;
-
-        if ((size_t) snprintf(path, sizeof(path), "%s/cgroup.procs", cgroup) >= sizeof(path))
-                return -ENAMETOOLONG;
-        f = fopen(path, "re");
-        if (!f)
-                return -errno;
-        while (fscanf(f, "%ld", &v) == 1) {
-                if (n == allocated) {
-                        pid_t *np = realloc(pids, (allocated = allocated * 2 + 64) * sizeof(pid_t));
-                        if (!np) {
-                                free(pids);
-                                fclose(f);
-                                return -ENOMEM;
-                        }
-                        pids = np;
-                }
-                pids[n++] = (pid_t) v;
-        }
-        fclose(f);
-        *ret = pids;
-        *ret_n = n;
-        return 0;
-}
-
-static bool has_pid(const pid_t *pids, size_t n, pid_t pid) {
-        for (size_t i = 0; i < n; i++)
-                if (pids[i] == pid)
-                        return true;
-        return false;
-}
-
-/*
- * Signal the processes cgroup.procs lists (at most 256 a call): cgroup v1 has no cgroup.kill. A pid read there
- * may belong to someone else by the time it is signalled, so each is pinned with a pidfd first and signalled only
- * when the list, read again, still has it. Returns how many were signalled.
- */
-static int cgroup_signal_listed(const char *cgroup, int sig) {
-        _cleanup_free_ pid_t *listed = NULL, *again = NULL;
-        size_t n_listed = 0, n_again = 0;
-        int fds[256], r, killed = 0;
-
-        r = cgroup_pids(cgroup, &listed, &n_listed);
-        if (r < 0)
-                return r;
-        n_listed = MIN(n_listed, ELEMENTSOF(fds));
-        for (size_t i = 0; i < n_listed; i++)
-                fds[i] = (int) syscall(SYS_pidfd_open, listed[i], 0);
-        r = cgroup_pids(cgroup, &again, &n_again);
-        for (size_t i = 0; i < n_listed; i++) {
-                if (r < 0 || !has_pid(again, n_again, listed[i])) {
-                        if (fds[i] >= 0)
-                                close(fds[i]);
-                        continue;
-                }
-                /* Without pidfds (old kernels, valgrind): by pid, listed twice in the cgroup just now. */
-                if (fds[i] < 0 ? kill(listed[i], sig) >= 0
-                               : syscall(SYS_pidfd_send_signal, fds[i], sig, NULL, 0) >= 0)
-                        killed++;
-                if (fds[i] >= 0)
-                        close(fds[i]);
-        }
-        return r < 0 ? r : killed;
-}
-
-/* Kill all a cgroup holds: cgroup.kill on cgroup v2 (Linux 5.14 and later), one by one otherwise. */
-static void cgroup_kill(const char *cgroup) {
-        if (cgroup_write(cgroup, "cgroup.kill", "1") < 0)
-                (void) cgroup_signal_listed(cgroup, SIGKILL);
 }
 
 /* Cgroups still busy when their process was freed (its processes were on their way out): removed later, from a
@@ -408,11 +316,14 @@ int process_timeout(Process *p) {
         p->timed_out = true;
         /* First SIGWINCH, which a process that does not handle it ignores: the run flushes what it buffered (see
          * process.h); the timer comes back once more for the kill. */
-        if (p->flush_on_timeout && !p->flushing && p->cgroups && p->timer_source) {
+        if (p->flush_on_timeout && !p->flushing && p->timer_source) {
                 int n = 0;
                 p->flushing = true;
-                for (size_t i = 0; p->cgroups[i]; i++)
+                /* Without cgroups (rlimits only), its processes as /proc shows them below it. */
+                for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
                         n += MAX(cgroup_signal_listed(p->cgroups[i], SIGWINCH), 0);
+                if (!p->cgroups)
+                        n = signal_descendants(p->pid, SIGWINCH);
                 if (n > 0 &&
                     sd_event_source_set_time_relative(p->timer_source, PROCESS_FLUSH_GRACE_USEC) >= 0 &&
                     sd_event_source_set_enabled(p->timer_source, SD_EVENT_ONESHOT) >= 0)

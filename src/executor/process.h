@@ -90,8 +90,9 @@ struct Process {
         int signal;                /* when killed by a signal, else 0 */
         bool timed_out;
         bool killed;               /* by us: timeout or process_kill() */
-        bool flush_on_timeout;     /* at the timeout, SIGWINCH to its cgroups' processes first, SIGKILL
-                                    * PROCESS_FLUSH_GRACE_USEC later: a run flushes its buffered output then */
+        bool flush_on_timeout;     /* at the timeout, SIGWINCH to its processes first (its cgroups', or without
+                                    * cgroups every descendant /proc shows), SIGKILL PROCESS_FLUSH_GRACE_USEC
+                                    * later: a run flushes its buffered output then */
         bool flushing;             /* that SIGWINCH was sent */
 
         ProcessDoneFunc done;
@@ -107,7 +108,7 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
 void process_set_stderr_func(Process *p, ProcessOutputFunc f, void *userdata);
 /* Kill the process group now; done still runs (unless the Process is freed). */
 void process_kill(Process *p);
-/* Its time is up: sets timed_out and kills it, or, with flush_on_timeout and cgroups, first sends SIGWINCH and
+/* Its time is up: sets timed_out and kills it, or, with flush_on_timeout, first sends SIGWINCH and
  * returns 1: the timer (timer_source) then fires once more, PROCESS_FLUSH_GRACE_USEC later, to kill it. */
 int process_timeout(Process *p);
 Process *process_free(Process *p);

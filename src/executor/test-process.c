@@ -513,6 +513,30 @@ START_TEST(test_busy_cgroup_without_reaper) {
 }
 END_TEST
 
+/* At its timeout, a run without cgroups is asked to flush as one with them is: SIGWINCH reaches every process below
+ * it, one in a session of its own (as bwrap's sandbox is) included, and only the kill comes later. */
+START_TEST(test_flush_on_timeout_without_cgroups) {
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c",
+                         (char *) "setsid /bin/sh -c 'trap \"echo flushed; exit 0\" WINCH; while :; do sleep 0.05; done' "
+                                  "& wait",
+                         NULL };
+        bool done = false;
+        Process *p = NULL;
+
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 1024, .tail_max = 1024,
+                             .timeout_usec = 300 * USEC_PER_MSEC, .reaper = reaper };
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        p->flush_on_timeout = true;
+        ck_assert_ptr_null(p->cgroups);
+        RUN_UNTIL(done);
+        ck_assert(done);
+        ck_assert(p->timed_out);
+        ck_assert(p->flushing);
+        ck_assert_uint_eq(p->out.total, strlen("flushed\n"));
+        process_free(p);
+}
+END_TEST
+
 static Suite *process_suite(void) {
         Suite *s = suite_create("process");
         TCase *tc = tcase_create("detach");
@@ -536,6 +560,7 @@ static Suite *process_suite(void) {
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_stderr_func_sees_all_of_stderr);
         tcase_add_test(tc, test_nice);
+        tcase_add_test(tc, test_flush_on_timeout_without_cgroups);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -1,9 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# The security tests again with the daemon as an unprivileged service user, as
-# the packaged units run it (the other runs of them use a root daemon, whose
-# sandboxes get uids of their own). The user is $MCP_TEST_SERVICE_USER
+# The security tests (and test-execute's output at a timeout) again with the
+# daemon as an unprivileged service user, as the packaged units run it (the
+# other runs of them use a root daemon, whose sandboxes get uids of their
+# own). The user is $MCP_TEST_SERVICE_USER
 # (default: mcp-sandbox-test, which scripts/test.sh creates); the tests
 # themselves run as root, which they need to look at the host.
 #
@@ -38,4 +39,10 @@ for t in test-escape.py test-package-code.py test-sandbox-failures.py test-sandb
         rc=$?
         [ "$rc" -eq 0 ] || [ "$status" -ne 0 ] || status=$rc
 done
+# Without cgroups (a service user's daemon has rlimits only), a run's buffered output must still come out at its
+# timeout: the SIGWINCH that asks for it reaches the sandbox's processes through /proc.
+echo "== test-execute.py (output at a timeout), the daemon as $user"
+python3 "$TOP_SRCDIR/tests/integration/test-execute.py" buffered_output_arrives_whole_and_in_order
+rc=$?
+[ "$rc" -eq 0 ] || [ "$status" -ne 0 ] || status=$rc
 exit "$status"
