@@ -423,8 +423,6 @@ def long_lines_of_one_user_keep_the_daemon_under_64_mib():
     need_root()
     with Daemon() as d:
         pid = d.proc.pid
-        if sanitized(pid):
-            skip("the sanitizers' memory is not the daemon's")
         payload = long_ping("long", (16 << 20) - 4096) + b"\n"
         results = {"answered": 0, "closed": 0}
         lock = threading.Lock()
@@ -461,7 +459,10 @@ def long_lines_of_one_user_keep_the_daemon_under_64_mib():
         print(f"# daemon VmHWM {hwm} KiB; A's pings answered {results['answered']}, connections closed "
               f"{results['closed']}, reads held back behind a parse {log.count('reading on once it is')}", flush=True)
         check(results["answered"] >= 1, f"A's long pings were answered: {results}")
-        check(hwm < 64 * 1024, f"the daemon peaked at {hwm} KiB for A's 16 MiB lines")
+        # Asked now, when the daemon has long been running (at the start it may not have exec'd yet): under ASan its
+        # quarantine and shadow are not the daemon's memory.
+        if not sanitized(pid):
+            check(hwm < 64 * 1024, f"the daemon peaked at {hwm} KiB for A's 16 MiB lines")
         check(d.alive(), "the daemon died")
 
 
