@@ -102,27 +102,6 @@ int cgroup_signal_listed(const char *cgroup, int sig) {
         return r < 0 ? r : killed;
 }
 
-/* The parent of pid, from /proc/PID/stat; 0 if it cannot be read. */
-static pid_t parent_of(pid_t pid) {
-        char path[64], buf[512], *p;
-        ssize_t n;
-        int fd;
-
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return 0;
-        n = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        if (n <= 0)
-                return 0;
-        buf[n] = 0;
-        p = strrchr(buf, ')');   /* the command may hold anything, ')' too: the last one ends it */
-        if (!p || strlen(p) < 4)
-                return 0;
-        return (pid_t) strtol(p + 4, NULL, 10);   /* ") S PPID" */
-}
-
 /*
  * Signal every descendant of root (not root itself), without a cgroup to list them: the processes in /proc whose
  * chain of parents reaches root, each through a pidfd opened while its parent was still the one found (a pid used
@@ -151,7 +130,7 @@ int signal_descendants(pid_t root, int sig) {
                         long v = strtol(de->d_name, &end, 10);
                         pid_t pid = (pid_t) v, parent;
 
-                        if (*end || v <= 0 || has_pid(found, n, pid) || (parent = parent_of(pid)) <= 0 ||
+                        if (*end || v <= 0 || has_pid(found, n, pid) || (parent = proc_ppid(pid)) <= 0 ||
                             !has_pid(found, n, parent))
                                 continue;
                         if (n == cap) {
@@ -165,7 +144,7 @@ int signal_descendants(pid_t root, int sig) {
                         more = true;
                         /* Without pidfds (old kernels, valgrind): by pid, its parent checked once more. */
                         int fd = (int) syscall(SYS_pidfd_open, pid, 0);
-                        if (parent_of(pid) == parent &&
+                        if (proc_ppid(pid) == parent &&
                             (fd >= 0 ? syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) >= 0 : kill(pid, sig) >= 0))
                                 killed++;
                         if (fd >= 0)

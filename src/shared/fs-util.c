@@ -289,3 +289,23 @@ static int check_held(const struct stat *st, bool last, const void *userdata) {
 int path_held_by(const char *path, uid_t uid) {
         return each_step(path, check_held, &uid);
 }
+
+pid_t proc_ppid(pid_t pid) {
+        char path[64], buf[1024], *e;
+        ssize_t n;
+        int fd, ppid;
+
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -1;
+        n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+                return -1;
+        buf[n] = 0;
+        e = strrchr(buf, ')');
+        if (!e || sscanf(e + 1, " %*c %d", &ppid) != 1)
+                return -1;
+        return (pid_t) ppid;
+}

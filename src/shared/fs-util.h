@@ -30,3 +30,5 @@ int path_reachable_by_others(const char *path);
 /* 1 when nobody but root and uid can change what path names: every directory from / down to path itself owned by
  * one of them, and writable by others only with the sticky bit (/tmp); 0 when someone else can; -errno. */
 int path_held_by(const char *path, uid_t uid);
+/* The parent of pid, from /proc/PID/stat (after the last ')': the command may hold anything); -1 if unreadable. */
+pid_t proc_ppid(pid_t pid);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "driver-input.h"
+#include "fs-util.h"
 #include "json-util.h"
 #include "log.h"
 #include "macro.h"
@@ -30,28 +31,6 @@ static int pidfd_open_(pid_t pid) {
 
 int workspace_pidfd_signal(int fd, int sig) {
         return syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) < 0 ? -errno : 0;
-}
-
-/* The parent pid from /proc/PID/stat. */
-static pid_t proc_ppid(pid_t pid) {
-        char p[64], buf[1024];
-        ssize_t n;
-        int fd;
-
-        snprintf(p, sizeof(p), "/proc/%d/stat", pid);
-        fd = open(p, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -1;
-        n = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        if (n <= 0)
-                return -1;
-        buf[n] = 0;
-        char *e = strrchr(buf, ')');
-        int ppid;
-        if (!e || sscanf(e + 1, " %*c %d", &ppid) != 1)
-                return -1;
-        return ppid;
 }
 
 /*
