@@ -29,6 +29,8 @@ Environment knobs:
   BENCH_B_CALLS=20        B's calls per phase
   BENCH_B_PACE=0.5        seconds B waits between its calls
   BENCH_ONLY=a,b          run only these abuses (names as printed)
+  BENCH_KEEP=1            keep the work directory (the daemon's log, with each call's
+                          audit record: MCP_PREPARE_USEC, MCP_QUEUE_USEC, ...)
 """
 
 import argparse
@@ -56,6 +58,7 @@ from wheels import build_wheel  # noqa: E402
 QUICK = os.environ.get("BENCH_QUICK", "") not in ("", "0")
 B_CALLS = int(os.environ.get("BENCH_B_CALLS") or (8 if QUICK else 20))
 B_PACE = float(os.environ.get("BENCH_B_PACE") or 0.5)
+KEEP = os.environ.get("BENCH_KEEP", "") not in ("", "0")
 ONLY = [x for x in os.environ.get("BENCH_ONLY", "").split(",") if x]
 MIB = 1 << 20
 NOBODY = 65534          # user B
@@ -223,31 +226,24 @@ class Watch:
 # ---- user B ----------------------------------------------------------------
 
 class UserB:
-    """Hello world through the shim as uid 65534, one call at a time, at an agent's pace."""
+    """Hello world through the shim as uid 65534, one call at a time, at an agent's pace.
+
+    B's client is a process of its own (this program with --user-b): in this one, user A's threads parse
+    64 MiB replies and build 16 MiB lines while holding the GIL, which would be measured as B's latency.
+    Each call's time is taken in that process; the daemon's own duration_ms of the call comes with it."""
 
     def __init__(self, shim, sock):
-        self.argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-                     shim, "--socket=" + sock, "--no-fallback", "-q"]
-        self.c = None
-
-    def connect(self):
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent"}
-        self.c = Client.spawn(self.argv, env=env)
-        self.c.initialize(timeout=60)
+        self.argv = [sys.executable, os.path.abspath(__file__), "--user-b", "--shim", shim, "--socket", sock]
+        self.p = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
 
     def call(self):
-        """(ok, seconds, error text)."""
-        t0 = time.monotonic()
-        try:
-            if self.c is None:
-                self.connect()
-            r = self.c.execute_python(HELLO, timeout=120)
-            ok = result_ok(r, "hello")
-            err = "" if ok else json.dumps(r)[:200]
-        except (MCPError, OSError, ValueError) as e:
-            ok, err = False, str(e)[:200]
-            self.close()
-        return ok, time.monotonic() - t0, err
+        """(ok, seconds, error text, daemon ms or None)."""
+        self.p.stdin.write("call\n")
+        line = self.p.stdout.readline()
+        if not line:
+            raise SystemExit("user B's client process died")
+        r = json.loads(line)
+        return r["ok"], r["seconds"], r["error"], r["daemon_ms"]
 
     def run(self, n, pace, until=None, cap=300):
         """n calls, and more until the event until is set (cap seconds at most)."""
@@ -258,12 +254,43 @@ class UserB:
         return out
 
     def close(self):
-        if self.c:
-            try:
-                self.c.close(wait=5)
-            except Exception:  # noqa: BLE001 - best effort
-                pass
-            self.c = None
+        try:
+            self.p.stdin.close()
+            self.p.wait(10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.p.kill()
+
+
+def user_b_main(shim, sock):
+    """The --user-b process: a call per "call" line on stdin, a JSON line of its outcome on stdout."""
+    argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+            shim, "--socket=" + sock, "--no-fallback", "-q"]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent"}
+    c = None
+    for line in sys.stdin:
+        if line.strip() != "call":
+            continue
+        t0, daemon_ms = time.monotonic(), None
+        try:
+            if c is None:
+                c = Client.spawn(argv, env=env)
+                c.initialize(timeout=60)
+            r = c.execute_python(HELLO, timeout=120)
+            ok = result_ok(r, "hello")
+            err = "" if ok else json.dumps(r)[:200]
+            daemon_ms = (r.get("structuredContent") or {}).get("duration_ms")
+        except (MCPError, OSError, ValueError) as e:
+            ok, err = False, str(e)[:200]
+            if c:
+                try:
+                    c.close(wait=5)
+                except Exception:  # noqa: BLE001 - best effort
+                    pass
+                c = None
+        print(json.dumps({"ok": ok, "seconds": time.monotonic() - t0, "error": err, "daemon_ms": daemon_ms}),
+              flush=True)
+    if c:
+        c.close(wait=5)
 
 
 # ---- user A ----------------------------------------------------------------
@@ -826,17 +853,20 @@ def phase(bench, watch, b, abuse_cls):
     a_calls = notes.get("cells") or notes.get("requests") or 60 * notes.get("rounds", 0)
     if a_calls:
         notes["daemon_ms_per_a_call"] = round(1000 * cpu / a_calls, 1)
-    lat = [t for ok, t, _ in calls if ok]
-    errs = [e for ok, _, e in calls if not ok]
+    lat = [t for ok, t, _, _ in calls if ok]
+    errs = [e for ok, _, e, _ in calls if not ok]
+    daemon_ms = [d for ok, _, _, d in calls if ok and d is not None]
     return {"name": abuse.name if abuse else "quiet", "what": abuse.what if abuse else "B alone",
             "calls": len(calls), "ok": len(lat), "latencies": lat, "p50": pct(lat, 50), "p99": pct(lat, 99),
+            "daemon_ms": daemon_ms,
             "errors": errs[:3], "notes": notes, **snap, "daemon_alive": bench.proc.poll() is None}
 
 
 def fmt_row(r, quiet_p99):
     ratio = r["p99"] / quiet_p99 if quiet_p99 and r["ok"] else float("nan")
+    dms = pct(r.get("daemon_ms") or [], 99)
     return (f"| {r['name']} | {r['ok']}/{r['calls']} | {r['p50'] * 1000:.0f} | {r['p99'] * 1000:.0f} | "
-            f"{ratio:.1f}x | {max(r['peak_rss_kib'], r['hwm_kib']) / 1024:.1f} | "
+            f"{ratio:.1f}x | {dms:.0f} | {max(r['peak_rss_kib'], r['hwm_kib']) / 1024:.1f} | "
             f"{r['peak_children_rss_kib'] // 1024} | "
             f"{r['peak_processes']['procs']}/{r['peak_processes']['uv']}/{r['peak_processes']['du']} | "
             f"{r['log_lines']} | "
@@ -893,18 +923,21 @@ def report(rows, commit, mach, cgroups, skipped):
         f"`--max-memory={MAX_MEMORY // MIB}M`.",
         f"User A (uid {A_UID}, no account) abuses on raw connections; user B (uid 65534) runs `print('hello')` "
         "through the shim. "
-        "Latency in ms; p99 compared with B alone before and after the abuses, pooled. Daemon MiB: its peak "
+        "Latency in ms, timed by B's client (a process of its own); p99 compared with B alone before and after "
+        "the abuses, pooled; daemon p99: the same calls' `duration_ms` as the daemon reports it (from the "
+        "tool call's start to the run's end), so the rest is parsing, the reply and the round trip through the shim. Daemon MiB: its peak "
         "(VmRSS every 50 ms, and VmHWM reset per phase); children MiB: the peak sum of VmRSS of all its "
         "descendants (sandboxes, pool, builds; shared pages count once per process); procs: its descendants at the peak (all/uv/du); log lines: "
         "what it logged (info) during the phase.",
         "",
-        "| A's abuse | B ok | B p50 | B p99 | p99 vs quiet | daemon MiB | children MiB | procs all/uv/du | log lines | notes |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| A's abuse | B ok | B p50 | B p99 | p99 vs quiet | daemon p99 | daemon MiB | children MiB | procs all/uv/du | "
+        "log lines | notes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(fmt_row(r, quiet["p99"]))
     for name in skipped:
-        lines.append(f"| {name} | not run: no pids cgroup for the safety net | | | | | | | | |")
+        lines.append(f"| {name} | not run: no pids cgroup for the safety net | | | | | | | | | |")
     peak = max(max(r["peak_rss_kib"], r["hwm_kib"]) for r in rows) / 1024
     all_ok = all(r["ok"] == r["calls"] for r in rows)
     worst = max((r["p99"] / quiet["p99"] for r in rows[1:] if r["ok"]), default=float("nan"))
@@ -939,6 +972,13 @@ def write_results(path, section):
 
 
 def main():
+    if "--user-b" in sys.argv:
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--user-b", action="store_true")
+        ap.add_argument("--shim", required=True)
+        ap.add_argument("--socket", required=True)
+        a = ap.parse_args()
+        return user_b_main(a.shim, a.socket)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--daemon", required=True)
     ap.add_argument("--shim", required=True)
@@ -998,7 +1038,10 @@ def main():
             json.dump({"commit": commit, "machine": mach, "quick": QUICK, "b_calls": B_CALLS, "rows": rows}, f,
                       indent=1, default=str)
         write_results(os.path.join(args.out, "RESULTS.md"), section)
-    shutil.rmtree(bench.work, ignore_errors=True)
+    if KEEP:
+        print(f"# kept {bench.work} (the daemon's log: {bench.log})")
+    else:
+        shutil.rmtree(bench.work, ignore_errors=True)
 
 
 if __name__ == "__main__":
