@@ -16,6 +16,7 @@ libcore_a_SOURCES = \
 	src/executor/capture.c src/executor/capture.h \
 	src/executor/process.c src/executor/process.h \
 	src/executor/signal.c src/executor/process-signal.h \
+	src/executor/cgroup-remove.c src/executor/cgroup-remove.h \
 	src/executor/pool.c src/executor/pool.h \
 	src/daemon/manager.c src/daemon/manager.h \
 	src/scheduler/scheduler.c src/scheduler/scheduler.h \

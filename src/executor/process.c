@@ -18,6 +18,7 @@
 #include "macro.h"
 #include "process.h"
 #include "process-signal.h"
+#include "cgroup-remove.h"
 #include "strv.h"
 #include "time-util.h"
 
@@ -94,6 +95,7 @@ struct Reaper {
         sd_event_source *busy_timer, *busy_idle;
         uint64_t busy_delay;
         bool removing;                  /* in remove_busy_cgroups(): a release freed a process */
+        CgroupRemover remover;          /* the empty ones: removed by a child, off the loop */
         Process *detached;              /* until they are reaped: the list keeps them reachable */
         char **background_cgroups;
 };
@@ -127,7 +129,7 @@ static int cgroup_remove(const char *cgroup, unsigned tries) {
 
 /* Try the busy cgroups again; force: give up on those that stay (at exit) and release their processes anyway.
  * budget_usec: stop trying once that is spent (0: no bound); returns true when it cut the round short. */
-static bool remove_busy_cgroups(Reaper *r, unsigned tries, bool force, uint64_t budget_usec) {
+static bool remove_busy_cgroups(Reaper *r, sd_event *e, unsigned tries, bool force, uint64_t budget_usec) {
         uint64_t end = budget_usec > 0 ? now_usec() + budget_usec : UINT64_MAX;
         BusyRelease *done = NULL;
         bool cut = false;
@@ -143,7 +145,9 @@ static bool remove_busy_cgroups(Reaper *r, unsigned tries, bool force, uint64_t 
                         r->busy_cgroups[j++] = *b;
                         continue;
                 }
-                if (cgroup_remove(b->path, tries) == -EBUSY && !force) {
+                if (!force && cgroup_empty(b->path) > 0)
+                        cgroup_remover_add(&r->remover, e, b->path);
+                else if (cgroup_remove(b->path, tries) == -EBUSY && !force) {
                         r->busy_cgroups[j++] = *b;
                         continue;
                 }
@@ -180,11 +184,16 @@ static bool keep_busy_cgroups(Reaper *r, Process *p, bool later) {
                         (void) cgroup_remove(p->cgroups[i], 20);
                 return false;
         }
-        for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
-                /* Later (the loop runs): one try now, without waiting, which is enough once the sandbox's processes
-                 * are gone; busy: kept. Else (the daemon is exiting) given up to 20 ms, as nothing retries. */
-                if (cgroup_remove(p->cgroups[i], later ? 0 : 20) == -EBUSY && strv_extend(&left, p->cgroups[i]) >= 0)
+        for (size_t i = 0; p->cgroups && p->cgroups[i]; i++) {
+                /* Later (the loop runs): empty, which it is once the sandbox's processes are gone, it goes to the
+                 * remover, and what it held is free at once; busy: kept. Else (the daemon is exiting) given up to
+                 * 20 ms here, as nothing retries. */
+                if (later && cgroup_empty(p->cgroups[i]) > 0)
+                        cgroup_remover_add(&r->remover, p->event, p->cgroups[i]);
+                else if (cgroup_remove(p->cgroups[i], later ? 0 : 20) == -EBUSY &&
+                         strv_extend(&left, p->cgroups[i]) >= 0)
                         n++;
+        }
         if (n == 0)
                 return false;
         BusyCgroup *a = realloc(r->busy_cgroups, (r->n_busy_cgroups + n) * sizeof(*a));
@@ -240,7 +249,7 @@ static void retry_busy_cgroups_later(Reaper *r, sd_event *e, bool again) {
 static int remove_kept_cgroups_when_idle(Reaper *reaper, sd_event *e);
 
 static int on_busy_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        if (remove_busy_cgroups(userdata, 0, false, BUSY_CGROUPS_BUDGET_USEC))
+        if (remove_busy_cgroups(userdata, sd_event_source_get_event(s), 0, false, BUSY_CGROUPS_BUDGET_USEC))
                 (void) remove_kept_cgroups_when_idle(userdata, sd_event_source_get_event(s));
         retry_busy_cgroups_later(userdata, sd_event_source_get_event(s), true);
         return 0;
@@ -248,7 +257,7 @@ static int on_busy_timer(sd_event_source *s, uint64_t usec, void *userdata) {
 
 static int on_busy_idle(sd_event_source *s, void *userdata) {
         /* Cut short: the rest at the next idle turn; what stays busy: from the timer. */
-        if (remove_busy_cgroups(userdata, 0, false, BUSY_CGROUPS_BUDGET_USEC))
+        if (remove_busy_cgroups(userdata, sd_event_source_get_event(s), 0, false, BUSY_CGROUPS_BUDGET_USEC))
                 (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
         retry_busy_cgroups_later(userdata, sd_event_source_get_event(s), false);
         return 0;
@@ -372,7 +381,7 @@ Process *process_free(Process *p) {
         bool waits = keep_busy_cgroups(p->reaper, p, later);
         strv_free(p->cgroups);
         if (later && p->reaper->n_busy_cgroups > 0 && remove_kept_cgroups_when_idle(p->reaper, p->event) < 0)
-                (void) remove_busy_cgroups(p->reaper, 0, false, BUSY_CGROUPS_BUDGET_USEC);
+                (void) remove_busy_cgroups(p->reaper, p->event, 0, false, BUSY_CGROUPS_BUDGET_USEC);
         retry_busy_cgroups_later(p->reaper, p->event, false);
         if (p->remove_dir) {
                 (void) rm_rf_untrusted(p->remove_dir);
@@ -457,6 +466,22 @@ size_t reaper_n_busy_cgroups(const Reaper *r) {
         return r->n_busy_cgroups;
 }
 
+void reaper_remove_empty_cgroups(Reaper *r, sd_event *e, char *const *paths) {
+        for (size_t i = 0; paths && paths[i]; i++)
+                if (r && cgroup_empty(paths[i]) > 0)
+                        cgroup_remover_add(&r->remover, e, paths[i]);
+                else
+                        (void) rmdir(paths[i]);   /* busy: fails at once, and stays for the next daemon */
+}
+
+size_t reaper_n_removing(const Reaper *r) {
+        return cgroup_remover_pending(&r->remover);
+}
+
+void reaper_set_remover_delay(Reaper *r, uint64_t usec) {
+        r->remover.delay_usec = usec;
+}
+
 void reaper_finish(Reaper *r) {
         if (!r)
                 return;
@@ -467,7 +492,8 @@ void reaper_finish(Reaper *r) {
                 process_free(p);   /* killed already: waits for it, then removes what it leaves */
         }
         /* A last chance, of up to a second each, for the cgroups still busy; then their processes are released. */
-        (void) remove_busy_cgroups(r, 1000, true, 0);
+        (void) remove_busy_cgroups(r, NULL, 1000, true, 0);
+        cgroup_remover_finish(&r->remover);
         r->busy_cgroups = mfree(r->busy_cgroups);
         r->busy_timer = sd_event_source_disable_unref(r->busy_timer);
         r->busy_idle = sd_event_source_disable_unref(r->busy_idle);

@@ -135,8 +135,15 @@ void reaper_finish(Reaper *r);
 void reaper_set_background_cgroups(Reaper *r, char **paths);
 /* For tests: how many processes are detached and not reaped yet. */
 unsigned reaper_n_detached(const Reaper *r);
+/* Remove cgroups no process is in any more (those a sandbox was moved out of): by a child of ours, later
+ * (cgroup-remove.h); without a reaper, or where one is not empty, an rmdir here, which fails at once for a busy one. */
+void reaper_remove_empty_cgroups(Reaper *r, sd_event *e, char *const *paths);
 /* For tests: how many cgroups are kept, waiting to be removed. */
 size_t reaper_n_busy_cgroups(const Reaper *r);
+/* For tests: how many empty cgroups wait for their rmdir, which a child of ours does (cgroup-remove.h); and a delay
+ * that child waits before it begins. */
+size_t reaper_n_removing(const Reaper *r);
+void reaper_set_remover_delay(Reaper *r, uint64_t usec);
 static inline void process_freep(Process **p) {
         if (*p)
                 process_free(*p);

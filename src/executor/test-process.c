@@ -247,11 +247,14 @@ START_TEST(test_cgroups_v1) {
                 usleep(1000);
         ck_assert(gone(in_pids[0]) && gone(in_pids[1]));
 
-        /* Empty once its processes are gone: removed at once, with one try each, nothing kept for later. */
+        /* Empty once its processes are gone: not kept, but handed to the remover, a child of ours, which removes
+         * them while the loop goes on. */
         process_free(p);
+        ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 0);
+        RUN_UNTIL(reaper_n_removing(reaper) == 0);
+        ck_assert_uint_eq(reaper_n_removing(reaper), 0);
         ck_assert_int_lt(stat(pids, &st), 0);
         ck_assert_int_lt(stat(memory, &st), 0);
-        ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 0);
 }
 END_TEST
 
@@ -450,7 +453,7 @@ START_TEST(test_busy_cgroup_kept) {
         ck_assert_uint_eq(released, 0);
 
         ck_assert_int_eq(rmdir(child), 0);
-        RUN_UNTIL(reaper_n_busy_cgroups(reaper) == 0);
+        RUN_UNTIL(reaper_n_busy_cgroups(reaper) == 0 && reaper_n_removing(reaper) == 0);
         ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 0);
         ck_assert_int_lt(access(dir, F_OK), 0);
         ck_assert_uint_eq(released, 1);
@@ -483,6 +486,64 @@ START_TEST(test_busy_cgroup_finish) {
         /* Finished: nothing comes back to it. */
         reaper = reaper_free(reaper);
         ck_assert_uint_eq(released, 1);
+        ck_assert_int_eq(rmdir(child), 0);
+        ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/* An empty cgroup is not removed by the event loop, where a cgroup v1 rmdir waits for the kernel's RCU grace periods
+ * (15-30 ms each beside a busy neighbour), but by a child: the process's release goes at once, the cgroup is still
+ * there while that child waits (a delay only tests set), and it is gone once the child has run. */
+START_TEST(test_empty_cgroup_removed_off_the_loop) {
+        _cleanup_free_ char *pids_own = v1_own("pids"), *dir = NULL, *moved = NULL;
+        char *argv[] = { (char *) "/bin/true", NULL };
+        unsigned released = 0;
+        bool done = false;
+        Process *p = NULL;
+
+        if (geteuid() != 0 || !pids_own) {
+                printf("# test_empty_cgroup_removed_off_the_loop skipped: needs root and the cgroup v1 pids hierarchy\n");
+                return;
+        }
+        ck_assert_int_ge(asprintf(&dir, "%s/test-process-empty-%d", pids_own, (int) getpid()), 0);
+        ck_assert_int_ge(asprintf(&moved, "%s/test-process-moved-%d", pids_own, (int) getpid()), 0);
+        ck_assert_int_eq(mkdir(dir, 0755), 0);
+        ck_assert_int_eq(mkdir(moved, 0755), 0);
+        char *cgroups[] = { dir, NULL }, *left[] = { moved, NULL };
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .cgroups = cgroups, .reaper = reaper,
+                             .release = on_release, .release_userdata = &released };
+        reaper_set_remover_delay(reaper, 300 * USEC_PER_MSEC);
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        RUN_UNTIL(done);
+        ck_assert(done);
+        process_free(p);
+        ck_assert_uint_eq(released, 1);
+        ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 0);
+        ck_assert_uint_eq(reaper_n_removing(reaper), 1);
+        ck_assert_int_eq(access(dir, F_OK), 0);
+        /* What a sandbox was moved out of goes the same way, after the one before (the child of now has that). */
+        reaper_remove_empty_cgroups(reaper, event, left);
+        ck_assert_uint_eq(reaper_n_removing(reaper), 2);
+        ck_assert_int_eq(access(moved, F_OK), 0);
+        RUN_UNTIL(reaper_n_removing(reaper) == 0);
+        ck_assert_uint_eq(reaper_n_removing(reaper), 0);
+        ck_assert_int_lt(access(dir, F_OK), 0);
+        ck_assert_int_lt(access(moved, F_OK), 0);
+        reaper_set_remover_delay(reaper, 0);
+}
+END_TEST
+
+/* One that is not empty (a cgroup in it) is not the remover's: reaper_remove_empty_cgroups() leaves it. */
+START_TEST(test_busy_cgroup_not_removed) {
+        char child[PATH_MAX];
+        _cleanup_free_ char *dir = busy_cgroup("test_busy_cgroup_not_removed", child);
+
+        if (!dir)
+                return;
+        char *paths[] = { dir, NULL };
+        reaper_remove_empty_cgroups(reaper, event, paths);
+        ck_assert_uint_eq(reaper_n_removing(reaper), 0);
+        ck_assert_int_eq(access(dir, F_OK), 0);
         ck_assert_int_eq(rmdir(child), 0);
         ck_assert_int_eq(rmdir(dir), 0);
 }
@@ -551,6 +612,8 @@ static Suite *process_suite(void) {
         tcase_add_test(tc, test_detach_without_reaper);
         tcase_add_test(tc, test_background_cgroups);
         tcase_add_test(tc, test_busy_cgroup_kept);
+        tcase_add_test(tc, test_empty_cgroup_removed_off_the_loop);
+        tcase_add_test(tc, test_busy_cgroup_not_removed);
         tcase_add_test(tc, test_busy_cgroup_finish);
         tcase_add_test(tc, test_busy_cgroup_without_reaper);
         suite_add_tcase(s, tc);

@@ -67,7 +67,6 @@ typedef struct CgroupSpawnHold {
 static void cgroup_spawn_hold_release(void *userdata) {
         CgroupSpawnHold *x = userdata;
 
-        sandbox_cgroup_run_done(x->cgroups, x->owner);
         if (x->release)
                 x->release(x->release_userdata);
         free(x);
@@ -92,10 +91,12 @@ int runtime_move_to_owner(Runtime *r, Process *p, uid_t uid) {
         sandbox_limits_from_config(r->config, &limits);
         limits.owner = uid;
         run_cgroup_name(r, name);
-        k = sandbox_cgroup_move_run_cgroups(r->cgroups, p->cgroups, x->owner, name, &limits, &paths);
+        k = sandbox_cgroup_move_run_cgroups(r->cgroups, p->cgroups, name, &limits, &paths);
         if (k < 0)
                 return log_warning_errno(k, "Failed to move a sandbox started ahead into the cgroup group of uid "
                                          UID_FMT ", not using it: %m", uid);
+        /* The cgroups it leaves, empty, go off the loop: this is on the way of the call that takes it. */
+        reaper_remove_empty_cgroups(p->reaper, p->event, p->cgroups);
         strv_free(p->cgroups);
         p->cgroups = TAKE_PTR(paths);
         x->owner = uid;
@@ -115,7 +116,6 @@ static int runtime_spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLim
                 if (!x) {
                         for (size_t i = 0; cgroups[i]; i++)
                                 (void) rmdir(cgroups[i]);
-                        sandbox_cgroup_run_done(r->cgroups, limits->owner);
                         if (o->release)
                                 o->release(o->release_userdata);   /* as process_spawn() does when it fails */
                         return -ENOMEM;

@@ -31,42 +31,23 @@ struct SandboxCgroups {
         char *dirs[_SANDBOX_CGROUP_V1_MAX];     /* where runs go; v2: dirs[0] */
         char *name;                             /* of the cgroups a root daemon creates */
         char *detail;
-        struct { uid_t owner; unsigned n; } *groups;    /* runs with cgroups, per owner */
+        uid_t *groups;                          /* owners whose group is made */
         size_t n_groups;
 };
 
-static void group_count(SandboxCgroups *sc, uid_t owner, int delta) {
-        char name[32];
-        size_t i;
-
-        for (i = 0; i < sc->n_groups && sc->groups[i].owner != owner; i++)
-                ;
-        if (i == sc->n_groups) {
-                if (delta < 0)
+/* An owner's group, once made, stays until the daemon exits (sandbox_cgroups_free()): removing it when its last run
+ * ended would put an rmdir of a cgroup in the event loop, which waits for the kernel's RCU grace periods (15-30 ms
+ * each on cgroup v1 beside a busy neighbour), and a user starting runs one after another would make and remove it
+ * each time. There is one per owner that ran something: the peers' uids, the daemon's and the idle group. */
+static void group_made(SandboxCgroups *sc, uid_t owner) {
+        for (size_t i = 0; i < sc->n_groups; i++)
+                if (sc->groups[i] == owner)
                         return;
-                void *g = realloc(sc->groups, (sc->n_groups + 1) * sizeof(*sc->groups));
-                if (!g)
-                        return;   /* uncounted: its group goes at the next sweep or at exit */
-                sc->groups = g;
-                sc->groups[sc->n_groups++] = (typeof(*sc->groups)) { .owner = owner };
-        }
-        if (delta > 0) {
-                sc->groups[i].n++;
-                return;
-        }
-        if (--sc->groups[i].n > 0)
-                return;
-        sc->groups[i] = sc->groups[--sc->n_groups];
-        (void) sandbox_cgroup_group_name(owner, name, sizeof(name));
-        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++) {
-                char path[PATH_MAX];
-                if (sc->dirs[c] && (size_t) snprintf(path, sizeof(path), "%s/%s", sc->dirs[c], name) < sizeof(path))
-                        (void) rmdir(path);
-        }
-}
-
-void sandbox_cgroup_run_done(SandboxCgroups *sc, uid_t owner) {
-        group_count(sc, owner, -1);
+        uid_t *g = realloc(sc->groups, (sc->n_groups + 1) * sizeof(*sc->groups));
+        if (!g)
+                return;   /* not remembered: made again (mkdir finds it) at its next run */
+        sc->groups = g;
+        sc->groups[sc->n_groups++] = owner;
 }
 
 int sandbox_cgroups_new(SandboxCgroups **ret, const char *key) {
@@ -227,16 +208,16 @@ SandboxCgroupMode sandbox_cgroup_mode(SandboxCgroups *sc) {
         return sc->mode;
 }
 
-static bool group_counted(SandboxCgroups *sc, uid_t owner) {
+static bool group_is_made(SandboxCgroups *sc, uid_t owner) {
         for (size_t i = 0; i < sc->n_groups; i++)
-                if (sc->groups[i].owner == owner)
+                if (sc->groups[i] == owner)
                         return true;
         return false;
 }
 
-/* The group of owner in each hierarchy (NULL where there is none), made if needed: not while it has runs. */
+/* The group of owner in each hierarchy (NULL where there is none), made if it is not yet. */
 static int new_groups(SandboxCgroups *sc, uid_t owner, char *ret[static _SANDBOX_CGROUP_V1_MAX]) {
-        bool made = group_counted(sc, owner);
+        bool made = group_is_made(sc, owner);
         char name[32];
         int r = 0;
 
@@ -293,13 +274,13 @@ int sandbox_cgroup_new_run_cgroups(SandboxCgroups *sc, const char *name, const S
                         return -ENOMEM;
                 }
                 *ret_paths = TAKE_PTR(paths);
-                group_count(sc, l->owner, +1);
+                group_made(sc, l->owner);
                 return 0;
         case SANDBOX_CGROUP_V1_OWN:
                 r = sandbox_cgroup_v1_new_run(groups, name, l, ret_paths);
                 free_groups(groups);
                 if (r >= 0)
-                        group_count(sc, l->owner, +1);
+                        group_made(sc, l->owner);
                 return r;
         case SANDBOX_CGROUP_NONE:
                 break;
@@ -308,8 +289,8 @@ int sandbox_cgroup_new_run_cgroups(SandboxCgroups *sc, const char *name, const S
         return -EOPNOTSUPP;
 }
 
-int sandbox_cgroup_move_run_cgroups(SandboxCgroups *sc, char *const *from, uid_t from_owner, const char *name,
-                                    const SandboxLimits *l, char ***ret_paths) {
+int sandbox_cgroup_move_run_cgroups(SandboxCgroups *sc, char *const *from, const char *name, const SandboxLimits *l,
+                                    char ***ret_paths) {
         _cleanup_strv_free_ char **paths = NULL;
         size_t n = strv_length((char **) from), i;
         int r;
@@ -331,12 +312,8 @@ int sandbox_cgroup_move_run_cgroups(SandboxCgroups *sc, char *const *from, uid_t
                         (void) sandbox_cgroup_move_procs(paths[j], from[j]);
                 for (size_t j = 0; paths && paths[j]; j++)
                         (void) rmdir(paths[j]);
-                group_count(sc, l->owner, -1);
                 return r;
         }
-        for (i = 0; i < n; i++)
-                (void) rmdir(from[i]);
-        group_count(sc, from_owner, -1);
         *ret_paths = TAKE_PTR(paths);
         return 0;
 }

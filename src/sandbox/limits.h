@@ -284,8 +284,8 @@ typedef enum SandboxCgroupMode {
  */
 typedef struct SandboxCgroups SandboxCgroups;
 int sandbox_cgroups_new(SandboxCgroups **ret, const char *key);
-/* At exit, when the runs are gone (and their releases, sandbox_cgroup_run_done(), ran): remove the run cgroups
- * still there, and the cgroups the daemon created. */
+/* At exit, when the runs are gone: remove the run cgroups still there, and the cgroups the daemon created (the
+ * owners' groups among them, which stay until then). */
 SandboxCgroups *sandbox_cgroups_free(SandboxCgroups *sc);
 static inline void sandbox_cgroups_freep(SandboxCgroups **sc) {
         if (*sc)
@@ -311,17 +311,12 @@ int sandbox_cgroup_new_run_cgroups(SandboxCgroups *sc, const char *name, const S
 /*
  * A run that was started in another group (a sandbox started ahead for whoever comes first) into the group of
  * l->owner: new cgroups named name there (as sandbox_cgroup_new_run_cgroups()), every process of from moved
- * into them, from removed. Their paths in *ret_paths. On failure the processes are back in from and nothing new
- * is left.
+ * into them. Their paths in *ret_paths; from, empty then, is the caller's to remove (off the event loop: an rmdir
+ * of a cgroup waits for the kernel, executor/cgroup-remove.h). On failure the processes are back in from and
+ * nothing new is left.
  */
-int sandbox_cgroup_move_run_cgroups(SandboxCgroups *sc, char *const *from, uid_t from_owner, const char *name,
-                                    const SandboxLimits *l, char ***ret_paths);
-/*
- * Runs of each owner that have cgroups: sandbox_cgroup_new_run_cgroups() and sandbox_cgroup_move_run_cgroups()
- * count one for l->owner (the move takes one from from_owner); call this when a run's cgroups are gone. At zero
- * the owner's group goes (if it is empty: a run whose cgroup was still busy leaves it to the next sweep).
- */
-void sandbox_cgroup_run_done(SandboxCgroups *sc, uid_t owner);
+int sandbox_cgroup_move_run_cgroups(SandboxCgroups *sc, char *const *from, const char *name, const SandboxLimits *l,
+                                    char ***ret_paths);
 
 /* "cgroup" or "rlimit" (probes if needed). */
 const char *sandbox_limits_mechanism(SandboxCgroups *sc);

@@ -1557,8 +1557,9 @@ START_TEST(test_cgroup_v2_create) {
 END_TEST
 
 /* The daemon's cgroups are an object: two of them (two instance keys) probe alike; where the daemon creates its
- * cgroups itself (as root), each makes its runs' cgroups under directories of its own, a group of runs goes with
- * its last run, and freeing one removes what it created while the other's stays. */
+ * cgroups itself (as root), each makes its runs' cgroups under directories of its own, a group of runs stays when
+ * its last run is gone (until the daemon exits: no rmdir of it in the loop), and freeing one removes what it created
+ * while the other's stays. */
 START_TEST(test_cgroups_object) {
         _cleanup_(sandbox_cgroups_freep) SandboxCgroups *a = NULL, *b = NULL;
         _cleanup_strv_free_ char **pa = NULL, **pb = NULL;
@@ -1613,7 +1614,6 @@ START_TEST(test_cgroups_object) {
                 }
                 for (size_t j = 0; pq[j]; j++)
                         ck_assert_int_eq(rmdir(pq[j]), 0);
-                sandbox_cgroup_run_done(a, 4242);
         }
         for (size_t i = 0; pa[i]; i++) {
                 ck_assert_int_eq(access(pa[i], F_OK), 0);
@@ -1629,12 +1629,17 @@ START_TEST(test_cgroups_object) {
         *strrchr(group_a, '/') = 0;
         *strrchr(group_b, '/') = 0;
         ck_assert_str_ne(group_a, group_b);
-        /* The run goes, then the group of its owner with it: a's only. */
+        /* The run goes; the group of its owner stays, made once for the runs to come. */
         for (size_t i = 0; pa[i]; i++)
                 ck_assert_int_eq(rmdir(pa[i]), 0);
-        sandbox_cgroup_run_done(a, 4242);
-        ck_assert_int_lt(access(group_a, F_OK), 0);
+        ck_assert_int_eq(access(group_a, F_OK), 0);
         ck_assert_int_eq(access(group_b, F_OK), 0);
+        /* The next run of the owner finds it there. */
+        _cleanup_strv_free_ char **pa2 = NULL;
+        ck_assert_int_eq(sandbox_cgroup_new_run_cgroups(a, name_a, &l, &pa2), 0);
+        ck_assert_msg(startswith(pa2[0], group_a), "%s", pa2[0]);
+        for (size_t i = 0; pa2[i]; i++)
+                ck_assert_int_eq(rmdir(pa2[i]), 0);
         /* a freed: what it created goes; b's stays. */
         *strrchr(group_a, '/') = 0;
         ck_assert_int_eq(access(group_a, F_OK), 0);
@@ -1644,7 +1649,8 @@ START_TEST(test_cgroups_object) {
                 ck_assert_int_eq(access(pb[i], F_OK), 0);
         for (size_t i = 0; pb[i]; i++)
                 ck_assert_int_eq(rmdir(pb[i]), 0);
-        sandbox_cgroup_run_done(b, 4242);
+        ck_assert_int_eq(access(group_b, F_OK), 0);
+        b = sandbox_cgroups_free(b);
         ck_assert_int_lt(access(group_b, F_OK), 0);
 }
 END_TEST
