@@ -16,6 +16,7 @@ libcore_a_SOURCES = \
 	src/executor/capture.c src/executor/capture.h \
 	src/executor/process.c src/executor/process.h \
 	src/executor/signal.c src/executor/process-signal.h \
+	src/executor/offloop.c src/executor/offloop.h \
 	src/executor/cgroup-remove.c src/executor/cgroup-remove.h \
 	src/executor/pool.c src/executor/pool.h \
 	src/daemon/manager.c src/daemon/manager.h \
@@ -65,7 +66,6 @@ libcore_a_SOURCES = \
 	src/envstore/build.c src/envstore/slot.c src/envstore/compile.c src/envstore/gc.c \
 	src/envstore/layout.c src/envstore/layout.h \
 	src/envstore/storewalk.c src/envstore/storewalk-job.c src/envstore/storewalk.h \
-	src/envstore/offloop.c src/envstore/offloop.h \
 	src/envstore/pyinstall.c src/envstore/pyinstall.h
 
 CORE_LIBS = libcore.a libshared.a $(SYSTEMD_LIBS) $(JSONC_LIBS) $(SECCOMP_LIBS)

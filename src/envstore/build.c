@@ -22,7 +22,7 @@
 #include "envstore.h"
 #include "envstore/envstore-internal.h"
 #include "envstore/layout.h"
-#include "envstore/offloop.h"
+#include "executor/offloop.h"
 #include "executor/process.h"
 #include "fs-util.h"
 #include "json-util.h"

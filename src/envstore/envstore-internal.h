@@ -15,7 +15,7 @@
 
 #include "envstore.h"
 #include "envstore/layout.h"
-#include "envstore/offloop.h"
+#include "executor/offloop.h"
 #include "envstore/storewalk.h"
 #include "executor/process.h"
 #include "scheduler/scheduler.h"

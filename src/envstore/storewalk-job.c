@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "envstore/offloop.h"
+#include "executor/offloop.h"
 #include "envstore/storewalk.h"
 #include "macro.h"
 #include "strv.h"

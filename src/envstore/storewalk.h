@@ -7,7 +7,7 @@
  * cache, so the walk counts every inode (st_dev, st_ino) once, wherever it has links.
  *
  * store_walk() is the walk itself (plain C, synchronous: for the unit tests and for the child).
- * store_walk_spawn() runs it in a forked child of the daemon (envstore/offloop.h), never in the event loop: a store
+ * store_walk_spawn() runs it in a forked child of the daemon (executor/offloop.h), never in the event loop: a store
  * of a few hundred thousand files takes seconds to walk. The child runs only this code, as the daemon's user, and
  * reports on a pipe; the parent hears of it through the loop.
  */

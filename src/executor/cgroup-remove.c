@@ -4,9 +4,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cgroup-remove.h"
@@ -36,85 +34,63 @@ int cgroup_empty(const char *cgroup) {
         return n < 0 ? (int) n : n == 0;
 }
 
-/* In the child: each in turn. An empty cgroup's rmdir fails only for a process that came back (none can: the
- * daemon names each run's cgroups anew), so a busy one is killed and tried again for a while, then left for the
- * next daemon's start, which removes what its predecessors left. */
-_noreturn_ static void remove_all(char **paths, uint64_t delay_usec) {
-        (void) prctl(PR_SET_NAME, (unsigned long) "cgroup-rmdir", 0, 0, 0);
-        /* Nothing of the daemon's held open (other users' sockets, the pipes of sandboxes): their ends close when
-         * the daemon closes them, not when this is done. */
-        (void) close_range(3, ~0U, 0);
-        if (delay_usec > 0)
-                (void) usleep((useconds_t) delay_usec);
-        for (char **p = paths; *p; p++)
+/* In the child (offloop.h): each in turn. An empty cgroup's rmdir fails only for a process that came back (none
+ * can: the daemon names each run's cgroups anew), so a busy one is killed and tried again for a while, then left
+ * for the next daemon's start, which removes what its predecessors left. */
+static int remove_all(void *userdata, char **ret_message) {
+        CgroupRemover *r = userdata;
+
+        if (r->delay_usec > 0)
+                (void) usleep((useconds_t) r->delay_usec);
+        for (char **p = r->running; p && *p; p++)
                 for (unsigned i = 0; rmdir(*p) < 0 && errno == EBUSY && i < 100; i++) {
                         cgroup_kill(*p);
                         (void) usleep(10000);
                 }
-        _exit(0);
-}
-
-static void start_next(CgroupRemover *r, sd_event *e);
-
-static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *userdata) {
-        CgroupRemover *r = userdata;
-        sd_event *e = sd_event_ref(sd_event_source_get_event(s));   /* s goes with the unref below */
-
-        r->child_source = sd_event_source_disable_unref(r->child_source);
-        r->pid = 0;
-        r->n_running = 0;
-        start_next(r, e);
-        sd_event_unref(e);
         return 0;
 }
 
-static void remove_here(CgroupRemover *r) {
-        for (char **p = r->queued; p && *p; p++)
+static void remove_here(char ***paths) {
+        for (char **p = *paths; p && *p; p++)
                 (void) rmdir(*p);
-        r->queued = strv_free(r->queued);
+        *paths = strv_free(*paths);
 }
 
-static void start_next(CgroupRemover *r, sd_event *e) {
-        pid_t pid;
+static void start_next(CgroupRemover *r);
 
-        if (r->pid > 0 || !r->queued)
+static void on_removed(int k, const char *message, void *userdata) {
+        CgroupRemover *r = userdata;
+
+        r->job = offloop_job_free(r->job);
+        r->running = strv_free(r->running);
+        start_next(r);
+}
+
+static void start_next(CgroupRemover *r) {
+        if (r->job || !r->queued)
                 return;
-        if (!e) {
-                remove_here(r);
-                return;
-        }
-        pid = fork();
-        if (pid == 0)
-                remove_all(r->queued, r->delay_usec);
-        if (pid < 0 || sd_event_add_child(e, &r->child_source, pid, WEXITED, on_child_exit, r) < 0) {
-                if (pid > 0)
-                        (void) waitpid(pid, NULL, 0);
-                remove_here(r);
-                return;
-        }
-        r->pid = pid;
-        r->n_running = strv_length(r->queued);
-        r->queued = strv_free(r->queued);
+        r->running = TAKE_PTR(r->queued);
+        if (!r->event || offloop_spawn(r->event, "mcp-cgroup-rmdir", remove_all, on_removed, r, &r->job) < 0)
+                remove_here(&r->running);   /* no child to be had: here, as before */
 }
 
 void cgroup_remover_add(CgroupRemover *r, sd_event *e, const char *path) {
+        if (!r->event && e)
+                r->event = sd_event_ref(e);
         if (strv_extend(&r->queued, path) < 0) {
                 (void) rmdir(path);
                 return;
         }
-        start_next(r, e);
+        start_next(r);
 }
 
 size_t cgroup_remover_pending(const CgroupRemover *r) {
-        return r->n_running + strv_length(r->queued);
+        return strv_length(r->running) + strv_length(r->queued);
 }
 
 void cgroup_remover_finish(CgroupRemover *r) {
-        if (r->pid > 0) {
-                r->child_source = sd_event_source_disable_unref(r->child_source);
-                (void) waitpid(r->pid, NULL, 0);
-                r->pid = 0;
-                r->n_running = 0;
-        }
-        remove_here(r);
+        r->job = offloop_job_free(r->job);
+        remove_here(&r->running);
+        remove_here(&r->queued);
+        r->event = sd_event_unref(r->event);
 }

@@ -9,11 +9,13 @@
 #include <sys/types.h>
 #include <systemd/sd-event.h>
 
+#include "offloop.h"
+
 typedef struct CgroupRemover {
         char **queued;                  /* for the next child */
-        pid_t pid;                      /* the child removing those queued before, or 0 */
-        size_t n_running;               /* how many that child was given */
-        sd_event_source *child_source;
+        char **running;                 /* what the child of now removes */
+        OffLoopJob *job;                /* that child (offloop.h) */
+        sd_event *event;                /* where the next one is heard of */
         uint64_t delay_usec;            /* tests: the child waits this long before its first rmdir */
 } CgroupRemover;
 
@@ -25,5 +27,5 @@ int cgroup_empty(const char *cgroup);
 void cgroup_remover_add(CgroupRemover *r, sd_event *e, const char *path);
 /* Cgroups given and not yet removed: queued, and those the running child has. */
 size_t cgroup_remover_pending(const CgroupRemover *r);
-/* At exit: wait for the child, then remove what is queued here. */
+/* At exit: stop the child, then remove here what it had and what is queued. */
 void cgroup_remover_finish(CgroupRemover *r);

@@ -108,7 +108,7 @@ CLEANFILES += *.valgrind.log
 
 check_PROGRAMS += test-offloop
 TESTS += test-offloop
-test_offloop_SOURCES = src/envstore/test-offloop.c
+test_offloop_SOURCES = src/executor/test-offloop.c
 test_offloop_CFLAGS = $(UNIT_CFLAGS)
 test_offloop_LDADD = $(UNIT_LIBS)
 

@@ -7,7 +7,7 @@
 #include <systemd/sd-event.h>
 #include <unistd.h>
 
-#include "envstore/offloop.h"
+#include "executor/offloop.h"
 #include "macro.h"
 
 /* The child's argument (f and done get the same userdata), and what the parent heard. */

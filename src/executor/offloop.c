@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "envstore/offloop.h"
-#include "executor/process.h"
+#include "offloop.h"
+#include "process.h"
 #include "fs-util.h"
 #include "macro.h"
 
