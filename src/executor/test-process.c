@@ -408,6 +408,17 @@ static void on_release(void *userdata) {
         (*(unsigned *) userdata)++;
 }
 
+/* Spawn o, run the loop until it is done, and free it. */
+static void run_to_end_and_free(const ProcessOptions *o) {
+        bool done = false;
+        Process *p = NULL;
+
+        ck_assert_int_ge(process_spawn(event, o, on_done, &done, &p), 0);
+        RUN_UNTIL(done);
+        ck_assert(done);
+        process_free(p);
+}
+
 /* A cgroup that cannot be removed yet (v1: one with a child cgroup is busy), on the real cgroup v1 pids hierarchy:
  * NULL without root or the hierarchy. */
 static char *busy_cgroup(const char *test, char child[static PATH_MAX]) {
@@ -432,17 +443,12 @@ START_TEST(test_busy_cgroup_kept) {
         _cleanup_free_ char *dir = busy_cgroup("test_busy_cgroup_kept", child);
         char *cgroups[] = { dir, NULL };
         unsigned released = 0;
-        bool done = false;
-        Process *p = NULL;
 
         if (!dir)
                 return;
         ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .cgroups = cgroups, .reaper = reaper,
                              .release = on_release, .release_userdata = &released };
-        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
-        RUN_UNTIL(done);
-        ck_assert(done);
-        process_free(p);
+        run_to_end_and_free(&o);
         ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 1);
         ck_assert_int_eq(access(dir, F_OK), 0);
         ck_assert_uint_eq(released, 0);
@@ -466,17 +472,12 @@ START_TEST(test_busy_cgroup_finish) {
         _cleanup_free_ char *dir = busy_cgroup("test_busy_cgroup_finish", child);
         char *cgroups[] = { dir, NULL };
         unsigned released = 0;
-        bool done = false;
-        Process *p = NULL;
 
         if (!dir)
                 return;
         ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .cgroups = cgroups, .reaper = reaper,
                              .release = on_release, .release_userdata = &released };
-        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
-        RUN_UNTIL(done);
-        ck_assert(done);
-        process_free(p);
+        run_to_end_and_free(&o);
         ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 1);
         ck_assert_uint_eq(released, 0);
         reaper_finish(reaper);
@@ -498,8 +499,6 @@ START_TEST(test_empty_cgroup_removed_off_the_loop) {
         _cleanup_free_ char *pids_own = v1_own("pids"), *dir = NULL, *moved = NULL;
         char *argv[] = { (char *) "/bin/true", NULL };
         unsigned released = 0;
-        bool done = false;
-        Process *p = NULL;
 
         if (geteuid() != 0 || !pids_own) {
                 printf("# test_empty_cgroup_removed_off_the_loop skipped: needs root and the cgroup v1 pids hierarchy\n");
@@ -513,10 +512,7 @@ START_TEST(test_empty_cgroup_removed_off_the_loop) {
         ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .cgroups = cgroups, .reaper = reaper,
                              .release = on_release, .release_userdata = &released };
         reaper_set_remover_delay(reaper, 300 * USEC_PER_MSEC);
-        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
-        RUN_UNTIL(done);
-        ck_assert(done);
-        process_free(p);
+        run_to_end_and_free(&o);
         ck_assert_uint_eq(released, 1);
         ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 0);
         ck_assert_uint_eq(reaper_n_removing(reaper), 1);
@@ -555,17 +551,12 @@ START_TEST(test_busy_cgroup_without_reaper) {
         _cleanup_free_ char *dir = busy_cgroup("test_busy_cgroup_without_reaper", child);
         char *cgroups[] = { dir, NULL };
         unsigned released = 0;
-        bool done = false;
-        Process *p = NULL;
 
         if (!dir)
                 return;
         ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .cgroups = cgroups,
                              .release = on_release, .release_userdata = &released };
-        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
-        RUN_UNTIL(done);
-        ck_assert(done);
-        process_free(p);
+        run_to_end_and_free(&o);
         ck_assert_uint_eq(released, 1);
         ck_assert_uint_eq(reaper_n_busy_cgroups(reaper), 0);
         ck_assert_int_eq(access(dir, F_OK), 0);
