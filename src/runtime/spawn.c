@@ -55,10 +55,9 @@ static char **new_run_cgroup(Runtime *r, const SandboxLimits *limits) {
 }
 
 
-/* What a spawn in a cgroup gives back when its Process is freed (its cgroups removed by then): the group of runs
- * it was in goes once it is empty, then what was to be released. */
+/* A spawn in a cgroup: the owner whose group its cgroups are in (runtime_move_to_owner() changes it), and what is
+ * to be released when its Process is freed. */
 typedef struct CgroupSpawnHold {
-        SandboxCgroups *cgroups;
         uid_t owner;
         ProcessReleaseFunc release;
         void *release_userdata;
@@ -120,7 +119,7 @@ static int runtime_spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLim
                                 o->release(o->release_userdata);   /* as process_spawn() does when it fails */
                         return -ENOMEM;
                 }
-                *x = (CgroupSpawnHold) { .cgroups = r->cgroups, .owner = limits->owner, .release = o->release,
+                *x = (CgroupSpawnHold) { .owner = limits->owner, .release = o->release,
                                          .release_userdata = o->release_userdata };
                 o->release = cgroup_spawn_hold_release;
                 o->release_userdata = x;

@@ -385,11 +385,8 @@ void execute_job_refill(Job *j) {
                 log_debug_errno(k, "Failed to start a sandbox ahead for the next run: %m");
 }
 
-/*
- * The top-level names an environment's site-packages provides (a package directory, a module's file, an extension
- * module), separated by spaces: what a run of it could report as loaded from there ('M'). Read from the store,
- * which the daemon built and nothing in a sandbox can change. NULL: none, or out of memory.
- */
+/* The environment's site-packages directory, lib/pythonX.Y/site-packages, whichever X.Y uv made. NULL: none, or out
+ * of memory. */
 static char *site_packages_dir(const char *env_path) {
         _cleanup_free_ char *lib = NULL;
         char *site = NULL;
