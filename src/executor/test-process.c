@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -408,6 +409,42 @@ static void on_release(void *userdata) {
         (*(unsigned *) userdata)++;
 }
 
+/* Our children that are the cgroup remover (offloop names it "mcp-cgroup-rmdir"; comm keeps 15 characters). */
+static size_t removers_of(pid_t parent, pid_t *ret, size_t max) {
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+        size_t n = 0;
+
+        ck_assert_ptr_nonnull(d);
+        while ((de = readdir(d)) && n < max) {
+                char path[300], buf[512], *close_paren;
+                int ppid = 0;
+                FILE *f;
+
+                if (de->d_name[0] < '1' || de->d_name[0] > '9')
+                        continue;
+                snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+                if (!(f = fopen(path, "re")))
+                        continue;
+                if (fgets(buf, sizeof(buf), f) && (close_paren = strrchr(buf, ')')) &&
+                    sscanf(close_paren + 2, "%*c %d", &ppid) == 1 && ppid == parent &&
+                    strstr(buf, "(mcp-cgroup-rmdi)"))
+                        ret[n++] = (pid_t) atoi(de->d_name);
+                fclose(f);
+        }
+        closedir(d);
+        return n;
+}
+
+/* Whether a and b run the same program: a forked child that exec'd nothing. */
+static bool same_exe(pid_t a, pid_t b) {
+        char pa[64], pb[64], ea[PATH_MAX] = "", eb[PATH_MAX] = "";
+
+        snprintf(pa, sizeof(pa), "/proc/%d/exe", (int) a);
+        snprintf(pb, sizeof(pb), "/proc/%d/exe", (int) b);
+        return readlink(pa, ea, sizeof(ea) - 1) > 0 && readlink(pb, eb, sizeof(eb) - 1) > 0 && streq(ea, eb);
+}
+
 /* Spawn o, run the loop until it is done, and free it. */
 static void run_to_end_and_free(const ProcessOptions *o) {
         bool done = false;
@@ -521,6 +558,17 @@ START_TEST(test_empty_cgroup_removed_off_the_loop) {
         reaper_remove_empty_cgroups(reaper, event, left);
         ck_assert_uint_eq(reaper_n_removing(reaper), 2);
         ck_assert_int_eq(access(moved, F_OK), 0);
+        /* One remover at a time, whatever is queued; it is this program, forked, and runs nothing else. */
+        pid_t removers[4];
+        size_t n = 0;
+        for (unsigned i = 0; i < 200 && n == 0; i++) {   /* until the child has named itself */
+                n = removers_of(getpid(), removers, ELEMENTSOF(removers));
+                if (n == 0)
+                        usleep(1000);
+        }
+        ck_assert_uint_eq(n, 1);
+        /* (valgrind shows a process its own exe as the program it runs, and another's as valgrind's tool) */
+        ck_assert(getenv("MCP_SANDBOX_VALGRIND") || same_exe(removers[0], getpid()));
         RUN_UNTIL(reaper_n_removing(reaper) == 0);
         ck_assert_uint_eq(reaper_n_removing(reaper), 0);
         ck_assert_int_lt(access(dir, F_OK), 0);
