@@ -58,28 +58,45 @@ def host_uid(pid):
 
 
 def sandbox_processes(d):
-    """{pid: host uid} of the daemon's descendants below bwrap."""
+    """{pid: (host uid, sandbox, comm)} of the daemon's descendants below bwrap, where sandbox is the pid
+    of the bwrap the daemon started (a sandbox started ahead, with a uid of its own, is another)."""
     out = {}
     for p in os.listdir("/proc"):
         if not p.isdigit():
             continue
         try:
-            pid, names = int(p), []
+            pid, names, top = int(p), [], None
             up = pid
             for _ in range(64):
                 with open(f"/proc/{up}/stat") as f:
-                    up = int(f.read().rsplit(")", 1)[1].split()[1])
-                if up == d.proc.pid:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+                if parent == d.proc.pid:
+                    top = up
                     break
+                up = parent
                 with open(f"/proc/{up}/comm") as f:
                     names.append(f.read().strip())
                 if up <= 1:
                     break
-            if up == d.proc.pid and "bwrap" in names:
-                out[pid] = host_uid(pid)
+            if top is not None and top != pid and "bwrap" in names:
+                with open(f"/proc/{pid}/comm") as f:
+                    out[pid] = (host_uid(pid), top, f.read().strip())
         except (OSError, ValueError, StopIteration):
             continue
     return out
+
+
+def run_named(d, name):
+    """{pid: host uid} of the sandbox whose script named one of its processes name, or {}."""
+    procs = sandbox_processes(d)
+    tops = {top for _, top, comm in procs.values() if comm == name}
+    return {pid: uid for pid, (uid, top, _) in procs.items() if top in tops}
+
+
+def name_self(name):
+    """Script lines that give the script's python a name (comm) the test finds it by, among the daemon's
+    other sandboxes: those started ahead, with uids of their own, and the bytecode compiles."""
+    return f"with open('/proc/self/comm', 'w') as f:\n    f.write({name!r})\n"
 
 
 def send_call(c, args):
@@ -93,33 +110,36 @@ def send_call(c, args):
 def concurrent_runs_have_host_uids_of_their_own_and_cannot_signal_each_other():
     d = daemon()
     a, b = client(d), client(d)
-    # The bare environment built and its bytecode compiled: no sandbox but the runs' from here on.
+    # The bare environment built, so that both runs below start at once.
     r = a.call_tool("execute_python", {"script": "print(1)", "python_version": newest_python()}, timeout=60)
     check(not r.get("isError"), a.text(r))
-    wait_until(lambda: not sandbox_processes(d), 60, "the daemon's other sandboxes (bytecode compile) to end")
-    rid_a = send_call(a, {"script": "import time\ntime.sleep(6)\nprint('A finished')", "timeout_seconds": 30,
-                          "python_version": newest_python()})
+    rid_a = send_call(a, {"script": name_self("run-a") + "import time\ntime.sleep(6)\nprint('A finished')",
+                          "timeout_seconds": 30, "python_version": newest_python()})
     # A's python, on the host, as bwrap's descendant.
-    procs = wait_until(lambda: sandbox_processes(d), 20, "run A's sandbox")
+    procs = wait_until(lambda: run_named(d, "run-a"), 20, "run A's sandbox")
     uid_a = set(procs.values())
     eq(len(uid_a), 1, f"host uids of run A's processes {procs}")
     uid_a = uid_a.pop()
     check(uid_a != 0, "run A's processes are host root")
     check(DEFAULT_RANGE[0] <= uid_a <= DEFAULT_RANGE[1], f"run A's uid {uid_a} is not from sandbox-uid-range")
-    pid_a = max(procs)
+    pid_a = next(pid for pid, (_, _, comm) in sandbox_processes(d).items() if comm == "run-a")
 
     # B, at the same time: another uid; it cannot reach A by pid (nor anything else with kill(-1)).
     script_b = (
-        "import os, signal, errno\n"
+        name_self("run-b") + "import os, signal, errno, time\n"
+        "time.sleep(1)\n"
         f"try:\n    os.kill({pid_a}, signal.SIGKILL)\n    print('KILLED')\n"
         "except OSError as e:\n    print('kill', errno.errorcode[e.errno])\n"
         "try:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError as e:\n    print('kill -1', errno.errorcode[e.errno])\n"
-        "import time\ntime.sleep(1.5)\nprint('B finished')\n")
+        "time.sleep(1.5)\nprint('B finished')\n")
     rid_b = send_call(b, {"script": script_b, "timeout_seconds": 30, "python_version": newest_python()})
-    seen = wait_until(lambda: {u for u in sandbox_processes(d).values()} - {uid_a}, 20, "run B's sandbox")
+    procs_b = wait_until(lambda: run_named(d, "run-b"), 20, "run B's sandbox")
+    seen = set(procs_b.values())
+    eq(len(seen), 1, f"host uids of run B's processes {procs_b}")
     uid_b = seen.pop()
     check(uid_b not in (0, uid_a), f"run B's uid {uid_b}")
     check(DEFAULT_RANGE[0] <= uid_b <= DEFAULT_RANGE[1], f"run B's uid {uid_b} is not from sandbox-uid-range")
+    check(pid_a in sandbox_processes(d), f"run A's python {pid_a} is gone while B runs")
 
     rb = b.wait_for(rid_b, timeout=60)["result"]
     out_b = rb["structuredContent"]["stdout"]
@@ -128,17 +148,19 @@ def concurrent_runs_have_host_uids_of_their_own_and_cannot_signal_each_other():
     ra = a.wait_for(rid_a, timeout=60)["result"]
     eq(ra["structuredContent"].get("exit_code"), 0, f"run A's exit code: {a.text(ra)}")
     eq(ra["structuredContent"].get("stdout"), "A finished\n", "run A's output")
-    # Both uids are given back once their runs are gone: nothing of them is left on the host.
-    wait_until(lambda: not {uid_a, uid_b} & set(sandbox_processes(d).values()), 15, "the runs' processes to go")
+    # Nothing of either run is left on the host once they are done.
+    wait_until(lambda: not (set(procs) | set(procs_b)) & set(sandbox_processes(d)), 15, "the runs' processes to go")
 
 
 @test
 def a_fork_bomb_stops_at_its_own_runs_cap_and_the_daemon_keeps_answering():
     d = daemon()
     bomber, other = client(d), client(d)
-    bomb = ("import os, time\nn = 0\ntry:\n    while n < 5000:\n        if os.fork() == 0:\n"
+    bomb = (name_self("bomb") + "import os, time\nn = 0\ntry:\n    while n < 5000:\n        if os.fork() == 0:\n"
             "            time.sleep(60)\n            os._exit(0)\n        n += 1\nfinally:\n    print('forked', n)\n")
     rid = send_call(bomber, {"script": bomb, "timeout_seconds": 30, "python_version": newest_python()})
+    tops = wait_until(lambda: {top for _, top, comm in sandbox_processes(d).values() if comm == "bomb"}, 20,
+                      "the bomb's sandbox")
     # Once the bomb has hit its cap, another user's call is answered within a few seconds.
     time.sleep(2)
     t0 = time.monotonic()
@@ -152,7 +174,8 @@ def a_fork_bomb_stops_at_its_own_runs_cap_and_the_daemon_keeps_answering():
     check(forked is not None and forked < 64, f"the bomb forked {forked} times, past its cap of 64: {bomber.text(res)}")
     eq(st.get("limit"), "processes", f"the limit the bomb hit: {bomber.text(res)}")
     check(d.alive(), "the daemon died")
-    wait_until(lambda: not sandbox_processes(d), 20, "the bomb's processes to be gone")
+    wait_until(lambda: not any(os.path.exists(f"/proc/{top}") for top in tops)
+               and not tops & {top for _, top, _ in sandbox_processes(d).values()}, 20, "the bomb's processes to be gone")
 
 
 FAKE_BWRAP = r'''#!/usr/bin/python3
