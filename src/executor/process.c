@@ -510,15 +510,27 @@ Reaper *reaper_free(Reaper *r) {
 }
 
 _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w) {
+        const ProcessLimit *limits = o->limits;
+        size_t n_limits = o->n_limits;
+        bool in_cgroups = true;
         sigset_t all;
         int null_fd = -EBADF, k;
         char pid[32];
 
-        /* Into our cgroups before anything else: nothing may run outside them. The child does it, not the daemon:
-         * moving a process takes a lock of the whole machine's (cgroup v1: milliseconds under load), which the
-         * event loop must not wait for. */
+        /* Into our cgroups (made here, when they are to be) before anything else: nothing may run outside them.
+         * The child does it, not the daemon: making a cgroup and moving a process take a lock of the whole
+         * machine's (cgroup v1: milliseconds under load), which the event loop must not wait for. */
+        if (o->make_cgroups && (k = o->make_cgroups(o->make_cgroups_userdata)) < 0) {
+                if (!o->fallback_limits) {
+                        dprintf(err_w, "Failed to create the cgroups of the process: %s\n", strerror(-k));
+                        _exit(127);
+                }
+                in_cgroups = false;
+                limits = o->fallback_limits;
+                n_limits = o->n_fallback_limits;
+        }
         snprintf(pid, sizeof(pid), "%d", (int) getpid());
-        for (size_t i = 0; o->cgroups && o->cgroups[i]; i++)
+        for (size_t i = 0; in_cgroups && o->cgroups && o->cgroups[i]; i++)
                 if ((k = cgroup_write(o->cgroups[i], "cgroup.procs", pid)) < 0) {
                         dprintf(err_w, "Failed to enter the cgroup %s: %s\n", o->cgroups[i], strerror(-k));
                         _exit(127);
@@ -549,14 +561,14 @@ _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w) {
                         _exit(127);
         }
 
-        for (size_t i = 0; i < o->n_limits; i++) {
-                struct rlimit old, rl = { o->limits[i].value, o->limits[i].hard ?: o->limits[i].value };
+        for (size_t i = 0; i < n_limits; i++) {
+                struct rlimit old, rl = { limits[i].value, limits[i].hard ?: limits[i].value };
                 /* Limits only ever lower: what we were given is the most the child can have. */
-                if (getrlimit(o->limits[i].resource, &old) >= 0 && old.rlim_max != RLIM_INFINITY) {
+                if (getrlimit(limits[i].resource, &old) >= 0 && old.rlim_max != RLIM_INFINITY) {
                         rl.rlim_max = MIN(rl.rlim_max, old.rlim_max);
                         rl.rlim_cur = MIN(rl.rlim_cur, rl.rlim_max);
                 }
-                if (setrlimit(o->limits[i].resource, &rl) < 0) {
+                if (setrlimit(limits[i].resource, &rl) < 0) {
                         dprintf(STDERR_FILENO, "Failed to set a resource limit: %s\n", strerror(errno));
                         _exit(127);
                 }

@@ -57,6 +57,15 @@ typedef struct ProcessOptions {
         char *const *cgroups;      /* the cgroup directories the child enters before it execs (v2: one; v1: one
                                     * in each hierarchy); emptied and removed at process_free() (NULL: stay in
                                     * ours) */
+        int (*make_cgroups)(void *userdata);   /* run by the child first, before it enters cgroups: makes
+                                                * them there, as a mkdir of a cgroup waits on a lock of the whole
+                                                * machine's (cgroup v1: milliseconds beside a busy neighbour) that
+                                                * the event loop must not. A negative errno: the child enters
+                                                * none and sets fallback_limits instead, or without those says so on
+                                                * its stderr and exits 127. NULL: they are made already */
+        void *make_cgroups_userdata;
+        const ProcessLimit *fallback_limits;   /* see make_cgroups; NULL: none */
+        size_t n_fallback_limits;
         const char *remove_dir;    /* removed with all it holds (rm_rf_untrusted()) at process_free(), after the
                                     * child is reaped; when process_spawn() fails, the caller removes it */
         uid_t uid;                 /* the child drops every group and becomes uid:gid before it execs (only a

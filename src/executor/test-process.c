@@ -259,6 +259,93 @@ START_TEST(test_cgroups_v1) {
 }
 END_TEST
 
+typedef struct MakeCgroup {
+        const char *path;
+        int error;              /* returned instead of making it */
+        pid_t pid;              /* who made it */
+} MakeCgroup;
+
+/* As the runtime's: in the child, a while after the fork (the lock it can wait on), the cgroup made, a limit set. */
+static int make_cgroup(void *userdata) {
+        MakeCgroup *m = userdata;
+
+        if (m->error)
+                return m->error;
+        usleep(200 * 1000);
+        if (mkdir(m->path, 0755) < 0)
+                return -errno;
+        write_file(m->path, "pids.max", "16");
+        return 0;
+}
+
+/*
+ * The cgroup a child is to enter is made by that child (ProcessOptions.make_cgroups), not by the event loop: it is
+ * not there when process_spawn() returns, and the child, which enters it, runs in it; it goes as any other. When
+ * the child cannot make it, it runs with the limits to fall back on, or, without those, runs nothing, says why, and
+ * exits 127.
+ */
+START_TEST(test_cgroups_made_by_the_child) {
+        _cleanup_free_ char *pids_own = v1_own("pids"), *dir = NULL;
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) "echo ran; cat /proc/self/cgroup", NULL };
+        bool done = false;
+        Process *p = NULL;
+
+        if (geteuid() != 0 || !pids_own) {
+                printf("# test_cgroups_made_by_the_child skipped: needs root and the cgroup v1 pids hierarchy\n");
+                return;
+        }
+        ck_assert_int_ge(asprintf(&dir, "%s/test-process-made-%d", pids_own, (int) getpid()), 0);
+        char *cgroups[] = { dir, NULL };
+        MakeCgroup m = { .path = dir };
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 4096, .tail_max = 4096,
+                             .cgroups = cgroups, .make_cgroups = make_cgroup, .make_cgroups_userdata = &m,
+                             .reaper = reaper };
+
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        ck_assert_int_lt(access(dir, F_OK), 0);
+        RUN_UNTIL(done);
+        ck_assert(done);
+        ck_assert_int_eq(p->exit_code, 0);
+        _cleanup_free_ char *out = capture_text(&p->out, NULL);
+        ck_assert_msg(strstr(out, "ran\n") && strstr(out, strrchr(dir, '/')), "%s", out);
+        process_free(p);
+        RUN_UNTIL(reaper_n_removing(reaper) == 0);
+        ck_assert_int_lt(access(dir, F_OK), 0);
+
+        m.error = -EPERM;
+        /* (under valgrind, a child that exits without its exec fails its own leak check) */
+        if (!getenv("MCP_SANDBOX_VALGRIND")) {
+                done = false;
+                ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+                RUN_UNTIL(done);
+                ck_assert(done);
+                ck_assert_int_eq(p->exit_code, 127);
+                _cleanup_free_ char *out2 = capture_text(&p->out, NULL), *err = capture_text(&p->err, NULL);
+                ck_assert_str_eq(out2, "");
+                ck_assert_msg(strstr(err, "Failed to create the cgroups of the process: Operation not permitted"),
+                              "%s", err);
+                process_free(p);
+                ck_assert_int_lt(access(dir, F_OK), 0);
+        }
+
+        /* With limits to fall back on, it runs with those instead, in none. */
+        char *ulimit[] = { (char *) "/bin/sh", (char *) "-c", (char *) "ulimit -f; cat /proc/self/cgroup", NULL };
+        ProcessLimit fallback[] = { { .resource = RLIMIT_FSIZE, .value = 77 * 512 } };   /* sh: 512-byte blocks */
+        done = false;
+        o.argv = ulimit;
+        o.fallback_limits = fallback;
+        o.n_fallback_limits = ELEMENTSOF(fallback);
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        RUN_UNTIL(done);
+        ck_assert(done);
+        ck_assert_int_eq(p->exit_code, 0);
+        _cleanup_free_ char *out3 = capture_text(&p->out, NULL);
+        ck_assert_msg(startswith(out3, "77\n") && !strstr(out3, strrchr(dir, '/')), "%s", out3);
+        process_free(p);
+        ck_assert_int_lt(access(dir, F_OK), 0);
+}
+END_TEST
+
 static void on_stderr(Process *p, const char *data, size_t n, void *userdata) {
         size_t *seen = userdata;
 
@@ -647,6 +734,7 @@ static Suite *process_suite(void) {
         tcase_add_test(tc, test_free_detached_at_exit);
         tcase_add_test(tc, test_detach_after_exit_frees_at_once);
         tcase_add_test(tc, test_cgroups_v1);
+        tcase_add_test(tc, test_cgroups_made_by_the_child);
         tcase_add_test(tc, test_reapers_apart);
         tcase_add_test(tc, test_detach_without_reaper);
         tcase_add_test(tc, test_background_cgroups);

@@ -34,8 +34,8 @@ static void run_cgroup_name(Runtime *r, char name[static 64]) {
         snprintf(name, 64, "run-%d-%" PRIx64 "-%llu", (int) getpid(), r->run_cgroups_started, ++r->n_run_cgroups);
 }
 
-static char **new_run_cgroup(Runtime *r, const SandboxLimits *limits) {
-        char **paths = NULL, name[64];
+static char **new_run_cgroup(Runtime *r, const SandboxLimits *limits, char name[static 64]) {
+        char **paths = NULL;
         int k;
 
         if (!r->limits_logged) {
@@ -45,15 +45,41 @@ static char **new_run_cgroup(Runtime *r, const SandboxLimits *limits) {
         if (sandbox_cgroup_probe(r->cgroups) <= 0)
                 return NULL;
         run_cgroup_name(r, name);
-        k = sandbox_cgroup_new_run_cgroups(r->cgroups, name, limits, &paths);
+        k = sandbox_cgroup_run_paths(r->cgroups, name, limits->owner, &paths);
         if (k < 0) {
-                log_warning_errno(k, "Failed to create the cgroup %s of a run, falling back to rlimits for this run: %m",
-                                  name);
+                log_warning_errno(k, "Failed to create the cgroup group of the run %s, falling back to rlimits for "
+                                  "this run: %m", name);
                 return NULL;
         }
         return paths;
 }
 
+/* The run's cgroups, made by its child before it enters them (ProcessOptions.make_cgroups): where and with which
+ * limits the daemon decided. */
+typedef struct RunCgroupPlan {
+        SandboxCgroups *cgroups;
+        const char *name;
+        const SandboxLimits *limits;
+        char *const *paths;
+} RunCgroupPlan;
+
+static int make_run_cgroups(void *userdata) {
+        const RunCgroupPlan *plan = userdata;
+        _cleanup_strv_free_ char **made = NULL;
+        size_t n = strv_length(plan->paths);
+        int k;
+
+        k = sandbox_cgroup_new_run_cgroups(plan->cgroups, plan->name, plan->limits, &made);
+        /* The ones the daemon watches, kills and removes, and none other. */
+        for (size_t i = 0; k >= 0 && i < MAX(n, strv_length(made)); i++)
+                if (i >= n || !made[i] || !streq(made[i], plan->paths[i]))
+                        k = -EXDEV;
+        if (k < 0)
+                /* In the child, whose log is the daemon's; its rlimits instead (fallback_limits). */
+                log_warning_errno(k, "Failed to create the cgroup %s of a run, falling back to rlimits for this run: "
+                                  "%m", plan->name);
+        return k;
+}
 
 /* A spawn in a cgroup: the owner whose group its cgroups are in (runtime_move_to_owner() changes it), and what is
  * to be released when its Process is freed. */
@@ -106,15 +132,15 @@ int runtime_move_to_owner(Runtime *r, Process *p, uid_t uid) {
  * (sandbox/limits.h). */
 static int runtime_spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLimits *limits, bool may_cgroup,
                                  ProcessDoneFunc done, void *userdata, Process **ret) {
-        _cleanup_strv_free_ char **cgroups = may_cgroup ? new_run_cgroup(r, limits) : NULL;
-        ProcessLimit rlimits[SANDBOX_N_RLIMITS];
+        char name[64];
+        _cleanup_strv_free_ char **cgroups = may_cgroup ? new_run_cgroup(r, limits, name) : NULL;
+        RunCgroupPlan plan = { .cgroups = r->cgroups, .name = name, .limits = limits, .paths = cgroups };
+        ProcessLimit rlimits[SANDBOX_N_RLIMITS], fallback[SANDBOX_N_RLIMITS];
         int k;
 
         if (cgroups) {
                 CgroupSpawnHold *x = calloc(1, sizeof(*x));
                 if (!x) {
-                        for (size_t i = 0; cgroups[i]; i++)
-                                (void) rmdir(cgroups[i]);
                         if (o->release)
                                 o->release(o->release_userdata);   /* as process_spawn() does when it fails */
                         return -ENOMEM;
@@ -127,8 +153,15 @@ static int runtime_spawn_limited(Runtime *r, ProcessOptions *o, const SandboxLim
         o->limits = rlimits;
         o->n_limits = sandbox_limits_rlimits(limits, cgroups != NULL, rlimits);
         o->cgroups = cgroups;
+        if (cgroups) {
+                o->make_cgroups = make_run_cgroups;
+                o->make_cgroups_userdata = &plan;
+                o->fallback_limits = fallback;
+                o->n_fallback_limits = sandbox_limits_rlimits(limits, false, fallback);
+        }
         o->reaper = r->reaper;
         k = process_spawn(r->event, o, done, userdata, ret);
+        /* Made by a child that failed after the fork: gone with it. */
         for (size_t i = 0; k < 0 && cgroups && cgroups[i]; i++)
                 (void) rmdir(cgroups[i]);
         return k;

@@ -289,6 +289,37 @@ int sandbox_cgroup_new_run_cgroups(SandboxCgroups *sc, const char *name, const S
         return -EOPNOTSUPP;
 }
 
+int sandbox_cgroup_run_paths(SandboxCgroups *sc, const char *name, uid_t owner, char ***ret_paths) {
+        _cleanup_strv_free_ char **paths = NULL;
+        char *groups[_SANDBOX_CGROUP_V1_MAX];
+        int r;
+
+        if (sandbox_cgroup_mode(sc) == SANDBOX_CGROUP_NONE)
+                return -EOPNOTSUPP;
+        r = new_groups(sc, owner, groups);
+        if (r < 0)
+                return r;
+        group_made(sc, owner);
+        /* As sandbox_cgroup_new_run() and sandbox_cgroup_v1_new_run() name them: v2, the first; v1, one in each
+         * hierarchy, once where controllers share one. */
+        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX && r >= 0; c++) {
+                _cleanup_free_ char *path = NULL;
+                if (!groups[c])
+                        continue;
+                if (asprintf(&path, "%s/%s", groups[c], name) < 0)
+                        r = -ENOMEM;
+                else if (!strv_contains(paths, path) && strv_extend(&paths, path) < 0)
+                        r = -ENOMEM;
+                if (sandbox_cgroup_mode(sc) != SANDBOX_CGROUP_V1_OWN)
+                        break;
+        }
+        free_groups(groups);
+        if (r < 0)
+                return r;
+        *ret_paths = TAKE_PTR(paths);
+        return 0;
+}
+
 int sandbox_cgroup_move_run_cgroups(SandboxCgroups *sc, char *const *from, const char *name, const SandboxLimits *l,
                                     char ***ret_paths) {
         _cleanup_strv_free_ char **paths = NULL;
@@ -303,6 +334,9 @@ int sandbox_cgroup_move_run_cgroups(SandboxCgroups *sc, char *const *from, const
                 r = -EINVAL;
         for (i = 0; r >= 0 && i < n; i++) {
                 r = sandbox_cgroup_move_procs(from[i], paths[i]);
+                /* None there: its child has not made or entered them yet, and would enter them after the move. */
+                if (r == 0)
+                        r = -ESRCH;
                 /* Once more, for a child forked meanwhile (a sandbox waiting for its script forks nothing). */
                 if (r >= 0)
                         r = sandbox_cgroup_move_procs(from[i], paths[i]);

@@ -309,11 +309,18 @@ SandboxCgroupMode sandbox_cgroup_mode(SandboxCgroups *sc);
  */
 int sandbox_cgroup_new_run_cgroups(SandboxCgroups *sc, const char *name, const SandboxLimits *l, char ***ret_paths);
 /*
+ * The paths sandbox_cgroup_new_run_cgroups(sc, name, l) makes for a run of owner, without making them: the
+ * group of owner is made here if it is not yet, the run's cgroups are for the spawned child to make
+ * (executor/process.h: a cgroup v1 mkdir waits on a lock of the whole machine's). -EOPNOTSUPP in rlimit mode.
+ */
+int sandbox_cgroup_run_paths(SandboxCgroups *sc, const char *name, uid_t owner, char ***ret_paths);
+/*
  * A run that was started in another group (a sandbox started ahead for whoever comes first) into the group of
  * l->owner: new cgroups named name there (as sandbox_cgroup_new_run_cgroups()), every process of from moved
  * into them. Their paths in *ret_paths; from, empty then, is the caller's to remove (off the event loop: an rmdir
  * of a cgroup waits for the kernel, executor/cgroup-remove.h). On failure the processes are back in from and
- * nothing new is left.
+ * nothing new is left; -ESRCH (or -ENOENT) when from holds no process yet (its child makes and enters its
+ * cgroups, process.h): it would enter from after the move.
  */
 int sandbox_cgroup_move_run_cgroups(SandboxCgroups *sc, char *const *from, const char *name, const SandboxLimits *l,
                                     char ***ret_paths);

@@ -1584,12 +1584,60 @@ START_TEST(test_cgroups_object) {
         if (ca == 0) {
                 ck_assert_int_eq(sandbox_cgroup_new_run_cgroups(a, name_a, &l, &pa), -EOPNOTSUPP);
                 ck_assert_ptr_null(pa);
+                ck_assert_int_eq(sandbox_cgroup_run_paths(a, name_a, l.owner, &pa), -EOPNOTSUPP);
+                ck_assert_ptr_null(pa);
                 printf("# test_cgroups_object: rlimits only here (%s)\n", sandbox_limits_mechanism_detail(a));
                 return;
         }
+        /* Named for a spawned child to make (process.h): the owner's group made, the run's cgroups not, the
+         * paths what the child makes. */
+        _cleanup_strv_free_ char **planned = NULL;
+        ck_assert_int_eq(sandbox_cgroup_run_paths(a, name_a, l.owner, &planned), 0);
+        ck_assert_uint_ge(strv_length(planned), 1);
+        for (size_t i = 0; planned[i]; i++) {
+                _cleanup_free_ char *group = strdup(planned[i]);
+                ck_assert_int_lt(access(planned[i], F_OK), 0);
+                *strrchr(group, '/') = 0;
+                ck_assert_int_eq(access(group, F_OK), 0);
+        }
         ck_assert_int_eq(sandbox_cgroup_new_run_cgroups(a, name_a, &l, &pa), 0);
+        ck_assert_uint_eq(strv_length(pa), strv_length(planned));
+        for (size_t i = 0; pa[i]; i++)
+                ck_assert_str_eq(pa[i], planned[i]);
         ck_assert_int_eq(sandbox_cgroup_new_run_cgroups(b, name_b, &l, &pb), 0);
         ck_assert_uint_eq(strv_length(pa), strv_length(pb));
+
+        /* A run moved to another owner: not while no process is in it yet (its child, which makes and enters its
+         * cgroups, would enter the old ones after the move), nothing new left; once one is, it goes along. */
+        _cleanup_strv_free_ char **moved = NULL, **unmade = NULL;
+        SandboxLimits lm = l;
+        char name_m[64];
+        lm.owner = 4243;
+        snprintf(name_m, sizeof(name_m), "run-%d-test-m", (int) getpid());
+        ck_assert_int_eq(sandbox_cgroup_move_run_cgroups(a, pa, name_m, &lm, &moved), -ESRCH);
+        ck_assert_ptr_null(moved);
+        ck_assert_int_eq(sandbox_cgroup_run_paths(a, name_m, lm.owner, &unmade), 0);
+        for (size_t i = 0; unmade[i]; i++)
+                ck_assert_int_lt(access(unmade[i], F_OK), 0);
+        pid_t child = fork();
+        ck_assert_int_ge(child, 0);
+        if (child == 0) {
+                pause();
+                _exit(0);
+        }
+        for (size_t i = 0; pa[i]; i++)
+                ck_assert_int_eq(sandbox_cgroup_attach(pa[i], child), 0);
+        ck_assert_int_eq(sandbox_cgroup_move_run_cgroups(a, pa, name_m, &lm, &moved), 0);
+        for (size_t i = 0; moved[i]; i++) {
+                char want[32];
+                snprintf(want, sizeof(want), "%d\n", (int) child);
+                ck_assert_str_eq(moved[i], unmade[i]);
+                ck_file(moved[i], "cgroup.procs", want);
+        }
+        ck_assert_int_eq(kill(child, SIGKILL), 0);
+        ck_assert_int_eq(waitpid(child, NULL, 0), child);
+        for (size_t i = 0; moved[i]; i++)
+                ck_assert_int_eq(rmdir(moved[i]), 0);
         /* cgroup v1's cpu: a new run cgroup has the kernel's defaults, which the daemon leaves as they are (no quota,
          * a period of 100 ms), and a quota is written alone. */
         for (size_t i = 0; pa[i]; i++) {

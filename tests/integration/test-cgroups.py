@@ -475,6 +475,9 @@ def shared_sandbox_that_cannot_move_is_not_used():
     eq(st.get("stdout"), "B\n", b.text(r)[-600:])
     check(st.get("prestarted") is not True, f"the run used the shared sandbox that stayed in the daemon's group: {st}")
     check("Failed to move a sandbox started ahead" in d.log_full(), "the move did not fail: nothing shown here")
+    # The fresh one's cgroups cannot be made there either: its child (which makes them) says so in the daemon's
+    # log and runs it under rlimits.
+    check("falling back to rlimits for this run" in d.log_full(), f"no fallback logged: {d.log_full()[-1500:]}")
     b.close()
     d.close()
 
