@@ -123,6 +123,21 @@ static int cgroup_remove(const char *cgroup, unsigned tries) {
         }
 }
 
+/* In the loop, never an rmdir of a cgroup that has processes: it fails at once, but when they are gone by then it
+ * succeeds, and waits for the kernel as long as any. Empty, it goes to the remover; busy, what is in it is killed
+ * and it stays (true); gone or unreadable, it is forgotten. */
+static bool still_busy(Reaper *r, sd_event *e, const char *cgroup) {
+        int k = cgroup_empty(cgroup);
+
+        if (k > 0)
+                cgroup_remover_add(&r->remover, e, cgroup);
+        else if (k == 0)
+                cgroup_kill(cgroup);
+        else if (k != -ENOENT)
+                (void) rmdir(cgroup);
+        return k == 0;
+}
+
 /* What the loop gives the kept cgroups in one turn: a cgroup v1 rmdir can take milliseconds (the kernel waits for
  * RCU), and dozens at once would hold up every client. The rest wait for the next idle turn. */
 #define BUSY_CGROUPS_BUDGET_USEC (2 * USEC_PER_MSEC)
@@ -145,9 +160,9 @@ static bool remove_busy_cgroups(Reaper *r, sd_event *e, unsigned tries, bool for
                         r->busy_cgroups[j++] = *b;
                         continue;
                 }
-                if (!force && cgroup_empty(b->path) > 0)
-                        cgroup_remover_add(&r->remover, e, b->path);
-                else if (cgroup_remove(b->path, tries) == -EBUSY && !force) {
+                if (force)
+                        (void) cgroup_remove(b->path, tries);
+                else if (still_busy(r, e, b->path)) {
                         r->busy_cgroups[j++] = *b;
                         continue;
                 }
@@ -170,7 +185,7 @@ static bool remove_busy_cgroups(Reaper *r, sd_event *e, unsigned tries, bool for
         return cut;
 }
 
-/* Keep p's cgroups that are still busy for later (later: the loop runs, and they are tried once without waiting;
+/* Keep p's cgroups that are still busy for later (later: the loop runs, and they are looked at once, still_busy();
  * the rest go when the event loop has nothing else to do, or from the timer). Returns true when p's release waits
  * for them: most often it does not, and what the run held (its uid, its slot) is free at once. */
 static bool keep_busy_cgroups(Reaper *r, Process *p, bool later) {
@@ -188,10 +203,8 @@ static bool keep_busy_cgroups(Reaper *r, Process *p, bool later) {
                 /* Later (the loop runs): empty, which it is once the sandbox's processes are gone, it goes to the
                  * remover, and what it held is free at once; busy: kept. Else (the daemon is exiting) given up to
                  * 20 ms here, as nothing retries. */
-                if (later && cgroup_empty(p->cgroups[i]) > 0)
-                        cgroup_remover_add(&r->remover, p->event, p->cgroups[i]);
-                else if (cgroup_remove(p->cgroups[i], later ? 0 : 20) == -EBUSY &&
-                         strv_extend(&left, p->cgroups[i]) >= 0)
+                if ((later ? still_busy(r, p->event, p->cgroups[i]) : cgroup_remove(p->cgroups[i], 20) == -EBUSY) &&
+                    strv_extend(&left, p->cgroups[i]) >= 0)
                         n++;
         }
         if (n == 0)
