@@ -8,12 +8,14 @@
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 #include "log.h"
 #include "macro.h"
+#include "nss-child.h"
 #include "strv.h"
 
 int parse_uid_range(const char *s, UidRange *ret) {
@@ -193,46 +195,90 @@ static int parse_id(const char *s, unsigned long *ret) {
         return 0;
 }
 
+/* The names (not numbers) of allowed-users and allowed-groups. */
+typedef struct AccessNames {
+        char **users, **groups;
+} AccessNames;
+
+/* In the child (nss-child.h): a "u ID" or "g ID" line for each name found. */
+static int resolve_access_child(int fd, void *userdata) {
+        const AccessNames *a = userdata;
+        int r = 0;
+
+        for (size_t i = 0; r >= 0 && a->users[i]; i++) {
+                struct passwd *pw = getpwnam(a->users[i]);
+                if (pw)
+                        r = dprintf(fd, "u %u\n", (unsigned) pw->pw_uid) < 0 ? -EIO : 0;
+                else
+                        log_warning("allowed-users: no user %s; it matches nobody.", a->users[i]);
+        }
+        for (size_t i = 0; r >= 0 && a->groups[i]; i++) {
+                struct group *gr = getgrnam(a->groups[i]);
+                if (gr)
+                        r = dprintf(fd, "g %u\n", (unsigned) gr->gr_gid) < 0 ? -EIO : 0;
+                else
+                        log_warning("allowed-groups: no group %s; it matches nobody.", a->groups[i]);
+        }
+        return r;
+}
+
 int config_resolve_access(Config *c) {
         size_t nu = strv_length(c->allowed_users), ng = strv_length(c->allowed_groups);
-        uid_t *uids = calloc(nu + 1, sizeof(uid_t));
-        gid_t *gids = calloc(ng + 1, sizeof(gid_t));
+        _cleanup_free_ uid_t *uids = calloc(nu + 1, sizeof(uid_t));
+        _cleanup_free_ gid_t *gids = calloc(ng + 1, sizeof(gid_t));
+        _cleanup_free_ char *found = NULL;
+        bool names = false;
         size_t ku = 0, kg = 0;
+        unsigned long id;
+        int r;
 
-        if (!uids || !gids) {
-                free(uids);
-                free(gids);
+        if (!uids || !gids)
                 return -ENOMEM;
-        }
-        for (size_t i = 0; i < nu; i++) {
-                const char *name = c->allowed_users[i];
-                unsigned long id;
-                struct passwd *pw;
-
-                if (parse_id(name, &id) >= 0)
+        /* Numbers as they are; names looked up in a child, all at once. */
+        for (size_t i = 0; i < nu; i++)
+                if (parse_id(c->allowed_users[i], &id) >= 0)
                         uids[ku++] = (uid_t) id;
-                else if ((pw = getpwnam(name)))
-                        uids[ku++] = pw->pw_uid;
                 else
-                        log_warning("allowed-users: no user %s; it matches nobody.", name);
-        }
-        for (size_t i = 0; i < ng; i++) {
-                const char *name = c->allowed_groups[i];
-                unsigned long id;
-                struct group *gr;
-
-                if (parse_id(name, &id) >= 0)
+                        names = true;
+        for (size_t i = 0; i < ng; i++)
+                if (parse_id(c->allowed_groups[i], &id) >= 0)
                         gids[kg++] = (gid_t) id;
-                else if ((gr = getgrnam(name)))
-                        gids[kg++] = gr->gr_gid;
                 else
-                        log_warning("allowed-groups: no group %s; it matches nobody.", name);
+                        names = true;
+        if (names) {
+                _cleanup_strv_free_ char **users = strv_new(), **groups = strv_new();
+
+                for (size_t i = 0; users && i < nu; i++)
+                        if (parse_id(c->allowed_users[i], &id) < 0 && strv_extend(&users, c->allowed_users[i]) < 0)
+                                users = strv_free(users);
+                for (size_t i = 0; groups && i < ng; i++)
+                        if (parse_id(c->allowed_groups[i], &id) < 0 && strv_extend(&groups, c->allowed_groups[i]) < 0)
+                                groups = strv_free(groups);
+                if (!users || !groups)
+                        return -ENOMEM;
+                r = nss_child_run(resolve_access_child, &(AccessNames) { users, groups }, &found);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to look up the accounts of allowed-users and allowed-groups: "
+                                               "%m");
+                for (char *line = found, *next; line && *line; line = next) {
+                        char kind;
+                        unsigned v;
+                        next = strchr(line, '\n');
+                        if (next)
+                                *next++ = 0;
+                        if (sscanf(line, "%c %u", &kind, &v) != 2)
+                                continue;
+                        if (kind == 'u' && ku < nu)
+                                uids[ku++] = (uid_t) v;
+                        else if (kind == 'g' && kg < ng)
+                                gids[kg++] = (gid_t) v;
+                }
         }
         free(c->allowed_uids);
         free(c->allowed_gids);
-        c->allowed_uids = uids;
+        c->allowed_uids = TAKE_PTR(uids);
         c->n_allowed_uids = ku;
-        c->allowed_gids = gids;
+        c->allowed_gids = TAKE_PTR(gids);
         c->n_allowed_gids = kg;
         return 0;
 }

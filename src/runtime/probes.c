@@ -15,6 +15,7 @@
 #include "fs-util.h"
 #include "log.h"
 #include "macro.h"
+#include "nss-child.h"
 #include "runtime-internal.h"
 #include "strv.h"
 
@@ -127,14 +128,18 @@ static int spawn_probe(Runtime *r, char **argv, ProcessDoneFunc done) {
 
 /* python-search-path's directories (envstore/pythons.h). A root daemon skips "~/" entries: its sandboxes could not
  * reach root's home, and it is no place for shared interpreters. */
-static char **python_search_dirs(const Runtime *r) {
-        const char *home = NULL;
-        struct passwd *pw;
+static int home_child(int fd, void *userdata) {
+        struct passwd *pw = getpwuid(geteuid());
 
-        if (geteuid() != 0) {
-                pw = getpwuid(geteuid());
-                home = pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : NULL;
-        }
+        return pw && pw->pw_dir && pw->pw_dir[0] == '/' ? write_all(fd, pw->pw_dir, strlen(pw->pw_dir)) : 0;
+}
+
+static char **python_search_dirs(const Runtime *r) {
+        _cleanup_free_ char *home = NULL;
+
+        /* In a child, as every account lookup (nss-child.h). */
+        if (geteuid() != 0 && (nss_child_run(home_child, NULL, &home) < 0 || (home && !home[0])))
+                home = mfree(home);
         return pythons_search_dirs(r->config->python_search_path, home);
 }
 

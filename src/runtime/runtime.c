@@ -20,6 +20,7 @@
 #include "fs-util.h"
 #include "log.h"
 #include "macro.h"
+#include "nss-child.h"
 #include "runtime-internal.h"
 #include "strv.h"
 
@@ -126,21 +127,29 @@ int memfd_with(const char *name, const void *data, size_t n) {
         return TAKE_FD(fd);
 }
 
+static int user_name_child(int fd, void *userdata) {
+        struct passwd *pw = getpwuid(geteuid());
+
+        return pw && pw->pw_name ? write_all(fd, pw->pw_name, strlen(pw->pw_name)) : 0;
+}
+
 /* The daemon's user: without the sandbox, every script's. */
 static char *user_name(void) {
-        struct passwd *pw = getpwuid(geteuid());
         char *s = NULL;
 
-        if (pw)
-                return strdup(pw->pw_name);
+        if (nss_child_run(user_name_child, NULL, &s) >= 0 && s && s[0])
+                return s;
+        free(s);
         if (asprintf(&s, "uid %u", (unsigned) geteuid()) < 0)
                 return NULL;
         return s;
 }
 
 /* The uids of sandbox-uid-range (and their gids) must be nobody's: a user or group of one of them could reach into
- * a sandbox of that uid (signal, trace, or write where it may write). One pass over the accounts, at start-up. */
-static int check_uid_range_unused(const UidRange *range) {
+ * a sandbox of that uid (signal, trace, or write where it may write). One pass over the accounts, at start-up, in a
+ * child (nss-child.h). */
+static int check_uid_range_unused_child(int fd, void *userdata) {
+        const UidRange *range = userdata;
         struct passwd *pw;
         struct group *gr;
         int r = 0;
@@ -164,6 +173,10 @@ static int check_uid_range_unused(const UidRange *range) {
                 }
         endgrent();
         return r;
+}
+
+static int check_uid_range_unused(const UidRange *range) {
+        return nss_child_run(check_uid_range_unused_child, (void *) range, NULL);
 }
 
 int runtime_new(Runtime **ret, sd_event *event, const Config *config, Reaper *reaper, SandboxCgroups *cgroups) {

@@ -14,4 +14,5 @@ libshared_a_SOURCES += src/shared/fs-util.c src/shared/fs-util.h
 libshared_a_SOURCES += src/shared/waitq.c src/shared/waitq.h
 libshared_a_SOURCES += src/shared/utf8.c src/shared/utf8.h
 libshared_a_SOURCES += src/shared/charge.c src/shared/charge.h
+libshared_a_SOURCES += src/shared/nss-child.c src/shared/nss-child.h
 libshared_a_SOURCES += src/shared/time-util.h

@@ -16,6 +16,7 @@
 #include "buf.h"
 #include "fs-util.h"
 #include "macro.h"
+#include "nss-child.h"
 #include "strv.h"
 #include "utf8.h"
 
@@ -700,6 +701,46 @@ START_TEST(test_escape_line_all_bytes) {
 }
 END_TEST
 
+static int child_says(int fd, void *userdata) {
+        const char *what = userdata;
+
+        if (streq(what, "die"))
+                abort();   /* (as a lookup that crashes would) */
+        if (streq(what, "flood")) {
+                /* More than is taken: it is killed, not waited for while it waits on the pipe. */
+                static char block[65536];
+                memset(block, 'x', sizeof(block));
+                for (;;)
+                        if (write_all(fd, block, sizeof(block)) < 0)
+                                _exit(0);
+        }
+        if (write_all(fd, what, strlen(what)) < 0)
+                return -EIO;
+        /* In the child: what it looks up is loaded there, not here. */
+        return getpid();
+}
+
+/* nss_child_run(): the function runs in another process; its result and what it wrote come back; a child that
+ * dies, or writes without end, gives -EIO. */
+START_TEST(test_nss_child_run) {
+        _cleanup_free_ char *out = NULL, *none = NULL;
+        int r;
+
+        r = nss_child_run(child_says, (void *) "u 1\ng 2\n", &out);
+        ck_assert_int_gt(r, 0);
+        ck_assert_int_ne(r, getpid());
+        ck_assert_str_eq(out, "u 1\ng 2\n");
+        /* A child each time. */
+        int r2 = nss_child_run(child_says, (void *) "", NULL);
+        ck_assert_int_gt(r2, 0);
+        ck_assert_int_ne(r2, r);
+        ck_assert_int_eq(nss_child_run(child_says, (void *) "die", &none), -EIO);
+        ck_assert_ptr_null(none);
+        ck_assert_int_eq(nss_child_run(child_says, (void *) "flood", &none), -EIO);
+        ck_assert_ptr_null(none);
+}
+END_TEST
+
 static Suite *shared_suite(void) {
         Suite *s = suite_create("shared");
         TCase *tc = tcase_create("buf");
@@ -734,6 +775,7 @@ static Suite *shared_suite(void) {
         tcase_add_test(tc, test_read_full_fd_zero);
         tcase_add_test(tc, test_read_small_file);
         tcase_add_test(tc, test_rm_rf_untrusted_locked_top);
+        tcase_add_test(tc, test_nss_child_run);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("utf8");

@@ -57,6 +57,38 @@ def empty_lists_let_in_anyone_the_socket_lets_in():
 # --- max-runs-per-user --------------------------------------------------------
 
 
+def nss_modules(pid):
+    """The NSS modules (libnss_*) mapped in process pid."""
+    with open(f"/proc/{pid}/maps") as f:
+        return sorted({line.split()[-1] for line in f if "/libnss_" in line})
+
+
+@test
+def account_lookups_leave_no_nss_module_in_the_daemon():
+    """Names in allowed-users and allowed-groups are looked up (at start and at each reload), and so is every
+    account of a root daemon's sandbox-uid-range: in a child each time, so the NSS modules those load
+    (libnss_systemd and the libm it links, some 600 KiB for good) stay out of the daemon."""
+    here = subprocess.run(["python3", "-c", "import pwd, grp; pwd.getpwall(); grp.getgrall(); "
+                           "print(''.join(l for l in open('/proc/self/maps') if '/libnss_' in l))"],
+                          capture_output=True, text=True, timeout=30).stdout
+    if not here.strip():
+        print("# NSS here loads no module of its own (nsswitch.conf: files only): nothing to keep out", flush=True)
+    conf = scratch("access-") + ".conf"
+    with open(conf, "w") as f:
+        f.write("[Daemon]\nallowed-users = root\n")
+    with Daemon(args=[f"--config={conf}"]) as d:
+        eq(d.client().initialize()["protocolVersion"], "2025-11-25", "root, listed by name, is served")
+        eq(as_nobody(d).stdout, "", "uid 65534, not listed, is refused")
+        # A reload looks the names up again: now nogroup (uid 65534's group) is listed, by name.
+        with open(conf, "w") as f:
+            f.write("[Daemon]\nallowed-users = root\nallowed-groups = nogroup\n")
+        d.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: "Reloaded: " in d.log(), 10, "the reload")
+        p = as_nobody(d)
+        check('"protocolVersion"' in p.stdout, f"uid 65534 of nogroup, listed by name after the reload: {p.stdout!r}")
+        eq(nss_modules(d.proc.pid), [], "NSS modules mapped in the daemon")
+
+
 def sleeper(mark):
     """A script that becomes a process whose command line carries mark, and sleeps."""
     return ("import os, sys\n"
