@@ -226,36 +226,26 @@ int config_resolve_access(Config *c) {
         size_t nu = strv_length(c->allowed_users), ng = strv_length(c->allowed_groups);
         _cleanup_free_ uid_t *uids = calloc(nu + 1, sizeof(uid_t));
         _cleanup_free_ gid_t *gids = calloc(ng + 1, sizeof(gid_t));
+        _cleanup_strv_free_ char **users = strv_new(), **groups = strv_new();
         _cleanup_free_ char *found = NULL;
-        bool names = false;
         size_t ku = 0, kg = 0;
         unsigned long id;
         int r;
 
-        if (!uids || !gids)
+        if (!uids || !gids || !users || !groups)
                 return -ENOMEM;
         /* Numbers as they are; names looked up in a child, all at once. */
         for (size_t i = 0; i < nu; i++)
                 if (parse_id(c->allowed_users[i], &id) >= 0)
                         uids[ku++] = (uid_t) id;
-                else
-                        names = true;
+                else if (strv_extend(&users, c->allowed_users[i]) < 0)
+                        return -ENOMEM;
         for (size_t i = 0; i < ng; i++)
                 if (parse_id(c->allowed_groups[i], &id) >= 0)
                         gids[kg++] = (gid_t) id;
-                else
-                        names = true;
-        if (names) {
-                _cleanup_strv_free_ char **users = strv_new(), **groups = strv_new();
-
-                for (size_t i = 0; users && i < nu; i++)
-                        if (parse_id(c->allowed_users[i], &id) < 0 && strv_extend(&users, c->allowed_users[i]) < 0)
-                                users = strv_free(users);
-                for (size_t i = 0; groups && i < ng; i++)
-                        if (parse_id(c->allowed_groups[i], &id) < 0 && strv_extend(&groups, c->allowed_groups[i]) < 0)
-                                groups = strv_free(groups);
-                if (!users || !groups)
+                else if (strv_extend(&groups, c->allowed_groups[i]) < 0)
                         return -ENOMEM;
+        if (users[0] || groups[0]) {
                 r = nss_child_run(resolve_access_child, &(AccessNames) { users, groups }, &found);
                 if (r < 0)
                         return log_error_errno(r, "Failed to look up the accounts of allowed-users and allowed-groups: "
