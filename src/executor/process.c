@@ -341,10 +341,11 @@ int process_timeout(Process *p) {
         if (p->flush_on_timeout && !p->flushing && p->timer_source) {
                 int n = 0;
                 p->flushing = true;
-                /* Without cgroups (rlimits only), its processes as /proc shows them below it. */
+                /* Without cgroups (rlimits only), or with ones that hold none of them (its child could not make
+                 * them and fell back to rlimits, make_cgroups), its processes as /proc shows them below it. */
                 for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
                         n += MAX(cgroup_signal_listed(p->cgroups[i], SIGWINCH), 0);
-                if (!p->cgroups)
+                if (n == 0)
                         n = signal_descendants(p->pid, SIGWINCH);
                 if (n > 0 &&
                     sd_event_source_set_time_relative(p->timer_source, PROCESS_FLUSH_GRACE_USEC) >= 0 &&

@@ -724,6 +724,34 @@ START_TEST(test_flush_on_timeout_without_cgroups) {
 }
 END_TEST
 
+/* The same where the child could not make its cgroups and runs under its fallback limits: they hold none of its
+ * processes, and the flush goes to those /proc shows below it instead of to nobody. */
+START_TEST(test_flush_on_timeout_after_cgroup_fallback) {
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c",
+                         (char *) "setsid /bin/sh -c 'trap \"echo flushed; exit 0\" WINCH; while :; do sleep 0.05; done' "
+                                  "& wait",
+                         NULL };
+        char *cgroups[] = { (char *) "/nonexistent/test-process-fallback", NULL };
+        ProcessLimit none[1];
+        MakeCgroup m = { .path = cgroups[0], .error = -EPERM };
+        bool done = false;
+        Process *p = NULL;
+
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 1024, .tail_max = 1024,
+                             .timeout_usec = 300 * USEC_PER_MSEC, .cgroups = cgroups, .make_cgroups = make_cgroup,
+                             .make_cgroups_userdata = &m, .fallback_limits = none, .n_fallback_limits = 0,
+                             .reaper = reaper };
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        p->flush_on_timeout = true;
+        RUN_UNTIL(done);
+        ck_assert(done);
+        ck_assert(p->timed_out);
+        ck_assert(p->flushing);
+        ck_assert_uint_eq(p->out.total, strlen("flushed\n"));
+        process_free(p);
+}
+END_TEST
+
 static Suite *process_suite(void) {
         Suite *s = suite_create("process");
         TCase *tc = tcase_create("detach");
@@ -751,6 +779,7 @@ static Suite *process_suite(void) {
         tcase_add_test(tc, test_stderr_func_sees_all_of_stderr);
         tcase_add_test(tc, test_nice);
         tcase_add_test(tc, test_flush_on_timeout_without_cgroups);
+        tcase_add_test(tc, test_flush_on_timeout_after_cgroup_fallback);
         suite_add_tcase(s, tc);
         return s;
 }
