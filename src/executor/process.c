@@ -290,13 +290,18 @@ static int remove_kept_cgroups_when_idle(Reaper *reaper, sd_event *e) {
 }
 
 static void kill_group(Process *p) {
-        if (p->pid > 0 && !p->exited) {
-                (void) kill(-p->pid, SIGKILL);
-                (void) kill(p->pid, SIGKILL);
-                /* Whatever left the process group, too. */
-                for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
-                        cgroup_kill(p->cgroups[i]);
-        }
+        if (p->pid <= 0 || p->exited)
+                return;
+        /* Cgroups that hold none of its processes: its child could not make them and fell back to rlimits
+         * (make_cgroups). What left its process group is then found below it in /proc, before it dies and they
+         * go to another parent. */
+        if (p->cgroups && p->cgroups[0] && !cgroup_holds_processes(p->cgroups[0]))
+                (void) signal_descendants(p->pid, SIGKILL);
+        (void) kill(-p->pid, SIGKILL);
+        (void) kill(p->pid, SIGKILL);
+        /* Whatever left the process group, too. */
+        for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
+                cgroup_kill(p->cgroups[i]);
 }
 
 static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *userdata) {

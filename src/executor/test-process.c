@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * Tests of process.c: spawning into cgroups or under rlimits, output, timeouts and kills, the reaper and the
+ * cgroups it keeps. Over 800 lines, one suite: many short independent cases sharing the event loop, the reaper
+ * and the cgroup maker above them, one program for one module.
+ */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
@@ -752,6 +757,51 @@ START_TEST(test_flush_on_timeout_after_cgroup_fallback) {
 }
 END_TEST
 
+/* The same fallback, killed: a process that left the process group (setsid) is still found, below the child in
+ * /proc, and goes with it. */
+START_TEST(test_kill_after_cgroup_fallback) {
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c",
+                         (char *) "setsid /bin/sh -c 'echo $$; exec sleep 600' & wait", NULL };
+        char *cgroups[] = { (char *) "/nonexistent/test-process-fallback-kill", NULL };
+        ProcessLimit none[1];
+        MakeCgroup m = { .path = cgroups[0], .error = -EPERM };
+        char stat[64], state = 0;
+        bool done = false;
+        Process *p = NULL;
+        pid_t left;
+
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 1024, .tail_max = 1024,
+                             .cgroups = cgroups, .make_cgroups = make_cgroup, .make_cgroups_userdata = &m,
+                             .fallback_limits = none, .n_fallback_limits = 0, .reaper = reaper };
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        RUN_UNTIL(p->out.total > 0 && memchr(p->out.head, '\n', p->out.head_len));
+        left = (pid_t) atoi(p->out.head);
+        ck_assert_int_gt(left, 1);
+        ck_assert_int_eq(kill(left, 0), 0);
+        process_kill(p);
+        RUN_UNTIL(done);
+        ck_assert(done);
+        /* Gone, or dead and not yet reaped by whoever it was left to: never running. */
+        snprintf(stat, sizeof(stat), "/proc/%d/stat", (int) left);
+        for (int i = 0; i < 200; i++) {
+                FILE *f = fopen(stat, "re");
+                state = 0;
+                if (f) {
+                        if (fscanf(f, "%*d (%*[^)]) %c", &state) != 1)
+                                state = 0;
+                        fclose(f);
+                }
+                if (!f || state == 'Z')
+                        break;
+                usleep(10 * 1000);
+        }
+        if (state && state != 'Z')
+                (void) kill(left, SIGKILL);
+        ck_assert_msg(!state || state == 'Z', "the process that left the group still runs (state %c)", state);
+        process_free(p);
+}
+END_TEST
+
 static Suite *process_suite(void) {
         Suite *s = suite_create("process");
         TCase *tc = tcase_create("detach");
@@ -780,6 +830,7 @@ static Suite *process_suite(void) {
         tcase_add_test(tc, test_nice);
         tcase_add_test(tc, test_flush_on_timeout_without_cgroups);
         tcase_add_test(tc, test_flush_on_timeout_after_cgroup_fallback);
+        tcase_add_test(tc, test_kill_after_cgroup_fallback);
         suite_add_tcase(s, tc);
         return s;
 }
