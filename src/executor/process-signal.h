@@ -2,13 +2,10 @@
 #pragma once
 /* Signals to a process's processes: those its cgroups list, or those below it in /proc (src/executor/signal.c).
  * Internal to the executor. */
-#include <stdbool.h>
 #include <sys/types.h>
 
 /* Write a short string into a cgroup's file: one write, no creation. 0 or -errno. */
 int cgroup_write(const char *cgroup, const char *name, const char *value);
-/* Whether cgroup.procs lists a process (false too when it cannot be read: no such cgroup). */
-bool cgroup_holds_processes(const char *cgroup);
 /* Send sig to each process cgroup.procs lists (twice, so that none is a pid used again): how many, or -errno. */
 int cgroup_signal_listed(const char *cgroup, int sig);
 /* Send sig to every descendant of root (not root), found through /proc: how many. */

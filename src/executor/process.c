@@ -292,10 +292,11 @@ static int remove_kept_cgroups_when_idle(Reaper *reaper, sd_event *e) {
 static void kill_group(Process *p) {
         if (p->pid <= 0 || p->exited)
                 return;
-        /* Cgroups that hold none of its processes: its child could not make them and fell back to rlimits
-         * (make_cgroups). What left its process group is then found below it in /proc, before it dies and they
-         * go to another parent. */
-        if (p->cgroups && p->cgroups[0] && !cgroup_holds_processes(p->cgroups[0]))
+        /* Cgroups that are not there: its child could not make them and fell back to rlimits (make_cgroups).
+         * What left its process group is then found below it in /proc, before it dies and they go to another
+         * parent. (Not for cgroups that are there but empty: the run's processes are gone already, and a walk
+         * of /proc at the end of every such run would cost the loop milliseconds.) */
+        if (p->cgroups && p->cgroups[0] && access(p->cgroups[0], F_OK) < 0 && errno == ENOENT)
                 (void) signal_descendants(p->pid, SIGKILL);
         (void) kill(-p->pid, SIGKILL);
         (void) kill(p->pid, SIGKILL);

@@ -31,21 +31,6 @@ int cgroup_write(const char *cgroup, const char *name, const char *value) {
         return r;
 }
 
-bool cgroup_holds_processes(const char *cgroup) {
-        char path[PATH_MAX], c;
-        ssize_t n;
-        int fd;
-
-        if ((size_t) snprintf(path, sizeof(path), "%s/cgroup.procs", cgroup) >= sizeof(path))
-                return false;
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
-        if (fd < 0)
-                return false;
-        n = read(fd, &c, 1);
-        close(fd);
-        return n == 1;
-}
-
 /* The pids cgroup.procs lists, in a new array. */
 static int cgroup_pids(const char *cgroup, pid_t **ret, size_t *ret_n) {
         char path[PATH_MAX];
