@@ -66,6 +66,7 @@ struct Build {
         bool offline;           /* this install resolves from the uv cache only (build_offline_first()) */
         bool online;            /* the offline install failed: this is the build again, online */
         EnvLayout layout;       /* what the venv step made (layout.h) */
+        OffLoopJob *preparing;  /* the first step with packages (the slot emptied, the template copied), in a child */
         OffLoopJob *finishing;  /* the last step (build_complete()), in a child */
         EnvWaiter *waiters;
         uint64_t start_usec;
