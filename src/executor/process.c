@@ -289,14 +289,22 @@ static int remove_kept_cgroups_when_idle(Reaper *reaper, sd_event *e) {
         return sd_event_source_set_enabled(reaper->busy_idle, SD_EVENT_ONESHOT);
 }
 
+/*
+ * Whether its processes are to be found below it in /proc rather than in its cgroups: it has none (rlimits only),
+ * or they are not there, as its child could not make them and fell back to rlimits (make_cgroups). Not for
+ * cgroups that are there but empty: the run's processes are gone already, and a walk of /proc at the end of every
+ * such run would cost the loop milliseconds.
+ */
+static bool processes_outside_cgroups(const Process *p) {
+        return !p->cgroups || !p->cgroups[0] || (access(p->cgroups[0], F_OK) < 0 && errno == ENOENT);
+}
+
 static void kill_group(Process *p) {
         if (p->pid <= 0 || p->exited)
                 return;
-        /* Cgroups that are not there: its child could not make them and fell back to rlimits (make_cgroups).
-         * What left its process group is then found below it in /proc, before it dies and they go to another
-         * parent. (Not for cgroups that are there but empty: the run's processes are gone already, and a walk
-         * of /proc at the end of every such run would cost the loop milliseconds.) */
-        if (p->cgroups && p->cgroups[0] && access(p->cgroups[0], F_OK) < 0 && errno == ENOENT)
+        /* Found before it dies, while they are still below it; not with rlimits only, where kill(-pid) and the
+         * sandbox's pid namespace have always been enough. */
+        if (p->cgroups && processes_outside_cgroups(p))
                 (void) signal_descendants(p->pid, SIGKILL);
         (void) kill(-p->pid, SIGKILL);
         (void) kill(p->pid, SIGKILL);
@@ -347,12 +355,11 @@ int process_timeout(Process *p) {
         if (p->flush_on_timeout && !p->flushing && p->timer_source) {
                 int n = 0;
                 p->flushing = true;
-                /* Without cgroups (rlimits only), or with ones that hold none of them (its child could not make
-                 * them and fell back to rlimits, make_cgroups), its processes as /proc shows them below it. */
-                for (size_t i = 0; p->cgroups && p->cgroups[i]; i++)
-                        n += MAX(cgroup_signal_listed(p->cgroups[i], SIGWINCH), 0);
-                if (n == 0)
+                if (processes_outside_cgroups(p))
                         n = signal_descendants(p->pid, SIGWINCH);
+                else
+                        for (size_t i = 0; p->cgroups[i]; i++)
+                                n += MAX(cgroup_signal_listed(p->cgroups[i], SIGWINCH), 0);
                 if (n > 0 &&
                     sd_event_source_set_time_relative(p->timer_source, PROCESS_FLUSH_GRACE_USEC) >= 0 &&
                     sd_event_source_set_enabled(p->timer_source, SD_EVENT_ONESHOT) >= 0)
