@@ -31,9 +31,15 @@ bench-noisy: mcp-python-sandboxd$(EXEEXT) mcp-python-sandbox$(EXEEXT)
 		--work $(BENCH_WORK) \
 		--out $(abs_top_srcdir)/bench
 
-.PHONY: bench bench-noisy bench-model-cost bench-clean
+# A run forked from a pre-started interpreter with fresh namespaces, against a sandbox per run (issue 18):
+# a prototype, measured; not the daemon's code. Root only.
+bench-fork-prototype:
+	$(PYTHON3) $(top_srcdir)/bench/fork-prototype.py
 
-EXTRA_DIST += bench/run.py bench/mcpclient.py bench/noisy.py bench/model-cost.py bench/README.md
+.PHONY: bench bench-noisy bench-model-cost bench-fork-prototype bench-clean
+
+EXTRA_DIST += bench/run.py bench/mcpclient.py bench/noisy.py bench/model-cost.py bench/fork-prototype.py \
+	bench/README.md
 EXTRA_DIST += \
 	bench/corpus/classifier.py \
 	bench/corpus/curve_fit.py \
