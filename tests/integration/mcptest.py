@@ -642,10 +642,12 @@ class UvLog:
     """A uv for the daemon that logs each run's arguments, then execs the real uv.
 
     delay: seconds to sleep before running (to catch the daemon mid-build);
-    delay_on: only before runs whose first two arguments are these (e.g. "pip install").
+    delay_on: only before runs whose first two arguments are these (e.g. "pip install");
+    venv_files: after `uv venv`, that many more empty files in the new environment's share/ (the daemon keeps
+    what `uv venv` made as the template every later build copies: the copy then takes long enough to be seen).
     """
 
-    def __init__(self, delay=0, delay_on=None):
+    def __init__(self, delay=0, delay_on=None, venv_files=0):
         real = need_uv()
         d = tempfile.mkdtemp(prefix="mcptest-uvwrap-")
         self.dir = d
@@ -659,6 +661,15 @@ class UvLog:
                 f.write(f'case "$1 $2" in "{delay_on}") sleep {delay};; esac\n')
             elif delay:
                 f.write(f"sleep {delay}\n")
+            if venv_files:
+                # the environment is the last argument of `uv venv`
+                f.write(f'if [ "$1" = venv ]; then\n'
+                        f"  '{real}' \"$@\" || exit\n"
+                        f'  for last; do :; done\n'
+                        f'  mkdir -p "$last/share/mcpt-pad" && cd "$last/share/mcpt-pad" || exit\n'
+                        f'  i=0; while [ $i -lt {int(venv_files)} ]; do : > f$i; i=$((i+1)); done\n'
+                        f'  exit 0\n'
+                        f'fi\n')
             f.write(f"exec '{real}' \"$@\"\n")
         os.chmod(self.path, 0o755)
 

@@ -4,8 +4,8 @@
 
 User A (root, this program) floods one connection with pipelined execute_python calls, each with a PEP 723 block
 and a dependency of its own (local wheels, offline): each call needs a metadata-reader sandbox and an environment
-build. Sampling /proc for the daemon's descendants, the number of uv processes and of metadata readers at once
-never exceeds max-builds and max-helpers; every call succeeds. User B (uid 65534, through the real shim) sends one
+build. Sampling /proc for the daemon's descendants, the number of uv processes (with the children that prepare a
+build's slot) and of metadata readers at once never exceeds max-builds and max-helpers; every call succeeds. User B (uid 65534, through the real shim) sends one
 call of the same kind into A's backlog: round robin among users serves it long before A's backlog is through.
 
 Set MCP_SCHED_MEASURE=N to print the peaks of a flood of N calls (for a before/after comparison) without caps.
@@ -50,13 +50,15 @@ class Sampler:
     def __init__(self, pid):
         self.pid = pid
         self.uv = self.helpers = self.compiles = 0
+        self.slots = 0          # build slots being prepared (emptied, the template copied) in a child, at once
+        self.builds = 0         # uv processes and slot preparations together, at once: each is a build's turn
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
     def _run(self):
         while not self.stop.is_set():
-            uv_groups, helpers, compiles = set(), 0, 0
+            uv_groups, helpers, compiles, slots = set(), 0, 0, 0
             for p in mcptest.children(self.pid):
                 try:
                     with open(f"/proc/{p}/comm") as f:
@@ -67,7 +69,9 @@ class Sampler:
                     continue
                 if not cmd:
                     continue         # a zombie: exited, holds nothing but its pid until the daemon reaps it
-                if comm == "uv":     # uv, or the wrapper that runs it (a script's comm is its name)
+                if comm == "mcp-env-slot":
+                    slots += 1
+                elif comm == "uv":   # uv, or the wrapper that runs it (a script's comm is its name)
                     # by process group: the daemon starts each in a group of its own, and a child the wrapper
                     # forks is "uv" too until it execs sleep
                     try:
@@ -83,6 +87,7 @@ class Sampler:
             uv = len(uv_groups)
             self.uv, self.helpers = max(self.uv, uv), max(self.helpers, helpers)
             self.compiles = max(self.compiles, compiles)
+            self.slots, self.builds = max(self.slots, slots), max(self.builds, uv + slots)
             time.sleep(0.005)
 
     def close(self):
@@ -90,12 +95,12 @@ class Sampler:
         self.thread.join()
 
 
-def daemon(n, caps):
+def daemon(n, caps, venv_files=0):
     mcptest.need_uv()
     mcptest.newest_python()
     mcptest.pids_safety_net()
     # Each install takes a second, as over a network: builds overlap as they would in the field.
-    uv = UvLog(delay=1, delay_on="pip install")
+    uv = UvLog(delay=1, delay_on="pip install", venv_files=venv_files)
     at_exit(uv.close)
     d = Daemon(args=[f"--uv={uv.path}", f"--find-links={wheel_dir(n)}", "--offline", "--tmpfs-size=32M",
                      "--max-calls-per-connection=128", "--max-queue=256", *caps])
@@ -144,6 +149,32 @@ def flood_never_exceeds_build_and_helper_caps():
     check(s.uv <= 2, f"{s.uv} uv processes at once, over max-builds=2")
     check(s.helpers <= 2, f"{s.helpers} metadata readers at once, over max-helpers=2")
     check(s.compiles <= 1, f"{s.compiles} bytecode compiles at once, over max-compiles=1")
+
+
+@test
+def slot_preparation_counts_against_max_builds():
+    """A build's slot is emptied and the template copied in a child of its own (mcp-env-slot), in the build's turn:
+    with max-builds=2, those children and the uv processes together never exceed 2 at once. What `uv venv` makes is
+    padded with thousands of files, so that each copy of the template lasts long enough to be seen. A first build
+    alone makes the template, which the flood's builds then copy."""
+    n = 7
+    d, c = daemon(n, ["--max-builds=2", "--max-builds-per-user=2"], venv_files=1500)
+    r = c.call_tool("execute_python", call(0, "mcpt-flood-0")["params"]["arguments"], timeout=120)
+    check(not r.get("isError") and "mcpt-flood-0" in c.text(r), f"the first build: {json.dumps(r)[:800]}")
+    s = Sampler(d.proc.pid)
+    try:
+        for i in range(1, n):
+            c.send(call(1000 + i, f"mcpt-flood-{i}"))
+        for i in range(1, n):
+            r = c.wait_for(1000 + i, 300)
+            res = r.get("result") or {}
+            check(not res.get("isError"), f"call {i} failed: {json.dumps(r)[:800]}")
+            check(f"mcpt-flood-{i}" in c.text(res), f"call {i}'s output: {c.text(res)[:300]}")
+    finally:
+        s.close()
+    print(f"# peak: {s.slots} slot preparations, {s.builds} builds (uv or preparation) at once", flush=True)
+    check(s.slots >= 1, "the sampler saw no slot preparation at all: it measures nothing")
+    check(s.builds <= 2, f"{s.builds} uv processes and slot preparations at once, over max-builds=2")
 
 
 @test
