@@ -36,10 +36,9 @@ import argparse
 import ctypes
 import os
 import socket
-import statistics
-import struct
 import subprocess
 import sys
+import tempfile
 import time
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
@@ -190,8 +189,7 @@ def start_zygote(python, env_dir, etc_dir):
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     r, w = os.pipe()
     r2, w2 = os.pipe()
-    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "fork-prototype-root")
-    os.makedirs(root, exist_ok=True)
+    root = tempfile.mkdtemp(prefix="fork-prototype-root-")   # a mount point only: the zygote's tmpfs goes on it
     pid = os.fork()
     if pid == 0:
         try:
@@ -265,7 +263,7 @@ def start_zygote(python, env_dir, etc_dir):
     os.close(w2)
     os.close(r)
     theirs.close()
-    return pid, ours
+    return pid, ours, root
 
 
 def run_zygote(ctl, mode, k, script, cgroups=None):
@@ -285,20 +283,26 @@ def run_zygote(ctl, mode, k, script, cgroups=None):
     socket.send_fds(ctl, [("%s %d %s" % (mode, k, script)).encode()], fds)
     for fd in fds:
         os.close(fd)
-    status = b""
+    out = read_to_end(out_r)          # first: the run may write more than a pipe holds before its status
+    status = read_to_end(st_r)
+    remove_run_cgroups(dirs)
+    return status, out
+
+
+def read_to_end(fd):
+    """What fd gives until every writer has closed it; then fd is closed."""
+    data = b""
     while True:
-        b = os.read(st_r, 16)
+        b = os.read(fd, 65536)
         if not b:
             break
-        status += b
-    os.close(st_r)
-    out = b""
-    while True:
-        b = os.read(out_r, 65536)
-        if not b:
-            break
-        out += b
-    os.close(out_r)
+        data += b
+    os.close(fd)
+    return data
+
+
+def remove_run_cgroups(dirs):
+    """rmdir each, once the run's last process has left it."""
     for d in dirs:
         while True:
             try:
@@ -306,7 +310,6 @@ def run_zygote(ctl, mode, k, script, cgroups=None):
                 break
             except OSError:
                 time.sleep(0.0002)   # the run's last process is still leaving
-    return status, out
 
 
 def bwrap_argv(python, env_dir, etc_dir, script_fd):
@@ -364,7 +367,7 @@ def main():
     python = os.path.realpath(args.python)
     if not python.startswith("/usr/"):
         die("%s: the interpreter must be under /usr, the only host tree a run sees" % python)
-    pid, ctl = start_zygote(python, args.env, args.etc)
+    pid, ctl, root = start_zygote(python, args.env, args.etc)
     ctrls = [("pids", [("pids.max", "64")]), ("memory", [("memory.limit_in_bytes", str(512 << 20))]),
              ("cpu", [("cpu.shares", "1024")])]
     made = []
@@ -394,6 +397,7 @@ def main():
     finally:
         ctl.close()
         os.waitpid(pid, 0)
+        os.rmdir(root)
         for d in made:
             try:
                 os.rmdir(d)
