@@ -117,6 +117,15 @@ def flood(c, n, first_id=1000):
         c.send(call(first_id + i, f"mcpt-flood-{i}"))
 
 
+def check_flood_answered(c, indices):
+    """Each flood call of indices (sent with id 1000 + i) succeeds and prints its package's name."""
+    for i in indices:
+        r = c.wait_for(1000 + i, 300)
+        res = r.get("result") or {}
+        check(not res.get("isError"), f"call {i} failed: {json.dumps(r)[:800]}")
+        check(f"mcpt-flood-{i}" in c.text(res), f"call {i}'s output: {c.text(res)[:300]}")
+
+
 def answered_by_now(c):
     """How many answers c has been sent by now; they are kept for c.wait_for()."""
     done = 0
@@ -137,11 +146,7 @@ def flood_never_exceeds_build_and_helper_caps():
     s = Sampler(d.proc.pid)
     try:
         flood(c, N_FLOOD)
-        for i in range(N_FLOOD):
-            r = c.wait_for(1000 + i, 300)
-            res = r.get("result") or {}
-            check(not res.get("isError"), f"call {i} failed: {json.dumps(r)[:800]}")
-            check(f"mcpt-flood-{i}" in c.text(res), f"call {i}'s output: {c.text(res)[:300]}")
+        check_flood_answered(c, range(N_FLOOD))
     finally:
         s.close()
     print(f"# peak: {s.uv} uv processes, {s.helpers} metadata readers, {s.compiles} compiles at once", flush=True)
@@ -165,11 +170,7 @@ def slot_preparation_counts_against_max_builds():
     try:
         for i in range(1, n):
             c.send(call(1000 + i, f"mcpt-flood-{i}"))
-        for i in range(1, n):
-            r = c.wait_for(1000 + i, 300)
-            res = r.get("result") or {}
-            check(not res.get("isError"), f"call {i} failed: {json.dumps(r)[:800]}")
-            check(f"mcpt-flood-{i}" in c.text(res), f"call {i}'s output: {c.text(res)[:300]}")
+        check_flood_answered(c, range(1, n))
     finally:
         s.close()
     print(f"# peak: {s.slots} slot preparations, {s.builds} builds (uv or preparation) at once", flush=True)
