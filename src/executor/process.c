@@ -291,12 +291,25 @@ static int remove_kept_cgroups_when_idle(Reaper *reaper, sd_event *e) {
 
 /*
  * Whether its processes are to be found below it in /proc rather than in its cgroups: it has none (rlimits only),
- * or they are not there, as its child could not make them and fell back to rlimits (make_cgroups). Not for
- * cgroups that are there but empty: the run's processes are gone already, and a walk of /proc at the end of every
- * such run would cost the loop milliseconds.
+ * or its child said that it could not make them and fell back to rlimits (make_cgroups, fallback_fd). Not yet
+ * known (the child has not got that far): /proc, which finds them either way. Never for cgroups that are there
+ * but empty: the run's processes are gone already, and a walk of /proc at the end of every such run would cost
+ * the loop milliseconds.
  */
-static bool processes_outside_cgroups(const Process *p) {
-        return !p->cgroups || !p->cgroups[0] || (access(p->cgroups[0], F_OK) < 0 && errno == ENOENT);
+static bool processes_outside_cgroups(Process *p) {
+        char c;
+
+        if (!p->cgroups || !p->cgroups[0] || p->outside_cgroups)
+                return true;
+        if (p->fallback_fd >= 0) {
+                ssize_t n = read(p->fallback_fd, &c, 1);
+                if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                        return true;
+                /* A byte: it fell back. End of file: it went on into its cgroups (or died), and its exec closed it. */
+                p->outside_cgroups = n == 1;
+                p->fallback_fd = safe_close(p->fallback_fd);
+        }
+        return p->outside_cgroups;
 }
 
 static void kill_group(Process *p) {
@@ -324,6 +337,8 @@ static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *userdata
                 p->signal = si->si_status;
                 p->exit_code = 128 + si->si_status;
         }
+        /* Its word on the fallback is in by now: read, and the descriptor closed. */
+        (void) processes_outside_cgroups(p);
         /* Anything the child left behind in its process group goes with it. */
         (void) kill(-p->pid, SIGKILL);
 
@@ -396,6 +411,7 @@ Process *process_free(Process *p) {
         sd_event_source_disable_unref(p->timer_source);
         safe_close(p->stdout_fd);
         safe_close(p->stderr_fd);
+        safe_close(p->fallback_fd);
         capture_done(&p->out);
         capture_done(&p->err);
         /* Empty once the child is reaped: its pid namespace went with it. What is still on its way out (or, without
@@ -536,7 +552,7 @@ Reaper *reaper_free(Reaper *r) {
         return NULL;
 }
 
-_noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w) {
+_noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w, int fallback_w) {
         const ProcessLimit *limits = o->limits;
         size_t n_limits = o->n_limits;
         bool in_cgroups = true;
@@ -553,6 +569,11 @@ _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w) {
                         _exit(127);
                 }
                 in_cgroups = false;
+                /* The daemon learns it here, not from what is or is not in cgroupfs (processes_outside_cgroups()). */
+                if (fallback_w >= 0 && write(fallback_w, "R", 1) != 1) {
+                        dprintf(err_w, "Failed to report the fallback to rlimits: %s\n", strerror(errno));
+                        _exit(127);
+                }
                 limits = o->fallback_limits;
                 n_limits = o->n_fallback_limits;
         }
@@ -633,7 +654,7 @@ _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w) {
 
 int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, void *userdata, Process **ret) {
         _cleanup_(process_freep) Process *p = NULL;
-        int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF };
+        int out[2] = { -EBADF, -EBADF }, err[2] = { -EBADF, -EBADF }, fallback[2] = { -EBADF, -EBADF };
         int r;
 
 
@@ -644,7 +665,7 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
                 return -ENOMEM;
         }
         p->event = sd_event_ref(e);
-        p->stdout_fd = p->stderr_fd = -EBADF;
+        p->stdout_fd = p->stderr_fd = p->fallback_fd = -EBADF;
         p->done = done;
         p->userdata = userdata;
         p->uid = o->uid;
@@ -673,6 +694,10 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
                         r = -ENOMEM;
                         goto fail;
                 }
+                if (o->make_cgroups && o->fallback_limits && pipe2(fallback, O_CLOEXEC | O_NONBLOCK) < 0) {
+                        r = -errno;
+                        goto fail;
+                }
         }
 
         p->start_usec = now_usec();
@@ -682,11 +707,13 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
                 goto fail;
         }
         if (p->pid == 0)
-                child(o, out[1], err[1]);
+                child(o, out[1], err[1], fallback[1]);
 
         /* The child is in its own session; its pid is its process group. */
         safe_close(out[1]);
         safe_close(err[1]);
+        safe_close(fallback[1]);
+        p->fallback_fd = fallback[0];
         p->stdout_fd = out[0];
         p->stderr_fd = err[0];
         (void) fcntl(p->stdout_fd, F_SETFL, O_NONBLOCK);
@@ -716,5 +743,7 @@ fail:
         safe_close(out[1]);
         safe_close(err[0]);
         safe_close(err[1]);
+        safe_close(fallback[0]);
+        safe_close(fallback[1]);
         return r;
 }

@@ -61,8 +61,9 @@ typedef struct ProcessOptions {
                                                 * them there, as a mkdir of a cgroup waits on a lock of the whole
                                                 * machine's (cgroup v1: milliseconds beside a busy neighbour) that
                                                 * the event loop must not. A negative errno: the child enters
-                                                * none and sets fallback_limits instead, or without those says so on
-                                                * its stderr and exits 127. NULL: they are made already */
+                                                * none and sets fallback_limits instead, and says so to the daemon
+                                                * (Process.fallback_fd), or without those says so on its stderr and
+                                                * exits 127. NULL: they are made already */
         void *make_cgroups_userdata;
         const ProcessLimit *fallback_limits;   /* see make_cgroups; NULL: none */
         size_t n_fallback_limits;
@@ -88,6 +89,10 @@ struct Process {
         Capture out, err;
         uint64_t start_usec, end_usec;
         char **cgroups;            /* from ProcessOptions */
+        int fallback_fd;           /* with make_cgroups and fallback_limits: the child writes one byte here when it
+                                    * fell back to rlimits, none when it went into its cgroups; closed once read (or
+                                    * at its exec) */
+        bool outside_cgroups;      /* it said so: its processes are not in cgroups, only below it in /proc */
         char *remove_dir;          /* from ProcessOptions */
         uid_t uid;                 /* from ProcessOptions */
         Reaper *reaper;            /* from ProcessOptions */

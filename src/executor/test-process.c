@@ -753,11 +753,11 @@ START_TEST(test_flush_on_timeout_after_cgroup_fallback) {
 END_TEST
 
 /* The same fallback, killed: a process that left the process group (setsid) is still found, below the child in
- * /proc, and goes with it. */
-START_TEST(test_kill_after_cgroup_fallback) {
+ * /proc, and goes with it; whether a directory stands at the cgroup's path or not, the child's word decides. */
+static void assert_killed_after_fallback(const char *cgroup) {
         char *argv[] = { (char *) "/bin/sh", (char *) "-c",
                          (char *) "setsid /bin/sh -c 'echo $$; exec sleep 600' & wait", NULL };
-        char *cgroups[] = { (char *) "/nonexistent/test-process-fallback-kill", NULL };
+        char *cgroups[] = { (char *) cgroup, NULL };
         ProcessLimit none[1];
         MakeCgroup m = { .path = cgroups[0], .error = -EPERM };
         char stat[64], state = 0;
@@ -795,6 +795,20 @@ START_TEST(test_kill_after_cgroup_fallback) {
         ck_assert_msg(!state || state == 'Z', "the process that left the group still runs (state %c)", state);
         process_free(p);
 }
+
+START_TEST(test_kill_after_cgroup_fallback) {
+        assert_killed_after_fallback("/nonexistent/test-process-fallback-kill");
+}
+END_TEST
+
+/* A directory at the cgroup's path (made by someone else, or left half made): still the fallback's processes. */
+START_TEST(test_kill_after_cgroup_fallback_path_taken) {
+        char dir[] = "/tmp/test-process-taken-XXXXXX";
+
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        assert_killed_after_fallback(dir);
+        ck_assert_int_eq(rmdir(dir), 0);
+}
 END_TEST
 
 static Suite *process_suite(void) {
@@ -826,6 +840,7 @@ static Suite *process_suite(void) {
         tcase_add_test(tc, test_flush_on_timeout_without_cgroups);
         tcase_add_test(tc, test_flush_on_timeout_after_cgroup_fallback);
         tcase_add_test(tc, test_kill_after_cgroup_fallback);
+        tcase_add_test(tc, test_kill_after_cgroup_fallback_path_taken);
         suite_add_tcase(s, tc);
         return s;
 }
