@@ -41,6 +41,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run  # noqa: E402  (the benchmark: machine_busy())
+
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
@@ -174,8 +177,8 @@ def die(msg):
 
 
 def machine_cpu():
-    v = list(map(int, open("/proc/stat").readline().split()[1:]))
-    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+    """Seconds of CPU all processes took so far, from /proc/stat."""
+    return run.machine_busy()[0] / os.sysconf("SC_CLK_TCK")
 
 
 def write(path, data):
