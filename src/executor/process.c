@@ -337,8 +337,8 @@ static int on_child_exit(sd_event_source *s, const siginfo_t *si, void *userdata
                 p->signal = si->si_status;
                 p->exit_code = 128 + si->si_status;
         }
-        /* Its word on the fallback is in by now: read, and the descriptor closed. */
-        (void) processes_outside_cgroups(p);
+        /* Nothing asks where its processes are once it has exited (kill_group(), process_timeout()). */
+        p->fallback_fd = safe_close(p->fallback_fd);
         /* Anything the child left behind in its process group goes with it. */
         (void) kill(-p->pid, SIGKILL);
 
