@@ -41,6 +41,7 @@ struct Runtime {
 
         /* Sandbox self-test */
         Process *self_test;
+        uint64_t self_test_usec;        /* CLOCK_MONOTONIC when the last one ended; 0: none has yet */
         char *sandbox_error;
         WaitQueue self_test_waiters;
 
@@ -79,7 +80,8 @@ void runtime_configure_netproxy(Runtime *r);
 
 /* probes.c: the warnings unsafe-no-sandbox= and allow-source-builds= call for; the sandbox self-test (again). */
 void runtime_announce_unsandboxed(Runtime *r);
-int runtime_start_self_test(Runtime *r);
+/* A self-test charged to owner (a peer's uid, or SANDBOX_OWNER_DAEMON); 0 also when one is running already. */
+int runtime_start_self_test(Runtime *r, uid_t owner);
 
 /* spawn.c: a spawn with the run's limits (its cgroup or rlimits), the store's hold on env_dir, a uid of its own;
  * envstore's EnvCompileFunc. */

@@ -23,6 +23,7 @@
 #include "nss-child.h"
 #include "runtime-internal.h"
 #include "strv.h"
+#include "time-util.h"
 
 static void set_sched_limits(Runtime *r);
 
@@ -350,7 +351,7 @@ void runtime_reload(Runtime *r) {
         /* The caps may have gone up: waiters are served at once. */
         set_sched_limits(r);
         log_debug("Re-running the sandbox self-test.");
-        (void) runtime_start_self_test(r);
+        (void) runtime_start_self_test(r, SANDBOX_OWNER_DAEMON);
 }
 
 /* A memory size as MemoryMax= takes it: mebibytes, rounded up. */
@@ -454,6 +455,10 @@ const char *runtime_sandbox_error(const Runtime *r) {
 }
 const char *runtime_self_test_error(const Runtime *r) {
         return r->sandbox_error;
+}
+
+unsigned runtime_self_test_age_sec(const Runtime *r) {
+        return r->self_test_usec > 0 ? (unsigned) ((now_usec() - r->self_test_usec) / USEC_PER_SEC) : 0;
 }
 bool runtime_unsandboxed(const Runtime *r) {
         return r->config->unsafe_no_sandbox;

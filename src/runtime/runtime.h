@@ -40,8 +40,14 @@ void runtime_reload(Runtime *r);
 /* Start-up probes (Pythons, uv version, sandbox self-test) finished? Else wait. */
 bool runtime_is_ready(const Runtime *r);
 WaitEntry *runtime_when_ready(Runtime *r, WaitFunc cb, void *userdata);
-/* Run the sandbox self-test again (check_environment); cb when done. */
-WaitEntry *runtime_self_test(Runtime *r, WaitFunc cb, void *userdata);
+/*
+ * The sandbox self-test again, for check_environment of uid, who is charged for it; cb when done. A result younger
+ * than RUNTIME_SELF_TEST_FRESH_USEC is taken as it is, so that a client asking over and over makes the daemon start
+ * at most one sandbox per that time, whoever else asks: NULL then, and also when the test could not be started (its
+ * error in runtime_self_test_error()). Callers asking while a test runs share it.
+ */
+#define RUNTIME_SELF_TEST_FRESH_USEC (5 * USEC_PER_SEC)
+WaitEntry *runtime_self_test(Runtime *r, uid_t uid, WaitFunc cb, void *userdata);
 
 const char *runtime_uv_path(const Runtime *r);
 const char *runtime_uv_version(const Runtime *r);
@@ -61,6 +67,8 @@ const char *runtime_bwrap_version(const Runtime *r);
 const char *runtime_sandbox_error(const Runtime *r);
 /* What the last sandbox self-test found (NULL: it passed), also when it does not decide. */
 const char *runtime_self_test_error(const Runtime *r);
+/* How long ago the last self-test ended, in whole seconds (0 also while none has). */
+unsigned runtime_self_test_age_sec(const Runtime *r);
 /* unsafe-no-sandbox=yes: runs go without bwrap (see runtime_spawn_sandboxed()). A reload may turn it on or off. */
 bool runtime_unsandboxed(const Runtime *r);
 /* Unsandboxed: one line that says so, for every result of a run; NULL when runs are sandboxed. Take it when

@@ -78,6 +78,8 @@ static void check_env_finish(CheckEnv *c) {
         const char *sandbox_error = runtime_sandbox_error(r), *self_test_error = runtime_self_test_error(r);
         bool unsandboxed = runtime_unsandboxed(r);
         EnvStore *store = runtime_envstore(r);
+        unsigned age_s = runtime_self_test_age_sec(r);
+        char age[64];
         _cleanup_free_ char *text = NULL, *list = pythons_list(pys), *warning = NULL, *data_text = NULL;
         json_object *st = json_object_new_object(), *pv = json_object_new_array(), *o;
 
@@ -101,6 +103,8 @@ static void check_env_finish(CheckEnv *c) {
         json_add_bool(o, "working", !unsandboxed && sandbox_error == NULL);
         if (sandbox_error)
                 json_add_string(o, "error", sandbox_error);
+        /* A result this young is reused (RUNTIME_SELF_TEST_FRESH_USEC). */
+        json_add_int(o, "self_test_age_s", age_s);
         if (unsandboxed) {
                 if (asprintf(&warning,
                              "this server runs scripts without any sandbox (unsafe-no-sandbox=yes), for development "
@@ -191,16 +195,22 @@ static void check_env_finish(CheckEnv *c) {
         /* Sandboxes started ahead: how many wait, how deep each environment's pool is now, what they import. */
         json_add(st, "prestart", execute_python_pool_json(r, c->call->uid));
 
+        if (age_s == 0)
+                snprintf(age, sizeof(age), "just now");
+        else
+                snprintf(age, sizeof(age), "%u s ago", age_s);
         /* First, before anything that could make it look like a sandbox. */
         if (unsandboxed)
                 appendf(&text, "No sandbox: %s", strempty(warning));
         appendf(&text, "Daemon: mcp-python-sandboxd %s", PACKAGE_VERSION);
         appendf(&text, "Protocol versions: %s", json_object_to_json_string_ext(pv, JSON_C_TO_STRING_PLAIN));
         if (unsandboxed)
-                appendf(&text, "Sandbox: none (unsafe-no-sandbox=yes); bwrap self-test: %s",
-                        self_test_error ?: "passed just now");
+                appendf(&text, "Sandbox: none (unsafe-no-sandbox=yes); bwrap self-test: %s (%s)",
+                        self_test_error ?: "passed", age);
+        else if (sandbox_error)
+                appendf(&text, "Sandbox: %s (self-test %s)", sandbox_error, age);
         else
-                appendf(&text, "Sandbox: %s", sandbox_error ? sandbox_error : "working (self-test passed just now)");
+                appendf(&text, "Sandbox: working (self-test passed %s)", age);
         appendf(&text, "bwrap: %s (%s)", runtime_bwrap_version(r) ?: "NOT AVAILABLE", cfg->bwrap_path);
         if (runtime_uv_refused(r))
                 appendf(&text, "uv: REFUSED: %s (%s)", runtime_uv_refused(r), runtime_uv_path(r) ?: cfg->uv_path);
@@ -296,7 +306,7 @@ static void on_ready(void *userdata) {
 
         c->ready_wait = NULL;
         c->pending = 1;
-        c->self_test_wait = runtime_self_test(r, on_self_test, c);
+        c->self_test_wait = runtime_self_test(r, c->call->uid, on_self_test, c);
         if (c->self_test_wait)
                 c->pending++;
         k = envstore_sizes(store, &cached, on_sizes, c, &c->sizes_wait);

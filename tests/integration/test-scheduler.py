@@ -8,6 +8,8 @@ build. Sampling /proc for the daemon's descendants, the number of uv processes (
 build's slot) and of metadata readers at once never exceeds max-builds and max-helpers; every call succeeds. User B (uid 65534, through the real shim) sends one
 call of the same kind into A's backlog: round robin among users serves it long before A's backlog is through.
 
+check_environment, asked over and over, starts at most one sandbox self-test per 5 s, charged to its caller.
+
 Set MCP_SCHED_MEASURE=N to print the peaks of a flood of N calls (for a before/after comparison) without caps.
 
 Needs $DAEMON, $SHIM, uv, a Python >= 3.11, root and setpriv (for user B). Exit 77 when nothing can run.
@@ -15,6 +17,7 @@ Needs $DAEMON, $SHIM, uv, a Python >= 3.11, root and setpriv (for user B). Exit 
 
 import json
 import os
+import shutil
 import threading
 import time
 
@@ -255,6 +258,79 @@ def a_running_cell_holds_a_run_slot():
         res = c.wait_for(rid, 60).get("result") or {}
         check(not res.get("isError"), f"{rid} failed: {json.dumps(res)[:500]}")
 
+
+def recording_bwrap():
+    """A bwrap that writes one line per sandbox started (its /proc/self/cgroup, lines joined by ";") to a log, then
+    execs the real one; `--version` probes are not logged. Returns (its path, the log's path)."""
+    real = shutil.which("bwrap")
+    if not real:
+        mcptest.skip("bubblewrap is not installed")
+    base = scratch("mcptest-sched-bwrap-")
+    os.chmod(base, 0o755)
+    log = os.path.join(base, "started")
+    open(log, "w").close()
+    os.chmod(log, 0o666)
+    wrapper = os.path.join(base, "bwrap")
+    with open(wrapper, "w") as f:
+        f.write(f"#!/bin/sh\n[ \"$1\" = --version ] || tr '\\n' ';' < /proc/self/cgroup >> {log}; "
+                f"echo >> {log}\nexec {real} \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    return wrapper, log
+
+
+def started(log):
+    with open(log) as f:
+        return [line for line in f.read().split("\n") if line]
+
+
+@test
+def check_environment_starts_one_self_test_per_window_charged_to_its_caller():
+    """check_environment runs the sandbox self-test again, but a result younger than the window (5 s) is reused:
+    A's sixty pipelined calls, round after round, start no sandbox of their own beyond one per window, where each
+    round used to start one. The test a call does start is charged to the caller: its cgroup is in the group of
+    that caller's uid."""
+    wrapper, log = recording_bwrap()
+    d = Daemon(args=[f"--bwrap={wrapper}", "--prestart=0", "--offline"])
+    at_exit(d.close)
+    c = initialized(d.client())
+    sb = (c.call_tool("check_environment", {}, timeout=60).get("structuredContent") or {}).get("sandbox", {})
+    if not sb.get("working"):
+        mcptest.skip(f"the sandbox does not work here: {sb.get('error', 'self-test failed')}")
+    first = len(started(log))
+    check(first >= 1, "no self-test was started at all")
+    t0 = time.monotonic()
+    rounds = 0
+    while time.monotonic() - t0 < 1.5:
+        rids = [c.new_id() for _ in range(60)]
+        for rid in rids:
+            c.send(req(rid, "tools/call", {"name": "check_environment", "arguments": {}}))
+        for rid in rids:
+            res = c.wait_for(rid, 60).get("result") or {}
+            check(res.get("structuredContent", {}).get("sandbox", {}).get("working") is True,
+                  f"check_environment: {json.dumps(res)[:400]}")
+        rounds += 1
+    elapsed = time.monotonic() - t0
+    more = len(started(log)) - first
+    print(f"# {rounds} rounds of 60 check_environment calls in {elapsed:.1f} s started {more} sandboxes", flush=True)
+    check(rounds >= 5, f"only {rounds} rounds in {elapsed:.1f} s")
+    check(more <= 1 + int(elapsed // 5), f"{rounds} rounds in {elapsed:.1f} s started {more} self-tests")
+    r = c.call_tool("check_environment", {}, timeout=60)
+    age = r["structuredContent"]["sandbox"].get("self_test_age_s")
+    check(isinstance(age, int) and age >= 1 and f"passed {age} s ago" in c.text(r),
+          f"a reused result does not say how old it is: {age!r}, {c.text(r)[:300]}")
+    # Once the window is over, B's call starts one, in B's group (uid-65534) of every hierarchy that has groups.
+    time.sleep(5.5)
+    b = d.nobody_client()
+    before = len(started(log))
+    r = b.call_tool("check_environment", {}, timeout=60)
+    check("self-test passed just now" in b.text(r), f"B's check_environment: {b.text(r)[:300]}")
+    new = started(log)[before:]
+    eq(len(new), 1, f"sandboxes B's check_environment started: {new}")
+    if "/uid-" in new[0] or "/daemon" in new[0]:    # a daemon that gives sandboxes cgroups (root, here)
+        check("/uid-65534/" in new[0] and "/uid-0/" not in new[0] and "/daemon/" not in new[0],
+              f"B's self-test is not charged to B: {new[0]}")
+    else:
+        print(f"# no cgroups here: the self-test's charge is not seen ({new[0][:200]})", flush=True)
 
 def measure():
     n = int(os.environ["MCP_SCHED_MEASURE"])
