@@ -8,7 +8,9 @@
  * persistent sandboxes, sandboxes started ahead — takes a SchedTicket of its kind, charged to a uid:
  * the peer's for work done for a call, SCHEDULER_DAEMON_UID for what the
  * daemon does for itself (garbage collection, warm-up). Each kind has a cap
- * for all uids together and one for a single uid.
+ * for all uids together and one for a single uid. (The sandbox self-test
+ * takes none: one runs at a time, and check_environment starts one at most
+ * every RUNTIME_SELF_TEST_FRESH_USEC, charged to the caller's CPU share.)
  *
  * Over a cap, a ticket either waits (scheduler_acquire()) or is refused
  * (scheduler_try_acquire()). Waiting tickets are served round robin among
