@@ -277,18 +277,15 @@ static const char self_test_script[] =
         "        if [ -w \"$f\" ]; then echo \"$f is writable from inside the sandbox\" >&2; exit 1; fi\n"
         "done\n";
 
-int runtime_start_self_test(Runtime *r, uid_t owner) {
+int runtime_start_self_test(Runtime *r) {
         char *command[] = { (char *) "/bin/sh", (char *) "-c", (char *) self_test_script, NULL };
-        SandboxLimits limits;
         int k;
 
         if (r->self_test)
                 return 0;
-        sandbox_limits_from_config(r->config, &limits);
-        limits.owner = owner;   /* its CPU out of the share of whoever asked */
         /* Bypass the "sandbox broken" check: this is what decides it. */
-        k = runtime_spawn_sandboxed(r, NULL, NULL, NULL, 0, command, 15 * USEC_PER_SEC, &limits, 4096, 0,
-                                    on_self_test, r, &r->self_test);
+        k = runtime_spawn_sandboxed(r, NULL, NULL, NULL, 0, command, 15 * USEC_PER_SEC, NULL, 4096, 0, on_self_test,
+                                    r, &r->self_test);
         if (k < 0) {
                 r->self_test_usec = now_usec();
                 free(r->sandbox_error);
@@ -299,7 +296,7 @@ int runtime_start_self_test(Runtime *r, uid_t owner) {
         return k;
 }
 
-WaitEntry *runtime_self_test(Runtime *r, uid_t uid, WaitFunc cb, void *userdata) {
+WaitEntry *runtime_self_test(Runtime *r, WaitFunc cb, void *userdata) {
         WaitEntry *e;
 
         if (!r->self_test && r->self_test_usec > 0 && now_usec() - r->self_test_usec < RUNTIME_SELF_TEST_FRESH_USEC)
@@ -307,7 +304,7 @@ WaitEntry *runtime_self_test(Runtime *r, uid_t uid, WaitFunc cb, void *userdata)
         e = waitq_push(&r->self_test_waiters, cb, userdata);
         if (!e)
                 return NULL;
-        if (runtime_start_self_test(r, uid) < 0) {
+        if (runtime_start_self_test(r) < 0) {
                 waitq_cancel(e);
                 return NULL;
         }
@@ -323,7 +320,7 @@ void runtime_start(Runtime *r) {
 
         /* Also without the sandbox: check_environment tells whether it would work. */
         r->pending = 1;   /* the self-test */
-        if (runtime_start_self_test(r, SANDBOX_OWNER_DAEMON) < 0) {
+        if (runtime_start_self_test(r) < 0) {
                 r->pending--;
                 r->started = true;
                 log_sandbox_broken(r);

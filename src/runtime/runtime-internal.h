@@ -80,8 +80,7 @@ void runtime_configure_netproxy(Runtime *r);
 
 /* probes.c: the warnings unsafe-no-sandbox= and allow-source-builds= call for; the sandbox self-test (again). */
 void runtime_announce_unsandboxed(Runtime *r);
-/* A self-test charged to owner (a peer's uid, or SANDBOX_OWNER_DAEMON); 0 also when one is running already. */
-int runtime_start_self_test(Runtime *r, uid_t owner);
+int runtime_start_self_test(Runtime *r);
 
 /* spawn.c: a spawn with the run's limits (its cgroup or rlimits), the store's hold on env_dir, a uid of its own;
  * envstore's EnvCompileFunc. */

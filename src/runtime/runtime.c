@@ -351,7 +351,7 @@ void runtime_reload(Runtime *r) {
         /* The caps may have gone up: waiters are served at once. */
         set_sched_limits(r);
         log_debug("Re-running the sandbox self-test.");
-        (void) runtime_start_self_test(r, SANDBOX_OWNER_DAEMON);
+        (void) runtime_start_self_test(r);
 }
 
 /* A memory size as MemoryMax= takes it: mebibytes, rounded up. */

@@ -41,13 +41,14 @@ void runtime_reload(Runtime *r);
 bool runtime_is_ready(const Runtime *r);
 WaitEntry *runtime_when_ready(Runtime *r, WaitFunc cb, void *userdata);
 /*
- * The sandbox self-test again, for check_environment of uid, who is charged for it; cb when done. A result younger
- * than RUNTIME_SELF_TEST_FRESH_USEC is taken as it is, so that a client asking over and over makes the daemon start
- * at most one sandbox per that time, whoever else asks: NULL then, and also when the test could not be started (its
- * error in runtime_self_test_error()). Callers asking while a test runs share it.
+ * The sandbox self-test again, for check_environment; cb when done. A result younger than
+ * RUNTIME_SELF_TEST_FRESH_USEC is taken as it is, so that a client asking over and over makes the daemon start at
+ * most one sandbox per that time, whoever else asks: NULL then, and also when the test could not be started (its
+ * error in runtime_self_test_error()). Callers asking while a test runs share it. Like the one at start and at
+ * reload, it is the daemon's background work (its group of runs, at a quarter of a user's CPU weight).
  */
 #define RUNTIME_SELF_TEST_FRESH_USEC (5 * USEC_PER_SEC)
-WaitEntry *runtime_self_test(Runtime *r, uid_t uid, WaitFunc cb, void *userdata);
+WaitEntry *runtime_self_test(Runtime *r, WaitFunc cb, void *userdata);
 
 const char *runtime_uv_path(const Runtime *r);
 const char *runtime_uv_version(const Runtime *r);

@@ -10,7 +10,7 @@
  * daemon does for itself (garbage collection, warm-up). Each kind has a cap
  * for all uids together and one for a single uid. (The sandbox self-test
  * takes none: one runs at a time, and check_environment starts one at most
- * every RUNTIME_SELF_TEST_FRESH_USEC, charged to the caller's CPU share.)
+ * every RUNTIME_SELF_TEST_FRESH_USEC.)
  *
  * Over a cap, a ticket either waits (scheduler_acquire()) or is refused
  * (scheduler_try_acquire()). Waiting tickets are served round robin among

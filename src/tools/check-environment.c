@@ -306,7 +306,7 @@ static void on_ready(void *userdata) {
 
         c->ready_wait = NULL;
         c->pending = 1;
-        c->self_test_wait = runtime_self_test(r, c->call->uid, on_self_test, c);
+        c->self_test_wait = runtime_self_test(r, on_self_test, c);
         if (c->self_test_wait)
                 c->pending++;
         k = envstore_sizes(store, &cached, on_sizes, c, &c->sizes_wait);
