@@ -135,6 +135,14 @@ def scratch(prefix, parent=None):
     return d
 
 
+def executable(path, text):
+    """Write a program (a script with its #! line) to path, mode 0755: a wrapper or a stand-in the daemon runs."""
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o755)
+    return path
+
+
 class Client:
     """An MCP client speaking NDJSON to a process's stdin/stdout (normally the shim)."""
 
@@ -523,10 +531,8 @@ def stdio_client(args=(), env=None, cache_dir=None):
     d = scratch("mcptest-stdio-")
     e = dict(os.environ)
     wrapper = os.path.join(d, "mcp-python-sandboxd")
-    with open(wrapper, "w") as f:
-        extra = " ".join("'" + a.replace("'", "'\\''") + "'" for a in default_daemon_args())
-        f.write(f"#!/bin/sh\nexec '{DAEMON}' \"$@\" {extra}\n")
-    os.chmod(wrapper, 0o755)
+    extra = " ".join("'" + a.replace("'", "'\\''") + "'" for a in default_daemon_args())
+    executable(wrapper, f"#!/bin/sh\nexec '{DAEMON}' \"$@\" {extra}\n")
     e.update({
         "MCP_PYTHON_SANDBOXD": wrapper,
         # No user socket in a fresh XDG_RUNTIME_DIR; the system socket is the configured runstatedir's.

@@ -6,7 +6,7 @@ tools keep working. There is no unsandboxed fallback."""
 
 import os
 
-from mcptest import scratch
+from mcptest import executable, scratch
 from mcptest import Daemon, check, eq, main, need_pythons, test
 
 MARKER = "/tmp/mcptest-failclosed-ran"
@@ -16,11 +16,9 @@ def fake_bwrap(message, code=1):
     """A bwrap that fails the way a host without user namespaces makes it fail."""
     d = scratch("mcptest-fakebwrap-")
     path = os.path.join(d, "bwrap")
-    with open(path, "w") as f:
-        f.write("#!/bin/sh\n")
-        f.write('[ "$1" = --version ] && { echo "bubblewrap 0.8.0"; exit 0; }\n')
-        f.write(f"echo 'bwrap: {message}' >&2\nexit {code}\n")
-    os.chmod(path, 0o755)
+    executable(path, "#!/bin/sh\n"
+               '[ "$1" = --version ] && { echo "bubblewrap 0.8.0"; exit 0; }\n'
+               f"echo 'bwrap: {message}' >&2\nexit {code}\n")
     return path
 
 

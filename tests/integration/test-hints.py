@@ -26,6 +26,7 @@ import os
 import tempfile
 import uuid
 
+import mcptest
 from mcptest import Daemon, at_exit, check, eq, main, need_pypi, need_uv, scratch, skip, test, wait_until
 from wheels import build_wheel
 
@@ -230,12 +231,10 @@ def fake_uv(version):
     d = tempfile.mkdtemp(prefix="mcptest-olduv-")
     path, log = os.path.join(d, "uv"), os.path.join(d, "uv.log")
     open(log, "w").close()
-    with open(path, "w") as f:
-        f.write("#!/bin/sh\n"
-                f"if [ \"$1\" = --version ]; then echo 'uv {version} (mcptest)'; exit 0; fi\n"
-                f"printf '%s\\n' \"$*\" >> '{log}'\n"
-                f"exec '{real}' \"$@\"\n")
-    os.chmod(path, 0o755)
+    mcptest.executable(path, "#!/bin/sh\n"
+                       f"if [ \"$1\" = --version ]; then echo 'uv {version} (mcptest)'; exit 0; fi\n"
+                       f"printf '%s\\n' \"$*\" >> '{log}'\n"
+                       f"exec '{real}' \"$@\"\n")
     os.chmod(d, 0o755)
     return path, log
 

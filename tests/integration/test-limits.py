@@ -118,10 +118,8 @@ def start_unprivileged():
     os.chown(cache, NOBODY, NOBODY)
     os.chmod(base, 0o755)
     wrapper = os.path.join(base, "daemon-as-nobody")
-    with open(wrapper, "w") as f:
-        f.write(f'#!/bin/sh\nexec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups -- '
-                f'\'{mcptest.DAEMON}\' "$@"\n')
-    os.chmod(wrapper, 0o755)
+    mcptest.executable(wrapper, f'#!/bin/sh\nexec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups -- '
+                                f'\'{mcptest.DAEMON}\' "$@"\n')
     real = mcptest.DAEMON
     mcptest.DAEMON = wrapper
     try:

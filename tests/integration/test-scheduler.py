@@ -271,10 +271,8 @@ def recording_bwrap():
     open(log, "w").close()
     os.chmod(log, 0o666)
     wrapper = os.path.join(base, "bwrap")
-    with open(wrapper, "w") as f:
-        f.write(f"#!/bin/sh\n[ \"$1\" = --version ] || tr '\\n' ';' < /proc/self/cgroup >> {log}; "
-                f"echo >> {log}\nexec {real} \"$@\"\n")
-    os.chmod(wrapper, 0o755)
+    mcptest.executable(wrapper, f"#!/bin/sh\n[ \"$1\" = --version ] || tr '\\n' ';' < /proc/self/cgroup >> {log}; "
+                                f"echo >> {log}\nexec {real} \"$@\"\n")
     return wrapper, log
 
 

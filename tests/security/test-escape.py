@@ -968,10 +968,8 @@ def bomb_daemon():
             os.access("/usr/bin/python3.11", os.X_OK):
         os.chown(cache, NOBODY, NOBODY)
         wrapper = os.path.join(base, "daemon-as-nobody")
-        with open(wrapper, "w") as f:
-            f.write(f"#!/bin/sh\nexec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups -- "
-                    f"'{mcptest.DAEMON}' \"$@\"\n")
-        os.chmod(wrapper, 0o755)
+        mcptest.executable(wrapper, f"#!/bin/sh\nexec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups -- "
+                                    f"'{mcptest.DAEMON}' \"$@\"\n")
         real = mcptest.DAEMON
         mcptest.DAEMON = wrapper
         try:

@@ -219,10 +219,8 @@ def the_self_test_refuses_a_sandbox_whose_kernel_settings_are_writable():
         f.write("core\n")
     os.chmod(target, 0o666)
     wrapper = os.path.join(base, "bwrap")
-    with open(wrapper, "w") as f:
-        f.write(FAKE_BWRAP.replace("sys.argv[1]", repr("/usr/bin/bwrap")).replace("sys.argv[2]", repr(target))
-                .replace("args = sys.argv[3:]", "args = sys.argv[1:]"))
-    os.chmod(wrapper, 0o755)
+    mcptest.executable(wrapper, FAKE_BWRAP.replace("sys.argv[1]", repr("/usr/bin/bwrap"))
+                       .replace("sys.argv[2]", repr(target)).replace("args = sys.argv[3:]", "args = sys.argv[1:]"))
     with Daemon(args=[f"--bwrap={wrapper}"]) as d:
         c = d.client()
         c.initialize()
