@@ -15,6 +15,7 @@
 #include "log.h"
 #include "macro.h"
 #include "metadata.h"
+#include "pep723/toml-subset.h"
 #include "programs.h"
 #include "runtime-internal.h"
 #include "sha256.h"
@@ -203,6 +204,23 @@ int metadata_reader_parse(MetadataReader *r, uid_t uid, const char *toml, TomlPa
                         q->result = json_object_get(r->toml_cache[i].result);
                         break;
                 }
+        if (!q->result) {
+                /* The blocks people write are read here, as tomllib reads them (pep723/toml-subset.h): no reader. */
+                json_object *doc = NULL;
+                k = toml_subset_parse(toml, &doc);
+                if (k > 0) {
+                        q->result = json_object_new_object();
+                        if (!q->result || json_object_object_add(q->result, "doc", doc) < 0)
+                                k = -ENOMEM;
+                        else
+                                log_debug("Read a metadata block (%.12s) in the daemon.", q->hash);
+                }
+                if (k < 0) {
+                        json_object_put(doc);
+                        toml_request_free(q);
+                        return k;
+                }
+        }
         if (!q->result && !toml_python(r)) {
                 q->result = json_object_new_object();
                 json_add_string(q->result, "error",

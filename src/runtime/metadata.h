@@ -3,7 +3,8 @@
 
 /*
  * The metadata reader, an object of its own so that it can be driven without a Runtime: requests for a PEP 723
- * block's TOML, each answered from the cache or by one reader process (metadata-reader.py under an interpreter of
+ * block's TOML, each answered by the daemon's own reading when the block is in the subset it knows
+ * (pep723/toml-subset.h), else from the cache or by one reader process (metadata-reader.py under an interpreter of
  * 3.11 or later, which has tomllib), started by a spawn function the owner gives (the Runtime's: in the sandbox)
  * once the scheduler grants the caller a helper place (SCHED_HELPER). The Runtime owns one
  * (runtime_parse_toml(), runtime_toml_cancel()); unit tests give it a fake spawn.

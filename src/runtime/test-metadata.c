@@ -157,6 +157,40 @@ START_TEST(test_answer_comes_through_the_loop) {
 }
 END_TEST
 
+static void on_parsed_doc(json_object *doc, const char *error, void *userdata) {
+        char **ret = userdata;
+
+        ck_assert_ptr_null(error);
+        ck_assert_ptr_nonnull(doc);
+        *ret = strdup(json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN));
+}
+
+/* A block as people write it is read in the daemon (pep723/toml-subset.h): no reader starts, not even without a
+ * Python that has tomllib; the answer still comes through the loop. */
+START_TEST(test_common_blocks_need_no_reader) {
+        static const char *const versions[] = { "3.12.1", "3.10.4" };
+
+        for (size_t i = 0; i < ELEMENTSOF(versions); i++) {
+                Fixture f;
+                TomlRequest *q = NULL;
+                char *doc = NULL;
+
+                setup(&f, versions[i]);
+                ck_assert_int_eq(metadata_reader_parse(f.reader, 1000,
+                                                       "requires-python = \">=3.11\"\n"
+                                                       "dependencies = [\n  \"rich\",  # pretty\n  'six',\n]\n",
+                                                       on_parsed_doc, &doc, &q), 0);
+                ck_assert_ptr_null(doc);   /* never from inside the call */
+                while (!doc)
+                        ck_assert_int_ge(sd_event_run(f.event, UINT64_MAX), 0);
+                ck_assert_str_eq(doc, "{\"requires-python\":\">=3.11\",\"dependencies\":[\"rich\",\"six\"]}");
+                ck_assert_uint_eq(f.n_spawned, 0);
+                free(doc);
+                teardown(&f);
+        }
+}
+END_TEST
+
 START_TEST(test_cache_keeps_answers) {
         Fixture f;
         Answer a = {}, b = {}, c = {}, d = {}, e = {};
@@ -379,6 +413,7 @@ static Suite *metadata_suite(void) {
         tcase_set_timeout(tc, 60);
         tcase_add_test(tc, test_answer_comes_through_the_loop);
         tcase_add_test(tc, test_cache_keeps_answers);
+        tcase_add_test(tc, test_common_blocks_need_no_reader);
         tcase_add_test(tc, test_reader_failure_is_not_cached);
         tcase_add_test(tc, test_no_python_new_enough);
         tcase_add_test(tc, test_spawn_refused);

@@ -9,6 +9,22 @@
 #include "pep723/pep440.h"
 #include "pep723/pep508.h"
 #include "pep723/pep723.h"
+#include "pep723/toml-subset.h"
+
+/* The block's TOML as the daemon reads it: a document (an object) or left to tomllib, nothing else. */
+static void subset(const char *toml) {
+        json_object *doc = NULL;
+        int k;
+
+        if (!toml)
+                return;
+        k = toml_subset_parse(toml, &doc);
+        if (k < 0 && k != -ENOMEM)
+                abort();
+        if ((k > 0) != (doc != NULL) || (doc && !json_object_is_type(doc, json_type_object)))
+                abort();
+        json_object_put(doc);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -23,6 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         abort();
                 if (err)
                         abort();
+                subset(b.toml);
                 pep723_block_done(&b);
         } else if (k == -EINVAL && !err)
                 abort();
@@ -33,6 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         text = strndup((const char *) data, size);
         if (!text)
                 return 0;
+        subset(text);   /* the input itself as TOML */
         for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
                 Requirement r = {};
                 Pep440SpecifierSet *set = NULL;

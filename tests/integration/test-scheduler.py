@@ -37,8 +37,10 @@ def wheel_dir(n):
 
 
 def flood_script(name):
+    """A block that needs a metadata reader: an escape (\\u003e is ">") is more than the daemon reads by itself
+    (src/pep723/toml-subset.h)."""
     mod = name.replace("-", "_")
-    return (f"# /// script\n# dependencies = [\"{name}\"]\n# ///\n"
+    return (f"# /// script\n# dependencies = [\"{name}\"]\n# requires-python = \"\\u003e=3.11\"\n# ///\n"
             f"import {mod}\nprint({mod}.DIST_NAME)\n")
 
 

@@ -396,7 +396,8 @@ def a_full_disk_during_a_build_is_a_clear_error():
 def a_metadata_block_seen_before_costs_no_process():
     cache = scratch("mcptest-store-")
     uvlog = UvLog()
-    block = "# /// script\n# dependencies = ['mcpt-store-a']\n# requires-python = '>=3.11'\n# ///\n"
+    # An escape (\\u003e is ">"): a block for tomllib, not one the daemon reads by itself (src/pep723/toml-subset.h).
+    block = "# /// script\n# dependencies = ['mcpt-store-a']\n# requires-python = \"\\u003e=3.11\"\n# ///\n"
     with store_daemon(cache, uvlog) as d:
         c = d.client()
         c.initialize()
@@ -408,6 +409,13 @@ def a_metadata_block_seen_before_costs_no_process():
         check(not r["isError"] and "ran" in c.text(r), c.text(r))
         reads = d.log().count("Reading a metadata block")
         eq(reads, 1, "sandboxed TOML reads for one block used four times")
+        # A block as people write it is read in the daemon: no reader at all, the same dependencies.
+        common = "# /// script\n# dependencies = [\n#   'mcpt-store-a',  # the one\n# ]\n# ///\n"
+        v = c.call_tool("validate_script", {"script": common + "print('x')"})
+        check(not v["isError"], c.text(v))
+        eq(v["structuredContent"]["dependencies"], ["mcpt-store-a"], "dependencies read from the common block")
+        eq(d.log().count("Reading a metadata block"), 1, "sandboxed TOML reads after a common block")
+        check(d.log().count("in the daemon.") >= 1, f"the daemon read the common block itself: {d.log()[-2000:]}")
         c.close()
     uvlog.close()
     shutil.rmtree(cache, ignore_errors=True)

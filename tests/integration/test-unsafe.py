@@ -192,7 +192,7 @@ def pep723_metadata_is_read_without_the_sandbox():
     mark = uuid.uuid4().hex
     script = ("# /// script\n"
               f"# # {mark}\n"
-              "# requires-python = \">=3.11\"\n"
+              "# requires-python = \"\\u003e=3.11\"\n"   # an escape: tomllib's to read (src/pep723/toml-subset.h)
               "# dependencies = []\n"
               "# ///\n"
               "import sys\n"

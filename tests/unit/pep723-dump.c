@@ -4,7 +4,9 @@
  * writes a JSON array of what pep723_extract() made of each:
  * {"toml": ..., "start": N, "end": N} for a block, {"toml": null} for none,
  * {"error": "..."} for a refusal. test-pep723-regex.py compares it with the
- * PEP's reference regex.
+ * PEP's reference regex. A block also has "subset": what toml_subset_parse()
+ * read in it, or null where it left the block to tomllib
+ * (test-toml-subset.py compares that with tomllib).
  */
 #include <errno.h>
 #include <json-c/json.h>
@@ -14,6 +16,7 @@
 
 #include "macro.h"
 #include "pep723/pep723.h"
+#include "pep723/toml-subset.h"
 
 static json_object *dump_one(const char *script, size_t len) {
         _cleanup_(pep723_block_done) Pep723Block b = {};
@@ -33,6 +36,13 @@ static json_object *dump_one(const char *script, size_t len) {
         json_object_object_add(o, "toml", json_object_new_string(b.toml));
         json_object_object_add(o, "start", json_object_new_int((int) b.start_line));
         json_object_object_add(o, "end", json_object_new_int((int) b.end_line));
+        json_object *doc = NULL;
+        r = toml_subset_parse(b.toml, &doc);
+        if (r < 0) {
+                fprintf(stderr, "pep723-dump: %s\n", strerror(-r));
+                exit(EXIT_FAILURE);
+        }
+        json_object_object_add(o, "subset", doc);   /* NULL (JSON null) when left to tomllib */
         return o;
 }
 
