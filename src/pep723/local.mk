@@ -22,4 +22,4 @@ pep723_dump_SOURCES = tests/unit/pep723-dump.c
 pep723_dump_CFLAGS = $(AM_CFLAGS) $(JSONC_CFLAGS)
 pep723_dump_LDADD = libcore.a libshared.a $(JSONC_LIBS)
 TESTS += tests/unit/test-pep723-regex.py tests/unit/test-toml-subset.py
-EXTRA_DIST += tests/unit/test-pep723-regex.py tests/unit/test-toml-subset.py
+EXTRA_DIST += tests/unit/test-pep723-regex.py tests/unit/test-toml-subset.py tests/unit/pep723dump.py

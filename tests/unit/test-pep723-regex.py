@@ -23,12 +23,13 @@ splitlines() also splits at "\x0b", "\x0c" and others, which no shape here has).
 """
 
 import itertools
-import json
 import os
 import random
 import re
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pep723dump import dump, report  # noqa: E402
 
 PEP_REGEX = r"(?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$"
 # The same with an empty content allowed: the one place where the PEP's text and uv accept more.
@@ -159,11 +160,8 @@ def corpus():
 
 
 def main():
-    dump = os.path.join(os.path.dirname(os.environ.get("DAEMON", "./x")), "pep723-dump")
     scripts = list(corpus())
-    out = subprocess.run([dump], input=json.dumps(scripts).encode(), stdout=subprocess.PIPE, check=True).stdout
-    results = json.loads(out)
-    assert len(results) == len(scripts)
+    results = dump(scripts)
 
     kinds = {}
     for script, got in zip(scripts, results):
@@ -176,12 +174,7 @@ def main():
     for kind in ("error", "none", "block"):
         if kinds.get(kind, 0) < 100:
             fail(f"only {kinds.get(kind, 0)} scripts with outcome {kind}")
-    for f in failures[:30]:
-        print("FAIL:", f)
-    if failures:
-        print(f"{len(failures)} failures")
-        return 1
-    return 0
+    return report(failures)
 
 
 if __name__ == "__main__":
