@@ -10,6 +10,16 @@
 /* Outside the subset: not an error, tomllib decides. */
 #define OUTSIDE 0
 
+/* The key if the text at key (key_len bytes) is that of the subset's: "requires-python" or "dependencies". */
+static const char *subset_key(const char *key, size_t key_len) {
+        static const char *const keys[] = { "requires-python", "dependencies" };
+
+        for (size_t i = 0; i < ELEMENTSOF(keys); i++)
+                if (key_len == strlen(keys[i]) && memcmp(key, keys[i], key_len) == 0)
+                        return keys[i];
+        return NULL;
+}
+
 static bool is_blank(char c) {
         return c == ' ' || c == '\t';
 }
@@ -110,8 +120,7 @@ int toml_subset_parse(const char *text, json_object **ret) {
                 return -ENOMEM;
         for (;;) {
                 json_object *value = NULL;
-                const char *key;
-                size_t key_len;
+                const char *key, *name;
 
                 skip_blanks_and_comment(&p);
                 if (*p == '\n') {
@@ -125,12 +134,10 @@ int toml_subset_parse(const char *text, json_object **ret) {
                 key = p;
                 while (is_bare_key(*p))
                         p++;
-                key_len = (size_t) (p - key);
-                bool python = key_len == strlen("requires-python") && memcmp(key, "requires-python", key_len) == 0;
-                bool deps = key_len == strlen("dependencies") && memcmp(key, "dependencies", key_len) == 0;
-                if (!python && !deps)
+                name = subset_key(key, (size_t) (p - key));
+                if (!name)
                         return OUTSIDE;
-                if (json_object_object_get_ex(doc, python ? "requires-python" : "dependencies", NULL))
+                if (json_object_object_get_ex(doc, name, NULL))
                         return OUTSIDE;   /* twice: tomllib's error to give */
                 skip_blanks(&p);
                 if (*p != '=')
@@ -138,10 +145,10 @@ int toml_subset_parse(const char *text, json_object **ret) {
                 p++;
                 skip_blanks(&p);
 
-                k = python ? parse_string(&p, &value) : parse_string_array(&p, &value);
+                k = streq(name, "requires-python") ? parse_string(&p, &value) : parse_string_array(&p, &value);
                 if (k <= 0)
                         return k;
-                if (json_object_object_add(doc, python ? "requires-python" : "dependencies", value) < 0) {
+                if (json_object_object_add(doc, name, value) < 0) {
                         json_object_put(value);
                         return -ENOMEM;
                 }
