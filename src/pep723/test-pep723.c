@@ -7,6 +7,7 @@
 
 #include "macro.h"
 #include "pep723/pep723.h"
+#include "pep723/toml-subset.h"
 
 static Pep723Block extract(const char *script) {
         _cleanup_free_ char *error = NULL;
@@ -315,6 +316,52 @@ START_TEST(test_large) {
 }
 END_TEST
 
+/* What the daemon reads itself is bounded: one item or one byte over its caps, and the block goes to tomllib. */
+static int subset_items(size_t n, size_t *ret_n) {
+        _cleanup_free_ char *text = malloc(32 + 4 * n);
+        json_object *doc = NULL, *deps;
+        int k;
+
+        ck_assert_ptr_nonnull(text);
+        strcpy(text, "dependencies = [");
+        for (size_t i = 0; i < n; i++)
+                strcat(text, "'a',");
+        strcat(text, "]\n");
+        k = toml_subset_parse(text, &doc);
+        if (k > 0) {
+                ck_assert(json_object_object_get_ex(doc, "dependencies", &deps));
+                *ret_n = json_object_array_length(deps);
+        }
+        json_object_put(doc);
+        return k;
+}
+
+static int subset_bytes(size_t n) {
+        _cleanup_free_ char *text = malloc(n + 1);
+        json_object *doc = NULL;
+        int k;
+
+        ck_assert_ptr_nonnull(text);
+        strcpy(text, "dependencies = []\n#");
+        memset(text + strlen(text), 'x', n - strlen(text) - 1);
+        text[n - 1] = '\n';
+        text[n] = 0;
+        k = toml_subset_parse(text, &doc);
+        json_object_put(doc);
+        return k;
+}
+
+START_TEST(test_subset_caps) {
+        size_t n = 0;
+
+        ck_assert_int_eq(subset_items(TOML_SUBSET_MAX_ITEMS, &n), 1);
+        ck_assert_uint_eq(n, TOML_SUBSET_MAX_ITEMS);
+        ck_assert_int_eq(subset_items(TOML_SUBSET_MAX_ITEMS + 1, &n), 0);
+        ck_assert_int_eq(subset_bytes(TOML_SUBSET_MAX_BYTES), 1);
+        ck_assert_int_eq(subset_bytes(TOML_SUBSET_MAX_BYTES + 1), 0);
+}
+END_TEST
+
 static Suite *pep723_suite(void) {
         Suite *s = suite_create("pep723");
         TCase *tc = tcase_create("core");
@@ -331,6 +378,7 @@ static Suite *pep723_suite(void) {
         tcase_add_test(tc, test_unclosed);
         tcase_add_test(tc, test_near_miss);
         tcase_add_test(tc, test_nul_byte);
+        tcase_add_test(tc, test_subset_caps);
         tcase_add_test(tc, test_large);
         suite_add_tcase(s, tc);
         return s;

@@ -89,6 +89,10 @@ static int parse_string_array(const char **p, json_object **ret) {
                 k = parse_string(p, &s);
                 if (k <= 0)
                         return k;
+                if (json_object_array_length(a) >= TOML_SUBSET_MAX_ITEMS) {
+                        json_object_put(s);
+                        return OUTSIDE;
+                }
                 if (json_object_array_add(a, s) < 0) {
                         json_object_put(s);
                         return -ENOMEM;
@@ -110,9 +114,11 @@ int toml_subset_parse(const char *text, json_object **ret) {
         const char *p = text;
         int k;
 
-        /* Plain ASCII only: no control characters but tab and newline (no carriage return), nothing above 0x7e. */
+        /* Plain ASCII only: no control characters but tab and newline (no carriage return), nothing above 0x7e;
+         * and no longer than the daemon reads itself. */
         for (const unsigned char *c = (const unsigned char *) text; *c; c++)
-                if ((*c < 0x20 && *c != '\t' && *c != '\n') || *c >= 0x7f)
+                if ((*c < 0x20 && *c != '\t' && *c != '\n') || *c >= 0x7f ||
+                    (size_t) (c - (const unsigned char *) text) >= TOML_SUBSET_MAX_BYTES)
                         return OUTSIDE;
 
         doc = json_object_new_object();

@@ -11,7 +11,13 @@
  * over several lines, with comments and a trailing comma as TOML allows), as bare keys, nothing else. Strings are
  * basic ("...") or literal ('...') on one line, basic ones without escapes. Every shape tests/unit/test-toml-subset.py
  * generates is read the same here and by tomllib, or left to tomllib.
+ *
+ * What the daemon holds for it is bounded whatever the script's size: a longer text or a longer list goes to tomllib
+ * in its sandbox, whose answer the daemon reads up to a cap (1 MiB).
  */
+
+#define TOML_SUBSET_MAX_BYTES (64U * 1024)      /* of the block's text */
+#define TOML_SUBSET_MAX_ITEMS 256U              /* dependencies: as many as the dependencies argument may have */
 
 #include <json-c/json.h>
 
