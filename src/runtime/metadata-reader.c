@@ -13,4 +13,6 @@ const char metadata_reader_code[] =
         "except tomllib.TOMLDecodeError as e:\n"
         "    print(json.dumps({'error': str(e)}))\n"
         "else:\n"
-        "    print(json.dumps({'doc': doc}, default=str))\n";
+        "    keep = ('requires-python', 'dependencies')\n"
+        "    doc = {k: v if k in keep else None for k, v in doc.items()}\n"
+        "    print(json.dumps({'doc': doc}, default=str, separators=(',', ':')))\n";

@@ -7,11 +7,13 @@
  */
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fs-util.h"
 #include "json-util.h"
+#include "jsonrpc/jsonrpc.h"
 #include "log.h"
 #include "macro.h"
 #include "metadata.h"
@@ -23,6 +25,7 @@
 typedef struct TomlCacheEntry {
         char hash[65];
         json_object *result;    /* {"doc": ...} or {"error": ...} */
+        size_t values;          /* what it costs, counted in its text */
 } TomlCacheEntry;
 
 struct MetadataReader {
@@ -34,6 +37,7 @@ struct MetadataReader {
 
         TomlCacheEntry toml_cache[METADATA_CACHE_SIZE];
         size_t toml_cache_next;
+        size_t toml_cache_values;       /* of all entries; at most METADATA_CACHE_MAX_VALUES */
         TomlRequest *toml_requests;
 };
 
@@ -115,24 +119,52 @@ static int on_toml_defer(sd_event_source *s, void *userdata) {
         return 0;
 }
 
+/* Keep an answer of values (no more than METADATA_ANSWER_MAX_VALUES), the oldest ones going to make room. */
+static void toml_cache_add(MetadataReader *r, const char *hash, json_object *result, size_t values) {
+        TomlCacheEntry *e;
+
+        for (size_t i = 0; i < METADATA_CACHE_SIZE; i++) {
+                e = &r->toml_cache[r->toml_cache_next++ % METADATA_CACHE_SIZE];
+                r->toml_cache_values -= e->values;
+                json_object_put(e->result);
+                *e = (TomlCacheEntry) {};
+                if (r->toml_cache_values + values <= METADATA_CACHE_MAX_VALUES)
+                        break;
+        }
+        memcpy(e->hash, hash, 65);
+        e->result = json_object_get(result);
+        e->values = values;
+        r->toml_cache_values += values;
+}
+
 static void on_toml_done(Process *p, void *userdata) {
         TomlRequest *q = userdata;
         MetadataReader *r = q->reader;
-        _cleanup_free_ char *out = capture_text(&p->out, NULL);
+        size_t len = 0, values = 0;
+        _cleanup_free_ char *out = capture_text(&p->out, &len);
 
-        q->result = out && p->exit_code == 0 ? json_tokener_parse(out) : NULL;
+        if (out && p->exit_code == 0) {
+                /* Counted before it is parsed: what the parse would build is the cost. */
+                values = jsonrpc_count_elements(out, len, METADATA_ANSWER_MAX_VALUES);
+                if (values <= METADATA_ANSWER_MAX_VALUES)
+                        q->result = json_tokener_parse(out);
+                else {
+                        char error[160];
+                        snprintf(error, sizeof(error), "it is too large: the service reads at most %u values from a "
+                                 "block, enough for some hundreds of dependencies", METADATA_ANSWER_MAX_VALUES);
+                        q->result = json_object_new_object();
+                        json_add_string(q->result, "error", error);
+                        values = 1;
+                }
+        }
         if (!q->result) {
                 _cleanup_free_ char *err = capture_text(&p->err, NULL);
                 log_warning("The metadata reader failed (exit %d): %s", p->exit_code, strempty(err));
                 q->result = json_object_new_object();
                 json_add_string(q->result, "error", "the metadata reader failed; see the daemon's log");
-        } else {
+        } else
                 /* Remember the answer: a block seen before costs no process. */
-                TomlCacheEntry *e = &r->toml_cache[r->toml_cache_next++ % METADATA_CACHE_SIZE];
-                json_object_put(e->result);
-                memcpy(e->hash, q->hash, 65);
-                e->result = json_object_get(q->result);
-        }
+                toml_cache_add(r, q->hash, q->result, values);
         q->proc = NULL;
         process_free(p);
         scheduler_release(&q->helper);

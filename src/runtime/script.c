@@ -195,7 +195,7 @@ static void on_toml(json_object *doc, const char *error, void *userdata) {
 
         a->toml = NULL;
         if (error)
-                return fail(a, "the '# /// script' block (line %u) is not valid TOML: %s", p->block.start_line, error);
+                return fail(a, "the '# /// script' block (line %u) could not be read as TOML: %s", p->block.start_line, error);
 
         json_object_object_foreach(doc, key, val) {
                 (void) val;

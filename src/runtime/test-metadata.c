@@ -25,7 +25,8 @@
 /*
  * The interpreter: checks it was started as the reader is (the program, then the block's path), reads the block
  * (its stdin here) and answers as metadata-reader.py would, or not at all: "crash" exits 3, "garbage" prints no
- * JSON, "hang" waits to be killed; "bad" is a TOML error; anything else is a document naming the block's first word.
+ * JSON, "hang" waits to be killed; "bad" is a TOML error; "many N TAG" is a document naming TAG with an array of N
+ * numbers; anything else is a document naming the block's first word.
  */
 static const char fake_python[] =
         "#!/bin/sh\n"
@@ -36,6 +37,7 @@ static const char fake_python[] =
         "*garbage*) echo 'this is not JSON' ;;\n"
         "*hang*) exec sleep 60 ;;\n"
         "*bad*) echo '{\"error\": \"Invalid statement (at line 1, column 1)\"}' ;;\n"
+        "*many*) set -- $block; printf '{\"doc\": {\"seen\": \"%s\", \"x\": [%s]}}\\n' \"$3\" \"$(seq -s, 1 $2)\" ;;\n"
         "*) set -- $block; printf '{\"doc\": {\"seen\": \"%s\"}}\\n' \"$1\" ;;\n"
         "esac\n";
 
@@ -382,6 +384,67 @@ START_TEST(test_helper_cap_per_user) {
 }
 END_TEST
 
+/* An answer of more values than the daemon parses is refused by its count, and the refusal kept; one within the
+ * budget is read. */
+START_TEST(test_answer_budget) {
+        Fixture f;
+        Answer a = {}, b = {}, c = {};
+        TomlRequest *q;
+
+        setup(&f, "3.12.1");
+        ck_assert_int_eq(metadata_reader_parse(f.reader, 1000, "many 4000 fits\n", on_parsed, &a, &q), 0);
+        wait_answers(&f, &a, 1);
+        ck_assert_ptr_null(a.error);
+        ck_assert_str_eq(a.seen, "fits");
+        ck_assert_int_eq(metadata_reader_parse(f.reader, 1000, "many 5000 big\n", on_parsed, &b, &q), 0);
+        wait_answers(&f, &b, 1);
+        ck_assert_ptr_null(b.seen);
+        ck_assert_ptr_nonnull(b.error);
+        ck_assert_ptr_nonnull(strstr(b.error, "at most 4096 values"));
+        ck_assert_int_eq(metadata_reader_parse(f.reader, 1001, "many 5000 big\n", on_parsed, &c, &q), 0);
+        wait_answers(&f, &c, 1);
+        ck_assert_str_eq(c.error, b.error);
+        ck_assert_uint_eq(f.n_spawned, 2);
+        ck_assert(f.program_ok);
+        answer_done(&a);
+        answer_done(&b);
+        answer_done(&c);
+        teardown(&f);
+}
+END_TEST
+
+/* The cache holds answers of METADATA_CACHE_MAX_VALUES in all, far fewer than METADATA_CACHE_SIZE of the largest:
+ * the oldest goes first, the newest stays. */
+START_TEST(test_cache_budget) {
+        const unsigned n = METADATA_CACHE_MAX_VALUES / 4000 + 1;
+        Fixture f;
+        TomlRequest *q;
+        char block[64];
+
+        ck_assert_uint_lt(n, METADATA_CACHE_SIZE);
+        setup(&f, "3.13.0");
+        for (unsigned i = 0; i < n; i++) {
+                Answer a = {};
+                snprintf(block, sizeof(block), "many 4000 t%u\n", i);
+                ck_assert_int_eq(metadata_reader_parse(f.reader, 1000, block, on_parsed, &a, &q), 0);
+                wait_answers(&f, &a, 1);
+                ck_assert_ptr_null(a.error);
+                answer_done(&a);
+        }
+        ck_assert_uint_eq(f.n_spawned, n);
+        for (unsigned k = 0; k < 2; k++) {
+                /* The newest is kept; the oldest had to go, and is read again. */
+                Answer a = {};
+                snprintf(block, sizeof(block), "many 4000 t%u\n", k == 0 ? n - 1 : 0);
+                ck_assert_int_eq(metadata_reader_parse(f.reader, 1000, block, on_parsed, &a, &q), 0);
+                wait_answers(&f, &a, 1);
+                ck_assert_uint_eq(f.n_spawned, k == 0 ? n : n + 1);
+                answer_done(&a);
+        }
+        teardown(&f);
+}
+END_TEST
+
 /* Freed with a reader running, one waiting and an answer not yet delivered: nobody is called, nothing leaks. */
 START_TEST(test_free_with_requests) {
         Fixture f;
@@ -421,6 +484,8 @@ static Suite *metadata_suite(void) {
         tcase_add_test(tc, test_helper_cap_queues);
         tcase_add_test(tc, test_helper_cap_per_user);
         tcase_add_test(tc, test_free_with_requests);
+        tcase_add_test(tc, test_answer_budget);
+        tcase_add_test(tc, test_cache_budget);
         suite_add_tcase(s, tc);
         return s;
 }

@@ -17,7 +17,7 @@ import time
 
 from mcptest import at_exit, scratch, skip
 from mcptest import Daemon, UvLog, check, eq, main, need_pythons, test
-from mcptest import processes_with, wait_until
+from mcptest import RssGrowth, processes_with, wait_until
 from wheels import build_wheel
 
 WHEELS = scratch("mcptest-store-wheels-")
@@ -416,6 +416,36 @@ def a_metadata_block_seen_before_costs_no_process():
         eq(v["structuredContent"]["dependencies"], ["mcpt-store-a"], "dependencies read from the common block")
         eq(d.log().count("Reading a metadata block"), 1, "sandboxed TOML reads after a common block")
         check(d.log().count("in the daemon.") >= 1, f"the daemon read the common block itself: {d.log()[-2000:]}")
+        c.close()
+    uvlog.close()
+    shutil.rmtree(cache, ignore_errors=True)
+
+
+@test
+def large_metadata_blocks_cost_the_daemon_no_memory():
+    # Each block is new (the cache keeps answers by hash) and goes to the sandboxed reader (a key the daemon does
+    # not read by itself). Before the reader sent only what the daemon uses, each such block of 200 000 values
+    # cost some 14 MB, kept in the cache: 56 MB for these four.
+    cache = scratch("mcptest-store-")
+    uvlog = UvLog()
+    ones = ",".join(["1"] * 200000)
+    with store_daemon(cache, uvlog) as d:
+        c = d.client()
+        c.initialize()
+        c.call_tool("validate_script", {"script": "# /// script\n# x = 1\n# ///\nprint(0)"})
+        with RssGrowth(d.proc.pid) as g:
+            for i in range(4):
+                block = f"# /// script\n# dependencies = ['mcpt-store-a']\n# unused{i} = [{ones}]\n# ///\n"
+                v = c.call_tool("validate_script", {"script": block + "print(1)"})
+                check(not v["isError"], c.text(v)[:400])
+                eq(v["structuredContent"]["dependencies"], ["mcpt-store-a"], "dependencies beside a large table")
+                check(f'unknown key "unused{i}"' in c.text(v), c.text(v)[:400])
+            # Thousands of dependencies are refused by their number, before the daemon parses them.
+            many = ",".join(f"'p{n}'" for n in range(20000))
+            v = c.call_tool("validate_script", {"script": f"# /// script\n# dependencies = [{many}]\n# ///\n"})
+            check(v["isError"] and "at most 4096 values" in c.text(v), c.text(v)[:400])
+        check(g.grew < 8 * 1024, f"the daemon's RSS grew by {g.grew} KiB over five large blocks")
+        eq(d.log().count("Reading a metadata block"), 6, "sandboxed TOML reads (the first block too)")
         c.close()
     uvlog.close()
     shutil.rmtree(cache, ignore_errors=True)

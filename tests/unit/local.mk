@@ -165,8 +165,8 @@ test_preimport_CFLAGS = $(UNIT_CFLAGS)
 test_preimport_LDADD = $(UNIT_LIBS)
 
 # Embedded Python (src/tools/boot.py -> boot.c) is current.
-TESTS += tests/unit/test-embedded.py
-EXTRA_DIST += tests/unit/test-embedded.py
+TESTS += tests/unit/test-embedded.py tests/unit/test-metadata-reader.py
+EXTRA_DIST += tests/unit/test-embedded.py tests/unit/test-metadata-reader.py
 
 check_PROGRAMS += test-metadata
 TESTS += test-metadata
