@@ -133,10 +133,13 @@ static int add_module(char ***l, const char *m) {
         return add_item(l, m);
 }
 
-/* One statement "import a.b as c, d": its modules added, only if all of it is of that form. */
+/* One statement "import a.b as c, d": its modules added, only if all of it is of that form. Of a statement of
+ * thousands of names only those the list has room for are kept: each is looked for in the list and the statement's
+ * names kept so far, which would otherwise take time quadratic in the statement's length, in the event loop. */
 static bool import_statement(Cursor *c, char ***l, int *error) {
         char buf[PREIMPORT_MAX_NAME + 1];
         _cleanup_strv_free_ char **names = strv_new();
+        size_t room = PREIMPORT_MAX_MODULES - MIN(strv_length(*l), (size_t) PREIMPORT_MAX_MODULES), n = 0;
 
         if (!names) {
                 *error = -1;
@@ -144,8 +147,13 @@ static bool import_statement(Cursor *c, char ***l, int *error) {
         }
         for (;;) {
                 skip_blank(c, false);
-                if (!name(c, true, buf) || !alias(c, false) || strv_extend(&names, buf) < 0)
+                if (!name(c, true, buf) || !alias(c, false))
                         return false;
+                if (n < room && !is_always_loaded(buf) && !strv_contains(*l, buf) && !strv_contains(names, buf)) {
+                        if (strv_extend(&names, buf) < 0)
+                                return false;
+                        n++;
+                }
                 skip_blank(c, false);
                 if (c->p < c->end && *c->p == ',') {
                         c->p++;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,6 +124,39 @@ START_TEST(test_cap) {
         memcpy(long_name, "import ", 7);
         long_name[sizeof(long_name) - 1] = 0;
         LEADING(long_name, "");
+}
+END_TEST
+
+/* One statement of 200 000 names: read in linear time (the test's timeout fails the quadratic reading, which takes
+ * minutes here), and what it keeps is what it always kept, the first names the list has room for. */
+START_TEST(test_long_statement) {
+        const size_t size = 2 * 1024 * 1024;
+        _cleanup_free_ char *s = malloc(size);
+        _cleanup_strv_free_ char **l = NULL;
+        size_t n;
+
+        ck_assert_ptr_nonnull(s);
+        n = (size_t) snprintf(s, size, "import os, sys, m0, m0");
+        for (int i = 1; i < 200000; i++)
+                n += (size_t) snprintf(s + n, size - n, ", m%d", i);
+        n += (size_t) snprintf(s + n, size - n, "\nimport numpy\n");
+        ck_assert_uint_lt(n, size);
+        l = preimport_leading_modules(s, n);
+        ck_assert_ptr_nonnull(l);
+        ck_assert_uint_eq(strv_length(l), PREIMPORT_MAX_MODULES);
+        ck_assert_str_eq(l[0], "m0");
+        ck_assert_str_eq(l[PREIMPORT_MAX_MODULES - 1], "m31");
+
+        /* Room left by a statement before it: only that much is taken. */
+        s = mfree(s);
+        for (int i = 0; i < 30; i++)
+                ck_assert_int_ge(strextendf(&s, "import a%d\n", i), 0);
+        ck_assert_int_ge(strextendf(&s, "import a3, b0, b1, b2\n"), 0);
+        l = strv_free(l);
+        l = preimport_leading_modules(s, strlen(s));
+        ck_assert_uint_eq(strv_length(l), PREIMPORT_MAX_MODULES);
+        ck_assert_str_eq(l[PREIMPORT_MAX_MODULES - 2], "b0");
+        ck_assert_str_eq(l[PREIMPORT_MAX_MODULES - 1], "b1");
 }
 END_TEST
 
@@ -262,6 +296,10 @@ static Suite *preimport_suite(void) {
         tcase_add_test(tc, test_prefix_and_learn);
         tcase_add_test(tc, test_from_items);
         tcase_add_test(tc, test_prefix_from_items);
+        suite_add_tcase(s, tc);
+        tc = tcase_create("linear");
+        tcase_set_timeout(tc, 20);
+        tcase_add_test(tc, test_long_statement);
         suite_add_tcase(s, tc);
         return s;
 }
