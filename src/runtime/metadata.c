@@ -25,7 +25,7 @@
 typedef struct TomlCacheEntry {
         char hash[65];
         json_object *result;    /* {"doc": ...} or {"error": ...} */
-        size_t values;          /* what it costs, counted in its text */
+        size_t cost;            /* bytes, as metadata.h counts them */
 } TomlCacheEntry;
 
 struct MetadataReader {
@@ -37,7 +37,7 @@ struct MetadataReader {
 
         TomlCacheEntry toml_cache[METADATA_CACHE_SIZE];
         size_t toml_cache_next;
-        size_t toml_cache_values;       /* of all entries; at most METADATA_CACHE_MAX_VALUES */
+        size_t toml_cache_cost;         /* of all entries; at most METADATA_CACHE_MAX_COST */
         TomlRequest *toml_requests;
 };
 
@@ -119,42 +119,45 @@ static int on_toml_defer(sd_event_source *s, void *userdata) {
         return 0;
 }
 
-/* Keep an answer of values (no more than METADATA_ANSWER_MAX_VALUES), the oldest ones going to make room. */
-static void toml_cache_add(MetadataReader *r, const char *hash, json_object *result, size_t values) {
+/* Keep an answer that costs cost (no more than an answer may), the oldest ones going to make room. */
+static void toml_cache_add(MetadataReader *r, const char *hash, json_object *result, size_t cost) {
         TomlCacheEntry *e;
 
         for (size_t i = 0; i < METADATA_CACHE_SIZE; i++) {
                 e = &r->toml_cache[r->toml_cache_next++ % METADATA_CACHE_SIZE];
-                r->toml_cache_values -= e->values;
+                r->toml_cache_cost -= e->cost;
                 json_object_put(e->result);
                 *e = (TomlCacheEntry) {};
-                if (r->toml_cache_values + values <= METADATA_CACHE_MAX_VALUES)
+                if (r->toml_cache_cost + cost <= METADATA_CACHE_MAX_COST)
                         break;
         }
         memcpy(e->hash, hash, 65);
         e->result = json_object_get(result);
-        e->values = values;
-        r->toml_cache_values += values;
+        e->cost = cost;
+        r->toml_cache_cost += cost;
 }
 
 static void on_toml_done(Process *p, void *userdata) {
         TomlRequest *q = userdata;
         MetadataReader *r = q->reader;
-        size_t len = 0, values = 0;
+        size_t len = 0, cost = 0;
         _cleanup_free_ char *out = capture_text(&p->out, &len);
 
         if (out && p->exit_code == 0) {
                 /* Counted before it is parsed: what the parse would build is the cost. */
-                values = jsonrpc_count_elements(out, len, METADATA_ANSWER_MAX_VALUES);
-                if (values <= METADATA_ANSWER_MAX_VALUES)
+                size_t values = len > METADATA_ANSWER_MAX_BYTES ? 0 :
+                                jsonrpc_count_elements(out, len, METADATA_ANSWER_MAX_VALUES);
+                if (len <= METADATA_ANSWER_MAX_BYTES && values <= METADATA_ANSWER_MAX_VALUES) {
                         q->result = json_tokener_parse(out);
-                else {
-                        char error[160];
-                        snprintf(error, sizeof(error), "it is too large: the service reads at most %u values from a "
-                                 "block, enough for some hundreds of dependencies", METADATA_ANSWER_MAX_VALUES);
+                        cost = len + values * METADATA_VALUE_COST;
+                } else {
+                        char error[200];
+                        snprintf(error, sizeof(error), "it is too large: the service reads at most %u values and "
+                                 "%u KiB from a block, enough for some hundreds of dependencies",
+                                 METADATA_ANSWER_MAX_VALUES, METADATA_ANSWER_MAX_BYTES / 1024);
                         q->result = json_object_new_object();
                         json_add_string(q->result, "error", error);
-                        values = 1;
+                        cost = sizeof(error);
                 }
         }
         if (!q->result) {
@@ -164,7 +167,7 @@ static void on_toml_done(Process *p, void *userdata) {
                 json_add_string(q->result, "error", "the metadata reader failed; see the daemon's log");
         } else
                 /* Remember the answer: a block seen before costs no process. */
-                toml_cache_add(r, q->hash, q->result, values);
+                toml_cache_add(r, q->hash, q->result, cost);
         q->proc = NULL;
         process_free(p);
         scheduler_release(&q->helper);

@@ -15,14 +15,17 @@
 #define METADATA_CACHE_SIZE 256
 
 /*
- * What a reader's answer may cost the daemon, in JSON values (jsonrpc_count_elements()): each is an object of
- * json-c's, some 70 bytes. The reader sends only what the daemon uses (the top-level keys, requires-python and the
- * dependencies), so an answer over METADATA_ANSWER_MAX_VALUES is a block of thousands of dependencies, refused
- * with an error that says so, before it is parsed. The cache keeps answers of at most METADATA_CACHE_MAX_VALUES in
- * all, letting the oldest go: a few MiB, however many distinct blocks come.
+ * What a reader's answer may cost the daemon: its text, and its JSON values (jsonrpc_count_elements()), each an
+ * object of json-c's of some METADATA_VALUE_COST bytes. The reader sends only what the daemon uses (the top-level
+ * keys, requires-python and the dependencies), so an answer over METADATA_ANSWER_MAX_VALUES or
+ * METADATA_ANSWER_MAX_BYTES is a block of thousands of dependencies or of absurdly long strings, refused with an
+ * error that says so before it is parsed. The cache keeps answers that cost METADATA_CACHE_MAX_COST in all, the
+ * oldest going first: a few MiB, however many distinct blocks come.
  */
 #define METADATA_ANSWER_MAX_VALUES 4096
-#define METADATA_CACHE_MAX_VALUES 65536
+#define METADATA_ANSWER_MAX_BYTES (256 * 1024)
+#define METADATA_VALUE_COST 64
+#define METADATA_CACHE_MAX_COST (4 * 1024 * 1024)
 
 /* Where the block is for the reader: a data file of its sandbox, its path the program's argument. */
 #define METADATA_READER_PATH SANDBOX_WORK_DIR "/metadata.toml"

@@ -26,7 +26,7 @@
  * The interpreter: checks it was started as the reader is (the program, then the block's path), reads the block
  * (its stdin here) and answers as metadata-reader.py would, or not at all: "crash" exits 3, "garbage" prints no
  * JSON, "hang" waits to be killed; "bad" is a TOML error; "many N TAG" is a document naming TAG with an array of N
- * numbers; anything else is a document naming the block's first word.
+ * numbers, "long N TAG" one with a string of N bytes; anything else is a document naming the block's first word.
  */
 static const char fake_python[] =
         "#!/bin/sh\n"
@@ -38,6 +38,7 @@ static const char fake_python[] =
         "*hang*) exec sleep 60 ;;\n"
         "*bad*) echo '{\"error\": \"Invalid statement (at line 1, column 1)\"}' ;;\n"
         "*many*) set -- $block; printf '{\"doc\": {\"seen\": \"%s\", \"x\": [%s]}}\\n' \"$3\" \"$(seq -s, 1 $2)\" ;;\n"
+        "*long*) set -- $block; printf '{\"doc\": {\"seen\": \"%s\", \"x\": \"%s\"}}\\n' \"$3\" \"$(head -c $2 /dev/zero | tr '\\0' a)\" ;;\n"
         "*) set -- $block; printf '{\"doc\": {\"seen\": \"%s\"}}\\n' \"$1\" ;;\n"
         "esac\n";
 
@@ -73,7 +74,7 @@ static int fake_spawn(void *userdata, const Python *py, const SandboxData *data,
                 .argv = command,
                 .stdin_fd = data->fd,
                 .timeout_usec = 60 * USEC_PER_SEC,
-                .head_max = 64 * 1024,
+                .head_max = 1024 * 1024,        /* as the Runtime's */
                 .tail_max = 0,
         };
         return process_spawn(f->event, &o, done, done_userdata, ret);
@@ -384,64 +385,77 @@ START_TEST(test_helper_cap_per_user) {
 }
 END_TEST
 
-/* An answer of more values than the daemon parses is refused by its count, and the refusal kept; one within the
- * budget is read. */
+/* An answer of more values or bytes than the daemon parses is refused by its count, and the refusal kept; one
+ * within the budget is read. */
 START_TEST(test_answer_budget) {
+        static const struct {
+                const char *block, *seen;
+        } cases[] = {
+                { "many 4000 fits\n", "fits" },
+                { "many 5000 values\n", NULL },
+                { "long 200000 fits\n", "fits" },
+                { "long 300000 bytes\n", NULL },
+        };
         Fixture f;
-        Answer a = {}, b = {}, c = {};
         TomlRequest *q;
 
         setup(&f, "3.12.1");
-        ck_assert_int_eq(metadata_reader_parse(f.reader, 1000, "many 4000 fits\n", on_parsed, &a, &q), 0);
-        wait_answers(&f, &a, 1);
-        ck_assert_ptr_null(a.error);
-        ck_assert_str_eq(a.seen, "fits");
-        ck_assert_int_eq(metadata_reader_parse(f.reader, 1000, "many 5000 big\n", on_parsed, &b, &q), 0);
-        wait_answers(&f, &b, 1);
-        ck_assert_ptr_null(b.seen);
-        ck_assert_ptr_nonnull(b.error);
-        ck_assert_ptr_nonnull(strstr(b.error, "at most 4096 values"));
-        ck_assert_int_eq(metadata_reader_parse(f.reader, 1001, "many 5000 big\n", on_parsed, &c, &q), 0);
-        wait_answers(&f, &c, 1);
-        ck_assert_str_eq(c.error, b.error);
-        ck_assert_uint_eq(f.n_spawned, 2);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                for (uid_t uid = 1000; uid < 1002; uid++) {
+                        Answer a = {};
+                        ck_assert_int_eq(metadata_reader_parse(f.reader, uid, cases[i].block, on_parsed, &a, &q), 0);
+                        wait_answers(&f, &a, 1);
+                        if (cases[i].seen) {
+                                ck_assert_ptr_null(a.error);
+                                ck_assert_str_eq(a.seen, cases[i].seen);
+                        } else {
+                                ck_assert_ptr_null(a.seen);
+                                ck_assert_ptr_nonnull(a.error);
+                                ck_assert_ptr_nonnull(strstr(a.error, "at most 4096 values and 256 KiB"));
+                        }
+                        /* The second time, from the cache. */
+                        ck_assert_uint_eq(f.n_spawned, i + 1);
+                        answer_done(&a);
+                }
         ck_assert(f.program_ok);
-        answer_done(&a);
-        answer_done(&b);
-        answer_done(&c);
         teardown(&f);
 }
 END_TEST
 
-/* The cache holds answers of METADATA_CACHE_MAX_VALUES in all, far fewer than METADATA_CACHE_SIZE of the largest:
- * the oldest goes first, the newest stays. */
+/* The cache holds answers of METADATA_CACHE_MAX_COST in all, far fewer than METADATA_CACHE_SIZE of the largest:
+ * the oldest goes first, the newest stays. Answers of many values and of long strings both count. */
 START_TEST(test_cache_budget) {
-        const unsigned n = METADATA_CACHE_MAX_VALUES / 4000 + 1;
-        Fixture f;
-        TomlRequest *q;
+        static const char *const kinds[] = { "many 4000", "long 200000" };
+        const unsigned n = 40;   /* each costs more than 200 KiB: 8 MiB in all */
         char block[64];
 
         ck_assert_uint_lt(n, METADATA_CACHE_SIZE);
-        setup(&f, "3.13.0");
-        for (unsigned i = 0; i < n; i++) {
-                Answer a = {};
-                snprintf(block, sizeof(block), "many 4000 t%u\n", i);
-                ck_assert_int_eq(metadata_reader_parse(f.reader, 1000, block, on_parsed, &a, &q), 0);
-                wait_answers(&f, &a, 1);
-                ck_assert_ptr_null(a.error);
-                answer_done(&a);
+        ck_assert_uint_lt(METADATA_CACHE_MAX_COST, n * 200 * 1024);
+        for (size_t kind = 0; kind < ELEMENTSOF(kinds); kind++) {
+                Fixture f;
+                TomlRequest *q;
+
+                setup(&f, "3.13.0");
+                for (unsigned i = 0; i < n; i++) {
+                        Answer a = {};
+                        snprintf(block, sizeof(block), "%s t%u\n", kinds[kind], i);
+                        ck_assert_int_eq(metadata_reader_parse(f.reader, 1000, block, on_parsed, &a, &q), 0);
+                        wait_answers(&f, &a, 1);
+                        ck_assert_ptr_null(a.error);
+                        answer_done(&a);
+                }
+                ck_assert_uint_eq(f.n_spawned, n);
+                for (unsigned k = 0; k < 2; k++) {
+                        /* The newest is kept; the oldest had to go, and is read again. */
+                        Answer a = {};
+                        snprintf(block, sizeof(block), "%s t%u\n", kinds[kind], k == 0 ? n - 1 : 0);
+                        ck_assert_int_eq(metadata_reader_parse(f.reader, 1000, block, on_parsed, &a, &q), 0);
+                        wait_answers(&f, &a, 1);
+                        ck_assert_uint_eq(f.n_spawned, k == 0 ? n : n + 1);
+                        answer_done(&a);
+                }
+                teardown(&f);
         }
-        ck_assert_uint_eq(f.n_spawned, n);
-        for (unsigned k = 0; k < 2; k++) {
-                /* The newest is kept; the oldest had to go, and is read again. */
-                Answer a = {};
-                snprintf(block, sizeof(block), "many 4000 t%u\n", k == 0 ? n - 1 : 0);
-                ck_assert_int_eq(metadata_reader_parse(f.reader, 1000, block, on_parsed, &a, &q), 0);
-                wait_answers(&f, &a, 1);
-                ck_assert_uint_eq(f.n_spawned, k == 0 ? n : n + 1);
-                answer_done(&a);
-        }
-        teardown(&f);
 }
 END_TEST
 

@@ -444,8 +444,13 @@ def large_metadata_blocks_cost_the_daemon_no_memory():
             many = ",".join(f"'p{n}'" for n in range(20000))
             v = c.call_tool("validate_script", {"script": f"# /// script\n# dependencies = [{many}]\n# ///\n"})
             check(v["isError"] and "at most 4096 values" in c.text(v), c.text(v)[:400])
-        check(g.grew < 8 * 1024, f"the daemon's RSS grew by {g.grew} KiB over five large blocks")
-        eq(d.log().count("Reading a metadata block"), 6, "sandboxed TOML reads (the first block too)")
+            # And a string of 900 KB by its length: sixteen of them, kept, would be 14 MB.
+            for i in range(16):
+                long = f"{i}" + "x" * 900000
+                v = c.call_tool("validate_script", {"script": f'# /// script\n# requires-python = "{long}"\n# ///\n'})
+                check(v["isError"] and "256 KiB" in c.text(v), c.text(v)[:400])
+        check(g.grew < 8 * 1024, f"the daemon's RSS grew by {g.grew} KiB over 21 large blocks")
+        eq(d.log().count("Reading a metadata block"), 22, "sandboxed TOML reads (the first block too)")
         c.close()
     uvlog.close()
     shutil.rmtree(cache, ignore_errors=True)
