@@ -65,6 +65,8 @@ static const Setting settings[] = {
         S("max-input-buffer-per-user", SETTING_SIZE, max_input_buffer_per_user,
           "Bytes of unfinished messages all of one user's connections may hold, a long message being parsed "
           "counting three times its length (0: no limit)"),
+        S("max-call-buffer-per-user", SETTING_SIZE, max_call_buffer_per_user,
+          "Bytes of scripts and arguments that the tool calls in progress of one user may hold (0: no limit)"),
         S("initialize-timeout", SETTING_SECONDS, initialize_timeout_usec,
           "Close a connection that has not started an MCP session this long after connecting (0: never)"),
         S("line-timeout", SETTING_SECONDS, line_timeout_usec,
@@ -182,6 +184,8 @@ void config_init(Config *c) {
                 /* A long line being parsed counts 3x (line, json-c's copy of a string, the string): one user holds
                  * at most this + 2 x max-message-size = 20 + 32 = 52 MiB, and the daemon stays under 64 MiB. */
                 .max_input_buffer_per_user = 20 * 1024 * 1024,
+                /* Two calls of the largest message's script at once; thousands of the scripts people write. */
+                .max_call_buffer_per_user = 32 * 1024 * 1024,
                 .initialize_timeout_usec = 30 * USEC_PER_SEC,
                 .line_timeout_usec = 30 * USEC_PER_SEC,
                 .connection_idle_timeout_usec = 8 * 3600 * USEC_PER_SEC,

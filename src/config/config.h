@@ -40,6 +40,7 @@ typedef struct Config {
         uint64_t max_reply_buffer;      /* unread reply bytes per connection; 0: no limit */
         uint64_t max_reply_buffer_per_user;     /* the same for all of one uid's connections; 0: no limit */
         uint64_t max_input_buffer_per_user;     /* bytes of unfinished lines of one uid's connections; 0: no limit */
+        uint64_t max_call_buffer_per_user;      /* bytes the tool calls in progress of one uid hold; 0: no limit */
         uint64_t initialize_timeout_usec;       /* a connection must start a session this soon; 0: never */
         uint64_t line_timeout_usec;     /* a line begun must end this soon; 0: never */
         uint64_t connection_idle_timeout_usec;  /* nothing in flight and no request this long; 0: never */

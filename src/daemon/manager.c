@@ -182,6 +182,7 @@ static void manager_apply_limits(Manager *m) {
         charge_registry_set_limit(m->charges, CHARGE_CONNECTIONS, m->config->max_connections_per_user, 0);
         charge_registry_set_limit(m->charges, CHARGE_REPLY_BYTES, m->config->max_reply_buffer_per_user, 0);
         charge_registry_set_limit(m->charges, CHARGE_INPUT_BYTES, m->config->max_input_buffer_per_user, 0);
+        charge_registry_set_limit(m->charges, CHARGE_CALL_BYTES, m->config->max_call_buffer_per_user, 0);
         m->server.max_elements = (size_t) m->config->max_message_elements;
 }
 
@@ -624,6 +625,7 @@ int manager_new(Manager **ret, Config *config) {
                 .userdata = &m->services,
                 .describe_tool = tools_describe,
                 .schemas = m->schemas,
+                .charges = m->charges,
         };
         manager_apply_limits(m);
 

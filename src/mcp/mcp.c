@@ -334,6 +334,7 @@ static void session_unlink_call(McpSession *s, ToolCall *c) {
                 c->calls_next->calls_prev = c->calls_prev;
         c->calls_next = c->calls_prev = NULL;
         s->n_calls--;
+        charge_release(&c->held);
 }
 
 ToolCall *tool_call_ref(ToolCall *c) {
@@ -345,6 +346,7 @@ ToolCall *tool_call_ref(ToolCall *c) {
 ToolCall *tool_call_unref(ToolCall *c) {
         if (!c || --c->n_ref > 0)
                 return NULL;
+        charge_release(&c->held);
         json_object_put(c->id);
         json_object_put(c->progress_token);
         free(c->id_key);
@@ -452,6 +454,30 @@ void tool_call_progress(ToolCall *c, double progress, double total, const char *
         session_send(c->session, jsonrpc_notification_new("notifications/progress", p));
 }
 
+/* What a call's arguments make the daemon hold while it runs, about: the tools keep what they are given (a script,
+ * a file's content), in copies of their own. Strings by their length, and a little for every value. Bounded in
+ * depth by the parse (max_depth). */
+static uint64_t arguments_cost(json_object *v) {
+        const uint64_t value = 32;
+        uint64_t sum = value;
+
+        switch (json_object_get_type(v)) {
+        case json_type_string:
+                return value + (uint64_t) json_object_get_string_len(v);
+        case json_type_array:
+                for (size_t i = 0; i < json_object_array_length(v); i++)
+                        sum += arguments_cost(json_object_array_get_idx(v, i));
+                return sum;
+        case json_type_object: {
+                json_object_object_foreach(v, key, val)
+                        sum += value + strlen(key) + arguments_cost(val);
+                return sum;
+        }
+        default:
+                return value;
+        }
+}
+
 static void handle_tools_call(McpSession *s, McpBatch *b, json_object *id, json_object *params,
                               const char *version, bool modern) {
         _cleanup_(tool_call_unrefp) ToolCall *hold = NULL;
@@ -524,6 +550,17 @@ static void handle_tools_call(McpSession *s, McpBatch *b, json_object *id, json_
                                              "Too many tool calls are running on this connection (the limit is %u). "
                                              "Wait for one to finish, then try again.",
                                              s->server->max_calls);
+        if (s->server->charges) {
+                r = charge_take(s->server->charges, &c->held, s->uid, CHARGE_CALL_BYTES, arguments_cost(args));
+                if (r == CHARGE_QUOTA)
+                        return tool_call_finish_text(c, true,
+                                                     "The tool calls in progress on your connections hold more bytes "
+                                                     "of scripts and arguments than this service allows one user "
+                                                     "(max-call-buffer-per-user). Wait for one to finish, then try "
+                                                     "again.");
+                if (r < 0)
+                        return tool_call_fail(c, JSONRPC_INTERNAL_ERROR, "Internal error: out of memory");
+        }
 
         /* Argument errors are for the model to fix: a result with isError, not a protocol error. */
         schema = tool_schema(s->server, tool->input_schema);

@@ -45,6 +45,8 @@ typedef struct McpServer {
         /* Optional: adapt a tool's tools/list entry (its own copy of inputSchema) to the live configuration. */
         void (*describe_tool)(const Tool *t, json_object *entry, void *userdata);
         McpSchemaCache *schemas;           /* NULL: each schema parsed where it is used */
+        ChargeRegistry *charges;           /* the calls in progress charged here to the peer (CHARGE_CALL_BYTES);
+                                            * NULL: nowhere */
 } McpServer;
 
 /* Queue one outgoing message; steals msg. Returns 0 or -errno (the session then ends). */

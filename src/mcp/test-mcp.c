@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "charge.h"
 #include "json-util.h"
 #include "jsonrpc/jsonrpc.h"
 #include "macro.h"
@@ -95,7 +96,8 @@ static const Tool tool_echo = {
 static const Tool tool_slow = {
         .name = "slow",
         .description = "Finishes when the test says so.",
-        .input_schema = "{\"type\":\"object\",\"additionalProperties\":false}",
+        .input_schema = "{\"type\":\"object\",\"properties\":{\"text\":{\"type\":\"string\"}},"
+                        "\"additionalProperties\":false}",
         .open_world_hint = true,
         .call = slow_call,
 };
@@ -285,10 +287,12 @@ static void assert_version_list(json_object *a, bool legacy, bool modern) {
         assert_strings(a, want, n);
 }
 
+static uid_t session_uid = 1000;   /* the peer of the sessions made next */
+
 static McpSession *session_new(void) {
         McpSession *s = NULL;
 
-        ck_assert_int_eq(mcp_session_new(&s, &server, 1000, 4242, collect, &send_result), 0);
+        ck_assert_int_eq(mcp_session_new(&s, &server, session_uid, 4242, collect, &send_result), 0);
         ck_assert_ptr_nonnull(s);
         return s;
 }
@@ -1385,6 +1389,66 @@ START_TEST(test_max_calls) {
 }
 END_TEST
 
+/* A call's arguments are charged to its user while it runs (CHARGE_CALL_BYTES): over the user's limit a call is
+ * refused with a result that names it, another user is not, and what a call held is given back when it ends. */
+START_TEST(test_call_bytes_charged) {
+        _cleanup_(charge_registry_freep) ChargeRegistry *reg = NULL;
+        _cleanup_free_ char *big = malloc(3001);
+
+        ck_assert_ptr_nonnull(big);
+        memset(big, 'a', 3000);
+        big[3000] = 0;
+        ck_assert_int_eq(charge_registry_new(&reg), 0);
+        charge_registry_set_limit(reg, CHARGE_CALL_BYTES, 4096, 0);
+        server.charges = reg;
+        _cleanup_(mcp_session_freep) McpSession *s = session_init("2025-11-25");
+
+        feed(s, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\","
+                "\"arguments\":{\"text\":\"%s\"}}}", big);
+        assert_nothing_sent();
+        ck_assert_uint_ge(charge_registry_used(reg, 1000, CHARGE_CALL_BYTES), 3000);
+
+        /* A second one of that size would go over: refused, and the tool is not run. */
+        _cleanup_free_ char *args = NULL;
+        ck_assert_int_ge(asprintf(&args, "{\"text\":\"%s\"}", big), 0);
+        _cleanup_json_ json_object *m2 = call_tool(s, "2", "slow", args);
+        json_object *r = assert_result(m2, "2");
+        ck_assert(is_error_result(r));
+        ck_assert_ptr_nonnull(strstr(first_text(r), "max-call-buffer-per-user"));
+        ck_assert_uint_eq(n_slow, 1);
+
+        /* A small one fits; and another user has a budget of their own. */
+        feed(s, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\","
+                "\"arguments\":{\"text\":\"x\"}}}");
+        assert_nothing_sent();
+        ck_assert_uint_eq(n_slow, 2);
+        session_uid = 1001;
+        McpSession *other = session_init("2025-11-25");
+        session_uid = 1000;
+        feed(other, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\","
+                    "\"arguments\":{\"text\":\"%s\"}}}", big);
+        assert_nothing_sent();
+        ck_assert_uint_eq(n_slow, 3);
+
+        /* The first one ends: its bytes are given back, and a large call fits again. */
+        slow_finish(0, "done");
+        _cleanup_json_ json_object *m1 = take();
+        assert_result(m1, "1");
+        ck_assert_uint_lt(charge_registry_used(reg, 1000, CHARGE_CALL_BYTES), 1000);
+        feed(s, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\","
+                "\"arguments\":{\"text\":\"%s\"}}}", big);
+        assert_nothing_sent();
+        ck_assert_uint_eq(n_slow, 4);
+
+        /* Sessions that go cancel their calls, and the calls hold nothing after. */
+        mcp_session_free(other);
+        ck_assert_uint_eq(charge_registry_used(reg, 1001, CHARGE_CALL_BYTES), 0);
+        s = mcp_session_free(s);
+        ck_assert_uint_eq(charge_registry_used(reg, 1000, CHARGE_CALL_BYTES), 0);
+        server.charges = NULL;
+}
+END_TEST
+
 START_TEST(test_set_level) {
         _cleanup_(mcp_session_freep) McpSession *s = session_init("2025-11-25");
         static const char *const levels[] = { "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency" };
@@ -1669,6 +1733,7 @@ static Suite *mcp_suite(void) {
         tcase_add_test(tc, test_cancel_all);
         tcase_add_test(tc, test_duplicate_id);
         tcase_add_test(tc, test_max_calls);
+        tcase_add_test(tc, test_call_bytes_charged);
         tcase_add_test(tc, test_set_level);
         tcase_add_test(tc, test_free_cancels_calls);
         tcase_add_test(tc, test_progress);

@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "charge.h"
+
 typedef struct ToolCall ToolCall;
 typedef struct McpSession McpSession;
 typedef struct McpBatch McpBatch;
@@ -65,6 +67,7 @@ struct ToolCall {
         uid_t uid;                        /* the peer */
         pid_t pid;
         ToolFds fds;                      /* during the call function only */
+        Charge held;                      /* its arguments' bytes, CHARGE_CALL_BYTES, while it is in progress */
 
         ToolCallCancelFunc cancel;
         void *cancel_userdata;

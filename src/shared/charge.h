@@ -23,6 +23,7 @@ typedef enum ChargeSlot {
         CHARGE_CONNECTIONS,
         CHARGE_REPLY_BYTES,
         CHARGE_INPUT_BYTES,
+        CHARGE_CALL_BYTES,              /* what the tool calls in progress hold: their scripts and arguments */
         CHARGE_PROXY_CONNECTIONS,       /* network-allow: connections through the daemon's proxy */
         CHARGE_PROXY_BYTES,             /* and the bytes they buffer */
         CHARGE_PROXY_LOOKUPS,           /* and their name lookups: resolver children at once */

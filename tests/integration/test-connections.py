@@ -254,6 +254,44 @@ def unfinished_input_of_one_user_is_bounded():
 
 
 @test
+def scripts_held_by_calls_in_progress_are_charged_to_their_user():
+    """A's calls in progress hold their scripts (1.2 MB each here) until they end: with max-call-buffer-per-user=2M
+    the second is refused with a result naming the limit, a small one still runs, B's large call runs beside them,
+    and once A's first call has ended a large one runs again. Before, nothing counted what running and queued
+    calls held: eight 12 MiB scripts took the daemon from 4 to 115 MiB."""
+    need_root()
+    with Daemon(args=["--max-call-buffer-per-user=2M"]) as d:
+        c = d.client()
+        c.initialize()
+        pad = "# " + "x" * 1_200_000 + "\n"
+
+        def call(script):
+            rid = c.new_id()
+            c.send(req(rid, "tools/call", {"name": "execute_python", "arguments": {"script": script}}))
+            return rid
+
+        first = call(pad + "import time\ntime.sleep(4)\nprint('slept')\n")
+        second = call(pad + "print('second')\n")
+        r = c.wait_for(second, 30)["result"]
+        check(r["isError"] and "max-call-buffer-per-user" in c.text(r), f"the second large call: {r}")
+        r = c.call_tool("execute_python", {"script": "print('small')"})
+        check(not r["isError"] and "small" in c.text(r), f"a small call beside them: {r}")
+
+        b = Client(d.nobody_argv())
+        mcptest.at_exit(lambda: b.proc.poll() is None and b.kill())
+        b.initialize()
+        r = b.call_tool("execute_python", {"script": pad + "print('b ran')\n"})
+        check(not r["isError"] and "b ran" in b.text(r), f"user B's large call beside A's: {r}")
+        eq(b.close(), 0, "user B's shim exit status")
+
+        r = c.wait_for(first, 60)["result"]
+        check(not r["isError"] and "slept" in c.text(r), f"A's first call: {r}")
+        r = c.wait_for(call(pad + "print('again')\n"), 60)["result"]
+        check(not r["isError"] and "again" in c.text(r), f"a large call once the first has ended: {r}")
+        c.close()
+
+
+@test
 def replies_a_client_never_reads_stay_bounded():
     """16 connections of A send batches of thousands of tools/list requests (replies of megabytes each) and never
     read: today each piles up ~80 MiB of replies before it is dropped. Now the daemon stops reading them and
