@@ -71,6 +71,12 @@ DriverRecord driver_input_feed(DriverInput *in, const char *rec, size_t n, json_
                                 driver_input_done(in);
                                 return DRIVER_RECORD_INVALID;
                         }
+                        in->values = JSONRPC_ELEMENT_COUNT_INIT;
+                }
+                if (jsonrpc_count_elements_feed(&in->values, rec + 1, n - 1, DRIVER_MESSAGE_MAX_VALUES) >
+                    DRIVER_MESSAGE_MAX_VALUES) {
+                        driver_input_done(in);
+                        return DRIVER_RECORD_INVALID;
                 }
                 j = json_tokener_parse_ex(in->tok, rec + 1, (int) (n - 1));
                 if (j)

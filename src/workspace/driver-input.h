@@ -19,14 +19,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "jsonrpc/jsonrpc.h"
+
 #define DRIVER_RECORD_MAX 65536                         /* one record: kind byte + payload */
 #define DRIVER_MESSAGE_MAX (64u * 1024 * 1024)          /* no cap may be larger than this */
+/* JSON values in a message (jsonrpc_count_elements()), counted before each piece is parsed: the largest reply the
+ * driver sends, a listing of 1000 entries, has some 9000; 16384 empty objects would cost json-c some 13 MB and the
+ * loop a second to turn into a result. */
+#define DRIVER_MESSAGE_MAX_VALUES 16384
 
 typedef struct DriverInput {
         size_t max;                     /* bytes a message may have; 0: one record's payload */
         json_tokener *tok;              /* the message being parsed, piece by piece as it arrives */
         json_object *done;              /* its object, once complete (what follows it up to 'E' is ignored) */
         size_t len;                     /* bytes of it so far */
+        JsonrpcElementCount values;     /* its values so far */
 } DriverInput;
 
 typedef enum DriverRecord {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,6 +67,33 @@ START_TEST(test_what_is_not_the_drivers) {
         ck_assert_int_eq(feed(&in, "H{\"hello\":2}", &j), DRIVER_RECORD_HELLO);
         ck_assert_uint_eq(in.len, 0);
         json_object_put(j);
+        driver_input_done(&in);
+}
+END_TEST
+
+/* A message of more values than DRIVER_MESSAGE_MAX_VALUES is refused as it comes, before json-c builds them; one of
+ * as many as a listing of 1000 entries has is taken. */
+START_TEST(test_message_too_many_values) {
+        static const size_t ns[] = { 8000, DRIVER_MESSAGE_MAX_VALUES / 2 + 8 };
+        DriverInput in = { .max = 1024 * 1024 };
+        json_object *j = NULL;
+
+        for (size_t k = 0; k < ELEMENTSOF(ns); k++) {
+                _cleanup_free_ char *rec = malloc(3 * ns[k] + 64);
+                size_t len;
+
+                ck_assert_ptr_nonnull(rec);
+                len = (size_t) sprintf(rec, "C{\"entries\":[");
+                for (size_t i = 0; i < ns[k]; i++)
+                        len += (size_t) sprintf(rec + len, "%s{}", i ? "," : "");
+                ck_assert_int_eq(driver_input_feed(&in, rec, len, &j), k == 0 ? DRIVER_RECORD_NONE : DRIVER_RECORD_INVALID);
+                if (k == 0) {
+                        ck_assert_int_eq(feed(&in, "E]}", &j), DRIVER_RECORD_MESSAGE);
+                        ck_assert_uint_eq(json_object_array_length(json_get(j, "entries", json_type_array)), ns[k]);
+                        json_object_put(j);
+                } else
+                        ck_assert_uint_eq(in.len, 0);
+        }
         driver_input_done(&in);
 }
 END_TEST
@@ -147,6 +175,7 @@ static Suite *driver_input_suite(void) {
         tcase_add_test(tc, test_hello_and_message);
         tcase_add_test(tc, test_what_is_not_the_drivers);
         tcase_add_test(tc, test_message_too_long);
+        tcase_add_test(tc, test_message_too_many_values);
         tcase_add_test(tc, test_pieces);
         suite_add_tcase(s, tc);
         return s;

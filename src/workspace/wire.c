@@ -322,7 +322,8 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, Workspace *sb) {
                 case DRIVER_RECORD_INVALID:
                         protocol_error(sb, sb->input.max > 0 && (size_t) n <= DRIVER_RECORD_MAX &&
                                                            (rec[0] == 'C' || rec[0] == 'E')
-                                                   ? "a message that is too long or not a JSON object"
+                                                   ? "a message that is too long, of too many values or not a "
+                                                     "JSON object"
                                                    : "a record the driver does not send");
                         break;
                 case DRIVER_RECORD_NONE:

@@ -19,7 +19,7 @@ import struct
 import time
 
 from mcptest import at_exit, scratch
-from mcptest import Daemon, check, eq, main, need_pythons, need_pypi, need_uv, skip, test
+from mcptest import Daemon, RssGrowth, check, eq, main, need_pythons, need_pypi, need_uv, skip, test
 from wheels import build_wheel
 
 _STATE = {}
@@ -270,6 +270,29 @@ def files_round_trip_and_escapes():
     big = "x" * (1024 * 1024 + 1)
     r = call(c, "write_file", sandbox_id=sid, path="big.txt", content=big)
     check(r.get("isError") and "cap" in c.text(r), c.text(r)[:200])
+    call(c, "close_sandbox", sandbox_id=sid)
+    c.close()
+
+
+@test
+def a_reply_of_too_many_values_is_refused_before_it_is_built():
+    # The worker is the cell's own interpreter: a cell can make its list_files answer 200 000 empty objects (0.6 MB,
+    # under the message's byte cap). Built whole, that was some 140 MB of json-c objects in the daemon and a quarter
+    # of a second of its loop; the daemon now counts the values as they come and starts the sandbox afresh.
+    d = daemon()
+    c = client(d)
+    sid = create(c)
+    run(c, sid, "import gc\n"
+                "W = next(o for o in gc.get_objects() if isinstance(o, type) and o.__name__ == 'Worker')\n"
+                "W.op_list_files = lambda self, req: {'ok': True, 'entries': [{}] * 200000, 'truncated': False}\n"
+                "x = 1")
+    with RssGrowth(d.proc.pid) as g:
+        r = call(c, "list_files", sandbox_id=sid)
+    check(r.get("isError"), f"list_files must fail: {c.text(r)[:300]}")
+    check(g.grew < 16 * 1024, f"the daemon's RSS grew by {g.grew} KiB for one reply")
+    check("broke the protocol (a message that is too long, of too many values" in d.log(), d.log()[-1500:])
+    r = run(c, sid, "'x' in globals()")
+    eq(r["structuredContent"]["result"], "False", "the sandbox was started afresh")
     call(c, "close_sandbox", sandbox_id=sid)
     c.close()
 
