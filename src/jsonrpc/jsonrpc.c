@@ -121,7 +121,7 @@ static size_t parser_piece_end(JsonrpcParser *p, size_t slice) {
         size_t end = p->len - p->pos <= slice ? p->len : p->pos + slice;
 
         parser_count_to(p, end);
-        while (end < p->len) {
+        while (end < p->len && !p->count.long_token) {
                 unsigned char next = (unsigned char) p->line[end];
 
                 if ((next & 0xc0) != 0x80 && (p->count.in_string || ends_token(p->line[end - 1])))
@@ -139,6 +139,8 @@ int jsonrpc_parser_step(JsonrpcParser *p, size_t slice) {
                 return JSONRPC_PARSER_DONE;
 
         end = parser_piece_end(p, slice > 0 ? slice : 1);
+        if (p->count.long_token && p->error == json_tokener_success)
+                p->error = json_tokener_error_parse_unexpected;
         const char *s = p->line + p->pos;
         size_t n = end - p->pos;
 
@@ -293,10 +295,16 @@ size_t jsonrpc_count_elements_feed(JsonrpcElementCount *c, const char *p, size_t
                         continue;
                 }
                 char ch = p[i++];
-                if (ch == '"')
+                if (ch == '"') {
                         c->in_string = true;
-                else if (ch == '[' || ch == '{' || ch == ',' || ch == ':')
+                        c->token = 0;
+                } else if (ch == '[' || ch == '{' || ch == ',' || ch == ':') {
                         c->n++;
+                        c->token = 0;
+                } else if (ch == ']' || ch == '}' || ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n')
+                        c->token = 0;
+                else if (++c->token > JSONRPC_TOKEN_MAX)
+                        c->long_token = true;
         }
         return c->n;
 }

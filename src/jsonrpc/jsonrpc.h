@@ -82,9 +82,15 @@ size_t jsonrpc_count_elements(const char *line, size_t len, size_t limit);
  * The same count, of a line that arrives in pieces: each piece fed as it comes, in order. A line's values are
  * counted once whatever it is cut into, so a line over the budget is known as soon as its bytes are, before it ends.
  */
+/* No number or literal is longer than this: a longer one makes the line invalid (long_token), found as it is
+ * counted, before a parser is given a token of megabytes to take in one piece. */
+#define JSONRPC_TOKEN_MAX 4096
+
 typedef struct JsonrpcElementCount {
         size_t n;
         bool in_string, escaped;
+        size_t token;                   /* bytes of the number or literal it is in */
+        bool long_token;                /* one was over JSONRPC_TOKEN_MAX */
 } JsonrpcElementCount;
 #define JSONRPC_ELEMENT_COUNT_INIT ((JsonrpcElementCount) { .n = 1 })
 /* Count len more bytes, stopping past limit; returns the count so far. */

@@ -704,6 +704,53 @@ START_TEST(test_parser_long_string) {
 }
 END_TEST
 
+/* A number or literal of a megabyte is refused as the count reaches JSONRPC_TOKEN_MAX of it, a slice at a time as
+ * for any line (before, the first piece stretched to its end, and json-c took it in one go); whole or sliced, the
+ * same line is refused, and one just under the limit is read. */
+START_TEST(test_parser_long_token) {
+        static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":";
+        const size_t n = 1 << 20;
+        _cleanup_free_ char *line = malloc(n + 1);
+
+        ck_assert_ptr_nonnull(line);
+        for (const char *fill = "1t"; *fill; fill++) {
+                memcpy(line, head, sizeof(head) - 1);
+                memset(line + sizeof(head) - 1, *fill, n - (sizeof(head) - 1));
+                memcpy(line + n - 2, "}}", 2);
+                line[n] = 0;
+
+                _cleanup_(jsonrpc_parser_freep) JsonrpcParser *p = NULL;
+                ck_assert_int_eq(jsonrpc_parser_new(&p, line, n, 64, 0), 0);
+                unsigned steps = 1;
+                while (jsonrpc_parser_step(p, 64 * 1024) != JSONRPC_PARSER_DONE)
+                        steps++;
+                ck_assert_uint_ge(steps, 15);
+                const char *why = NULL;
+                _cleanup_json_ json_object *v = jsonrpc_parser_finish(p, &why);
+                ck_assert_ptr_null(v);
+                ck_assert_ptr_nonnull(why);
+                ck_assert_ptr_null(jsonrpc_parse(line, n, 64, &why));
+        }
+
+        /* Under the limit, whole and sliced: read. */
+        for (size_t digits = JSONRPC_TOKEN_MAX - 8; digits <= JSONRPC_TOKEN_MAX + 8; digits += 16) {
+                _cleanup_free_ char *s = malloc(digits + 16);
+                ck_assert_ptr_nonnull(s);
+                strcpy(s, "[");
+                memset(s + 1, '7', digits);
+                strcpy(s + 1 + digits, "]");
+                const char *why = NULL;
+                _cleanup_json_ json_object *whole = jsonrpc_parse(s, digits + 2, 64, &why);
+                if (digits <= JSONRPC_TOKEN_MAX)
+                        ck_assert_ptr_nonnull(whole);
+                else
+                        ck_assert_ptr_null(whole);
+                for (size_t slice = 100; slice < digits; slice += 1000)
+                        assert_sliced_same(s, digits + 2, slice);
+        }
+}
+END_TEST
+
 static Suite *jsonrpc_suite(void) {
         Suite *s = suite_create("jsonrpc");
         TCase *tc = tcase_create("parse");
@@ -713,6 +760,7 @@ static Suite *jsonrpc_suite(void) {
         tcase_add_test(tc, test_count_elements);
         tcase_add_test(tc, test_parse_sliced_same);
         tcase_add_test(tc, test_parser_long_string);
+        tcase_add_test(tc, test_parser_long_token);
         tcase_add_test(tc, test_count_elements_skips_strings);
         tcase_add_test(tc, test_parse_scalar_at_end_of_line);
         tcase_add_test(tc, test_parse_invalid);
