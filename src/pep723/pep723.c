@@ -37,34 +37,31 @@ static int format(char **ret, const char *fmt, ...) {
         return 0;
 }
 
-static int split_lines(const char *script, size_t len, Line **ret, size_t *ret_n) {
-        _cleanup_free_ Line *lines = NULL;
-        size_t n = 0, k = 0;
-        const char *p = script, *end = script + len;
+/*
+ * The script's lines, read one after another where they are: nothing is allocated per line, so a script of
+ * millions of empty lines costs a pass over its bytes and no more (it came in one message: the event loop reads it).
+ */
+typedef struct Cursor {
+        const char *p, *end;    /* the next line starts at p */
+        size_t line;            /* its number, 0-based */
+} Cursor;
 
-        for (size_t i = 0; i < len; i++)
-                if (script[i] == '\n')
-                        n++;
-        if (len > 0 && script[len - 1] != '\n')
-                n++; /* a last line without "\n" */
+/* The next line, or false at the end. */
+static bool next_line(Cursor *c, Line *ret) {
+        const char *e;
+        size_t l;
 
-        lines = calloc(MAX(n, (size_t) 1), sizeof(Line));
-        if (!lines)
-                return -ENOMEM;
-
-        while (p < end) {
-                const char *e = memchr(p, '\n', (size_t) (end - p)) ?: end;
-                size_t l = (size_t) (e - p);
-
-                if (e < end && l > 0 && p[l - 1] == '\r')
-                        l--; /* "\r\n"; a lone "\r" at the very end stays, as for uv and the regex */
-                lines[k++] = (Line) { .s = p, .n = l };
-                p = e + 1;
-        }
-
-        *ret = TAKE_PTR(lines);
-        *ret_n = k;
-        return 0;
+        if (c->p >= c->end)
+                return false;
+        /* An empty line without a call: a script of nothing but line breaks is read at memory's pace. */
+        e = *c->p == '\n' ? c->p : memchr(c->p, '\n', (size_t) (c->end - c->p)) ?: c->end;
+        l = (size_t) (e - c->p);
+        if (e < c->end && l > 0 && c->p[l - 1] == '\r')
+                l--; /* "\r\n"; a lone "\r" at the very end stays, as for uv and the regex */
+        *ret = (Line) { .s = c->p, .n = l };
+        c->p = e < c->end ? e + 1 : c->end;
+        c->line++;
+        return true;
 }
 
 /* "#" alone, or "# " followed by anything. */
@@ -116,28 +113,61 @@ static int near_open_error(size_t i, const char *why, char **ret) {
                       i + 1, why);
 }
 
-/* Why the script block opened on line i (0-based), whose content run ends before line j, has no end. */
-static int unclosed_error(const Line *lines, size_t n_lines, size_t i, size_t j, char **ret) {
+/* What a run of content lines (the lines after an opening line that are "#" or "# " + text) was found to hold. */
+typedef struct Run {
+        size_t end;             /* the first line after it */
+        Line end_line;          /* that line, unless the script ended (has_end) */
+        bool has_end;
+        size_t close;           /* its last line that is exactly "# ///"; 0: none (the opening line comes first) */
+        const char *close_s;
+        Cursor after_close;     /* where the line after that one starts */
+        size_t last_more;       /* its last line that is "# ///" and more; 0: none */
+} Run;
+
+/* The run after the opening line that c has just read. */
+static Run run_after(Cursor c) {
+        Run r = {};
+        Line l;
+
+        for (;;) {
+                Cursor before = c;
+                if (!next_line(&c, &l) || !line_is_content(&l)) {
+                        r.end = before.line;
+                        r.has_end = before.p < before.end;
+                        r.end_line = r.has_end ? l : (Line) {};
+                        return r;
+                }
+                if (line_is_close(&l)) {
+                        r.close = c.line - 1;
+                        r.close_s = l.s;
+                        r.after_close = c;
+                }
+                if (l.n > 5 && memcmp(l.s, "# ///", 5) == 0)
+                        r.last_more = c.line - 1;
+        }
+}
+
+/* Why the script block opened on line i (0-based), whose content run is r (no line of it closes), has no end. */
+static int unclosed_error(size_t i, const Run *r, char **ret) {
         _cleanup_free_ char *why = NULL;
-        int r;
+        int k;
 
         /* uv's hint too: a "# ///" with something after it is not a closing line. */
-        for (size_t k = j; k > i + 1; k--)
-                if (lines[k - 1].n > 5 && memcmp(lines[k - 1].s, "# ///", 5) == 0)
-                        return format(ret,
-                                      "the '# /// script' metadata block on line %zu is not closed: line %zu is not "
-                                      "a closing line because it has more after '# ///'; make the block's last line "
-                                      "exactly '# ///'",
-                                      i + 1, k);
+        if (r->last_more > i)
+                return format(ret,
+                              "the '# /// script' metadata block on line %zu is not closed: line %zu is not "
+                              "a closing line because it has more after '# ///'; make the block's last line "
+                              "exactly '# ///'",
+                              i + 1, r->last_more + 1);
 
-        if (j >= n_lines)
-                r = format(&why, "the script ends before a line that is exactly '# ///'");
-        else if (lines[j].n > 0 && lines[j].s[0] == '#')
-                r = format(&why, "line %zu ends it because it starts with '#' but not with '# '", j + 1);
+        if (!r->has_end)
+                k = format(&why, "the script ends before a line that is exactly '# ///'");
+        else if (r->end_line.n > 0 && r->end_line.s[0] == '#')
+                k = format(&why, "line %zu ends it because it starts with '#' but not with '# '", r->end + 1);
         else
-                r = format(&why, "line %zu ends it because it does not start with '#'", j + 1);
-        if (r < 0)
-                return r;
+                k = format(&why, "line %zu ends it because it does not start with '#'", r->end + 1);
+        if (k < 0)
+                return k;
 
         return format(ret,
                       "the '# /// script' metadata block on line %zu is not closed: %s; start every line of the block "
@@ -146,11 +176,13 @@ static int unclosed_error(const Line *lines, size_t n_lines, size_t i, size_t j,
 }
 
 int pep723_extract(const char *script, size_t len, Pep723Block *ret, char **ret_error) {
-        _cleanup_free_ Line *lines = NULL;
         _cleanup_free_ char *toml = NULL, *problem = NULL;
-        size_t n_lines = 0, start = 0, end = 0;
+        const char *block = NULL, *block_end = NULL;
+        size_t start = 0, end = 0;
         bool found = false;
         const char *nul;
+        Cursor c;
+        Line l;
         int r;
 
         if ((!script && len > 0) || !ret)
@@ -169,37 +201,26 @@ int pep723_extract(const char *script, size_t len, Pep723Block *ret, char **ret_
                 return r < 0 ? r : -EINVAL;
         }
 
-        r = split_lines(script, len, &lines, &n_lines);
-        if (r < 0)
-                return r;
-
-        for (size_t i = 0; i < n_lines;) {
+        c = (Cursor) { .p = script, .end = script + len };
+        while (next_line(&c, &l)) {
+                size_t i = c.line - 1;
                 const char *why;
                 bool is_script;
-                size_t j, close = 0;
 
-                if (!line_is_open(&lines[i], &is_script)) {
-                        if (!problem && line_is_near_open(&lines[i], &why)) {
+                if (!line_is_open(&l, &is_script)) {
+                        if (!problem && line_is_near_open(&l, &why)) {
                                 r = near_open_error(i, why, &problem);
                                 if (r < 0)
                                         return r;
                         }
-                        i++;
                         continue;
                 }
 
                 /* The run of content lines after the opening line closes at its last "# ///" line, as the
                  * PEP's reference regex (greedy, then backtracking) and uv read it: comment lines after the
                  * closing line ("# ruff: noqa") are not part of the block. */
-                for (j = i + 1; j < n_lines && line_is_content(&lines[j]); j++)
-                        ;
-                for (size_t k = j; k > i + 1; k--)
-                        if (line_is_close(&lines[k - 1])) {
-                                close = k - 1;
-                                break;
-                        }
-
-                if (close > 0) {
+                Run run = run_after(c);
+                if (run.close > 0) {
                         if (is_script) {
                                 if (found) {
                                         if (!ret_error)
@@ -212,10 +233,13 @@ int pep723_extract(const char *script, size_t len, Pep723Block *ret, char **ret_
                                 }
                                 found = true;
                                 start = i;
-                                end = close;
+                                end = run.close;
+                                block = c.p;
+                                block_end = run.close_s;
                         }
-                        /* Go on after the closing line: what follows it in the run is outside the block. */
-                        i = close + 1;
+                        /* Go on after the closing line: what follows it in the run is outside the block (and,
+                         * having no closing line, is read at most twice more). */
+                        c = run.after_close;
                         continue;
                 }
 
@@ -223,24 +247,26 @@ int pep723_extract(const char *script, size_t len, Pep723Block *ret, char **ret_
                  * the dependencies the author meant to declare only fails later, and less clearly. Unclosed
                  * blocks of other types are not ours to judge. */
                 if (is_script && !problem) {
-                        r = unclosed_error(lines, n_lines, i, j, &problem);
+                        r = unclosed_error(i, &run, &problem);
                         if (r < 0)
                                 return r;
                 }
                 /* Nothing in the run is closed either (its runs are suffixes of this one): look at each of its
                  * lines once, for a script block inside a block of another type, and go on after the run. Going
                  * on line by line would make a script of many opening lines cost quadratic time. */
-                for (size_t k = i + 1; k < j && !problem; k++) {
-                        if (line_is_open(&lines[k], &is_script) && is_script)
-                                r = unclosed_error(lines, n_lines, k, j, &problem);
-                        else if (line_is_near_open(&lines[k], &why))
+                while (c.line < run.end && next_line(&c, &l)) {
+                        size_t k = c.line - 1;
+                        if (problem)
+                                r = 0;
+                        else if (line_is_open(&l, &is_script) && is_script)
+                                r = unclosed_error(k, &run, &problem);
+                        else if (line_is_near_open(&l, &why))
                                 r = near_open_error(k, why, &problem);
                         else
                                 r = 0;
                         if (r < 0)
                                 return r;
                 }
-                i = j;
         }
 
         if (problem) {
@@ -250,20 +276,18 @@ int pep723_extract(const char *script, size_t len, Pep723Block *ret, char **ret_
         }
 
         if (found) {
-                size_t total = 1, k = 0;
+                Cursor b = { .p = block, .end = block_end };
+                size_t k = 0;
 
-                for (size_t i = start + 1; i < end; i++)
-                        total += lines[i].n + 1;
-
-                toml = malloc(total);
+                /* At most the block's bytes: each line loses its "#" at least, and gains a "\n" at most. */
+                toml = malloc((size_t) (block_end - block) + 2);
                 if (!toml)
                         return -ENOMEM;
+                while (next_line(&b, &l)) {
+                        size_t skip = l.n >= 2 ? 2 : 1; /* "# " or a bare "#" */
 
-                for (size_t i = start + 1; i < end; i++) {
-                        size_t skip = lines[i].n >= 2 ? 2 : 1; /* "# " or a bare "#" */
-
-                        memcpy(toml + k, lines[i].s + skip, lines[i].n - skip);
-                        k += lines[i].n - skip;
+                        memcpy(toml + k, l.s + skip, l.n - skip);
+                        k += l.n - skip;
                         toml[k++] = '\n';
                 }
                 toml[k] = 0;

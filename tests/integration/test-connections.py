@@ -454,6 +454,25 @@ def another_user_is_answered_while_a_long_line_is_parsed():
 
 
 @test
+def a_script_of_millions_of_lines_keeps_the_daemon_under_64_mib():
+    """A script of 7 million line breaks (a 14 MB message): its PEP 723 block is looked for line by line where the
+    lines are, in the loop. It used to be split into an array of 16 bytes a line first: 112 MB, and the daemon's
+    peak at 147 MB."""
+    need_root()
+    with Daemon() as d:
+        c = d.client()
+        c.initialize()
+        pid = d.proc.pid
+        r = c.call_tool("execute_python", {"script": "\n" * 7_000_000 + "print('end')\n"}, timeout=120)
+        check(not r["isError"] and "end" in c.text(r), c.text(r)[:300])
+        hwm = vm_hwm_kib(pid)
+        print(f"# daemon VmHWM {hwm} KiB", flush=True)
+        if not sanitized(pid):
+            check(hwm < 64 * 1024, f"the daemon's peak was {hwm} KiB for one script of many lines")
+        c.close()
+
+
+@test
 def long_lines_of_one_user_keep_the_daemon_under_64_mib():
     """A sends pings of 16 MiB (one long string), one after another on two connections, with the defaults: the
     line being parsed counts three times against A's input budget, so that the daemon's peak (VmHWM) stays
