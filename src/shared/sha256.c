@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sha256.h"
@@ -42,6 +44,72 @@ static void compress(Sha256 *s, const uint8_t *p) {
         s->h[4] += e, s->h[5] += f, s->h[6] += g, s->h[7] += h;
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+
+/*
+ * The same compression with the CPU's SHA extensions, blocks at a time: some five times as fast, which a script
+ * of 16 MiB (its hash is logged with every run, in the event loop) notices. The state is kept as the instructions
+ * want it, {A,B,E,F} and {C,D,G,H}; each round pair takes two words of the schedule plus their constants; each group
+ * of four words after the first four comes from the four groups before it (msg1: W[t-16] + s0(W[t-15]); plus
+ * W[t-7]; msg2: + s1(W[t-2])).
+ */
+__attribute__((target("sha,sse4.1,ssse3")))
+static void compress_blocks_x86(uint32_t h[8], const uint8_t *p, size_t n) {
+        const __m128i swap = _mm_set_epi64x(0x0c0d0e0f08090a0bULL, 0x0405060700010203ULL);
+        __m128i t = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *) &h[0]), 0xB1);   /* B A D C */
+        __m128i st1 = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *) &h[4]), 0x1B); /* H G F E */
+        __m128i st0 = _mm_alignr_epi8(t, st1, 8);                                         /* F E B A */
+        st1 = _mm_blend_epi16(st1, t, 0xF0);                                              /* H G D C */
+
+        for (; n > 0; n--, p += 64) {
+                const __m128i abef = st0, cdgh = st1;
+                __m128i w[4];
+
+                for (unsigned g = 0; g < 16; g++) {
+                        __m128i m;
+
+                        if (g < 4)
+                                w[g] = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *) (p + 16 * g)), swap);
+                        else {
+                                m = _mm_sha256msg1_epu32(w[g & 3], w[(g + 1) & 3]);
+                                m = _mm_add_epi32(m, _mm_alignr_epi8(w[(g + 3) & 3], w[(g + 2) & 3], 4));
+                                w[g & 3] = _mm_sha256msg2_epu32(m, w[(g + 3) & 3]);
+                        }
+                        m = _mm_add_epi32(w[g & 3], _mm_loadu_si128((const __m128i *) &K[4 * g]));
+                        st1 = _mm_sha256rnds2_epu32(st1, st0, m);
+                        st0 = _mm_sha256rnds2_epu32(st0, st1, _mm_shuffle_epi32(m, 0x0E));
+                }
+                st0 = _mm_add_epi32(st0, abef);
+                st1 = _mm_add_epi32(st1, cdgh);
+        }
+
+        t = _mm_shuffle_epi32(st0, 0x1B);                                                 /* A B E F */
+        st1 = _mm_shuffle_epi32(st1, 0xB1);                                               /* G H C D */
+        _mm_storeu_si128((__m128i *) &h[0], _mm_blend_epi16(t, st1, 0xF0));               /* A B C D */
+        _mm_storeu_si128((__m128i *) &h[4], _mm_alignr_epi8(st1, t, 8));                  /* E F G H */
+}
+
+static bool have_sha_x86(void) {
+        static int have = -1;
+
+        if (have < 0)
+                have = __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") &&
+                       __builtin_cpu_supports("ssse3") && !getenv("MCP_SHA256_PORTABLE");
+        return have;
+}
+#endif
+
+/* n whole blocks. */
+static void compress_blocks(Sha256 *s, const uint8_t *p, size_t n) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+        if (have_sha_x86())
+                return compress_blocks_x86(s->h, p, n);
+#endif
+        for (; n > 0; n--, p += 64)
+                compress(s, p);
+}
+
 void sha256_init(Sha256 *s) {
         static const uint32_t iv[8] = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                         0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
@@ -55,6 +123,13 @@ void sha256_update(Sha256 *s, const void *data, size_t n) {
 
         s->length += n;
         while (n > 0) {
+                if (s->used == 0 && n >= 64) {
+                        size_t whole = n / 64;
+                        compress_blocks(s, p, whole);
+                        p += whole * 64;
+                        n -= whole * 64;
+                        continue;
+                }
                 size_t take = 64 - s->used;
                 if (take > n)
                         take = n;
@@ -63,7 +138,7 @@ void sha256_update(Sha256 *s, const void *data, size_t n) {
                 p += take;
                 n -= take;
                 if (s->used == 64) {
-                        compress(s, s->block);
+                        compress_blocks(s, s->block, 1);
                         s->used = 0;
                 }
         }

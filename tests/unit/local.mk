@@ -21,6 +21,12 @@ test_jsonrpc_SOURCES = src/jsonrpc/test-jsonrpc.c
 test_jsonrpc_CFLAGS = $(UNIT_CFLAGS)
 test_jsonrpc_LDADD = $(UNIT_LIBS)
 
+check_PROGRAMS += test-sha256
+TESTS += test-sha256
+test_sha256_SOURCES = src/shared/test-sha256.c
+test_sha256_CFLAGS = $(UNIT_CFLAGS)
+test_sha256_LDADD = $(UNIT_LIBS)
+
 check_PROGRAMS += test-shared
 TESTS += test-shared
 test_shared_SOURCES = src/shared/test-shared.c
