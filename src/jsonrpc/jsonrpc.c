@@ -118,14 +118,19 @@ static void parser_count_to(JsonrpcParser *p, size_t end) {
  * continuation byte. Where strings are is known from the element count, which runs up to the end.
  */
 static size_t parser_piece_end(JsonrpcParser *p, size_t slice) {
-        size_t end = p->len - p->pos <= slice ? p->len : p->pos + slice;
+        size_t end = p->len - p->pos <= slice ? p->len : p->pos + slice, continuation = 0;
 
         parser_count_to(p, end);
-        while (end < p->len && !p->count.long_token) {
+        while (end < p->len) {
                 unsigned char next = (unsigned char) p->line[end];
 
-                if ((next & 0xc0) != 0x80 && (p->count.in_string || ends_token(p->line[end - 1])))
-                        break;
+                if ((next & 0xc0) != 0x80) {
+                        /* A number or literal too long to be taken is not waited for (jsonrpc_parser_step()). */
+                        if (p->count.in_string || ends_token(p->line[end - 1]) || p->count.long_token)
+                                break;
+                        continuation = 0;
+                } else if (++continuation > 3)
+                        break;   /* no character has more: the line is not UTF-8, wherever it is cut */
                 end++;
                 parser_count_to(p, end);
         }
@@ -139,10 +144,12 @@ int jsonrpc_parser_step(JsonrpcParser *p, size_t slice) {
                 return JSONRPC_PARSER_DONE;
 
         end = parser_piece_end(p, slice > 0 ? slice : 1);
-        if (p->count.long_token && p->error == json_tokener_success)
-                p->error = json_tokener_error_parse_unexpected;
         const char *s = p->line + p->pos;
         size_t n = end - p->pos;
+        /* A number or literal over JSONRPC_TOKEN_MAX in this piece: the tokener is given what comes before it,
+         * whole or in slices alike (so that an error before it is the one reported), and the token is refused. */
+        bool long_here = p->count.long_token && p->count.long_token_start < end;
+        size_t n_tok = long_here ? (size_t) (MAX(p->count.long_token_start, p->pos) - p->pos) : n;
 
         if (p->blank)
                 p->blank = only_white(s, n, " \t\r");
@@ -159,8 +166,8 @@ int jsonrpc_parser_step(JsonrpcParser *p, size_t slice) {
                          * the white space after the value and finds anything else unexpected: so it is here. */
                         if (!only_white(s, n, " \t\r\n"))
                                 p->error = json_tokener_error_parse_unexpected;
-                } else if (n > 0) {
-                        json_object *j = json_tokener_parse_ex(p->tok, s, (int) n);
+                } else if (n_tok > 0) {
+                        json_object *j = json_tokener_parse_ex(p->tok, s, (int) n_tok);
                         enum json_tokener_error e = json_tokener_get_error(p->tok);
 
                         if (e == json_tokener_success) {
@@ -175,6 +182,8 @@ int jsonrpc_parser_step(JsonrpcParser *p, size_t slice) {
                                         p->error = e;
                         }
                 }
+                if (long_here && p->error == json_tokener_success)
+                        p->error = json_tokener_error_parse_unexpected;
         }
         p->pos = end;
         if (p->pos < p->len)
@@ -261,7 +270,7 @@ json_object *jsonrpc_parse(const char *line, size_t len, int max_depth, const ch
         return jsonrpc_parse_sliced(line, len, max_depth, SIZE_MAX, ret_reason);
 }
 
-size_t jsonrpc_count_elements_feed(JsonrpcElementCount *c, const char *p, size_t len, size_t limit) {
+static size_t count_piece(JsonrpcElementCount *c, const char *p, size_t len, size_t limit) {
         /* Inside a string only its end matters: skip to the next quote or backslash at memchr's pace. The next
          * quote is looked for once and kept while backslashes come before it, so a string of escapes costs one
          * pass, not one per escape. */
@@ -303,10 +312,19 @@ size_t jsonrpc_count_elements_feed(JsonrpcElementCount *c, const char *p, size_t
                         c->token = 0;
                 } else if (ch == ']' || ch == '}' || ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n')
                         c->token = 0;
-                else if (++c->token > JSONRPC_TOKEN_MAX)
+                else if (++c->token > JSONRPC_TOKEN_MAX && !c->long_token) {
                         c->long_token = true;
+                        c->long_token_start = c->offset + i - c->token;
+                }
         }
         return c->n;
+}
+
+size_t jsonrpc_count_elements_feed(JsonrpcElementCount *c, const char *p, size_t len, size_t limit) {
+        size_t n = count_piece(c, p, len, limit);
+
+        c->offset += len;
+        return n;
 }
 
 size_t jsonrpc_count_elements(const char *line, size_t len, size_t limit) {

@@ -91,6 +91,8 @@ typedef struct JsonrpcElementCount {
         bool in_string, escaped;
         size_t token;                   /* bytes of the number or literal it is in */
         bool long_token;                /* one was over JSONRPC_TOKEN_MAX */
+        size_t long_token_start;        /* where the first such began, in bytes from the start */
+        size_t offset;                  /* bytes fed so far */
 } JsonrpcElementCount;
 #define JSONRPC_ELEMENT_COUNT_INIT ((JsonrpcElementCount) { .n = 1 })
 /* Count len more bytes, stopping past limit; returns the count so far. */

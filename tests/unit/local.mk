@@ -21,6 +21,12 @@ test_jsonrpc_SOURCES = src/jsonrpc/test-jsonrpc.c
 test_jsonrpc_CFLAGS = $(UNIT_CFLAGS)
 test_jsonrpc_LDADD = $(UNIT_LIBS)
 
+check_PROGRAMS += test-jsonrpc-parser
+TESTS += test-jsonrpc-parser
+test_jsonrpc_parser_SOURCES = src/jsonrpc/test-jsonrpc-parser.c
+test_jsonrpc_parser_CFLAGS = $(UNIT_CFLAGS)
+test_jsonrpc_parser_LDADD = $(UNIT_LIBS)
+
 check_PROGRAMS += test-sha256
 TESTS += test-sha256
 test_sha256_SOURCES = src/shared/test-sha256.c
