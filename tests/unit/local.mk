@@ -177,8 +177,8 @@ test_preimport_CFLAGS = $(UNIT_CFLAGS)
 test_preimport_LDADD = $(UNIT_LIBS)
 
 # Embedded Python (src/tools/boot.py -> boot.c) is current.
-TESTS += tests/unit/test-embedded.py tests/unit/test-metadata-reader.py
-EXTRA_DIST += tests/unit/test-embedded.py tests/unit/test-metadata-reader.py
+TESTS += tests/unit/test-embedded.py tests/unit/test-metadata-reader.py tests/unit/test-driver-figures.py
+EXTRA_DIST += tests/unit/test-embedded.py tests/unit/test-metadata-reader.py tests/unit/test-driver-figures.py
 
 check_PROGRAMS += test-metadata
 TESTS += test-metadata
