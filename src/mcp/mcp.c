@@ -551,13 +551,25 @@ static void handle_tools_call(McpSession *s, McpBatch *b, json_object *id, json_
                                              "Wait for one to finish, then try again.",
                                              s->server->max_calls);
         if (s->server->charges) {
-                r = charge_take(s->server->charges, &c->held, s->uid, CHARGE_CALL_BYTES, arguments_cost(args));
+                uint64_t cost = arguments_cost(args), limit;
+
+                r = charge_take(s->server->charges, &c->held, s->uid, CHARGE_CALL_BYTES, cost);
+                limit = charge_registry_limit(s->server->charges, CHARGE_CALL_BYTES);
+                if (r == CHARGE_QUOTA && cost > limit)
+                        /* Alone over the limit: waiting would not help. */
+                        return tool_call_finish_text(c, true,
+                                                     "This call's script and arguments are larger than this service "
+                                                     "allows one user's calls in progress to hold "
+                                                     "(max-call-buffer-per-user, %" PRIu64 " KiB). Send less: "
+                                                     "a smaller script, or the data in a file.",
+                                                     limit / 1024);
                 if (r == CHARGE_QUOTA)
                         return tool_call_finish_text(c, true,
                                                      "The tool calls in progress on your connections hold more bytes "
                                                      "of scripts and arguments than this service allows one user "
-                                                     "(max-call-buffer-per-user). Wait for one to finish, then try "
-                                                     "again.");
+                                                     "(max-call-buffer-per-user, %" PRIu64 " KiB). Wait for one to "
+                                                     "finish, then try again.",
+                                                     limit / 1024);
                 if (r < 0)
                         return tool_call_fail(c, JSONRPC_INTERNAL_ERROR, "Internal error: out of memory");
         }

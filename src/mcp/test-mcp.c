@@ -1415,6 +1415,17 @@ START_TEST(test_call_bytes_charged) {
         json_object *r = assert_result(m2, "2");
         ck_assert(is_error_result(r));
         ck_assert_ptr_nonnull(strstr(first_text(r), "max-call-buffer-per-user"));
+        ck_assert_ptr_nonnull(strstr(first_text(r), "Wait for one to finish"));
+        ck_assert_uint_eq(n_slow, 1);
+
+        /* One larger than the limit by itself: waiting would not help, and it says so. */
+        _cleanup_free_ char *huge = NULL;
+        ck_assert_int_ge(asprintf(&huge, "{\"text\":\"%s%s\"}", big, big), 0);
+        _cleanup_json_ json_object *m5 = call_tool(s, "5", "slow", huge);
+        r = assert_result(m5, "5");
+        ck_assert(is_error_result(r));
+        ck_assert_ptr_nonnull(strstr(first_text(r), "Send less"));
+        ck_assert_ptr_null(strstr(first_text(r), "Wait for one"));
         ck_assert_uint_eq(n_slow, 1);
 
         /* A small one fits; and another user has a budget of their own. */

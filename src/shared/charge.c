@@ -45,6 +45,10 @@ ChargeRegistry *charge_registry_free(ChargeRegistry *r) {
         return NULL;
 }
 
+uint64_t charge_registry_limit(const ChargeRegistry *r, ChargeSlot slot) {
+        return r->per_user[slot];
+}
+
 void charge_registry_set_limit(ChargeRegistry *r, ChargeSlot slot, uint64_t per_user, uint64_t total) {
         r->per_user[slot] = per_user == 0 ? CHARGE_UNLIMITED : per_user;
         r->limit_total[slot] = total == 0 ? CHARGE_UNLIMITED : total;

@@ -53,6 +53,8 @@ ChargeRegistry *charge_registry_free(ChargeRegistry *r);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ChargeRegistry *, charge_registry_free);
 /* 0 or CHARGE_UNLIMITED: no limit. Holdings over a lowered limit stay; new ones are refused. */
 void charge_registry_set_limit(ChargeRegistry *r, ChargeSlot slot, uint64_t per_user, uint64_t total);
+/* One user's limit in a slot; CHARGE_UNLIMITED when there is none. */
+uint64_t charge_registry_limit(const ChargeRegistry *r, ChargeSlot slot);
 /* What one uid, or everybody, holds in a slot. */
 uint64_t charge_registry_used(const ChargeRegistry *r, uid_t uid, ChargeSlot slot);
 /* For tests: what everybody holds, and how many uids have an entry (they go when they hold nothing). */
