@@ -19,7 +19,7 @@ import struct
 import time
 
 from mcptest import at_exit, scratch
-from mcptest import Daemon, RssGrowth, check, eq, main, need_pythons, need_pypi, need_uv, skip, test
+from mcptest import Daemon, RssGrowth, check, eq, main, need_pythons, need_pypi, need_uv, sanitized, skip, test
 from wheels import build_wheel
 
 _STATE = {}
@@ -289,7 +289,9 @@ def a_reply_of_too_many_values_is_refused_before_it_is_built():
     with RssGrowth(d.proc.pid) as g:
         r = call(c, "list_files", sandbox_id=sid)
     check(r.get("isError"), f"list_files must fail: {c.text(r)[:300]}")
-    check(g.grew < 16 * 1024, f"the daemon's RSS grew by {g.grew} KiB for one reply")
+    print(f"# the daemon's RSS grew by {g.grew} KiB for one reply", flush=True)
+    if not sanitized(d.proc.pid):   # under ASan its quarantine and shadow are not the daemon's memory
+        check(g.grew < 16 * 1024, f"the daemon's RSS grew by {g.grew} KiB for one reply")
     check("broke the protocol (a message that is too long, of too many values" in d.log(), d.log()[-1500:])
     r = run(c, sid, "'x' in globals()")
     eq(r["structuredContent"]["result"], "False", "the sandbox was started afresh")

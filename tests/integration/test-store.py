@@ -17,7 +17,7 @@ import time
 
 from mcptest import at_exit, scratch, skip
 from mcptest import Daemon, UvLog, check, eq, main, need_pythons, test
-from mcptest import RssGrowth, processes_with, wait_until
+from mcptest import RssGrowth, processes_with, sanitized, wait_until
 from wheels import build_wheel
 
 WHEELS = scratch("mcptest-store-wheels-")
@@ -449,7 +449,10 @@ def large_metadata_blocks_cost_the_daemon_no_memory():
                 long = f"{i}" + "x" * 900000
                 v = c.call_tool("validate_script", {"script": f'# /// script\n# requires-python = "{long}"\n# ///\n'})
                 check(v["isError"] and "256 KiB" in c.text(v), c.text(v)[:400])
-        check(g.grew < 8 * 1024, f"the daemon's RSS grew by {g.grew} KiB over 21 large blocks")
+        print(f"# the daemon's RSS grew by {g.grew} KiB over 21 large blocks", flush=True)
+        # Under ASan its quarantine and shadow are not the daemon's memory.
+        if not sanitized(d.proc.pid):
+            check(g.grew < 8 * 1024, f"the daemon's RSS grew by {g.grew} KiB over 21 large blocks")
         eq(d.log().count("Reading a metadata block"), 22, "sandboxed TOML reads (the first block too)")
         c.close()
     uvlog.close()
