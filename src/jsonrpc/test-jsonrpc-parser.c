@@ -113,6 +113,19 @@ START_TEST(test_parser_long_string) {
 }
 END_TEST
 
+/* The steps a line of n bytes takes in slices of 64 KiB, which must refuse it; the reason in *ret_why. */
+static unsigned steps_refused(const char *line, size_t n, const char **ret_why) {
+        _cleanup_(jsonrpc_parser_freep) JsonrpcParser *p = NULL;
+        unsigned steps = 1;
+
+        ck_assert_int_eq(jsonrpc_parser_new(&p, line, n, 64, 0), 0);
+        while (jsonrpc_parser_step(p, 64 * 1024) != JSONRPC_PARSER_DONE)
+                steps++;
+        _cleanup_json_ json_object *v = jsonrpc_parser_finish(p, ret_why);
+        ck_assert_ptr_null(v);
+        return steps;
+}
+
 /* A number or literal of a megabyte is refused as the count reaches JSONRPC_TOKEN_MAX of it, a slice at a time as
  * for any line (before, the first piece stretched to its end, and json-c took it in one go); whole or sliced, the
  * same line is refused, and one just under the limit is read. */
@@ -128,15 +141,8 @@ START_TEST(test_parser_long_token) {
                 memcpy(line + n - 2, "}}", 2);
                 line[n] = 0;
 
-                _cleanup_(jsonrpc_parser_freep) JsonrpcParser *p = NULL;
-                ck_assert_int_eq(jsonrpc_parser_new(&p, line, n, 64, 0), 0);
-                unsigned steps = 1;
-                while (jsonrpc_parser_step(p, 64 * 1024) != JSONRPC_PARSER_DONE)
-                        steps++;
-                ck_assert_uint_ge(steps, 15);
                 const char *why = NULL;
-                _cleanup_json_ json_object *v = jsonrpc_parser_finish(p, &why);
-                ck_assert_ptr_null(v);
+                ck_assert_uint_ge(steps_refused(line, n, &why), 15);
                 ck_assert_ptr_nonnull(why);
                 ck_assert_ptr_null(jsonrpc_parse(line, n, 64, &why));
         }
@@ -146,18 +152,9 @@ START_TEST(test_parser_long_token) {
         memcpy(line, shead, sizeof(shead) - 1);
         memset(line + sizeof(shead) - 1, 0x80, n - (sizeof(shead) - 1));
         memcpy(line + n - 3, "\"}}", 3);
-        {
-                _cleanup_(jsonrpc_parser_freep) JsonrpcParser *p = NULL;
-                ck_assert_int_eq(jsonrpc_parser_new(&p, line, n, 64, 0), 0);
-                unsigned steps = 1;
-                while (jsonrpc_parser_step(p, 64 * 1024) != JSONRPC_PARSER_DONE)
-                        steps++;
-                ck_assert_uint_ge(steps, 15);
-                const char *why = NULL;
-                _cleanup_json_ json_object *v = jsonrpc_parser_finish(p, &why);
-                ck_assert_ptr_null(v);
-                ck_assert_str_eq(why, "Parse error: the message is not valid UTF-8");
-        }
+        const char *why = NULL;
+        ck_assert_uint_ge(steps_refused(line, n, &why), 15);
+        ck_assert_str_eq(why, "Parse error: the message is not valid UTF-8");
 
         /* Whole or in slices, the same reason: a long token after characters of several bytes, or after an error
          * of its own, or after the value. */
@@ -183,7 +180,6 @@ START_TEST(test_parser_long_token) {
                 strcpy(s, "[");
                 memset(s + 1, '7', digits);
                 strcpy(s + 1 + digits, "]");
-                const char *why = NULL;
                 _cleanup_json_ json_object *whole = jsonrpc_parse(s, digits + 2, 64, &why);
                 if (digits <= JSONRPC_TOKEN_MAX)
                         ck_assert_ptr_nonnull(whole);
