@@ -21,6 +21,7 @@ libcore_a_SOURCES = \
 	src/executor/pool.c src/executor/pool.h \
 	src/daemon/manager.c src/daemon/manager.h \
 	src/scheduler/scheduler.c src/scheduler/scheduler.h \
+	src/scheduler/cpu-share.c src/scheduler/cpu-share.h \
 	src/runtime/runtime.c src/runtime/runtime.h src/runtime/runtime-internal.h \
 	src/runtime/probes.c \
 	src/runtime/spawn.c \

@@ -591,6 +591,8 @@ int manager_new(Manager **ret, Config *config) {
                 if (sandbox_cgroup_new_run_cgroups(m->cgroups, name,
                                                    &(SandboxLimits) { .owner = SANDBOX_OWNER_DAEMON }, &bg) >= 0)
                         reaper_set_background_cgroups(m->reaper, bg);
+                /* A user whose runs are light goes ahead of one who keeps the CPUs busy (cpu-share.h). */
+                (void) sandbox_cgroups_share_cpus(m->cgroups, m->event);
         }
         r = runtime_new(&m->runtime, m->event, m->config, m->reaper, m->cgroups);
         if (r < 0)

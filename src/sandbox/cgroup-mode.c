@@ -13,6 +13,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include "scheduler/cpu-share.h"
 #include "limits.h"
 #include "macro.h"
 #include "reason.h"
@@ -25,29 +26,44 @@
 
 /* ---- the daemon's mechanism ------------------------------------------- */
 
+typedef struct Group {
+        uid_t owner;
+        CpuShare share;
+        bool started;   /* a run of the group started since its use was last measured over a tick */
+} Group;
+
 struct SandboxCgroups {
         bool probed;
         SandboxCgroupMode mode;
         char *dirs[_SANDBOX_CGROUP_V1_MAX];     /* where runs go; v2: dirs[0] */
         char *name;                             /* of the cgroups a root daemon creates */
         char *detail;
-        uid_t *groups;                          /* owners whose group is made */
+        Group *groups;                          /* owners whose group is made */
         size_t n_groups;
+        sd_event *event;                        /* weights follow use (cpu-share.h) when set */
+        sd_event_source *share_timer;           /* armed while a group uses CPU */
+        uint64_t share_last;                    /* when the use was last read */
 };
+
+static void share_start(SandboxCgroups *sc);
 
 /* An owner's group, once made, stays until the daemon exits (sandbox_cgroups_free()): removing it when its last run
  * ended would put an rmdir of a cgroup in the event loop, which waits for the kernel's RCU grace periods (15-30 ms
  * each on cgroup v1 beside a busy neighbour), and a user starting runs one after another would make and remove it
  * each time. There is one per owner that ran something: the peers' uids, the daemon's and the idle group. */
 static void group_made(SandboxCgroups *sc, uid_t owner) {
+        /* A run is starting: its group's use is worth reading. */
+        share_start(sc);
         for (size_t i = 0; i < sc->n_groups; i++)
-                if (sc->groups[i] == owner)
+                if (sc->groups[i].owner == owner) {
+                        sc->groups[i].started = true;
                         return;
-        uid_t *g = realloc(sc->groups, (sc->n_groups + 1) * sizeof(*sc->groups));
+                }
+        Group *g = realloc(sc->groups, (sc->n_groups + 1) * sizeof(*sc->groups));
         if (!g)
                 return;   /* not remembered: made again (mkdir finds it) at its next run */
         sc->groups = g;
-        sc->groups[sc->n_groups++] = owner;
+        sc->groups[sc->n_groups++] = (Group) { .owner = owner, .share = CPU_SHARE_INIT, .started = true };
 }
 
 int sandbox_cgroups_new(SandboxCgroups **ret, const char *key) {
@@ -110,7 +126,7 @@ static int probe_v1(SandboxCgroups *sc, char **why) {
 
         for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++) {
                 _cleanup_free_ char *ours = NULL, *cpu_why = NULL;
-                bool optional = c == SANDBOX_CGROUP_V1_CPU;
+                bool optional = c == SANDBOX_CGROUP_V1_CPU || c == SANDBOX_CGROUP_V1_CPUACCT;
 
                 r = sandbox_cgroup_v1_find("/proc/self/mountinfo", "/proc/self/cgroup", sandbox_cgroup_v1_controller(c),
                                            &ours, optional ? &cpu_why : why);
@@ -210,9 +226,15 @@ SandboxCgroupMode sandbox_cgroup_mode(SandboxCgroups *sc) {
 
 static bool group_is_made(SandboxCgroups *sc, uid_t owner) {
         for (size_t i = 0; i < sc->n_groups; i++)
-                if (sc->groups[i] == owner)
+                if (sc->groups[i].owner == owner)
                         return true;
         return false;
+}
+
+static unsigned base_weight(uid_t owner) {
+        return owner == SANDBOX_OWNER_DAEMON ? SANDBOX_CGROUP_DAEMON_WEIGHT :
+               owner == SANDBOX_OWNER_IDLE   ? SANDBOX_CGROUP_IDLE_WEIGHT :
+                                               100;
 }
 
 /* The group of owner in each hierarchy (NULL where there is none), made if it is not yet. */
@@ -232,11 +254,7 @@ static int new_groups(SandboxCgroups *sc, uid_t owner, char *ret[static _SANDBOX
                                 r = -ENOMEM;
                         }
                 } else
-                        r = sandbox_cgroup_new_group(sc->dirs[c], name,
-                                                     owner == SANDBOX_OWNER_DAEMON ? SANDBOX_CGROUP_DAEMON_WEIGHT :
-                                                     owner == SANDBOX_OWNER_IDLE   ? SANDBOX_CGROUP_IDLE_WEIGHT :
-                                                                                     100,
-                                                     &ret[c]);
+                        r = sandbox_cgroup_new_group(sc->dirs[c], name, base_weight(owner), &ret[c]);
         }
         if (r < 0)
                 for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++)
@@ -367,6 +385,8 @@ SandboxCgroups *sandbox_cgroups_free(SandboxCgroups *sc) {
                         (void) rmdir(sc->dirs[c]);
                 free(sc->dirs[c]);
         }
+        sc->share_timer = sd_event_source_disable_unref(sc->share_timer);
+        sc->event = sd_event_unref(sc->event);
         free(sc->name);
         free(sc->detail);
         free(sc->groups);
@@ -381,4 +401,107 @@ const char *sandbox_limits_mechanism(SandboxCgroups *sc) {
 const char *sandbox_limits_mechanism_detail(SandboxCgroups *sc) {
         (void) sandbox_cgroup_probe(sc);
         return sc->detail ?: sandbox_limits_mechanism(sc);
+}
+
+/* ---- weights that follow use ------------------------------------------- */
+
+/* The directory of owner's group where its use is read: v2, the one hierarchy; v1, cpuacct's (NULL: none). */
+static const char *usage_dir(SandboxCgroups *sc) {
+        return sc->mode == SANDBOX_CGROUP_V1_OWN ? sc->dirs[SANDBOX_CGROUP_V1_CPUACCT] : sc->dirs[0];
+}
+
+static void share_write(SandboxCgroups *sc, const Group *g) {
+        char name[32], path[PATH_MAX];
+
+        (void) sandbox_cgroup_group_name(g->owner, name, sizeof(name));
+        for (size_t c = 0; c < _SANDBOX_CGROUP_V1_MAX; c++) {
+                if (!sc->dirs[c])
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s", sc->dirs[c], name);
+                /* Best effort: a weight not written leaves the CPU shared as it was. */
+                (void) sandbox_cgroup_set_weight(path, cpu_share_weight(base_weight(g->owner), g->share.shift));
+        }
+}
+
+static int share_again(sd_event_source *s) {
+        int r = sd_event_source_set_time_relative(s, CPU_SHARE_TICK_USEC);
+        return r < 0 ? r : sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+}
+
+static int on_share_tick(sd_event_source *s, uint64_t usec, void *userdata) {
+        SandboxCgroups *sc = userdata;
+        _cleanup_free_ uint64_t *usage = calloc(MAX(sc->n_groups, (size_t) 1), sizeof(*usage));
+        _cleanup_free_ CpuShare *shares = calloc(MAX(sc->n_groups, (size_t) 1), sizeof(*shares));
+        uint64_t now = now_usec();
+        char name[32], path[PATH_MAX];
+        bool compared = false, read_any = false;
+
+        if (!usage || !shares)
+                return share_again(s);
+        for (size_t i = 0; i < sc->n_groups; i++) {
+                Group *g = &sc->groups[i];
+                usage[i] = CPU_SHARE_UNKNOWN;
+                /* The idle group has the least weight already, and uses only CPUs nobody else wants; the daemon's
+                 * is on every user's way (cpu-share.h): neither is counted. A quiet group is not read (a daemon
+                 * keeps one per user it ever served) until a run of its starts, and then its next reading is a
+                 * first one. */
+                if (g->owner == SANDBOX_OWNER_IDLE || g->owner == SANDBOX_OWNER_DAEMON ||
+                    !(g->started || cpu_share_active(&g->share)))
+                        g->share.last_usec = CPU_SHARE_UNKNOWN;
+                else {
+                        (void) sandbox_cgroup_group_name(g->owner, name, sizeof(name));
+                        snprintf(path, sizeof(path), "%s/%s", usage_dir(sc), name);
+                        if (sandbox_cgroup_cpu_usage(path, &usage[i]) < 0)
+                                usage[i] = CPU_SHARE_UNKNOWN;
+                }
+                shares[i] = g->share;
+                if (usage[i] != CPU_SHARE_UNKNOWN && shares[i].last_usec != CPU_SHARE_UNKNOWN) {
+                        /* Measured over a tick: from now on its use decides whether it is read. */
+                        g->started = false;
+                        compared = true;
+                }
+                read_any = read_any || usage[i] != CPU_SHARE_UNKNOWN;
+        }
+        (void) cpu_share_tick(shares, usage, sc->n_groups, now - sc->share_last);
+        sc->share_last = now;
+        for (size_t i = 0; i < sc->n_groups; i++) {
+                bool changed = shares[i].shift != sc->groups[i].share.shift;
+                sc->groups[i].share = shares[i];
+                if (changed)
+                        share_write(sc, &sc->groups[i]);
+        }
+        /* Nobody using CPU (measured over a tick), or nothing to read: no more ticks until the next run
+         * (group_made()). */
+        if (!read_any || (compared && !cpu_share_busy(shares, sc->n_groups)))
+                return 0;
+        return share_again(s);
+}
+
+static void share_start(SandboxCgroups *sc) {
+        int enabled = SD_EVENT_OFF;
+
+        if (!sc->event || !usage_dir(sc))
+                return;
+        if (sc->share_timer && sd_event_source_get_enabled(sc->share_timer, &enabled) >= 0 && enabled != SD_EVENT_OFF)
+                return;
+        /* After a pause the counters moved for longer than one tick: the next tick only reads them. */
+        for (size_t i = 0; i < sc->n_groups; i++)
+                sc->groups[i].share.last_usec = CPU_SHARE_UNKNOWN;
+        sc->share_last = now_usec();
+        if (!sc->share_timer) {
+                if (sd_event_add_time_relative(sc->event, &sc->share_timer, CLOCK_MONOTONIC, CPU_SHARE_TICK_USEC,
+                                               50 * USEC_PER_MSEC, on_share_tick, sc) < 0)
+                        return;
+                (void) sd_event_source_set_description(sc->share_timer, "cpu-share");
+                return;
+        }
+        (void) share_again(sc->share_timer);
+}
+
+int sandbox_cgroups_share_cpus(SandboxCgroups *sc, sd_event *e) {
+        if (sandbox_cgroup_mode(sc) == SANDBOX_CGROUP_NONE || !usage_dir(sc))
+                return 0;
+        sc->event = sd_event_ref(e);
+        share_start(sc);
+        return 1;
 }

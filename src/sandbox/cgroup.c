@@ -577,7 +577,7 @@ static int write_limit(const char *dir, const char *name, uint64_t v, bool optio
 
 int sandbox_cgroup_new_group(const char *dir, const char *name, unsigned weight, char **ret_path) {
         _cleanup_free_ char *path = NULL;
-        char controllers[1024], enable[64] = "", v[32];
+        char controllers[1024], enable[64] = "";
         int r;
 
         if (asprintf(&path, "%s/%s", dir, name) < 0)
@@ -597,17 +597,44 @@ int sandbox_cgroup_new_group(const char *dir, const char *name, unsigned weight,
                 if (r < 0)
                         return r;
         }
-        if (has_file(path, "cpu.weight")) {
-                snprintf(v, sizeof(v), "%u", MAX(weight, 1u));
-                r = write_at(path, "cpu.weight", v);
-        } else if (has_file(path, "cpu.shares")) {
-                snprintf(v, sizeof(v), "%u", MAX(weight * 1024 / 100, 2u));
-                r = write_at(path, "cpu.shares", v);
-        } else
-                r = 0;
+        r = sandbox_cgroup_set_weight(path, weight);
         if (r < 0)
                 return r;
         *ret_path = TAKE_PTR(path);
+        return 0;
+}
+
+int sandbox_cgroup_set_weight(const char *path, unsigned weight) {
+        char v[32];
+
+        if (has_file(path, "cpu.weight")) {
+                snprintf(v, sizeof(v), "%u", MAX(weight, 1u));
+                return write_at(path, "cpu.weight", v);
+        }
+        if (has_file(path, "cpu.shares")) {
+                snprintf(v, sizeof(v), "%u", MAX(weight * 1024 / 100, 2u));
+                return write_at(path, "cpu.shares", v);
+        }
+        return 0;
+}
+
+int sandbox_cgroup_cpu_usage(const char *path, uint64_t *ret_usec) {
+        char buf[1024], *p;
+        unsigned long long v;
+        int r;
+
+        r = read_at(path, "cpu.stat", buf, sizeof(buf));
+        for (p = r >= 0 ? buf : NULL; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+                if (sscanf(p, "usage_usec %llu", &v) == 1) {
+                        *ret_usec = v;
+                        return 0;
+                }
+        r = read_at(path, "cpuacct.usage", buf, sizeof(buf));
+        if (r < 0)
+                return r;
+        if (sscanf(buf, "%llu", &v) != 1)
+                return -EBADMSG;
+        *ret_usec = v / 1000;
         return 0;
 }
 
@@ -666,6 +693,7 @@ static const char *const v1_controllers[_SANDBOX_CGROUP_V1_MAX] = {
         [SANDBOX_CGROUP_V1_PIDS] = "pids",
         [SANDBOX_CGROUP_V1_MEMORY] = "memory",
         [SANDBOX_CGROUP_V1_CPU] = "cpu",
+        [SANDBOX_CGROUP_V1_CPUACCT] = "cpuacct",
 };
 
 const char *sandbox_cgroup_v1_controller(SandboxCgroupV1 c) {

@@ -178,6 +178,10 @@ const char *sandbox_cgroup_group_name(uid_t owner, char *buf, size_t size);
  * file. Its path in *ret_path.
  */
 int sandbox_cgroup_new_group(const char *dir, const char *name, unsigned weight, char **ret_path);
+/* The CPU weight of the cgroup at path, as sandbox_cgroup_new_group() writes it; 0 where it has no such file. */
+int sandbox_cgroup_set_weight(const char *path, unsigned weight);
+/* The CPU time the cgroup at path used, in µs: usage_usec of cpu.stat (v2) or cpuacct.usage (v1). */
+int sandbox_cgroup_cpu_usage(const char *path, uint64_t *ret_usec);
 /* Move every process listed in from/cgroup.procs into to. Returns how many, or the first error. */
 int sandbox_cgroup_move_procs(const char *from, const char *to);
 
@@ -236,11 +240,14 @@ int sandbox_cgroup_attach(const char *path, pid_t pid);
 typedef enum SandboxCgroupV1 {
         SANDBOX_CGROUP_V1_PIDS,
         SANDBOX_CGROUP_V1_MEMORY,
-        SANDBOX_CGROUP_V1_CPU,          /* optional */
+        SANDBOX_CGROUP_V1_CPUACCT,      /* optional: what each group of runs used (scheduler/cpu-share.h) */
+        SANDBOX_CGROUP_V1_CPU,          /* optional; last, as a child enters them in this order: in a group of
+                                         * little weight it may wait for a CPU, and until it is in all of them
+                                         * it cannot be moved to another group (a shared sandbox started ahead) */
         _SANDBOX_CGROUP_V1_MAX,
 } SandboxCgroupV1;
 
-/* "pids", "memory", "cpu". */
+/* "pids", "memory", "cpuacct", "cpu". */
 const char *sandbox_cgroup_v1_controller(SandboxCgroupV1 c);
 
 /*
@@ -326,6 +333,12 @@ int sandbox_cgroup_move_run_cgroups(SandboxCgroups *sc, char *const *from, const
                                     char ***ret_paths);
 
 /* "cgroup" or "rlimit" (probes if needed). */
+/*
+ * From now on, the groups' CPU weights follow their recent use (cpu-share.h), read on e's clock while any group uses
+ * CPU. Returns 1, or 0 where there is nothing to read it from (no cgroups; cgroup v1 without cpuacct).
+ */
+int sandbox_cgroups_share_cpus(SandboxCgroups *sc, sd_event *e);
+
 const char *sandbox_limits_mechanism(SandboxCgroups *sc);
 /* One sentence for people: the mechanism, and why cgroups are not used when they are not. */
 const char *sandbox_limits_mechanism_detail(SandboxCgroups *sc);

@@ -1394,7 +1394,8 @@ static const char *const v1_cpu_files[] = { "cpu.cfs_period_us", "cpu.cfs_quota_
 
 START_TEST(test_cgroup_v1_new_run) {
         char *d = tmpdir_new(), pids[1024], memory[1024], cpu[1024], run[PATH_MAX];
-        char *dirs[_SANDBOX_CGROUP_V1_MAX] = { pids, memory, cpu };
+        char *dirs[_SANDBOX_CGROUP_V1_MAX] = { [SANDBOX_CGROUP_V1_PIDS] = pids, [SANDBOX_CGROUP_V1_MEMORY] = memory,
+                                               [SANDBOX_CGROUP_V1_CPU] = cpu };
         SandboxLimits l = { .memory = 256 << 20, .processes = 64, .cpu_quota = 150 };
         char **paths = NULL;
         struct stat st;
@@ -1703,6 +1704,38 @@ START_TEST(test_cgroups_object) {
 }
 END_TEST
 
+/* What the CPU weights that follow use read and write (scheduler/cpu-share.h). */
+START_TEST(test_cgroup_usage_and_weight) {
+        static const struct {
+                const char *usage_file, *usage_text;
+                uint64_t usage_usec;
+                const char *weight_file;
+                unsigned weight;
+                const char *written;
+        } cases[] = {
+                /* v1: cpuacct.usage in ns; cpu.shares out of 1024. */
+                { "cpuacct.usage", "123456789\n", 123456, "cpu.shares", 3, "30" },
+                /* v2: cpu.stat's usage_usec line, not one that ends in it; cpu.weight, at least 1. */
+                { "cpu.stat", "xusage_usec 1\nusage_usec 4242\nuser_usec 4000\n", 4242, "cpu.weight", 0, "1" },
+        };
+        char *d = tmpdir_new();
+        uint64_t u = 0;
+
+        /* Neither file: an error, nothing made up; no weight file: nothing to write. */
+        ck_assert_int_lt(sandbox_cgroup_cpu_usage(d, &u), 0);
+        ck_assert_int_eq(sandbox_cgroup_set_weight(d, 3), 0);
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                put(d, cases[i].usage_file, cases[i].usage_text);
+                ck_assert_int_eq(sandbox_cgroup_cpu_usage(d, &u), 0);
+                ck_assert_uint_eq(u, cases[i].usage_usec);
+                put(d, cases[i].weight_file, "");
+                ck_assert_int_eq(sandbox_cgroup_set_weight(d, cases[i].weight), 0);
+                ck_file(d, cases[i].weight_file, cases[i].written);
+        }
+        rm_rf(d);
+}
+END_TEST
+
 static Suite *sandbox_suite(void) {
         Suite *s = suite_create("sandbox");
         TCase *tc = tcase_create("argv");
@@ -1747,6 +1780,7 @@ static Suite *sandbox_suite(void) {
         tcase_add_test(tc, test_cgroup_v1_new_run);
         tcase_add_test(tc, test_cgroup_v1_events);
         tcase_add_test(tc, test_cgroup_groups);
+        tcase_add_test(tc, test_cgroup_usage_and_weight);
         tcase_add_test(tc, test_cgroups_object);
         suite_add_tcase(s, tc);
         return s;

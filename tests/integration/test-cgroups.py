@@ -384,6 +384,52 @@ def builds_go_into_the_daemons_group():
     d.close()
 
 
+BUSY = r'''
+import os, time
+os.fork()
+end = time.monotonic() + 5
+while time.monotonic() < end:
+    pass
+'''
+
+
+@test
+def a_busy_users_group_weighs_less_until_it_is_quiet():
+    """The groups' CPU weights follow their recent use (cpu-share.h): while root's run keeps two CPUs busy, root's
+    group (uid-0) weighs a fraction of a user's default weight; some seconds after the run ended it is back at the
+    default, and the daemon's group, which did nothing, kept its own all along."""
+    d = daemon()
+    parents = _STATE["parents"]
+    h = "cpu" if "cpu" in parents else "" if "" in parents else None
+    if h is None:
+        skip("no cpu hierarchy among the daemon's cgroups: nothing shares the CPUs by weight")
+    weight = "cpu.shares" if h == "cpu" else "cpu.weight"
+    full = {"uid-0": "1024" if h == "cpu" else "100", "daemon": "256" if h == "cpu" else "25"}
+    group = lambda g: os.path.join(parents[h], g, weight)
+
+    def weight_of(g):
+        try:
+            return int(read(group(g)))
+        except FileNotFoundError:       # the group is made at its first run
+            return None
+    c = d.client()
+    c.initialize()
+    rid = start_run(c, BUSY)
+    mcptest.wait_until(lambda: os.path.isdir(os.path.dirname(group("uid-0"))), 10, "root's group of runs")
+    if weight_of("uid-0") is None:
+        c.wait_for(rid, timeout=60)
+        skip(f"no {weight} in {os.path.dirname(group('uid-0'))}: the cpu controller is not enabled there")
+    low = mcptest.wait_until(lambda: (lambda w: w if w is not None and w < int(full["uid-0"]) else None)(
+        weight_of("uid-0")), 10, f"{group('uid-0')} below {full['uid-0']} while the run is busy")
+    check(low <= int(full["uid-0"]) // 2, f"a busy group's weight: {low}")
+    eq(read(group("daemon")), full["daemon"], "the idle daemon's group's weight")
+    reply = c.wait_for(rid, timeout=60)
+    check(not reply["result"].get("isError"), c.text(reply["result"])[-600:])
+    mcptest.wait_until(lambda: weight_of("uid-0") == int(full["uid-0"]), 30,
+                       f"{group('uid-0')} back at {full['uid-0']} once the run ended")
+    c.close()
+
+
 @test
 def shared_prestarted_sandbox_moves_to_its_users_group_before_the_script():
     """The sandbox started ahead for whoever comes first waits in the daemon's group; the user who takes it gets

@@ -93,6 +93,12 @@ test_uidpool_SOURCES = src/sandbox/test-uidpool.c
 test_uidpool_CFLAGS = $(UNIT_CFLAGS)
 test_uidpool_LDADD = $(UNIT_LIBS)
 
+check_PROGRAMS += test-cpu-share
+TESTS += test-cpu-share
+test_cpu_share_SOURCES = src/scheduler/test-cpu-share.c
+test_cpu_share_CFLAGS = $(UNIT_CFLAGS)
+test_cpu_share_LDADD = $(UNIT_LIBS)
+
 check_PROGRAMS += test-layout
 TESTS += test-layout
 test_layout_SOURCES = src/envstore/test-layout.c
