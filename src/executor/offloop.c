@@ -36,6 +36,16 @@ _noreturn_ static void child(const char *comm, OffLoopFunc f, void *userdata, in
         sigset_t all;
         int r;
 
+        /* Nothing of the daemon's (other users' sockets, a sandbox's script pipe) but the pipe and stderr, first:
+         * at nice 10 the rest may take a while (close_all_fds_except()). */
+        (void) close_all_fds_except(&fd, 1);
+        if (fd != 3) {
+                if (dup2(fd, 3) < 0)
+                        _exit(2);
+                if (fd > 3)
+                        close(fd);
+                fd = 3;
+        }
         (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
         (void) prctl(PR_SET_NAME, (unsigned long) comm, 0, 0, 0);
         if (getppid() == 1)
@@ -44,13 +54,6 @@ _noreturn_ static void child(const char *comm, OffLoopFunc f, void *userdata, in
         (void) setpriority(PRIO_PROCESS, 0, BACKGROUND_NICE);
         sigemptyset(&all);
         (void) sigprocmask(SIG_SETMASK, &all, NULL);
-        /* Nothing of the daemon's (other users' sockets) but the pipe and stderr. */
-        if (fd != 3) {
-                if (dup2(fd, 3) < 0)
-                        _exit(2);
-                fd = 3;
-        }
-        (void) close_range(4, ~0U, 0);
         r = f(userdata, &message);
         dprintf(fd, "%d\n%s", r, strempty(message));
         _exit(0);

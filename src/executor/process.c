@@ -557,8 +557,21 @@ _noreturn_ static void child(const ProcessOptions *o, int out_w, int err_w, int 
         size_t n_limits = o->n_limits;
         bool in_cgroups = true;
         sigset_t all;
-        int null_fd = -EBADF, k;
+        int null_fd = -EBADF, k, keep[CLOSE_KEEP_MAX];
+        size_t n_keep = 0;
         char pid[32];
+
+        /* Nothing of the daemon's but what this child is given, before anything that can take time
+         * (close_all_fds_except()). With more to keep than that takes, CLOEXEC does it at the exec. */
+        if (o->n_keep_fds <= CLOSE_KEEP_MAX - 4) {
+                keep[n_keep++] = o->stdin_fd;
+                keep[n_keep++] = out_w;
+                keep[n_keep++] = err_w;
+                keep[n_keep++] = fallback_w;
+                for (size_t i = 0; i < o->n_keep_fds; i++)
+                        keep[n_keep++] = o->keep_fds[i];
+                (void) close_all_fds_except(keep, n_keep);
+        }
 
         /* Into our cgroups (made here, when they are to be) before anything else: nothing may run outside them.
          * The child does it, not the daemon: making a cgroup and moving a process take a lock of the whole

@@ -283,6 +283,47 @@ static int make_cgroup(void *userdata) {
         return 0;
 }
 
+/* In the child, before anything else it does (make_cgroups is its first step): is the test's fd still open there? */
+static int parent_fd_seen(void *userdata) {
+        return fcntl(*(int *) userdata, F_GETFD) >= 0 ? -EEXIST : 0;
+}
+
+/*
+ * A child holds nothing of the daemon's but what it is given, from its first step on, not only from its exec: a
+ * pipe the daemon closes (a script handed to a sandbox started ahead) ends for its reader at once, not once every
+ * child forked meanwhile gets to its exec.
+ */
+START_TEST(test_child_drops_the_daemons_fds_first) {
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) "echo ran; read line <&9 && echo \"$line\"",
+                         NULL };
+        int marker = open("/dev/null", O_RDONLY | O_CLOEXEC), p[2];
+        bool done = false;
+        Process *proc = NULL;
+
+        ck_assert_int_ge(marker, 0);
+        ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+        ck_assert_int_eq(write(p[1], "kept\n", 5), 5);
+        /* The fds it is given stay: fd 9 at the same number (keep_fds; sh reads no fd above 9). */
+        ck_assert(p[1] != 9 && marker != 9);
+        ck_assert_int_eq(dup3(p[0], 9, O_CLOEXEC), 9);
+        close(p[0]);
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 4096, .tail_max = 4096,
+                             .keep_fds = (const int[]) { 9 }, .n_keep_fds = 1,
+                             .make_cgroups = parent_fd_seen, .make_cgroups_userdata = &marker, .reaper = reaper };
+
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &proc), 0);
+        RUN_UNTIL(done);
+        ck_assert(done);
+        _cleanup_free_ char *out = capture_text(&proc->out, NULL), *err = capture_text(&proc->err, NULL);
+        ck_assert_msg(proc->exit_code == 0 && streq(out, "ran\nkept\n"), "exit %d, out %s, err %s", proc->exit_code,
+                      out, err);
+        process_free(proc);
+        close(9);
+        close(p[1]);
+        close(marker);
+}
+END_TEST
+
 /*
  * The cgroup a child is to enter is made by that child (ProcessOptions.make_cgroups), not by the event loop: it is
  * not there when process_spawn() returns, and the child, which enters it, runs in it; it goes as any other. When
@@ -822,6 +863,7 @@ static Suite *process_suite(void) {
         tcase_add_test(tc, test_detach_after_exit_frees_at_once);
         tcase_add_test(tc, test_cgroups_v1);
         tcase_add_test(tc, test_cgroups_made_by_the_child);
+        tcase_add_test(tc, test_child_drops_the_daemons_fds_first);
         tcase_add_test(tc, test_reapers_apart);
         tcase_add_test(tc, test_detach_without_reaper);
         tcase_add_test(tc, test_background_cgroups);

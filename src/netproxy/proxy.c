@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "charge.h"
+#include "fs-util.h"
 #include "macro.h"
 #include "proxy.h"
 #include "request.h"
@@ -602,8 +603,9 @@ static void conn_resolve(Conn *c) {
         if (pid == 0) {
                 /* Only getaddrinfo() here: no event loop, nothing of the parent's state. Named, so that ps tells it
                  * from the daemon. */
+                /* Nothing of the daemon's (other users' connections) for the length of a lookup. */
+                (void) close_all_fds_except(&fds[1], 1);
                 (void) prctl(PR_SET_NAME, (unsigned long) "mcp-resolve", 0, 0, 0);
-                safe_close(fds[0]);
                 resolver_child(fds[1], c->req.host);
         }
         safe_close(fds[1]);

@@ -309,3 +309,29 @@ pid_t proc_ppid(pid_t pid) {
                 return -1;
         return (pid_t) ppid;
 }
+
+int close_all_fds_except(const int *keep, size_t n) {
+        int sorted[CLOSE_KEEP_MAX];
+        size_t m = 0;
+        unsigned from = 3;
+
+        if (n > CLOSE_KEEP_MAX)
+                return -E2BIG;
+        /* The ones above 2, in order (a copy may come twice: the second is below from then). */
+        for (size_t i = 0; i < n; i++) {
+                size_t j;
+                if (keep[i] < 3)
+                        continue;
+                for (j = m++; j > 0 && sorted[j - 1] > keep[i]; j--)
+                        sorted[j] = sorted[j - 1];
+                sorted[j] = keep[i];
+        }
+        for (size_t i = 0; i < m; i++) {
+                if ((unsigned) sorted[i] < from)
+                        continue;
+                if ((unsigned) sorted[i] > from && close_range(from, (unsigned) sorted[i] - 1, 0) < 0)
+                        return -errno;
+                from = (unsigned) sorted[i] + 1;
+        }
+        return close_range(from, ~0U, 0) < 0 ? -errno : 0;
+}

@@ -30,5 +30,14 @@ int path_reachable_by_others(const char *path);
 /* 1 when nobody but root and uid can change what path names: every directory from / down to path itself owned by
  * one of them, and writable by others only with the sticky bit (/tmp); 0 when someone else can; -errno. */
 int path_held_by(const char *path, uid_t uid);
+/*
+ * In a child just forked: close every descriptor but 0, 1, 2 and the n in keep (negative ones are ignored), at
+ * once. CLOEXEC closes them only at exec, and until then the child holds the daemon's: a pipe whose reader waits
+ * for its end of file (a script handed to a sandbox started ahead) waits as long as the child takes to get to its
+ * exec, which under load, in a cgroup of little CPU weight, was 20-60 ms; a child that never execs (a resolver)
+ * would hold other users' connections. At most CLOSE_KEEP_MAX kept. 0, or -errno (no close_range(): Linux < 5.9).
+ */
+#define CLOSE_KEEP_MAX 64
+int close_all_fds_except(const int *keep, size_t n);
 /* The parent of pid, from /proc/PID/stat (after the last ')': the command may hold anything); -1 if unreadable. */
 pid_t proc_ppid(pid_t pid);

@@ -32,7 +32,7 @@ int nss_child_run(NssChildFunc f, void *userdata, char **ret) {
         }
         if (pid == 0) {
                 char tail[32];
-                close(p[0]);
+                (void) close_all_fds_except(&p[1], 1);
                 r = f(p[1], userdata);
                 snprintf(tail, sizeof(tail), "%c%d", 0, r);
                 _exit(write_all(p[1], tail, 1 + strlen(tail + 1)) < 0 ? 1 : 0);

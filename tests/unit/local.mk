@@ -27,6 +27,12 @@ test_jsonrpc_parser_SOURCES = src/jsonrpc/test-jsonrpc-parser.c
 test_jsonrpc_parser_CFLAGS = $(UNIT_CFLAGS)
 test_jsonrpc_parser_LDADD = $(UNIT_LIBS)
 
+check_PROGRAMS += test-close-fds
+TESTS += test-close-fds
+test_close_fds_SOURCES = src/shared/test-close-fds.c
+test_close_fds_CFLAGS = $(UNIT_CFLAGS)
+test_close_fds_LDADD = $(UNIT_LIBS)
+
 check_PROGRAMS += test-sha256
 TESTS += test-sha256
 test_sha256_SOURCES = src/shared/test-sha256.c
