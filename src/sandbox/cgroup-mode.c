@@ -430,49 +430,41 @@ static int share_again(sd_event_source *s) {
 
 static int on_share_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         SandboxCgroups *sc = userdata;
-        _cleanup_free_ uint64_t *usage = calloc(MAX(sc->n_groups, (size_t) 1), sizeof(*usage));
-        _cleanup_free_ CpuShare *shares = calloc(MAX(sc->n_groups, (size_t) 1), sizeof(*shares));
-        uint64_t now = now_usec();
+        uint64_t now = now_usec(), interval = now - sc->share_last, usage;
         char name[32], path[PATH_MAX];
-        bool compared = false, read_any = false;
+        bool compared = false, read_any = false, busy = false;
 
-        if (!usage || !shares)
-                return share_again(s);
+        sc->share_last = now;
         for (size_t i = 0; i < sc->n_groups; i++) {
                 Group *g = &sc->groups[i];
-                usage[i] = CPU_SHARE_UNKNOWN;
                 /* The idle group has the least weight already, and uses only CPUs nobody else wants; the daemon's
                  * is on every user's way (cpu-share.h): neither is counted. A quiet group is not read (a daemon
                  * keeps one per user it ever served) until a run of its starts, and then its next reading is a
                  * first one. */
                 if (g->owner == SANDBOX_OWNER_IDLE || g->owner == SANDBOX_OWNER_DAEMON ||
-                    !(g->started || cpu_share_active(&g->share)))
+                    !(g->started || cpu_share_active(&g->share))) {
                         g->share.last_usec = CPU_SHARE_UNKNOWN;
-                else {
-                        (void) sandbox_cgroup_group_name(g->owner, name, sizeof(name));
-                        snprintf(path, sizeof(path), "%s/%s", usage_dir(sc), name);
-                        if (sandbox_cgroup_cpu_usage(path, &usage[i]) < 0)
-                                usage[i] = CPU_SHARE_UNKNOWN;
+                        continue;
                 }
-                shares[i] = g->share;
-                if (usage[i] != CPU_SHARE_UNKNOWN && shares[i].last_usec != CPU_SHARE_UNKNOWN) {
+                (void) sandbox_cgroup_group_name(g->owner, name, sizeof(name));
+                snprintf(path, sizeof(path), "%s/%s", usage_dir(sc), name);
+                if (sandbox_cgroup_cpu_usage(path, &usage) < 0) {
+                        busy = busy || cpu_share_active(&g->share);
+                        continue;
+                }
+                read_any = true;
+                if (g->share.last_usec != CPU_SHARE_UNKNOWN) {
                         /* Measured over a tick: from now on its use decides whether it is read. */
                         g->started = false;
                         compared = true;
                 }
-                read_any = read_any || usage[i] != CPU_SHARE_UNKNOWN;
-        }
-        (void) cpu_share_tick(shares, usage, sc->n_groups, now - sc->share_last);
-        sc->share_last = now;
-        for (size_t i = 0; i < sc->n_groups; i++) {
-                bool changed = shares[i].shift != sc->groups[i].share.shift;
-                sc->groups[i].share = shares[i];
-                if (changed)
-                        share_write(sc, &sc->groups[i]);
+                if (cpu_share_update(&g->share, usage, interval))
+                        share_write(sc, g);
+                busy = busy || cpu_share_active(&g->share);
         }
         /* Nobody using CPU (measured over a tick), or nothing to read: no more ticks until the next run
          * (group_made()). */
-        if (!read_any || (compared && !cpu_share_busy(shares, sc->n_groups)))
+        if (!read_any || (compared && !busy))
                 return 0;
         return share_again(s);
 }

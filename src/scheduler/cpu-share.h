@@ -45,16 +45,14 @@ typedef struct CpuShare {
 #define CPU_SHARE_INIT ((CpuShare) { .last_usec = CPU_SHARE_UNKNOWN })
 
 /*
- * One tick over n groups: usage_usec[i] is group i's CPU time now (CPU_SHARE_UNKNOWN: not read, left as it was),
- * interval_usec since the last tick. Updates each s[i]; returns how many changed weight.
+ * One tick of a group: usage_usec is its CPU time now (CPU_SHARE_UNKNOWN: not read, s left as it was),
+ * interval_usec since the last tick. Returns whether its weight changed.
  */
-size_t cpu_share_tick(CpuShare *s, const uint64_t *usage_usec, size_t n, uint64_t interval_usec);
+bool cpu_share_update(CpuShare *s, uint64_t usage_usec, uint64_t interval_usec);
 
 /* Is a group using CPU, or below its full weight: worth reading at the next tick? (A quiet group is read again once
  * a run of its starts.) */
 bool cpu_share_active(const CpuShare *s);
-/* Any of n groups active (worth another tick)? */
-bool cpu_share_busy(const CpuShare *s, size_t n);
 
 /* The weight (percent of the kernel's default) of a group of base weight: base / 2^shift, at least 1 (0 stays 0:
  * the least there is). */

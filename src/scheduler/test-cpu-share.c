@@ -7,6 +7,22 @@
 
 #define TICK CPU_SHARE_TICK_USEC
 
+/* One tick of n groups, as the daemon does it; how many changed weight. */
+static size_t cpu_share_tick(CpuShare *s, const uint64_t *usage_usec, size_t n, uint64_t interval_usec) {
+        size_t changed = 0;
+
+        for (size_t i = 0; i < n; i++)
+                changed += cpu_share_update(&s[i], usage_usec[i], interval_usec);
+        return changed;
+}
+
+static bool cpu_share_busy(const CpuShare *s, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (cpu_share_active(&s[i]))
+                        return true;
+        return false;
+}
+
 /* n ticks where group i uses cpus[i] CPUs; usage[] carries each group's counter. */
 static void ticks(CpuShare *s, uint64_t *usage, const double *cpus, size_t n, unsigned times) {
         for (unsigned t = 0; t < times; t++) {
