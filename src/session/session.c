@@ -66,24 +66,37 @@ static void session_account(Session *s) {
                 (void) charge_resize(&s->replies, buf_size(&s->out), true);
 }
 
-/* Would queueing n more bytes take this connection, or its user, over the bound?
- * A reply into an empty queue always goes: the client reads, and tools cap
- * what one reply holds. */
-static bool session_over_bound(Session *s, size_t n) {
+typedef enum ReplyBound {
+        REPLY_FITS,
+        REPLY_OVER_CONNECTION,          /* this connection's unread replies would pass a bound */
+        REPLY_OVER_USER,                /* into an empty queue, but the user's other connections hold too much */
+} ReplyBound;
+
+/* Would queueing n more bytes take this connection, or its user, over the
+ * bound? A reply into an empty queue goes, however long (the client reads, and
+ * tools cap what one reply holds), unless the user's other connections already
+ * hold unread replies and this one would take them all over the user's bound:
+ * else one user's many connections that never read would each hold a reply of
+ * the largest size. */
+static ReplyBound session_over_bound(Session *s, size_t n) {
         size_t queued = buf_size(&s->out);
 
-        if (queued == 0)
-                return false;
+        if (queued == 0) {
+                if (!s->replies.user ||
+                    charge_registry_used(s->limits.charges, s->uid, CHARGE_REPLY_BYTES) == s->replies.amount)
+                        return REPLY_FITS;
+                return charge_resize(&s->replies, n, false) == CHARGE_QUOTA ? REPLY_OVER_USER : REPLY_FITS;
+        }
         if (s->limits.max_reply_buffer > 0 && queued + n > s->limits.max_reply_buffer)
-                return true;
+                return REPLY_OVER_CONNECTION;
         if (s->replies.user && charge_resize(&s->replies, queued + n, false) == CHARGE_QUOTA)
-                return true;
-        return false;
+                return REPLY_OVER_CONNECTION;
+        return REPLY_FITS;
 }
 
 /* A reply that does not fit: the same id, a short error in its place. Not a
  * reply (a notification): NULL, it is dropped. */
-static json_object *withheld_reply_new(Session *s, json_object *msg, size_t len) {
+static json_object *withheld_reply_new(Session *s, json_object *msg, size_t len, ReplyBound why) {
         json_object *id = NULL, *data;
 
         if (!json_object_object_get_ex(msg, "id", &id) ||
@@ -91,6 +104,17 @@ static json_object *withheld_reply_new(Session *s, json_object *msg, size_t len)
                 return NULL;
         data = json_object_new_object();
         json_add_int(data, "reply_bytes", (int64_t) len);
+        if (why == REPLY_OVER_USER) {
+                json_add_int(data, "unread_bytes_of_user",
+                             (int64_t) charge_registry_used(s->limits.charges, s->uid, CHARGE_REPLY_BYTES));
+                json_add_int(data, "max_reply_buffer_per_user",
+                             (int64_t) charge_registry_limit(s->limits.charges, CHARGE_REPLY_BYTES));
+                return jsonrpc_error_new(id, JSONRPC_SERVER_LIMIT,
+                                         "Reply withheld: your other connections hold replies their clients have "
+                                         "not read, and this one would take them over the limit for one user "
+                                         "(max-reply-buffer-per-user); read replies as they come",
+                                         data);
+        }
         json_add_int(data, "unread_bytes", (int64_t) buf_size(&s->out));
         json_add_int(data, "max_reply_buffer", (int64_t) s->limits.max_reply_buffer);
         return jsonrpc_error_new(id, JSONRPC_SERVER_LIMIT,
@@ -111,15 +135,25 @@ static int session_send(json_object *msg, void *userdata) {
                 return -ECONNRESET;
 
         text = json_to_line(m, &len);
-        if (session_over_bound(s, len + 1)) {
+        ReplyBound why = session_over_bound(s, len + 1);
+        if (why != REPLY_FITS) {
                 _cleanup_json_ json_object *orig = TAKE_PTR(m);
 
-                if (!s->withheld_logged)
-                        log_warning("Connection %" PRIu64 " (uid " UID_FMT "): the client is not reading its replies "
-                                    "(%zu bytes queued); replies are replaced by errors until it does.",
-                                    s->id, s->uid, buf_size(&s->out));
+                if (!s->withheld_logged) {
+                        if (why == REPLY_OVER_USER)
+                                log_warning("Connection %" PRIu64 " (uid " UID_FMT "): a reply of %zu bytes is "
+                                            "replaced by an error: the user's other connections hold %" PRIu64
+                                            " bytes of replies their clients have not read.",
+                                            s->id, s->uid, len,
+                                            charge_registry_used(s->limits.charges, s->uid, CHARGE_REPLY_BYTES));
+                        else
+                                log_warning("Connection %" PRIu64 " (uid " UID_FMT "): the client is not reading "
+                                            "its replies (%zu bytes queued); replies are replaced by errors until "
+                                            "it does.",
+                                            s->id, s->uid, buf_size(&s->out));
+                }
                 s->withheld_logged = true;
-                m = withheld_reply_new(s, orig, len);
+                m = withheld_reply_new(s, orig, len, why);
                 if (!m)
                         return 0;   /* a progress notification: there will be others */
                 text = json_to_line(m, &len);

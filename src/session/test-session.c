@@ -776,6 +776,56 @@ START_TEST(test_reply_bound) {
 }
 END_TEST
 
+/* A reply into an empty queue goes whatever its length, unless the user's other connections (here a charge of
+ * their own) already hold unread replies and it would take them over the user's bound: else many connections of
+ * one user that never read would each hold a reply of the largest size. */
+START_TEST(test_reply_bound_per_user) {
+        SessionLimits l = default_limits();
+        Charge other = CHARGE_NULL;
+        _cleanup_free_ char *text = NULL;
+
+        charge_registry_set_limit(charges, CHARGE_REPLY_BYTES, 20000, 0);
+        start(&l);
+        initialize();
+        settle();
+        for (int i = 0; i < 3; i++)
+                call(300 + i, "later", "{}");
+        settle();
+        ck_assert_uint_eq(n_held, 3);
+        text = malloc(30000);
+        ck_assert_ptr_nonnull(text);
+        memset(text, 'u', 29999);
+        text[29999] = 0;
+
+        /* The user holds nothing else: a reply longer than the user's bound goes. */
+        tool_call_finish_text(held[0], false, "%s", text);
+        _cleanup_json_ json_object *a = client_read();
+        ck_assert_uint_eq(strlen(result_text(assert_result(a, 300))), 29999);
+        ck_assert_uint_eq(charge_registry_used(charges, session->uid, CHARGE_REPLY_BYTES), 0);
+
+        /* Another connection of the user holds 15000 unread bytes: a reply of 10000 into this empty queue would
+         * take the user to 25000, and is replaced by an error that names the user's bound. */
+        ck_assert_int_eq(charge_take(charges, &other, session->uid, CHARGE_REPLY_BYTES, 15000), 0);
+        text[9999] = 0;
+        tool_call_finish_text(held[1], false, "%s", text);
+        _cleanup_json_ json_object *b = client_read();
+        const char *msg = assert_error(b, 301, JSONRPC_SERVER_LIMIT);
+        ck_assert_msg(strstr(msg, "max-reply-buffer-per-user") && strstr(msg, "other connections"), "%s", msg);
+        int64_t v = 0;
+        ck_assert(json_get_int64(jget(jget(b, "error", NULL), "data", NULL), "unread_bytes_of_user", &v));
+        ck_assert_int_eq(v, 15000);
+        ck_assert_uint_eq(charge_registry_used(charges, session->uid, CHARGE_REPLY_BYTES), 15000);
+
+        /* A reply that fits beside the other connection's goes. */
+        text[3999] = 0;
+        tool_call_finish_text(held[2], false, "%s", text);
+        _cleanup_json_ json_object *c = client_read();
+        ck_assert_uint_eq(strlen(result_text(assert_result(c, 302))), 3999);
+        ck_assert(!closed);
+        charge_release(&other);
+}
+END_TEST
+
 /* ---- closing ------------------------------------------------------------- */
 
 START_TEST(test_close_cancels_calls) {
@@ -977,6 +1027,7 @@ static Suite *session_suite(void) {
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, test_backpressure);
         tcase_add_test(tc, test_reply_bound);
+        tcase_add_test(tc, test_reply_bound_per_user);
         suite_add_tcase(s, tc);
 
         tc = tcase_create("closing");

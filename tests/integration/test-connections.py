@@ -354,6 +354,65 @@ def replies_a_client_never_reads_stay_bounded():
         check(d.alive(), "the daemon died")
 
 
+def answer_started(s):
+    """Whether bytes beyond the initialize reply wait on raw socket s (peeked, not read)."""
+    try:
+        data = s.recv(1 << 16, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return False
+    return b"\n" in data and not data.endswith(b"\n") or data.count(b"\n") >= 2
+
+
+@test
+def large_replies_on_many_connections_of_one_user_stay_bounded():
+    """16 connections of A each run a script that leaves 10 MB of files in /work/out (a reply of some 13.6 MB)
+    and never read. Today each connection's empty queue takes its reply whatever the user holds: the daemon grew
+    by 247 MB (and kept 217 MB), some 15 MB more with every connection. Now a reply into an empty queue is
+    withheld when the user's other connections already hold max-reply-buffer-per-user: every connection gets
+    its answer, a result or an error naming that limit, B is served, and the daemon holds what the bound and the
+    runs in flight need."""
+    need_root()
+    script = ("import os\nos.makedirs('/work/out', exist_ok=True)\n"
+              "for k in range(3):\n    open(f'/work/out/f{k}.bin', 'wb').write(os.urandom(3_400_000))\n")
+    with Daemon() as d:
+        pid = d.proc.pid
+        w = d.client()
+        w.initialize()
+        w.close()
+        socks = []
+        with RssGrowth(pid) as growth:
+            for _ in range(16):
+                s = connect(d)
+                s.sendall(init_lines("2025-06-18"))
+                s.sendall(line(req(1, "tools/call", {"name": "execute_python", "arguments": {"script": script}})))
+                socks.append(s)
+            wait_until(lambda: all(answer_started(s) for s in socks), 120, "an answer on every connection")
+            user_b(d, "beside 16 connections of A with large unread replies")
+        print(f"# RSS grew by {growth.grew} KiB at the peak; {rss_kib(pid)} KiB after", flush=True)
+        results = withheld = 0
+        for s in socks:
+            r = [m for m in read_lines(s, 2, timeout=60) if m.get("id") == 1]
+            eq(len(r), 1, "answers to the call on one connection")
+            if "result" in r[0]:
+                check(not r[0]["result"].get("isError") and len(str(r[0])) > 10_000_000,
+                      f"a result without the files: {str(r[0])[:300]}")
+                results += 1
+            else:
+                e = r[0].get("error", {})
+                check("withheld" in e.get("message", "") and "max-reply-buffer-per-user" in e["message"]
+                      and e.get("data", {}).get("unread_bytes_of_user", 0) > 0,
+                      f"an answer that is neither a result nor a reply withheld for the user's bound: {str(r[0])[:300]}")
+                withheld += 1
+            s.close()
+        print(f"# {results} results, {withheld} withheld", flush=True)
+        check(results >= 2, f"only {results} connections got their result")
+        check(withheld >= 1, "no reply was withheld")
+        if not sanitized(pid):
+            # The bound (32 MiB) plus what the runs in flight build: far below 16 replies of 13.6 MB.
+            check(growth.grew < 128 * 1024, f"the daemon grew by {growth.grew} KiB for replies nobody reads")
+        check(d.alive(), "the daemon died")
+
+
 @test
 def huge_request_of_tiny_values_is_refused_cheaply():
     """One 15 MiB request of millions of tiny JSON values: an error naming the element budget, without the
