@@ -23,6 +23,7 @@ struct Runtime {
         uint64_t run_cgroups_started;   /* wall clock (ns) at the first run cgroup: names unique across restarts */
         unsigned long long n_run_cgroups;
         bool limits_logged;             /* "Resource limits: ..." said once */
+        sd_event_source *runs_retry;    /* serves runs that waited for their clients to read (scheduler_set_wake()) */
 
         char *uv_path, *uv_version, *bwrap_version;
         char *uv_refused;               /* why uv is not used (older than the store needs), or NULL */

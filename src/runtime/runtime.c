@@ -26,6 +26,7 @@
 #include "time-util.h"
 
 static void set_sched_limits(Runtime *r);
+static void runs_wake(void *userdata);
 
 static char *find_in_path(const char *name) {
         _cleanup_strv_free_ char **dirs = NULL;
@@ -206,6 +207,7 @@ int runtime_new(Runtime **ret, sd_event *event, const Config *config, Reaper *re
                 free(r);
                 return k;
         }
+        scheduler_set_wake(r->sched, runs_wake, r);
         set_sched_limits(r);
         k = runtime_metadata_setup(r);
         if (k < 0) {
@@ -299,6 +301,7 @@ Runtime *runtime_free(Runtime *r) {
         reaper_finish(r->reaper);
         /* Its connections hold charges in the scheduler's account. */
         r->netproxy = net_proxy_context_free(r->netproxy);
+        r->runs_retry = sd_event_source_disable_unref(r->runs_retry);
         scheduler_free(r->sched);
         pythons_done(&r->pythons);
         free(r->uv_path);
@@ -524,6 +527,27 @@ static void set_sched_limits(Runtime *r) {
         scheduler_set_limits(r->sched, SCHED_PRESTART, &(SchedLimits) { .total = 4 * prestart, .per_user = prestart });
         scheduler_set_limits(r->sched, SCHED_WORKSPACE,
                              &(SchedLimits) { .total = cap(c->max_sandboxes), .per_user = cap(c->max_sandboxes_per_user) });
+        /* A user's runs wait while its clients leave a quarter of max-reply-buffer-per-user unread. The replies of
+         * the runs already in flight go into empty queues up to twice that bound (see session.c): room for seven
+         * of the largest (10 MiB of files each, some 14 MB of JSON) when no client reads. */
+        scheduler_set_reply_gate(r->sched, c->max_reply_buffer_per_user / 4);
+}
+
+static int on_runs_retry(sd_event_source *s, void *userdata) {
+        Runtime *r = userdata;
+
+        scheduler_retry(r->sched, SCHED_RUN);
+        return 0;
+}
+
+/* A user's clients have read their replies: serve its runs from the loop, not from within the write that did. */
+static void runs_wake(void *userdata) {
+        Runtime *r = userdata;
+
+        /* Without a source (no memory), the runs go at the next release of a run slot. */
+        if (!r->runs_retry && sd_event_add_defer(r->event, &r->runs_retry, on_runs_retry, r) < 0)
+                return;
+        (void) sd_event_source_set_enabled(r->runs_retry, SD_EVENT_ONESHOT);
 }
 
 /* ---- run slots ---------------------------------------------------------- */

@@ -38,6 +38,9 @@ struct SchedLoopUser {
 
 struct Scheduler {
         ChargeRegistry *charges;        /* amounts: connections, queued bytes (charge.h) */
+        uint64_t reply_gate;            /* SCHED_RUN waits while its uid's unread replies are this much; 0: never */
+        void (*wake)(void *userdata);
+        void *wake_userdata;
         SchedUser *users;
         SchedLoopUser *loop_users;
         unsigned n_loop_users;
@@ -182,10 +185,17 @@ static void hold(Scheduler *s, SchedKind kind, SchedUser *u) {
                 k->peak = k->n_held;
 }
 
+/* Whether a uid's runs wait for its clients to read their replies. */
+static bool replies_unread(const Scheduler *s, SchedKind kind, const SchedUser *u) {
+        return kind == SCHED_RUN && u && s->reply_gate > 0 &&
+               charge_registry_used(s->charges, u->uid, CHARGE_REPLY_BYTES) >= s->reply_gate;
+}
+
 static bool fits(const Scheduler *s, SchedKind kind, const SchedUser *u) {
         const SchedKindState *k = &s->k[kind];
 
-        return k->n_held < k->limits.total && (!u || u->q[kind].n_held < k->limits.per_user);
+        return k->n_held < k->limits.total && (!u || u->q[kind].n_held < k->limits.per_user) &&
+               !replies_unread(s, kind, u);
 }
 
 /* Hand free slots of a kind to waiters: round robin among the uids with waiters (skipping those at their own cap),
@@ -232,6 +242,30 @@ static void dispatch(Scheduler *s, SchedKind kind) {
                 }
         } while (k->again);
         k->dispatching = false;
+}
+
+static void on_replies_read(uid_t uid, void *userdata) {
+        Scheduler *s = userdata;
+
+        if (s->wake)
+                s->wake(s->wake_userdata);
+        else
+                dispatch(s, SCHED_RUN);
+}
+
+void scheduler_set_reply_gate(Scheduler *s, uint64_t bytes) {
+        s->reply_gate = bytes;
+        charge_registry_watch(s->charges, CHARGE_REPLY_BYTES, bytes, bytes > 0 ? on_replies_read : NULL, s);
+        dispatch(s, SCHED_RUN);
+}
+
+void scheduler_set_wake(Scheduler *s, void (*wake)(void *userdata), void *userdata) {
+        s->wake = wake;
+        s->wake_userdata = userdata;
+}
+
+void scheduler_retry(Scheduler *s, SchedKind kind) {
+        dispatch(s, kind);
 }
 
 void scheduler_set_limits(Scheduler *s, SchedKind kind, const SchedLimits *l) {

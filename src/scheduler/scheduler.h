@@ -28,6 +28,16 @@
  * A granted ticket's callback runs from within the release (or limit change)
  * that freed its slot; it may release or acquire tickets itself.
  *
+ * Runs wait for their clients as well: while a uid's connections leave more
+ * unread reply bytes (CHARGE_REPLY_BYTES) than the reply gate, none of its
+ * SCHED_RUN tickets is granted, at once or from the queue; they are served
+ * in turn once the clients have read. A run's reply is not known before it
+ * ends, so what its clients do not read must stop new runs, not only new
+ * replies. Falling back under the gate happens inside whatever shrank the
+ * charge (a connection's write): the scheduler then calls the wake function,
+ * which must come back through the event loop (scheduler_retry()), or, with
+ * none set, serves the waiters at once.
+ *
  * The event loop's own time is shared too. What runs in the loop for a uid (a
  * connection's callbacks, a persistent sandbox's messages) reports the thread
  * CPU time it took (scheduler_loop_charge()), kept per uid as a decaying sum
@@ -116,6 +126,13 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Scheduler *, scheduler_free);
 
 /* Raising a cap grants waiters at once; holdings over a lowered cap stay. */
 void scheduler_set_limits(Scheduler *s, SchedKind kind, const SchedLimits *l);
+
+/* Runs of a uid whose clients leave this many unread reply bytes or more wait (above); 0: no gate. */
+void scheduler_set_reply_gate(Scheduler *s, uint64_t bytes);
+/* How the scheduler asks for a turn of the loop to serve runs that may go now (above); NULL: none, serve at once. */
+void scheduler_set_wake(Scheduler *s, void (*wake)(void *userdata), void *userdata);
+/* Serve waiters of a kind that may go now: what wake() asks for. */
+void scheduler_retry(Scheduler *s, SchedKind kind);
 
 /* t must be empty. 0: held now; SCHEDULER_QUEUED: cb runs later with it held; SCHEDULER_QUEUE_FULL or
  * SCHEDULER_USER_QUEUE_FULL (t stays empty); -ENOMEM. A uid gets a slot at once only when no other ticket of its

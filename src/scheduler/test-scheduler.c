@@ -243,6 +243,67 @@ START_TEST(test_one_account_for_amounts) {
 }
 END_TEST
 
+/* Runs of a uid whose clients leave the reply gate's bytes unread wait, at once and from the queue, while other
+ * uids' go; once the clients read, they are served, through the wake function when there is one. */
+static unsigned n_wakes;
+
+static void on_wake(void *userdata) {
+        ck_assert_ptr_eq(userdata, &n_wakes);
+        n_wakes++;
+}
+
+START_TEST(test_runs_wait_for_unread_replies) {
+        _cleanup_(scheduler_freep) Scheduler *s = NULL;
+        SchedTicket t[4] = {};
+        Charge unread = CHARGE_NULL;
+        ChargeRegistry *r;
+
+        reset();
+        n_wakes = 0;
+        ck_assert_int_eq(scheduler_new(&s), 0);
+        r = scheduler_charges(s);
+        scheduler_set_limits(s, SCHED_RUN, &(SchedLimits) { .total = 8, .per_user = 4 });
+        scheduler_set_reply_gate(s, 1000);
+        ck_assert_int_eq(charge_take(r, &unread, A, CHARGE_REPLY_BYTES, 999), 0);
+        /* Under the gate: A's run goes. */
+        ck_assert_int_eq(scheduler_try_acquire(s, &t[0], SCHED_RUN, A), 0);
+        /* At it: A's next waits, B's goes, and other kinds of A's are not held back. */
+        ck_assert_int_eq(charge_resize(&unread, 1000, true), 0);
+        ck_assert_int_eq(scheduler_acquire(s, &t[1], SCHED_RUN, A, on_grant, NULL), SCHEDULER_QUEUED);
+        ck_assert_int_eq(scheduler_acquire(s, &t[2], SCHED_RUN, B, on_grant, NULL), 0);
+        ck_assert_int_eq(scheduler_try_acquire(s, &t[3], SCHED_BUILD, A), 0);
+        scheduler_release(&t[3]);
+        /* A run slot freed is no help while A's clients do not read. */
+        scheduler_release(&t[0]);
+        ck_assert(sched_ticket_waiting(&t[1]));
+        ck_assert_uint_eq(n_granted, 0);
+        /* They read: with no wake function, A's run is served from within that. */
+        ck_assert_int_eq(charge_resize(&unread, 10, false), 0);
+        ck_assert(sched_ticket_held(&t[1]));
+        ck_assert_uint_eq(n_granted, 1);
+        ck_assert_uint_eq(granted[0], A);
+
+        /* With a wake function, the scheduler asks for a turn of the loop and serves the run on scheduler_retry(). */
+        scheduler_set_wake(s, on_wake, &n_wakes);
+        ck_assert_int_eq(charge_resize(&unread, 5000, true), 0);
+        ck_assert_int_eq(scheduler_acquire(s, &t[0], SCHED_RUN, A, on_grant, NULL), SCHEDULER_QUEUED);
+        ck_assert_int_eq(charge_resize(&unread, 0, false), 0);
+        ck_assert_uint_eq(n_wakes, 1);
+        ck_assert(sched_ticket_waiting(&t[0]));
+        scheduler_retry(s, SCHED_RUN);
+        ck_assert(sched_ticket_held(&t[0]));
+        ck_assert_uint_eq(n_granted, 2);
+
+        /* No gate: unread replies hold nothing back. */
+        scheduler_set_reply_gate(s, 0);
+        ck_assert_int_eq(charge_resize(&unread, 1 << 30, true), 0);
+        ck_assert_int_eq(scheduler_try_acquire(s, &t[3], SCHED_RUN, A), 0);
+        for (size_t i = 0; i < ELEMENTSOF(t); i++)
+                scheduler_release(&t[i]);
+        charge_release(&unread);
+}
+END_TEST
+
 #define MS USEC_PER_MSEC
 #define HALF SCHEDULER_LOOP_HALF_LIFE_USEC
 
@@ -372,6 +433,7 @@ static Suite *scheduler_suite(void) {
 
         tcase_add_test(tc, test_global_and_per_user_caps);
         tcase_add_test(tc, test_one_account_for_amounts);
+        tcase_add_test(tc, test_runs_wait_for_unread_replies);
         tcase_add_test(tc, test_round_robin);
         tcase_add_test(tc, test_per_user_cap_skips);
         tcase_add_test(tc, test_queue_caps);

@@ -75,17 +75,24 @@ typedef enum ReplyBound {
 /* Would queueing n more bytes take this connection, or its user, over the
  * bound? A reply into an empty queue goes, however long (the client reads, and
  * tools cap what one reply holds), unless the user's other connections already
- * hold unread replies and this one would take them all over the user's bound:
- * else one user's many connections that never read would each hold a reply of
- * the largest size. */
+ * hold unread replies and this one would take them all over twice the user's
+ * bound: else one user's many connections that never read would each hold a
+ * reply of the largest size. Twice, because the user's runs stop starting at a
+ * quarter of it (scheduler_set_reply_gate()), while those in flight still end
+ * with replies the clients are reading: they should not be lost. */
 static ReplyBound session_over_bound(Session *s, size_t n) {
         size_t queued = buf_size(&s->out);
 
         if (queued == 0) {
-                if (!s->replies.user ||
-                    charge_registry_used(s->limits.charges, s->uid, CHARGE_REPLY_BYTES) == s->replies.amount)
+                uint64_t limit, others;
+
+                if (!s->replies.user)
                         return REPLY_FITS;
-                return charge_resize(&s->replies, n, false) == CHARGE_QUOTA ? REPLY_OVER_USER : REPLY_FITS;
+                limit = charge_registry_limit(s->limits.charges, CHARGE_REPLY_BYTES);
+                others = charge_registry_used(s->limits.charges, s->uid, CHARGE_REPLY_BYTES) - s->replies.amount;
+                if (others == 0 || limit >= UINT64_MAX / 2 || others + n <= 2 * limit)
+                        return REPLY_FITS;
+                return REPLY_OVER_USER;
         }
         if (s->limits.max_reply_buffer > 0 && queued + n > s->limits.max_reply_buffer)
                 return REPLY_OVER_CONNECTION;
@@ -111,8 +118,8 @@ static json_object *withheld_reply_new(Session *s, json_object *msg, size_t len,
                              (int64_t) charge_registry_limit(s->limits.charges, CHARGE_REPLY_BYTES));
                 return jsonrpc_error_new(id, JSONRPC_SERVER_LIMIT,
                                          "Reply withheld: your other connections hold replies their clients have "
-                                         "not read, and this one would take them over the limit for one user "
-                                         "(max-reply-buffer-per-user); read replies as they come",
+                                         "not read, and this one would take them over twice the limit for one "
+                                         "user (max-reply-buffer-per-user); read replies as they come",
                                          data);
         }
         json_add_int(data, "unread_bytes", (int64_t) buf_size(&s->out));

@@ -777,8 +777,8 @@ START_TEST(test_reply_bound) {
 END_TEST
 
 /* A reply into an empty queue goes whatever its length, unless the user's other connections (here a charge of
- * their own) already hold unread replies and it would take them over the user's bound: else many connections of
- * one user that never read would each hold a reply of the largest size. */
+ * their own) already hold unread replies and it would take them over twice the user's bound: else many
+ * connections of one user that never read would each hold a reply of the largest size. */
 START_TEST(test_reply_bound_per_user) {
         SessionLimits l = default_limits();
         Charge other = CHARGE_NULL;
@@ -803,9 +803,11 @@ START_TEST(test_reply_bound_per_user) {
         ck_assert_uint_eq(strlen(result_text(assert_result(a, 300))), 29999);
         ck_assert_uint_eq(charge_registry_used(charges, session->uid, CHARGE_REPLY_BYTES), 0);
 
-        /* Another connection of the user holds 15000 unread bytes: a reply of 10000 into this empty queue would
-         * take the user to 25000, and is replaced by an error that names the user's bound. */
+        /* Another connection of the user holds 35000 unread bytes (over the bound: it was charged as replies came
+         * into its empty queue): a reply of 10000 into this empty queue would take the user to 45000, over twice
+         * the bound, and is replaced by an error that names it. */
         ck_assert_int_eq(charge_take(charges, &other, session->uid, CHARGE_REPLY_BYTES, 15000), 0);
+        ck_assert_int_eq(charge_resize(&other, 35000, true), 0);
         text[9999] = 0;
         tool_call_finish_text(held[1], false, "%s", text);
         _cleanup_json_ json_object *b = client_read();
@@ -813,10 +815,10 @@ START_TEST(test_reply_bound_per_user) {
         ck_assert_msg(strstr(msg, "max-reply-buffer-per-user") && strstr(msg, "other connections"), "%s", msg);
         int64_t v = 0;
         ck_assert(json_get_int64(jget(jget(b, "error", NULL), "data", NULL), "unread_bytes_of_user", &v));
-        ck_assert_int_eq(v, 15000);
-        ck_assert_uint_eq(charge_registry_used(charges, session->uid, CHARGE_REPLY_BYTES), 15000);
+        ck_assert_int_eq(v, 35000);
+        ck_assert_uint_eq(charge_registry_used(charges, session->uid, CHARGE_REPLY_BYTES), 35000);
 
-        /* A reply that fits beside the other connection's goes. */
+        /* A reply that stays within twice the bound beside the other connection's goes. */
         text[3999] = 0;
         tool_call_finish_text(held[2], false, "%s", text);
         _cleanup_json_ json_object *c = client_read();

@@ -18,6 +18,11 @@ struct ChargeRegistry {
         uint64_t total[_CHARGE_SLOT_MAX];
         uint64_t per_user[_CHARGE_SLOT_MAX];
         uint64_t limit_total[_CHARGE_SLOT_MAX];
+        struct {
+                uint64_t threshold;
+                ChargeUnderFunc f;
+                void *userdata;
+        } watch[_CHARGE_SLOT_MAX];
 };
 
 int charge_registry_new(ChargeRegistry **ret) {
@@ -52,6 +57,12 @@ uint64_t charge_registry_limit(const ChargeRegistry *r, ChargeSlot slot) {
 void charge_registry_set_limit(ChargeRegistry *r, ChargeSlot slot, uint64_t per_user, uint64_t total) {
         r->per_user[slot] = per_user == 0 ? CHARGE_UNLIMITED : per_user;
         r->limit_total[slot] = total == 0 ? CHARGE_UNLIMITED : total;
+}
+
+void charge_registry_watch(ChargeRegistry *r, ChargeSlot slot, uint64_t threshold, ChargeUnderFunc f, void *userdata) {
+        r->watch[slot].threshold = threshold;
+        r->watch[slot].f = f;
+        r->watch[slot].userdata = userdata;
 }
 
 static ChargeUser *user_find(const ChargeRegistry *r, uid_t uid) {
@@ -136,9 +147,13 @@ int charge_resize(Charge *c, uint64_t amount, bool force) {
                     !fits(r->total[c->slot], more, r->limit_total[c->slot]))
                         return CHARGE_QUOTA;
         }
-        u->used[c->slot] = u->used[c->slot] - c->amount + amount;
+        uint64_t was = u->used[c->slot];
+        u->used[c->slot] = was - c->amount + amount;
         r->total[c->slot] = r->total[c->slot] - c->amount + amount;
         c->amount = amount;
+        if (r->watch[c->slot].f && was >= r->watch[c->slot].threshold &&
+            u->used[c->slot] < r->watch[c->slot].threshold)
+                r->watch[c->slot].f(u->uid, r->watch[c->slot].userdata);
         return 0;
 }
 

@@ -61,6 +61,11 @@ uint64_t charge_registry_used(const ChargeRegistry *r, uid_t uid, ChargeSlot slo
 uint64_t charge_registry_total(const ChargeRegistry *r, ChargeSlot slot);
 unsigned charge_registry_n_users(const ChargeRegistry *r);
 
+/* Called when what a uid holds in a slot falls from at least threshold to under it (after the change; it must not
+ * take or resize charges of that slot). One per slot; NULL: none. */
+typedef void (*ChargeUnderFunc)(uid_t uid, void *userdata);
+void charge_registry_watch(ChargeRegistry *r, ChargeSlot slot, uint64_t threshold, ChargeUnderFunc f, void *userdata);
+
 /* c must hold nothing. Returns 0, CHARGE_QUOTA, or -ENOMEM. */
 int charge_take(ChargeRegistry *r, Charge *c, uid_t uid, ChargeSlot slot, uint64_t amount);
 /* Change what c holds to amount. Shrinking always works; growing may give CHARGE_QUOTA

@@ -112,6 +112,53 @@ START_TEST(test_resize) {
 }
 END_TEST
 
+/* The watch: called once when a uid's holding falls from the threshold or more to under it, for that uid only. */
+static uid_t watched[8];
+static unsigned n_watched;
+
+static void on_under(uid_t uid, void *userdata) {
+        ck_assert_ptr_eq(userdata, &n_watched);
+        ck_assert_uint_lt(n_watched, ELEMENTSOF(watched));
+        watched[n_watched++] = uid;
+}
+
+START_TEST(test_watch) {
+        _cleanup_(charge_registry_freep) ChargeRegistry *r = NULL;
+        Charge a = CHARGE_NULL, a2 = CHARGE_NULL, b = CHARGE_NULL;
+
+        n_watched = 0;
+        ck_assert_int_eq(charge_registry_new(&r), 0);
+        charge_registry_watch(r, CHARGE_REPLY_BYTES, 100, on_under, &n_watched);
+        ck_assert_int_eq(charge_take(r, &a, A, CHARGE_REPLY_BYTES, 60), 0);
+        ck_assert_int_eq(charge_take(r, &a2, A, CHARGE_REPLY_BYTES, 50), 0);
+        ck_assert_int_eq(charge_take(r, &b, B, CHARGE_REPLY_BYTES, 20), 0);
+        /* Under it all along: nothing. Other slots are not watched. */
+        ck_assert_int_eq(charge_resize(&b, 10, false), 0);
+        ck_assert_uint_eq(n_watched, 0);
+        /* A at 110 falls to 100: still at it. */
+        ck_assert_int_eq(charge_resize(&a2, 40, false), 0);
+        ck_assert_uint_eq(n_watched, 0);
+        /* Then to 99: once, for A. */
+        ck_assert_int_eq(charge_resize(&a, 59, false), 0);
+        ck_assert_uint_eq(n_watched, 1);
+        ck_assert_uint_eq(watched[0], A);
+        ck_assert_int_eq(charge_resize(&a, 10, false), 0);
+        ck_assert_uint_eq(n_watched, 1);
+        /* Back over and released: once more. */
+        ck_assert_int_eq(charge_resize(&a, 200, true), 0);
+        charge_release(&a);
+        ck_assert_uint_eq(n_watched, 2);
+        ck_assert_uint_eq(watched[1], A);
+        /* No watch: nothing. */
+        charge_registry_watch(r, CHARGE_REPLY_BYTES, 0, NULL, NULL);
+        ck_assert_int_eq(charge_resize(&a2, 500, true), 0);
+        ck_assert_int_eq(charge_resize(&a2, 0, true), 0);
+        ck_assert_uint_eq(n_watched, 2);
+        charge_release(&a2);
+        charge_release(&b);
+}
+END_TEST
+
 START_TEST(test_overflow_and_move) {
         _cleanup_(charge_registry_freep) ChargeRegistry *r = NULL;
         Charge a = CHARGE_NULL, b = CHARGE_NULL;
@@ -159,6 +206,7 @@ static Suite *charge_suite(void) {
         tcase_add_test(tc, test_per_user_quota_is_per_user);
         tcase_add_test(tc, test_global_limit);
         tcase_add_test(tc, test_resize);
+        tcase_add_test(tc, test_watch);
         tcase_add_test(tc, test_overflow_and_move);
         tcase_add_test(tc, test_fair_share);
         suite_add_tcase(s, tc);
