@@ -40,6 +40,7 @@ void workspace_stop(Workspace *sb) {
         sb->netproxy = net_proxy_free(sb->netproxy);
         sb->ready = false;
         sb->cpu_busy = -1;
+        sb->cpu_cap_failed = false;
         driver_input_done(&sb->input);
         free(sb->out);
         sb->out = NULL;
@@ -170,13 +171,20 @@ void workspace_cpu_update(Workspace *sb) {
         int busy = !sb->ready || sb->ops || sb->prepare;
         int k;
 
-        if (!sb->proc || !sb->proc->cgroups || busy == sb->cpu_busy)
+        /* The child that starts bwrap makes the sandbox's cgroups (at the idle cap): they are there once bwrap has
+         * reported its child's pid. */
+        if (!sb->proc || !sb->proc->cgroups || sb->init_pid == 0 || busy == sb->cpu_busy)
                 return;
         if (!busy)
                 quota = quota > 0 ? MIN(quota, (uint64_t) IDLE_CPU_QUOTA) : IDLE_CPU_QUOTA;
         k = sandbox_cgroup_set_cpu_quota(sb->proc->cgroups, quota);
-        if (k < 0)
-                log_warning_errno(k, "Sandbox %.8s…: could not set its CPU cap: %m", sb->id);
+        if (k < 0) {
+                /* Tried again at the next change; said once per start. */
+                if (!sb->cpu_cap_failed)
+                        log_warning_errno(k, "Sandbox %.8s…: could not set its CPU cap: %m", sb->id);
+                sb->cpu_cap_failed = true;
+                return;
+        }
         sb->cpu_busy = busy;
 }
 
@@ -266,7 +274,6 @@ int workspace_spawn(Workspace *sb) {
                 return k;
         }
         process_set_stderr_func(sb->proc, on_stderr, sb);
-        workspace_cpu_update(sb);
         k = sd_event_add_io(sb->registry->event, &sb->io, sb->sock, EPOLLIN, workspace_on_io, sb);
         if (k >= 0)
                 k = sd_event_add_io(sb->registry->event, &sb->status_io, sb->status_fd, EPOLLIN, workspace_on_status,

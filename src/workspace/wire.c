@@ -65,6 +65,8 @@ static void status_line(Workspace *sb, const char *line) {
                 /* Records wait for this (see workspace_on_io()). */
                 if (sb->io && !sb->protocol_error)
                         (void) sd_event_source_set_enabled(sb->io, SD_EVENT_ON);
+                /* Its cgroups exist now: from the idle cap it started with to what it does (starting: busy). */
+                workspace_cpu_update(sb);
         }
 }
 

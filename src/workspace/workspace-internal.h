@@ -121,7 +121,9 @@ struct Workspace {
         pid_t init_pid;                 /* the sandbox's pid 1 (bwrap's "child-pid"), as we see it; 0: not yet */
         pid_t worker_pid;
         int worker_pidfd;
-        int cpu_busy;                   /* the CPU cap in place: 1 a run's, 0 the idle one, -1 none yet */
+        int cpu_busy;                   /* the CPU cap in place: 1 a run's, 0 the idle one, -1 the one it was
+                                         * started with (idle), not set since */
+        bool cpu_cap_failed;            /* setting it failed since the start (said once) */
         unsigned fast_deaths;
         uint64_t spawned_usec;
         char *broken;                   /* why it cannot run; set after repeated failures */

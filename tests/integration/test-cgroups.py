@@ -430,6 +430,81 @@ def a_busy_users_group_weighs_less_until_it_is_quiet():
     c.close()
 
 
+def cpu_cap(pid):
+    """The CFS cap of pid's cgroup in the cpu hierarchy as a fraction of a CPU, None for no cap; False when pid
+    is gone or its cgroup has no cap files."""
+    mounts = mcptest.cgroup_mounts()
+    try:
+        own = mcptest.own_cgroups(pid)
+    except OSError:
+        return False
+    try:
+        if "cpu" in own and "cpu" in mounts:
+            d = mounts["cpu"] + own["cpu"]
+            quota, period = int(read(d + "/cpu.cfs_quota_us")), int(read(d + "/cpu.cfs_period_us"))
+            return None if quota < 0 else quota / period
+        if "" in own and "" in mounts:
+            quota, period = read(mounts[""] + own[""] + "/cpu.max").split()
+            return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+@test
+def a_persistent_sandbox_started_again_runs_its_cells_uncapped():
+    """A persistent sandbox waits at the idle CPU cap (5% of a CPU: what a cell left running may use) and runs its
+    cells without one. Started again (reset_sandbox, as install_package does) with a cell queued behind the
+    restart, the new sandbox must leave the idle cap it is created at: the daemon used to try before the child
+    that starts bwrap had made its cgroups, fail (a warning in the log) and count the cap as set, so the driver's
+    start and every cell until the sandbox next went idle ran at 5% of a CPU."""
+    daemon()
+    version, args = python_version()
+    d = Daemon(args=["--persistent-sandboxes", "--offline", "--prestart=0", "--tmpfs-size=64M", *args])
+    mcptest.at_exit(d.close)
+    c = d.client()
+    c.initialize()
+    r = c.call_tool("create_sandbox", {"python_version": version}, timeout=180)
+    check(not r.get("isError"), f"create_sandbox: {c.text(r)}")
+    sid = r["structuredContent"]["sandbox_id"]
+
+    def bwraps():
+        """The outer bwrap of the sandbox's driver (python -I -u -c DRIVER), not a bytecode compile's."""
+        found = []
+        for p in mcptest.children(d.proc.pid):
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    argv = f.read()
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == d.proc.pid and argv.split(b"\0")[0].endswith(b"bwrap") and b"\0-I\0-u\0-c\0" in argv:
+                found.append(p)
+        return found
+
+    first = mcptest.wait_until(lambda: bwraps()[:1], 10, "the sandbox's bwrap")[0]
+    cap = mcptest.wait_until(lambda: cpu_cap(first) or None, 10, "the idle cap of the waiting sandbox")
+    check(abs(cap - 0.05) < 0.001, f"the waiting sandbox's cap: {cap}")
+
+    reset = c.new_id()
+    c.send({"jsonrpc": "2.0", "id": reset, "method": "tools/call",
+            "params": {"name": "reset_sandbox", "arguments": {"sandbox_id": sid}}})
+    cell = c.new_id()
+    c.send({"jsonrpc": "2.0", "id": cell, "method": "tools/call",
+            "params": {"name": "execute_code", "arguments": {"sandbox_id": sid, "code": "import time\ntime.sleep(4)"}}})
+    second = mcptest.wait_until(lambda: [p for p in bwraps() if p != first][:1], 20, "the new sandbox's bwrap")[0]
+    mcptest.wait_until(lambda: cpu_cap(second) is None, 8,
+                       "no CPU cap on the sandbox started again while its queued cell runs")
+    for rid in (reset, cell):
+        r = c.wait_for(rid, timeout=60)["result"]
+        check(not r.get("isError"), f"{c.text(r)[:400]}")
+    mcptest.wait_until(lambda: cpu_cap(second) == 0.05, 10, "the idle cap again once the cell is over")
+    check("could not set its CPU cap" not in d.log(), f"the log: {d.log()[-1000:]}")
+    c.close()
+    d.close()
+
+
 @test
 def shared_prestarted_sandbox_moves_to_its_users_group_before_the_script():
     """The sandbox started ahead for whoever comes first waits in the daemon's group; the user who takes it gets
