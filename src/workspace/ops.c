@@ -136,6 +136,10 @@ static void dispatch(Workspace *sb) {
         WorkspaceOp *op = sb->ops;
         int k;
 
+        /* A run slot is the head cell's: one cancelled while it waited for it leaves it to nobody, to be given back
+         * here. */
+        if (!op || !(op->kind == OP_REQUEST && streq_ptr(json_get_string(op->request, "op"), "exec")))
+                scheduler_release(&sb->run_slot);
         if (!op)
                 return;
         if (sb->broken) {
@@ -293,8 +297,10 @@ void workspace_op_cancel(WorkspaceOp *op) {
                 return;
         op->cb = NULL;
         if (op->phase == PHASE_QUEUED) {
+                Workspace *sb = op->sandbox;
                 op_unlink(op);
                 op_free(op);
+                workspace_schedule_dispatch(sb);    /* what it waited for goes back, or to the next */
                 return;
         }
         /* Running: stop the cell now, as a timeout would (the state is kept if it stops). */

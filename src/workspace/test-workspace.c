@@ -295,6 +295,44 @@ START_TEST(requests_wait_their_turn) {
 }
 END_TEST
 
+/* A cell cancelled while it waited for a run slot leaves no slot behind: the one it waited for, once granted, goes
+ * back. (It used to stay with the sandbox until it closed: one of its user's run slots gone.) */
+START_TEST(cancelled_while_waiting_for_a_run_slot) {
+        Scheduler *sched = runtime_scheduler(runtime);
+        Workspace *sb = start(1000);
+        SchedTicket held[64] = {};
+        size_t n = 0;
+        Reply r = {};
+        WorkspaceOp *op = NULL;
+
+        /* Every run slot of uid 1000 taken by others. */
+        while (n < ELEMENTSOF(held) && scheduler_try_acquire(sched, &held[n], SCHED_RUN, 1000) == 0)
+                n++;
+        ck_assert_uint_gt(n, 0);
+        ck_assert_uint_lt(n, ELEMENTSOF(held));
+        ck_assert_int_eq(exec_cell(sb, "waits", 0, &r, &op), 0);
+        for (int i = 0; i < 20; i++)
+                ck_assert_int_ge(sd_event_run(event, 10 * USEC_PER_MSEC), 0);
+        ck_assert_uint_eq(scheduler_waiting_for(sched, SCHED_RUN, 1000), 1);
+        workspace_op_cancel(op);
+        for (size_t i = 0; i < n; i++)
+                scheduler_release(&held[i]);
+        for (int i = 0; i < 20; i++)
+                ck_assert_int_ge(sd_event_run(event, 10 * USEC_PER_MSEC), 0);
+        ck_assert(!r.done);
+        ck_assert_uint_eq(scheduler_waiting_for(sched, SCHED_RUN, 1000), 0);
+        ck_assert_uint_eq(scheduler_held_by(sched, SCHED_RUN, 1000), 0);
+        /* And the next cell runs. */
+        ck_assert_int_eq(exec_cell(sb, "next", 0, &r, NULL), 0);
+        run_until(&r.done);
+        ck_assert_ptr_null(r.error);
+        reply_done(&r);
+        run_until_idle(sb);
+        ck_assert_uint_eq(scheduler_held_by(sched, SCHED_RUN, 1000), 0);
+        workspace_close(sb);
+}
+END_TEST
+
 START_TEST(timeout_interrupts) {
         Workspace *sb = start(1000);
         Reply r = {};
@@ -538,6 +576,7 @@ static Suite *workspace_suite(void) {
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, close_while_starting);
         tcase_add_test(tc, quotas);
+        tcase_add_test(tc, cancelled_while_waiting_for_a_run_slot);
         /* The hello is believed only with a pidfd for its sender: where there is no pidfd_open() (valgrind up to
          * 3.19 does not know it), no sandbox becomes ready, and the tests that need one are left out. */
         fd = (int) syscall(SYS_pidfd_open, getpid(), 0);
