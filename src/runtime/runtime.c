@@ -527,6 +527,9 @@ static void set_sched_limits(Runtime *r) {
         scheduler_set_limits(r->sched, SCHED_PRESTART, &(SchedLimits) { .total = 4 * prestart, .per_user = prestart });
         scheduler_set_limits(r->sched, SCHED_WORKSPACE,
                              &(SchedLimits) { .total = cap(c->max_sandboxes), .per_user = cap(c->max_sandboxes_per_user) });
+        /* A carry holds the snapshot of a sandbox's /work (up to 16 MiB of tar, as base64 some 21 MiB, parsed and
+         * sent on again: ~50 MB at its peak): one at a time in all, the users' turns round robin. */
+        scheduler_set_limits(r->sched, SCHED_CARRY, &(SchedLimits) { .total = 1, .per_user = 1 });
         /* A user's runs wait while its clients leave a quarter of max-reply-buffer-per-user unread. The replies of
          * the runs already in flight go into empty queues up to twice that bound (see session.c): room for seven
          * of the largest (10 MiB of files each, some 14 MB of JSON) when no client reads. */

@@ -5,7 +5,8 @@
  * The scheduler: the one place that decides whether work a client asked for
  * may start now. Every spawn and every held process of the daemon — runs,
  * metadata helpers, environment builds (uv), bytecode compiles, disk walks,
- * persistent sandboxes, sandboxes started ahead — takes a SchedTicket of its kind, charged to a uid:
+ * persistent sandboxes, sandboxes started ahead, the /work a persistent sandbox carries over to a new environment
+ * (its tar passes through the daemon's memory) — takes a SchedTicket of its kind, charged to a uid:
  * the peer's for work done for a call, SCHEDULER_DAEMON_UID for what the
  * daemon does for itself (garbage collection, warm-up). Each kind has a cap
  * for all uids together and one for a single uid. (The sandbox self-test
@@ -67,6 +68,7 @@ typedef enum SchedKind {
         SCHED_WALK,             /* a disk-usage walk or collection */
         SCHED_WORKSPACE,        /* a live workspace (a persistent sandbox) */
         SCHED_PRESTART,         /* a sandbox started ahead (prestart=), the daemon's until a run takes it */
+        SCHED_CARRY,            /* a persistent sandbox's /work carried to a new environment through the daemon */
         _SCHED_KIND_MAX,
 } SchedKind;
 

@@ -53,8 +53,10 @@ void workspace_op_finish(WorkspaceOp *op, const WorkspaceOpOutcome *o) {
         op_unlink(op);
         if (was_head && sb->op_timer)
                 (void) sd_event_source_set_enabled(sb->op_timer, SD_EVENT_OFF);
-        if (was_head)
+        if (was_head) {
                 scheduler_release(&sb->run_slot);   /* the cell is over, or waits no more */
+                scheduler_release(&sb->carry);
+        }
         sb->used_usec = now_usec();
         op_free(op);
         if (cb)
@@ -128,6 +130,7 @@ static int send_request(Workspace *sb, json_object *req) {
         return workspace_send_pending(sb);
 }
 
+/* A run slot or a carry's turn came. */
 static void on_run_slot(SchedTicket *t, void *userdata) {
         workspace_schedule_dispatch(userdata);   /* through the loop: this runs inside another run's release */
 }
@@ -136,10 +139,12 @@ static void dispatch(Workspace *sb) {
         WorkspaceOp *op = sb->ops;
         int k;
 
-        /* A run slot is the head cell's: one cancelled while it waited for it leaves it to nobody, to be given back
-         * here. */
+        /* A run slot is the head cell's, a carry's turn the head restart's: one cancelled while it waited for
+         * either leaves it to nobody, to be given back here. */
         if (!op || !(op->kind == OP_REQUEST && streq_ptr(json_get_string(op->request, "op"), "exec")))
                 scheduler_release(&sb->run_slot);
+        if (!op || !(op->kind == OP_RESTART && op->keep_files))
+                scheduler_release(&sb->carry);
         if (!op)
                 return;
         if (sb->broken) {
@@ -165,6 +170,20 @@ static void dispatch(Workspace *sb) {
                 return;
 
         if (op->kind == OP_RESTART) {
+                /* Its snapshot passes through the daemon: one carry at a time (SCHED_CARRY), in turn. */
+                if (op->keep_files && !sched_ticket_held(&sb->carry)) {
+                        if (sched_ticket_waiting(&sb->carry))
+                                return;
+                        k = scheduler_acquire(runtime_scheduler(sb->registry->runtime), &sb->carry, SCHED_CARRY,
+                                              sb->uid, on_run_slot, sb);
+                        if (k == SCHEDULER_QUEUED)
+                                return;
+                        if (k != 0) {
+                                WorkspaceOpOutcome o = { .error = "out of memory" };
+                                workspace_op_finish(op, &o);
+                                return;
+                        }
+                }
                 if (op->keep_files) {
                         _cleanup_json_ json_object *req = json_object_new_object();
                         json_add_string(req, "op", "snapshot");

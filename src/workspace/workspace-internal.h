@@ -91,6 +91,7 @@ struct Workspace {
         bool network;                   /* its interpreter was started with network access */
         SchedTicket place;              /* SCHED_WORKSPACE while it is open, charged to uid */
         SchedTicket run_slot;           /* SCHED_RUN while a cell (an "exec" request) runs, as a run's */
+        SchedTicket carry;              /* SCHED_CARRY while a restart carries /work over (the head op's) */
         SchedLoop loop;                 /* the event loop's CPU its messages take, charged to uid */
         int loop_priority;              /* its sources' sd-event priority, as the scheduler last said */
         uint64_t created_usec, used_usec, ttl_usec;

@@ -269,6 +269,7 @@ void workspace_close(Workspace *sb) {
         sb->op_timer = sd_event_source_disable_unref(sb->op_timer);
         sb->defer = sd_event_source_disable_unref(sb->defer);
         scheduler_release(&sb->run_slot);
+        scheduler_release(&sb->carry);
         scheduler_release(&sb->place);
         scheduler_loop_leave(&sb->loop);
         workspace_unref(sb);    /* the registry's */

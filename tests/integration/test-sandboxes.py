@@ -225,6 +225,48 @@ def install_package_then_import():
 
 
 @test
+def work_carried_over_by_many_sandboxes_at_once_stays_bounded():
+    """Six sandboxes of one user, each with 15 MB of files in /work, install a package at once: install_package
+    carries /work over to the new environment through the daemon (a tar, as base64, parsed and sent on). Every
+    carry held some 50 MB at its peak, all at once: the daemon grew by 415 MB for eight. Now one carry runs at a
+    time (SCHED_CARRY), the others wait their turn, every sandbox keeps its files, and the daemon grows by what
+    one carry holds."""
+    d = daemon()
+    n = 6
+    cs, sids = [], []
+    for _ in range(n):
+        c = client(d)
+        sid = create(c)
+        run(c, sid, "import os\nfor k in range(5):\n    open(f'f{k}.bin', 'wb').write(os.urandom(3_000_000))\n"
+                    "open('keep.txt', 'w').write('kept')")
+        cs.append(c)
+        sids.append(sid)
+    import threading
+    results = [None] * n
+
+    def install(i):
+        results[i] = call(cs[i], "install_package", sandbox_id=sids[i], packages=["sbx-tiny"])
+
+    with RssGrowth(d.proc.pid, every=0.002) as g:
+        threads = [threading.Thread(target=install, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    print(f"# the daemon grew by {g.grew} KiB at the peak for {n} carries at once", flush=True)
+    for i in range(n):
+        check(results[i] is not None and not results[i].get("isError"), f"install_package {i}: {results[i]}")
+        r = run(cs[i], sids[i], "import os, sbx_tiny\n(open('keep.txt').read(), sum(os.path.getsize(f'f{k}.bin') "
+                                "for k in range(5)))")
+        eq(r["structuredContent"]["result"], "('kept', 15000000)", f"sandbox {i}'s files after the carry")
+    if not sanitized(d.proc.pid):
+        check(g.grew < 100 * 1024, f"the daemon grew by {g.grew} KiB for {n} carries")
+    for i in range(n):
+        call(cs[i], "close_sandbox", sandbox_id=sids[i])
+        cs[i].close()
+
+
+@test
 def reset_clears_variables_and_files():
     d = daemon()
     c = client(d)
