@@ -576,7 +576,6 @@ static Suite *workspace_suite(void) {
         tcase_set_timeout(tc, 120);
         tcase_add_test(tc, close_while_starting);
         tcase_add_test(tc, quotas);
-        tcase_add_test(tc, cancelled_while_waiting_for_a_run_slot);
         /* The hello is believed only with a pidfd for its sender: where there is no pidfd_open() (valgrind up to
          * 3.19 does not know it), no sandbox becomes ready, and the tests that need one are left out. */
         fd = (int) syscall(SYS_pidfd_open, getpid(), 0);
@@ -588,6 +587,7 @@ static Suite *workspace_suite(void) {
         safe_close(fd);
         tcase_add_test(tc, create_then_ready);
         tcase_add_test(tc, requests_wait_their_turn);
+        tcase_add_test(tc, cancelled_while_waiting_for_a_run_slot);
         tcase_add_test(tc, timeout_interrupts);
         tcase_add_test(tc, interpreter_dies);
         tcase_add_test(tc, sandbox_dies_mid_request);
