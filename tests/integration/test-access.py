@@ -73,7 +73,7 @@ def account_lookups_leave_no_nss_module_in_the_daemon():
                           capture_output=True, text=True, timeout=30).stdout
     if not here.strip():
         print("# NSS here loads no module of its own (nsswitch.conf: files only): nothing to keep out", flush=True)
-    conf = scratch("access-") + ".conf"
+    conf = os.path.join(scratch("mcptest-access-"), "d.conf")
     with open(conf, "w") as f:
         f.write("[Daemon]\nallowed-users = root\n")
     with Daemon(args=[f"--config={conf}"]) as d:
