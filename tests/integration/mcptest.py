@@ -306,6 +306,7 @@ class Daemon:
     """
 
     def __init__(self, mode="activate", args=(), env=None, cache_dir=None, wrap=(), journal_stream=False):
+        _DAEMONS.append(self)
         self.extra_env = env
         self.wrap = list(wrap)
         if not DAEMON or not os.path.exists(DAEMON):
@@ -485,7 +486,7 @@ class Daemon:
             with open(self.log_path, "rb") as f:
                 return f.read().decode(errors="replace")
         except OSError:
-            return ""
+            return getattr(self, "_closed_log", "")
 
     def alive(self):
         return self.proc.poll() is None
@@ -511,6 +512,7 @@ class Daemon:
             self._notify_thread.join()
             self.notify.close()
             self._log.close()
+            self._closed_log = self.log_full()[-20000:]   # for a failed test's report
             _rmtree(self.dir)
 
     def __enter__(self):
@@ -972,6 +974,18 @@ def with_defaults(st):
 
 
 _TESTS = []
+_DAEMONS = []   # every Daemon made, in order: a failed test shows the logs of those it made
+
+
+def _print_daemon_logs(since, lines=40):
+    """The last lines of the log of each daemon made from index since on, for a failed test's report."""
+    for i, d in enumerate(_DAEMONS[since:]):
+        text = d.log_full()
+        if not text:
+            continue
+        print(f"# daemon {i + 1} of the test ({d.dir}), the last {lines} lines of its log:", flush=True)
+        for line in text.splitlines()[-lines:]:
+            print(f"#   {line}", flush=True)
 
 
 def test(fn):
@@ -987,6 +1001,7 @@ def main():
         if only and name not in only:
             continue
         t0 = time.monotonic()
+        made = len(_DAEMONS)
         try:
             fn()
         except Skip as e:
@@ -1001,6 +1016,7 @@ def main():
             failed += 1
             print(f"not ok - {name}: {type(e).__name__}: {e}", flush=True)
             traceback.print_exc(file=sys.stdout)
+            _print_daemon_logs(made)
             continue
         passed += 1
         print(f"ok - {name} ({time.monotonic() - t0:.2f}s)", flush=True)
