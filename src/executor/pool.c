@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "log.h"
 #include "macro.h"
 #include "pool.h"
 #include "time-util.h"
@@ -111,6 +112,7 @@ static void on_entry_died(Process *proc, void *userdata) {
 
         if (t->ops.dropped)
                 t->ops.dropped(t->spec, &e->item);
+        log_debug("A process started ahead ended before anyone took it (%u in a row).", t->failures + 1);
         t->failures++;
         t->failed_at = now_usec();
         target_remove_entry(t, e);
@@ -397,9 +399,12 @@ int pool_take(Pool *p, const char *key, uid_t uid, PoolAcceptFunc accept, void *
         if (!p || p->size == 0)
                 return 0;
         t = pool_find(p, key, &idx);
-        if (!t)
+        if (!t) {
+                log_debug("No process is started ahead for the target uid " UID_FMT " asks for.", uid);
                 return 0;
+        }
         if (t->ops.check && !t->ops.check(t->spec)) {
+                log_debug("The processes started ahead for a target that changed since are dropped.");
                 pool_drop_target(p, idx);
                 return 0;
         }
@@ -408,6 +413,8 @@ int pool_take(Pool *p, const char *key, uid_t uid, PoolAcceptFunc accept, void *
         for (size_t i = t->n_entries; i-- > 0;) {
                 PoolEntry *e = t->entries[i];
                 if (entry_spoilt(e)) {
+                        log_debug("A process started ahead %s before anyone took it: dropped.",
+                                  e->item.proc && !e->item.proc->exited ? "wrote" : "ended");
                         target_remove_entry(t, e);
                         if (t->ops.dropped && e->item.proc && !e->item.proc->exited)
                                 t->ops.dropped(t->spec, &e->item);
@@ -453,8 +460,11 @@ int pool_take(Pool *p, const char *key, uid_t uid, PoolAcceptFunc accept, void *
                 }
                 o->last_take = now;
         }
-        if (!best)
+        if (!best) {
+                log_debug("None of the %zu process%s started ahead for the target suits uid " UID_FMT ".",
+                          t->n_entries, t->n_entries == 1 ? "" : "es", uid);
                 return 0;
+        }
 
         Process *proc = best->item.proc;
         target_remove_entry(t, best);

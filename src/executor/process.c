@@ -312,6 +312,13 @@ static bool processes_outside_cgroups(Process *p) {
         return p->outside_cgroups;
 }
 
+bool process_settled(Process *p) {
+        if (!p || p->exited)
+                return true;
+        (void) processes_outside_cgroups(p);
+        return p->fallback_fd < 0;
+}
+
 static void kill_group(Process *p) {
         if (p->pid <= 0 || p->exited)
                 return;

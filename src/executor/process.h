@@ -122,6 +122,10 @@ int process_spawn(sd_event *e, const ProcessOptions *o, ProcessDoneFunc done, vo
 void process_set_stderr_func(Process *p, ProcessOutputFunc f, void *userdata);
 /* Kill the process group now; done still runs (unless the Process is freed). */
 void process_kill(Process *p);
+/* Whether the child has gone past its cgroups: it entered them (or fell back to its limits) and execed, or it is
+ * gone. Until then a process of it may still be on its way into them. Without cgroups made by the child
+ * (make_cgroups with fallback_limits), always. */
+bool process_settled(Process *p);
 /* Its time is up: sets timed_out and kills it, or, with flush_on_timeout, first sends SIGWINCH and
  * returns 1: the timer (timer_source) then fires once more, PROCESS_FLUSH_GRACE_USEC later, to kill it. */
 int process_timeout(Process *p);

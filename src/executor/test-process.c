@@ -793,6 +793,63 @@ START_TEST(test_flush_on_timeout_after_cgroup_fallback) {
 }
 END_TEST
 
+/* In the child, held until the test makes the file it names (the child keeps none of the test's fds), then unable
+ * to make its cgroups. */
+static int held_then_fail(void *userdata) {
+        for (unsigned i = 0; i < 1000 && access(userdata, F_OK) < 0; i++)
+                usleep(10 * 1000);
+        return -EPERM;
+}
+
+/*
+ * process_settled(): not while the child is still on its way into its cgroups (its processes could still land in
+ * the old ones, were they moved now); once it went past them (here: fell back to its limits) and execed, yes;
+ * without cgroups, at once.
+ */
+START_TEST(test_settled_once_past_its_cgroups) {
+        _cleanup_free_ char *gate = NULL;
+        char *cgroups[] = { (char *) "/nonexistent/test-process-settled", NULL };
+        char *argv[] = { (char *) "/bin/sleep", (char *) "30", NULL };
+        ProcessLimit none[1];
+        bool done = false;
+        Process *p = NULL;
+
+        ck_assert_int_ge(asprintf(&gate, "/tmp/test-process-settled-%d", (int) getpid()), 0);
+        (void) unlink(gate);
+        ProcessOptions o = { .argv = argv, .stdin_fd = -EBADF, .head_max = 4096, .tail_max = 4096,
+                             .cgroups = cgroups, .make_cgroups = held_then_fail, .make_cgroups_userdata = gate,
+                             .fallback_limits = none, .n_fallback_limits = 0, .reaper = reaper };
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        for (unsigned i = 0; i < 20; i++) {
+                ck_assert(!process_settled(p));
+                ck_assert_int_ge(sd_event_run(event, 10 * USEC_PER_MSEC), 0);
+        }
+        ck_assert(!p->exited);
+        int fd = open(gate, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        ck_assert_int_ge(fd, 0);
+        close(fd);
+        RUN_UNTIL(process_settled(p));
+        ck_assert(process_settled(p));
+        ck_assert(!p->exited);
+        process_kill(p);
+        RUN_UNTIL(done);
+        ck_assert(done);
+        process_free(p);
+        ck_assert_int_eq(unlink(gate), 0);
+
+        /* No cgroups: nothing to wait for. */
+        done = false;
+        o.cgroups = NULL;
+        o.make_cgroups = NULL;
+        o.fallback_limits = NULL;
+        ck_assert_int_ge(process_spawn(event, &o, on_done, &done, &p), 0);
+        ck_assert(process_settled(p));
+        process_kill(p);
+        RUN_UNTIL(done);
+        process_free(p);
+}
+END_TEST
+
 /* The same fallback, killed: a process that left the process group (setsid) is still found, below the child in
  * /proc, and goes with it; whether a directory stands at the cgroup's path or not, the child's word decides. */
 static void assert_killed_after_fallback(const char *cgroup) {
@@ -863,6 +920,7 @@ static Suite *process_suite(void) {
         tcase_add_test(tc, test_detach_after_exit_frees_at_once);
         tcase_add_test(tc, test_cgroups_v1);
         tcase_add_test(tc, test_cgroups_made_by_the_child);
+        tcase_add_test(tc, test_settled_once_past_its_cgroups);
         tcase_add_test(tc, test_child_drops_the_daemons_fds_first);
         tcase_add_test(tc, test_reapers_apart);
         tcase_add_test(tc, test_detach_without_reaper);

@@ -204,7 +204,8 @@ int runtime_network_wrap_later(Runtime *r, char *const *command, int *ret_ctl_fd
 int runtime_network_adopt(Runtime *r, uid_t uid, int ctl_fd, NetProxy **ret);
 /* A run started in the daemon's cgroup group (a sandbox started ahead for whoever came first) into the group of
  * uid, whose share of the CPUs it then uses (sandbox/limits.h). 0 when it is there now (or has no cgroups to move),
- * negative when it stays where it was: then it is no sandbox for uid (the caller drops it). */
+ * negative when it stays where it was: then it is no sandbox for uid (the caller drops it); -EBUSY while it is
+ * still entering its cgroups (process_settled()). */
 int runtime_move_to_owner(Runtime *r, Process *p, uid_t uid);
 /* The machine-wide part of a run's sandbox policy (bwrap, network, tmpfs size,
  * /etc): every sandboxed process starts from it. */

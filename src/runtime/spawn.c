@@ -112,6 +112,9 @@ int runtime_move_to_owner(Runtime *r, Process *p, uid_t uid) {
                 return -EINVAL;   /* not one of runtime_spawn_limited()'s */
         if (x->owner == uid)
                 return 0;
+        /* A process of it may be on its way into the old cgroups still, and would stay there. */
+        if (!process_settled(p))
+                return -EBUSY;
         /* Sandboxes started ahead have the configured limits: the new cgroups get the same. */
         sandbox_limits_from_config(r->config, &limits);
         limits.owner = uid;

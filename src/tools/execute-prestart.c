@@ -458,11 +458,18 @@ void execute_job_warm_early(Job *j, const char *taken) {
                 log_debug("Failed to start a sandbox ahead, importing %s, beside the run that does.", joined);
 }
 
-/* A waiting sandbox suits the job when what it imported is what the script imports first (preimport.h). */
+/* A waiting sandbox suits the job when what it imported is what the script imports first (preimport.h). One
+ * started for whoever comes first must have gone into its cgroups first: it moves into the taker's group whole,
+ * or not at all (runtime_move_to_owner()); one still on its way stays for the next. */
 static int job_accept(const PoolItem *it, void *userdata) {
         Job *j = userdata;
         _cleanup_strv_free_ char **pre = NULL;
 
+        if (it->owner != j->call->uid && !process_settled(it->proc)) {
+                log_debug("execute_python for uid " UID_FMT ": the sandbox started ahead for whoever comes first "
+                          "is still entering its cgroups, a fresh sandbox instead.", j->call->uid);
+                return -1;
+        }
         if (!it->tag || !it->tag[0])
                 return 0;
         if (!j->plain_enough)
@@ -490,6 +497,8 @@ bool execute_job_take_prestarted(Job *j) {
          * of modules before it may still be in the pipe.) */
         size = fcntl(it.in_fd, F_GETPIPE_SZ);
         if (size < 0 || j->script_len + strlen(strempty(it.tag)) + 1 > (size_t) size) {
+                log_debug("execute_python for uid " UID_FMT ": the script does not fit the pre-started sandbox's "
+                          "pipe, a fresh sandbox instead.", j->call->uid);
                 pool_item_done(&it);
                 return false;
         }
@@ -504,12 +513,16 @@ bool execute_job_take_prestarted(Job *j) {
         /* network-allow: the sandbox's proxy becomes the caller's now (a reload flushes the pool: the two agree). */
         if ((it.ctl_fd >= 0) != runtime_network_allowlisted(r) ||
             (it.ctl_fd >= 0 && runtime_network_adopt(r, j->call->uid, TAKE_FD(it.ctl_fd), &j->netproxy) < 0)) {
+                log_debug("execute_python for uid " UID_FMT ": the pre-started sandbox's network does not match the "
+                          "settings, a fresh sandbox instead.", j->call->uid);
                 pool_item_done(&it);
                 return false;
         }
         it.proc->done = execute_job_on_run_done;
         it.proc->userdata = j;
         if (pool_item_start(&it, runtime_event(r), j->timeout_usec) < 0) {
+                log_debug("execute_python for uid " UID_FMT ": the pre-started sandbox could not be started on the "
+                          "run, a fresh sandbox instead.", j->call->uid);
                 pool_item_done(&it);
                 j->netproxy = net_proxy_free(j->netproxy);
                 return false;
@@ -517,6 +530,8 @@ bool execute_job_take_prestarted(Job *j) {
         n = j->script_len > 0 ? write(it.in_fd, j->script, j->script_len) : 0;
         if (n < 0 || (size_t) n != j->script_len ||
             sd_event_add_io(runtime_event(r), &j->out_source, it.out_fd, EPOLLIN, execute_job_on_outputs, j) < 0) {
+                log_debug("execute_python for uid " UID_FMT ": the script could not be handed to the pre-started "
+                          "sandbox, a fresh sandbox instead.", j->call->uid);
                 j->out_source = sd_event_source_disable_unref(j->out_source);
                 pool_item_done(&it);
                 j->netproxy = net_proxy_free(j->netproxy);

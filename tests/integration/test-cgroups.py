@@ -505,6 +505,26 @@ def a_persistent_sandbox_started_again_runs_its_cells_uncapped():
     d.close()
 
 
+def shared_sandbox(d, name):
+    """A bwrap of the sandbox started ahead for whoever comes first (its Python waits for /work/script.py), once it
+    is in the daemon's group in every hierarchy: its child has entered them all and execed bwrap (the daemon hands
+    over none before, job_accept()). Not another sandbox of the daemon's own, such as the one that compiles the
+    boot program; under load, the sandboxes started ahead may still wait to enter their cgroups then."""
+    for p in mcptest.children(d.proc.pid):
+        try:
+            where = mcptest.own_cgroups(p)
+            with open(f"/proc/{p}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if (comm == "bwrap" and b"/work/script.py" in argv and
+                    all(f"/{name}/daemon/run-" in where[h] for h in hierarchies())):
+                return p
+        except (OSError, KeyError):
+            pass
+    return None
+
+
 @test
 def shared_prestarted_sandbox_moves_to_its_users_group_before_the_script():
     """The sandbox started ahead for whoever comes first waits in the daemon's group; the user who takes it gets
@@ -515,23 +535,13 @@ def shared_prestarted_sandbox_moves_to_its_users_group_before_the_script():
     d = Daemon(args=["--prestart=1", *args])
     mcptest.at_exit(d.close)
     name = "mcp-python-sandbox-" + hashlib.sha256(d.cache_dir.encode()).hexdigest()[:16]
-    def in_daemons_group():
-        found = []
-        for p in mcptest.children(d.proc.pid):
-            try:
-                if f"/{name}/daemon/run-" in mcptest.own_cgroups(p)[hierarchies()[0]]:
-                    found.append(p)
-            except (OSError, KeyError):
-                pass
-        return found
-
     # A first hello world (root's) leaves the shared one waiting for whoever comes next.
     a = d.client()
     a.initialize()
     r = a.call_tool("execute_python", {"script": "pass\n", "python_version": version}, timeout=60)
     check(not r.get("isError"), a.text(r)[-600:])
     a.close()
-    mcptest.wait_until(in_daemons_group, 30, "the shared sandbox waiting in the daemon's group")
+    mcptest.wait_until(lambda: shared_sandbox(d, name), 30, "the shared sandbox waiting in the daemon's group")
     b = d.nobody_client()
     mark = "mcpt-cg-shared-" + uuid.uuid4().hex
     script = ("import os, sys, time\n"
@@ -574,17 +584,8 @@ def shared_sandbox_that_cannot_move_is_not_used():
     check(not r.get("isError"), a.text(r)[-600:])
     a.close()
 
-    def shared_cpu_cgroup():
-        for p in mcptest.children(d.proc.pid):
-            try:
-                where = mcptest.own_cgroups(p).get("cpu", "")
-            except OSError:
-                continue
-            if f"/{name}/daemon/run-" in where:
-                return where
-        return None
-
-    where = mcptest.wait_until(shared_cpu_cgroup, 30, "the shared sandbox waiting in the daemon's group")
+    pid = mcptest.wait_until(lambda: shared_sandbox(d, name), 30, "the shared sandbox waiting in the daemon's group")
+    where = mcptest.own_cgroups(pid)["cpu"]
     top = mcptest.cgroup_mounts()["cpu"] + os.path.dirname(os.path.dirname(where))
     group = os.path.join(top, f"uid-{mcptest.NOBODY}")
     os.makedirs(group, exist_ok=True)

@@ -312,6 +312,9 @@ def one_users_burst_leaves_another_user_a_prestarted_sandbox():
                     "params": {"name": "execute_python", "arguments": {"script": script}}})
             rids.append(rid)
         wait_until(lambda: all(processes_with(m) for m in marks), 30, "A's two runs")
+        # A's two runs and the shared one back, started (the daemon hands over none still on its way into its
+        # cgroups: then B's would be a fresh one).
+        wait_until(lambda: len(bwraps(d.proc.pid)) >= 3, 30, "the shared sandbox started again")
         b = d.nobody_client()
         r, st, text = call(b, "print('B')\n")
         eq(st.get("stdout"), "B\n", text)
