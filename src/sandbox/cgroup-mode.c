@@ -47,19 +47,29 @@ struct SandboxCgroups {
 
 static void share_start(SandboxCgroups *sc);
 
+/* The owner's group, if it was made; NULL if not. */
+static Group *group_find(SandboxCgroups *sc, uid_t owner) {
+        for (size_t i = 0; i < sc->n_groups; i++)
+                if (sc->groups[i].owner == owner)
+                        return &sc->groups[i];
+        return NULL;
+}
+
 /* An owner's group, once made, stays until the daemon exits (sandbox_cgroups_free()): removing it when its last run
  * ended would put an rmdir of a cgroup in the event loop, which waits for the kernel's RCU grace periods (15-30 ms
  * each on cgroup v1 beside a busy neighbour), and a user starting runs one after another would make and remove it
  * each time. There is one per owner that ran something: the peers' uids, the daemon's and the idle group. */
 static void group_made(SandboxCgroups *sc, uid_t owner) {
+        Group *g;
+
         /* A run is starting: its group's use is worth reading. */
         share_start(sc);
-        for (size_t i = 0; i < sc->n_groups; i++)
-                if (sc->groups[i].owner == owner) {
-                        sc->groups[i].started = true;
-                        return;
-                }
-        Group *g = realloc(sc->groups, (sc->n_groups + 1) * sizeof(*sc->groups));
+        g = group_find(sc, owner);
+        if (g) {
+                g->started = true;
+                return;
+        }
+        g = realloc(sc->groups, (sc->n_groups + 1) * sizeof(*sc->groups));
         if (!g)
                 return;   /* not remembered: made again (mkdir finds it) at its next run */
         sc->groups = g;
@@ -224,13 +234,6 @@ SandboxCgroupMode sandbox_cgroup_mode(SandboxCgroups *sc) {
         return sc->mode;
 }
 
-static bool group_is_made(SandboxCgroups *sc, uid_t owner) {
-        for (size_t i = 0; i < sc->n_groups; i++)
-                if (sc->groups[i].owner == owner)
-                        return true;
-        return false;
-}
-
 static unsigned base_weight(uid_t owner) {
         return owner == SANDBOX_OWNER_DAEMON ? SANDBOX_CGROUP_DAEMON_WEIGHT :
                owner == SANDBOX_OWNER_IDLE   ? SANDBOX_CGROUP_IDLE_WEIGHT :
@@ -239,7 +242,7 @@ static unsigned base_weight(uid_t owner) {
 
 /* The group of owner in each hierarchy (NULL where there is none), made if it is not yet. */
 static int new_groups(SandboxCgroups *sc, uid_t owner, char *ret[static _SANDBOX_CGROUP_V1_MAX]) {
-        bool made = group_is_made(sc, owner);
+        bool made = group_find(sc, owner) != NULL;
         char name[32];
         int r = 0;
 

@@ -135,13 +135,18 @@ static void on_run_slot(SchedTicket *t, void *userdata) {
         workspace_schedule_dispatch(userdata);   /* through the loop: this runs inside another run's release */
 }
 
+/* A cell: code to run, which holds a run slot while it runs. */
+static bool op_is_cell(const WorkspaceOp *op) {
+        return op && op->kind == OP_REQUEST && streq_ptr(json_get_string(op->request, "op"), "exec");
+}
+
 static void dispatch(Workspace *sb) {
         WorkspaceOp *op = sb->ops;
         int k;
 
         /* A run slot is the head cell's, a carry's turn the head restart's: one cancelled while it waited for
          * either leaves it to nobody, to be given back here. */
-        if (!op || !(op->kind == OP_REQUEST && streq_ptr(json_get_string(op->request, "op"), "exec")))
+        if (!op_is_cell(op))
                 scheduler_release(&sb->run_slot);
         if (!op || !(op->kind == OP_RESTART && op->keep_files))
                 scheduler_release(&sb->carry);
@@ -206,8 +211,7 @@ static void dispatch(Workspace *sb) {
 
         /* A cell runs code as a run does: it holds a run slot (max-runs, max-runs-per-user) while it runs, and
          * waits its turn in the same queue. */
-        if (op->kind == OP_REQUEST && streq_ptr(json_get_string(op->request, "op"), "exec") &&
-            !sched_ticket_held(&sb->run_slot)) {
+        if (op_is_cell(op) && !sched_ticket_held(&sb->run_slot)) {
                 if (sched_ticket_waiting(&sb->run_slot))
                         return;
                 k = runtime_acquire_slot(sb->registry->runtime, &sb->run_slot, sb->uid, on_run_slot, sb);
