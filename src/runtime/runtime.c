@@ -583,9 +583,25 @@ int runtime_acquire_slot(Runtime *r, SchedTicket *t, uid_t uid, SchedGrantFunc c
         /* max-queue=0: no run waits. */
         if (r->config->max_queue == 0) {
                 int k = scheduler_try_acquire(r->sched, t, SCHED_RUN, uid);
-                return k == SCHEDULER_QUOTA ? SCHEDULER_QUEUE_FULL : k;
+                if (k != SCHEDULER_QUOTA)
+                        return k;
+                return scheduler_replies_unread(r->sched, uid) ? SCHEDULER_REPLIES_UNREAD : SCHEDULER_QUEUE_FULL;
         }
         return scheduler_acquire(r->sched, t, SCHED_RUN, uid, cb, userdata);
+}
+
+char *runtime_replies_unread_message(const Runtime *r, uid_t uid) {
+        uint64_t unread = charge_registry_used(scheduler_charges(r->sched), uid, CHARGE_REPLY_BYTES);
+        char *m = NULL;
+
+        if (asprintf(&m, "your clients have not read %.1f MiB of replies to earlier calls: no script of yours starts "
+                     "while %.1f MiB or more of them wait unread (a quarter of max-reply-buffer-per-user), and the "
+                     "queue has no room for this call to wait (max-queue). Read those replies, or close the "
+                     "connections that hold them, then try again",
+                     (double) unread / (1024 * 1024),
+                     (double) (r->config->max_reply_buffer_per_user / 4) / (1024 * 1024)) < 0)
+                return NULL;
+        return m;
 }
 
 unsigned runtime_n_running(const Runtime *r) {

@@ -123,9 +123,13 @@ SandboxCgroups *runtime_cgroups(const Runtime *r);
  * Run slots (the scheduler's SCHED_RUN): max-runs in all, max-runs-per-user for one uid, served round robin
  * among the uids that wait. 0: t holds the slot; SCHEDULER_QUEUED: t waits and cb runs when it is granted (from
  * within another run's release); SCHEDULER_QUEUE_FULL when max-queue is full, SCHEDULER_USER_QUEUE_FULL when the
- * user's share of it is; -ENOMEM. Give it back with scheduler_release(t).
+ * user's share of it is, SCHEDULER_REPLIES_UNREAD instead of either while the user's runs wait for its clients to
+ * read their replies; -ENOMEM. Give it back with scheduler_release(t).
  */
 int runtime_acquire_slot(Runtime *r, SchedTicket *t, uid_t uid, SchedGrantFunc cb, void *userdata);
+/* What a call refused with SCHEDULER_REPLIES_UNREAD is told: how much its user leaves unread, and what to do. NULL:
+ * out of memory. */
+char *runtime_replies_unread_message(const Runtime *r, uid_t uid);
 unsigned runtime_n_running(const Runtime *r);
 unsigned runtime_n_running_for(const Runtime *r, uid_t uid);
 unsigned runtime_max_runs_per_user(const Runtime *r);

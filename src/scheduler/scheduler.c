@@ -185,10 +185,13 @@ static void hold(Scheduler *s, SchedKind kind, SchedUser *u) {
                 k->peak = k->n_held;
 }
 
+bool scheduler_replies_unread(const Scheduler *s, uid_t uid) {
+        return s->reply_gate > 0 && charge_registry_used(s->charges, uid, CHARGE_REPLY_BYTES) >= s->reply_gate;
+}
+
 /* Whether a uid's runs wait for its clients to read their replies. */
 static bool replies_unread(const Scheduler *s, SchedKind kind, const SchedUser *u) {
-        return kind == SCHED_RUN && u && s->reply_gate > 0 &&
-               charge_registry_used(s->charges, u->uid, CHARGE_REPLY_BYTES) >= s->reply_gate;
+        return kind == SCHED_RUN && u && scheduler_replies_unread(s, u->uid);
 }
 
 static bool fits(const Scheduler *s, SchedKind kind, const SchedUser *u) {
@@ -318,13 +321,14 @@ int scheduler_acquire(Scheduler *s, SchedTicket *t, SchedKind kind, uid_t uid, S
         if (!u)
                 return -ENOMEM;
         q = &u->q[kind];
-        if (k->n_waiting >= k->limits.queue) {
+        if (k->n_waiting >= k->limits.queue || q->n_waiting >= k->limits.queue_per_user) {
+                /* A uid whose runs wait for its clients to read hears that, not only that the queue is full: its
+                 * own clients are why it cannot go now. */
+                r = replies_unread(s, kind, u)                  ? SCHEDULER_REPLIES_UNREAD :
+                    k->n_waiting >= k->limits.queue             ? SCHEDULER_QUEUE_FULL :
+                                                                  SCHEDULER_USER_QUEUE_FULL;
                 user_drop_if_empty(u);
-                return SCHEDULER_QUEUE_FULL;
-        }
-        if (q->n_waiting >= k->limits.queue_per_user) {
-                user_drop_if_empty(u);
-                return SCHEDULER_USER_QUEUE_FULL;
+                return r;
         }
 
         u->n_refs++;

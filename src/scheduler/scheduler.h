@@ -80,6 +80,8 @@ enum {
         SCHEDULER_QUOTA,                /* try_acquire: over the uid's or the global cap; nothing taken */
         SCHEDULER_QUEUE_FULL,           /* acquire: the kind's waiting queue is full */
         SCHEDULER_USER_QUEUE_FULL,      /* acquire: the uid's share of that queue is */
+        SCHEDULER_REPLIES_UNREAD,       /* acquire: either of those, while the uid's runs wait for its clients to
+                                         * read their replies (scheduler_set_reply_gate()): the reason to name */
 };
 
 #define SCHEDULER_UNLIMITED UINT32_MAX
@@ -131,13 +133,15 @@ void scheduler_set_limits(Scheduler *s, SchedKind kind, const SchedLimits *l);
 
 /* Runs of a uid whose clients leave this many unread reply bytes or more wait (above); 0: no gate. */
 void scheduler_set_reply_gate(Scheduler *s, uint64_t bytes);
+/* Whether uid's runs wait for its clients to read their replies now. */
+bool scheduler_replies_unread(const Scheduler *s, uid_t uid);
 /* How the scheduler asks for a turn of the loop to serve runs that may go now (above); NULL: none, serve at once. */
 void scheduler_set_wake(Scheduler *s, void (*wake)(void *userdata), void *userdata);
 /* Serve waiters of a kind that may go now: what wake() asks for. */
 void scheduler_retry(Scheduler *s, SchedKind kind);
 
-/* t must be empty. 0: held now; SCHEDULER_QUEUED: cb runs later with it held; SCHEDULER_QUEUE_FULL or
- * SCHEDULER_USER_QUEUE_FULL (t stays empty); -ENOMEM. A uid gets a slot at once only when no other ticket of its
+/* t must be empty. 0: held now; SCHEDULER_QUEUED: cb runs later with it held; SCHEDULER_QUEUE_FULL,
+ * SCHEDULER_USER_QUEUE_FULL or SCHEDULER_REPLIES_UNREAD (t stays empty); -ENOMEM. A uid gets a slot at once only when no other ticket of its
  * own waits before it and the caps allow: waiting tickets of other uids do not hold it back while slots are free. */
 int scheduler_acquire(Scheduler *s, SchedTicket *t, SchedKind kind, uid_t uid, SchedGrantFunc cb, void *userdata);
 /* Never waits: 0 (held) or SCHEDULER_QUOTA. */

@@ -304,6 +304,42 @@ START_TEST(test_runs_wait_for_unread_replies) {
 }
 END_TEST
 
+/* A run that cannot wait (the queue is full) while its uid's runs wait for its clients to read is refused with
+ * that reason, not "the queue is full"; another uid's, or A's once its clients read, with the queue's. */
+START_TEST(test_refusal_names_unread_replies) {
+        _cleanup_(scheduler_freep) Scheduler *s = NULL;
+        SchedTicket t[5] = {};
+        Charge unread = CHARGE_NULL;
+
+        reset();
+        ck_assert_int_eq(scheduler_new(&s), 0);
+        scheduler_set_limits(s, SCHED_RUN, &(SchedLimits) { .total = 1, .per_user = 1, .queue = 1,
+                                                            .queue_per_user = 1 });
+        scheduler_set_reply_gate(s, 1000);
+        ck_assert_int_eq(scheduler_acquire(s, &t[0], SCHED_RUN, B, on_grant, NULL), 0);
+        ck_assert_int_eq(scheduler_acquire(s, &t[1], SCHED_RUN, B, on_grant, NULL), SCHEDULER_QUEUED);
+        ck_assert(!scheduler_replies_unread(s, A));
+        ck_assert_int_eq(scheduler_acquire(s, &t[2], SCHED_RUN, A, on_grant, NULL), SCHEDULER_QUEUE_FULL);
+        ck_assert_int_eq(charge_take(scheduler_charges(s), &unread, A, CHARGE_REPLY_BYTES, 1000), 0);
+        ck_assert(scheduler_replies_unread(s, A));
+        ck_assert(!scheduler_replies_unread(s, B));
+        ck_assert_int_eq(scheduler_acquire(s, &t[2], SCHED_RUN, A, on_grant, NULL), SCHEDULER_REPLIES_UNREAD);
+        ck_assert(!t[2].user);
+        /* B's own share of the queue is full: B hears that. */
+        ck_assert_int_eq(scheduler_acquire(s, &t[3], SCHED_RUN, B, on_grant, NULL), SCHEDULER_QUEUE_FULL);
+        /* Other kinds of A's are not concerned. */
+        scheduler_set_limits(s, SCHED_BUILD, &(SchedLimits) { .total = 1, .per_user = 1, .queue = 1,
+                                                              .queue_per_user = 1 });
+        ck_assert_int_eq(scheduler_acquire(s, &t[2], SCHED_BUILD, B, on_grant, NULL), 0);
+        ck_assert_int_eq(scheduler_acquire(s, &t[3], SCHED_BUILD, B, on_grant, NULL), SCHEDULER_QUEUED);
+        ck_assert_int_eq(scheduler_acquire(s, &t[4], SCHED_BUILD, A, on_grant, NULL), SCHEDULER_QUEUE_FULL);
+        charge_release(&unread);
+        ck_assert(!scheduler_replies_unread(s, A));
+        for (size_t i = 0; i < ELEMENTSOF(t); i++)
+                scheduler_release(&t[i]);
+}
+END_TEST
+
 #define MS USEC_PER_MSEC
 #define HALF SCHEDULER_LOOP_HALF_LIFE_USEC
 
@@ -434,6 +470,7 @@ static Suite *scheduler_suite(void) {
         tcase_add_test(tc, test_global_and_per_user_caps);
         tcase_add_test(tc, test_one_account_for_amounts);
         tcase_add_test(tc, test_runs_wait_for_unread_replies);
+        tcase_add_test(tc, test_refusal_names_unread_replies);
         tcase_add_test(tc, test_round_robin);
         tcase_add_test(tc, test_per_user_cap_skips);
         tcase_add_test(tc, test_queue_caps);

@@ -476,6 +476,10 @@ static void job_queue(void *userdata) {
                                                                    runtime_n_queued_for(r, j->call->uid));
                 return job_fail(j, EXECUTE_RUN, "%s", why ?: "out of memory");
         }
+        if (k == SCHEDULER_REPLIES_UNREAD) {
+                _cleanup_free_ char *why = runtime_replies_unread_message(r, j->call->uid);
+                return job_fail(j, EXECUTE_RUN, "%s", why ?: "out of memory");
+        }
         if (k < 0)
                 return job_fail(j, EXECUTE_RUN, "out of memory");
         if (k == 0)

@@ -218,16 +218,18 @@ static void dispatch(Workspace *sb) {
                 if (k == SCHEDULER_QUEUED)
                         return;
                 if (k != 0) {
-                        WorkspaceOpOutcome o = {
-                                .error = k == SCHEDULER_USER_QUEUE_FULL
-                                                 ? "you have the most runs waiting that one user may have "
-                                                   "(max-queue, shared as max-runs-per-user); try again when one "
-                                                   "has finished"
-                                         : k == SCHEDULER_QUEUE_FULL
-                                                 ? "the server is busy: its run queue is full (max-queue); try "
-                                                   "again in a little while"
-                                                 : "out of memory",
-                        };
+                        _cleanup_free_ char *unread = NULL;
+                        const char *why = "out of memory";
+
+                        if (k == SCHEDULER_REPLIES_UNREAD)
+                                why = unread = runtime_replies_unread_message(sb->registry->runtime, sb->uid);
+                        else if (k == SCHEDULER_USER_QUEUE_FULL)
+                                why = "you have the most runs waiting that one user may have (max-queue, shared as "
+                                      "max-runs-per-user); try again when one has finished";
+                        else if (k == SCHEDULER_QUEUE_FULL)
+                                why = "the server is busy: its run queue is full (max-queue); try again in a little "
+                                      "while";
+                        WorkspaceOpOutcome o = { .error = why ?: "out of memory" };
                         workspace_op_finish(op, &o);
                         return;
                 }

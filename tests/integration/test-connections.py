@@ -425,6 +425,47 @@ def large_replies_on_many_connections_of_one_user_stay_bounded():
 
 
 @test
+def with_no_queue_a_call_refused_for_unread_replies_says_so():
+    """With max-queue=0 no run waits: a call of A's while A's clients leave a quarter of
+    max-reply-buffer-per-user unread cannot go now (its runs wait for A to read) nor wait. It is refused with
+    that reason and what to do, not with "the run queue is full" (the queue is not what holds it back). B's call
+    goes meanwhile; once A reads, A's next call runs."""
+    need_root()
+    script = ("import os\nos.makedirs('/work/out', exist_ok=True)\n"
+              "open('/work/out/f.bin', 'wb').write(os.urandom(3_000_000))\n")
+    with Daemon(args=["--max-queue=0", "--max-reply-buffer-per-user=4M"]) as d:
+        w = d.client()
+        w.initialize()
+        w.close()
+        s = connect(d)
+        s.sendall(init_lines())
+        s.sendall(line(req(1, "tools/call", {"name": "execute_python", "arguments": {"script": script}})))
+        wait_until(lambda: answer_started(s), 60, "the answer with 3 MB of files")
+        time.sleep(0.5)
+        a = d.client()
+        a.initialize()
+        r = a.call_tool("execute_python", {"script": "print('a ran')"}, timeout=30)
+        text = a.text(r)
+        check(r["isError"] and "a ran" not in text, f"A's call ran although A's clients read nothing: {text[:300]}")
+        check("not read" in text and "max-reply-buffer-per-user" in text and "queue is full" not in text,
+              f"the refusal does not say why: {text[:600]}")
+        b = Client(d.nobody_argv())
+        mcptest.at_exit(lambda: b.proc.poll() is None and b.kill())
+        b.initialize()
+        r = b.call_tool("execute_python", {"script": "print('b ran')"}, timeout=30)
+        check(not r["isError"] and "b ran" in b.text(r), f"user B's run beside A's unread replies: {r}")
+        eq(b.close(), 0, "user B's shim exit status")
+        got = [m for m in read_lines(s, 2, timeout=60) if m.get("id") == 1]
+        check(got and "result" in got[0] and not got[0]["result"].get("isError"),
+              f"A's first call's answer: {str(got)[:300]}")
+        s.close()
+        r = wait_until(lambda: (lambda r: r if not r["isError"] else None)(
+            a.call_tool("execute_python", {"script": "print('a ran')"}, timeout=30)), 10, "A's call once A read")
+        check("a ran" in a.text(r), f"A's call once A read: {a.text(r)[:300]}")
+        eq(a.close(), 0, "A's shim exit status")
+
+
+@test
 def huge_request_of_tiny_values_is_refused_cheaply():
     """One 15 MiB request of millions of tiny JSON values: an error naming the element budget, without the
     daemon building an object for each (today: 600 MB at the peak, 500 MB kept), nor holding the line: the error
