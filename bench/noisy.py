@@ -594,6 +594,42 @@ class Unread(Abuse):
                 e[0].close()
 
 
+class UnreadLarge(Abuse):
+    name = "16-unread-10mb"
+    what = "16 connections, each one execute_python leaving 10 MB of files in /work/out, never reading"
+
+    SCRIPT = ("import os\nos.makedirs('/work/out', exist_ok=True)\n"
+              "for k in range(3):\n    open(f'/work/out/f{k}.bin', 'wb').write(os.urandom(3_400_000))\n")
+
+    def body(self):
+        self.socks = []
+        for _ in range(16):
+            s = connect_as(A_UID, self.b.sock)
+            s.sendall(mcptest.init_lines("2025-06-18", name="noisy-a"))
+            s.sendall(mcptest.line(mcptest.req(1, "tools/call", {"name": "execute_python",
+                                                                 "arguments": {"script": self.SCRIPT}})))
+            self.socks.append(s)
+        self.halt.wait()
+        # How many replies had begun to arrive (the initialize reply is one line; a second one, or part of it).
+        begun = 0
+        for s in self.socks:
+            try:
+                data = s.recv(1 << 16, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except OSError:
+                continue
+            begun += data.count(b"\n") >= 2 or (b"\n" in data and not data.endswith(b"\n"))
+        self.notes["answers_begun"] = begun
+
+    def cleanup(self):
+        pass
+
+    def stop(self):
+        notes = super().stop()
+        for s in getattr(self, "socks", []):
+            s.close()
+        return notes
+
+
 class IdleConns(Abuse):
     name = "300-idle"
     what = "300 idle connections, half with a 1 MiB half-sent line, reopened when dropped"
@@ -724,8 +760,8 @@ class CheckEnv(Abuse):
         self.c.close()
 
 
-ABUSES = [Sleepers, Deps60, HelloLoop, HugeReply, Unread, IdleConns, TinyJson, LongLines, StoreFill, CheckEnv, Background,
-          Memory4]
+ABUSES = [Sleepers, Deps60, HelloLoop, HugeReply, Unread, UnreadLarge, IdleConns, TinyJson, LongLines, StoreFill,
+          CheckEnv, Background, Memory4]
 
 
 # ---- the bench -------------------------------------------------------------
