@@ -319,6 +319,8 @@ static void job_done(Job *j, Process *p, bool finished, int status) {
         json_object *content, *st;
         job_facts(j, &f);
         execute_render_run(&f, &o, &content, &st);
+        /* The content holds the files now: their bytes need not stay while the reply is written out. */
+        outputs_drop_payloads(j->outputs);
 
         RunLog l;
         const char *verdict = execute_outcome_verdict(&o);

@@ -22,7 +22,7 @@ typedef struct OutputItem {
         OutputKind kind;
         char *name;                     /* printable UTF-8 */
         uint64_t bytes;
-        char *data;                     /* NULL: left out */
+        char *data;                     /* NULL: left out (left_out), or dropped (outputs_drop_payloads()) */
         size_t n;
         const char *left_out;           /* why, or NULL */
         unsigned width, height;         /* figures */
@@ -400,6 +400,22 @@ bool outputs_finished(const Outputs *o, int *ret) {
         if (ret)
                 *ret = o->exit_status;
         return true;
+}
+
+void outputs_drop_payloads(Outputs *o) {
+        if (!o)
+                return;
+        for (size_t i = 0; i < o->n_items; i++)
+                o->items[i].data = mfree(o->items[i].data);
+}
+
+size_t outputs_payload_bytes(const Outputs *o) {
+        size_t n = 0;
+
+        for (size_t i = 0; o && i < o->n_items; i++)
+                if (o->items[i].data)
+                        n += o->items[i].n;
+        return n;
 }
 
 bool outputs_empty(const Outputs *o) {

@@ -72,6 +72,11 @@ bool outputs_finished(const Outputs *o, int *ret);
 bool outputs_empty(const Outputs *o);
 /* Append the content blocks: named images, inline text files, resources, then a note on what was left out. */
 void outputs_append_content(const Outputs *o, json_object *content);
+/* Free the figures' and files' bytes once the content holds them (up to OUTPUTS_MAX_TOTAL, that would otherwise
+ * stay while the reply is written out); what is known of them (names, sizes, the JSON above) stays. */
+void outputs_drop_payloads(Outputs *o);
+/* The figures' and files' bytes held now. */
+size_t outputs_payload_bytes(const Outputs *o);
 /* For structuredContent: [{"name","width","height","bytes","included"[,"left_out"]}] */
 json_object *outputs_figures_json(const Outputs *o);
 /* [{"name","bytes","mime_type","included"[,"left_out"]}] */

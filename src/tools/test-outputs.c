@@ -143,6 +143,43 @@ START_TEST(test_malformed_stream_has_no_status) {
 }
 END_TEST
 
+/* Once the content holds the files, their bytes go; the content, the files' list and what the run said stay. */
+START_TEST(test_payloads_dropped_after_the_content) {
+        _cleanup_(outputs_freep) Outputs *o = NULL;
+        uint8_t buf[256];
+        size_t n = 0;
+        int status = -1;
+        char bin[6] = { 0, 1, 2, 3, 4, 5 };
+
+        ck_assert_int_ge(outputs_new(&o), 0);
+        n += record(buf + n, 'O', "a.txt", 5, "hello");
+        n += record(buf + n, 'O', "b.bin", sizeof(bin), bin);
+        n += record(buf + n, 'X', "x", 0, NULL);
+        feed(o, buf, n, 7);
+        ck_assert(outputs_finished(o, &status));
+        ck_assert_uint_eq(outputs_payload_bytes(o), 5 + sizeof(bin));
+
+        json_object *content = json_object_new_array();
+        outputs_append_content(o, content);
+        _cleanup_free_ char *before = strdup(json_object_to_json_string(content));
+        json_object *files = outputs_files_json(o);
+        _cleanup_free_ char *files_before = strdup(json_object_to_json_string(files));
+        json_object_put(files);
+
+        outputs_drop_payloads(o);
+        ck_assert_uint_eq(outputs_payload_bytes(o), 0);
+        ck_assert_str_eq(json_object_to_json_string(content), before);
+        ck_assert_msg(strstr(before, "hello") && strstr(before, "AAECAwQF"), "%s", before);
+        files = outputs_files_json(o);
+        ck_assert_str_eq(json_object_to_json_string(files), files_before);
+        json_object_put(files);
+        ck_assert(outputs_finished(o, &status));
+        ck_assert_int_eq(status, 0);
+        ck_assert_uint_eq(outputs_n_included(o), 2);
+        json_object_put(content);
+}
+END_TEST
+
 static Suite *outputs_suite(void) {
         Suite *s = suite_create("outputs");
         TCase *tc = tcase_create("stream");
@@ -152,6 +189,7 @@ static Suite *outputs_suite(void) {
         tcase_add_test(tc, test_ready_warm_imports_and_loaded);
         tcase_add_test(tc, test_no_status_until_the_record_is_whole);
         tcase_add_test(tc, test_malformed_stream_has_no_status);
+        tcase_add_test(tc, test_payloads_dropped_after_the_content);
         suite_add_tcase(s, tc);
         return s;
 }
