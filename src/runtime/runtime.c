@@ -599,7 +599,7 @@ char *runtime_replies_unread_message(const Runtime *r, uid_t uid) {
                      "queue has no room for this call to wait (max-queue). Read those replies, or close the "
                      "connections that hold them, then try again",
                      (double) unread / (1024 * 1024),
-                     (double) (r->config->max_reply_buffer_per_user / 4) / (1024 * 1024)) < 0)
+                     (double) scheduler_reply_gate(r->sched) / (1024 * 1024)) < 0)
                 return NULL;
         return m;
 }

@@ -256,6 +256,10 @@ static void on_replies_read(uid_t uid, void *userdata) {
                 dispatch(s, SCHED_RUN);
 }
 
+uint64_t scheduler_reply_gate(const Scheduler *s) {
+        return s->reply_gate;
+}
+
 void scheduler_set_reply_gate(Scheduler *s, uint64_t bytes) {
         s->reply_gate = bytes;
         charge_registry_watch(s->charges, CHARGE_REPLY_BYTES, bytes, bytes > 0 ? on_replies_read : NULL, s);

@@ -135,14 +135,17 @@ void scheduler_set_limits(Scheduler *s, SchedKind kind, const SchedLimits *l);
 void scheduler_set_reply_gate(Scheduler *s, uint64_t bytes);
 /* Whether uid's runs wait for its clients to read their replies now. */
 bool scheduler_replies_unread(const Scheduler *s, uid_t uid);
+/* The gate set above. */
+uint64_t scheduler_reply_gate(const Scheduler *s);
 /* How the scheduler asks for a turn of the loop to serve runs that may go now (above); NULL: none, serve at once. */
 void scheduler_set_wake(Scheduler *s, void (*wake)(void *userdata), void *userdata);
 /* Serve waiters of a kind that may go now: what wake() asks for. */
 void scheduler_retry(Scheduler *s, SchedKind kind);
 
 /* t must be empty. 0: held now; SCHEDULER_QUEUED: cb runs later with it held; SCHEDULER_QUEUE_FULL,
- * SCHEDULER_USER_QUEUE_FULL or SCHEDULER_REPLIES_UNREAD (t stays empty); -ENOMEM. A uid gets a slot at once only when no other ticket of its
- * own waits before it and the caps allow: waiting tickets of other uids do not hold it back while slots are free. */
+ * SCHEDULER_USER_QUEUE_FULL or SCHEDULER_REPLIES_UNREAD (t stays empty); -ENOMEM. A uid gets a slot at once only
+ * when no other ticket of its own waits before it and the caps allow: waiting tickets of other uids do not hold it
+ * back while slots are free. */
 int scheduler_acquire(Scheduler *s, SchedTicket *t, SchedKind kind, uid_t uid, SchedGrantFunc cb, void *userdata);
 /* Never waits: 0 (held) or SCHEDULER_QUOTA. */
 int scheduler_try_acquire(Scheduler *s, SchedTicket *t, SchedKind kind, uid_t uid);

@@ -323,6 +323,7 @@ START_TEST(test_refusal_names_unread_replies) {
         ck_assert_int_eq(charge_take(scheduler_charges(s), &unread, A, CHARGE_REPLY_BYTES, 1000), 0);
         ck_assert(scheduler_replies_unread(s, A));
         ck_assert(!scheduler_replies_unread(s, B));
+        ck_assert_uint_eq(scheduler_reply_gate(s), 1000);
         ck_assert_int_eq(scheduler_acquire(s, &t[2], SCHED_RUN, A, on_grant, NULL), SCHEDULER_REPLIES_UNREAD);
         ck_assert(!t[2].user);
         /* B's own share of the queue is full: B hears that. */
